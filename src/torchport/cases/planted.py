@@ -1,0 +1,154 @@
+"""Suite ``planted``: deliberately faulty cases that prove each failure is classified right.
+
+hang        never returns from its forward (timeout)
+abort       kills its own process with SIGABRT (crash)
+segfault    dereferences NULL (crash)
+compile_bomb  raises only while being compiled (compile_fail)
+compile_wrong wrong numbers only in compiled code (accuracy_fail in compile mode)
+graph_break  a deliberate graph break (passes; the compile probe reports the break)
+host_model   keeps a submodule pinned to the CPU (placement grade host/fallback)
+cumsum       uses aten.cumsum, which simdev does not implement (fallback on simdev)
+oom          raises an out-of-memory error in its forward (oom)
+"""
+
+from __future__ import annotations
+
+import os
+
+from torchport.cases.base import Case, FunctionCase, Size, Workload
+
+
+def _linear_workload(model_cls, *, seed: int, trains: bool = True, **kwargs) -> Workload:
+    import torch
+    torch.manual_seed(seed)
+    model = model_cls(**kwargs)
+    x = torch.randn(4, 16)                                 # (B, 16)
+    return Workload(model=model, args=(x,), samples=4,
+                    loss_fn=(lambda out: out.float().pow(2).mean()) if trains else None)
+
+
+def _module(forward):
+    """An nn.Module class with one Linear(16, 16) and the given forward(self, x)."""
+    import torch
+
+    class Planted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(16, 16)
+
+    Planted.forward = forward
+    return Planted
+
+
+def _hang(*, seed: int, size: Size) -> Workload:
+    import time
+
+    def forward(self, x):
+        while True:
+            time.sleep(1)
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _abort(*, seed: int, size: Size) -> Workload:
+    def forward(self, x):
+        os.abort()
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _segfault(*, seed: int, size: Size) -> Workload:
+    import ctypes
+
+    def forward(self, x):
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _compile_bomb_op():
+    """A custom op whose fake (tracing) kernel raises: eager never calls it, compile does."""
+    import torch
+    name = "torchport_planted::compile_bomb"
+    if not hasattr(torch.ops.torchport_planted, "compile_bomb"):
+        @torch.library.custom_op(name, mutates_args=())
+        def compile_bomb(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @compile_bomb.register_fake
+        def _(x):
+            raise RuntimeError("planted: this op cannot be compiled")
+    return torch.ops.torchport_planted.compile_bomb
+
+
+def _compile_bomb(*, seed: int, size: Size) -> Workload:
+    import torch
+    bomb = _compile_bomb_op()
+
+    def forward(self, x):
+        y = self.linear(x)
+        if torch.compiler.is_compiling():
+            y = bomb(y)
+        return y
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _compile_wrong(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    def forward(self, x):
+        y = self.linear(x)
+        if torch.compiler.is_compiling():
+            y = y * 1.01  # 1% off, only in compiled code
+        return y
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _graph_break(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    def forward(self, x):
+        y = torch.relu(self.linear(x))
+        torch._dynamo.graph_break()  # deliberate: the compile probe must report it
+        return self.linear(y)
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _host_model(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    class HostPinned(torch.nn.Module):
+        """Moves its input back to the CPU and computes there: the work never reaches the
+        device, whatever device the inputs were placed on."""
+
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(16, 16))
+
+        def _apply(self, fn, recurse=True):
+            return self  # refuses .to(device): parameters stay on the host
+
+        def forward(self, x):
+            return x.cpu() @ self.weight
+    return _linear_workload(HostPinned, seed=seed)
+
+
+def _cumsum(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    def forward(self, x):
+        return torch.cumsum(self.linear(x), dim=-1)
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _oom(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    def forward(self, x):
+        raise torch.OutOfMemoryError("planted: out of memory")
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def planted_suite() -> list[Case]:
+    """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
+    fns = {"hang": _hang, "abort": _abort, "segfault": _segfault, "compile_bomb": _compile_bomb,
+           "compile_wrong": _compile_wrong, "graph_break": _graph_break,
+           "host_model": _host_model, "cumsum": _cumsum, "oom": _oom}
+    return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

@@ -1,0 +1,74 @@
+"""Suites, found through the ``torchport.suites`` entry-point group (built-ins included)."""
+
+from __future__ import annotations
+
+import fnmatch
+from importlib import import_module, metadata
+
+from torchport.cases.base import Case
+
+WORKLOAD_SUITE = "workload"
+
+
+class UnknownSuite(LookupError):
+    pass
+
+
+class NoMatchingCases(LookupError):
+    pass
+
+
+def _suite_targets() -> dict[str, str]:
+    return {ep.name: ep.value for ep in metadata.entry_points(group="torchport.suites")}
+
+
+def suite_names() -> list[str]:
+    return sorted(_suite_targets())
+
+
+def suite_doc(name: str) -> str:
+    """First line of the suite function's docstring, without building its cases."""
+    fn = _load(_suite_targets()[name])
+    return (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+
+
+def _load(target: str):
+    module, _, attr = target.partition(":")
+    obj = import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
+    if name == WORKLOAD_SUITE:
+        from torchport.cases.workload import WorkloadCase
+        return [WorkloadCase(workload)]
+    target = _suite_targets().get(name)
+    if target is None:
+        raise UnknownSuite(f"unknown suite '{name}'; known: {', '.join(suite_names())} "
+                           "('torchport suites' lists them)")
+    return list(_load(target)())
+
+
+def select(cases: list[Case], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
+           ) -> list[Case]:
+    """Cases whose id (or id without the suite prefix) matches an include glob and no exclude."""
+    def matches(case: Case, globs) -> bool:
+        short = case.id.split("/", 1)[-1]
+        return any(fnmatch.fnmatch(case.id, g) or fnmatch.fnmatch(short, g) for g in globs)
+
+    chosen = [c for c in cases if (not include or matches(c, include))
+              and not matches(c, exclude)]
+    if not chosen:
+        raise NoMatchingCases(f"no case matches --cases {','.join(include) or '*'}"
+                              + (f" --exclude {','.join(exclude)}" if exclude else "")
+                              + "; 'torchport cases SUITE' lists the ids")
+    return chosen
+
+
+def find_case(suite: str, case_id: str, *, workload: str | None = None) -> Case:
+    for case in load_suite(suite, workload=workload):
+        if case.id == case_id:
+            return case
+    raise NoMatchingCases(f"suite '{suite}' has no case '{case_id}'")

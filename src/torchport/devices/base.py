@@ -1,0 +1,99 @@
+"""Device adapters: everything torchport needs to know about one backend family.
+
+To add one: subclass ``DeviceAdapter`` in a new module, set ``name``, override what differs,
+and register the class under the ``torchport.devices`` entry-point group. Every method must
+work (or say why not) without the backend present: ``doctor`` calls ``availability`` on all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+
+
+class DeviceAdapter:
+    name: str = ""
+    torch_type: str = ""                 # the torch device type string
+    default_compile_backend: str = "inductor"
+    # Environment variables that turn host fallback into an error (for --strict reruns).
+    strict_env: dict[str, str] = {}
+    # Environment variables to unset for strict mode (e.g. a fallback switch).
+    strict_unset: tuple[str, ...] = ()
+    # Environment variables that make host fallback visible per op (set in every worker).
+    debug_env: dict[str, str] = {}
+    # Environment variable naming the backend's own compile cache folder, if any.
+    cache_env_var: str | None = None
+    backend_packages: tuple[str, ...] = ()
+
+    def availability(self) -> tuple[bool, str]:
+        """(usable, reason). The reason says why not, or what was found."""
+        return False, "not implemented"
+
+    def prepare(self) -> None:
+        """Import or install what the backend needs in this process (worker side)."""
+
+    def device(self, index: int = 0) -> str:
+        return f"{self.torch_type}:{index}" if self.torch_type != "cpu" else "cpu"
+
+    def module(self):
+        import torch
+        return getattr(torch, self.torch_type, None)
+
+    def synchronize(self) -> None:
+        mod = self.module()
+        if mod is not None and hasattr(mod, "synchronize"):
+            mod.synchronize()
+
+    def reset_peak_memory(self) -> None:
+        mod = self.module()
+        with contextlib.suppress(Exception):
+            mod.reset_peak_memory_stats()
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory since the last reset, or None where the backend cannot say."""
+        mod = self.module()
+        try:
+            return int(mod.max_memory_allocated())
+        except Exception:
+            return None
+
+    def device_info(self) -> dict:
+        return {"device_type": self.torch_type, "device_count": 0}
+
+    def versions(self) -> dict:
+        from importlib import metadata
+        found = {}
+        for pkg in self.backend_packages:
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                found[pkg] = metadata.version(pkg)
+        return found
+
+    # -- fallback signals (placement probe) -----------------------------------------------
+    def start_fallback_tracking(self) -> None:
+        """Clear the backend's own op tracking before a placement pass."""
+
+    def fallback_ops(self) -> dict[str, int] | None:
+        """The backend's own account of ops that ran on the host, or None if it keeps none."""
+        return None
+
+    def cache_dirs(self, root: str) -> dict[str, str]:
+        """Environment for a compile cache rooted at ``root`` (cold: new root, warm: same)."""
+        env = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+               "TRITON_CACHE_DIR": os.path.join(root, "triton")}
+        if self.cache_env_var:
+            env[self.cache_env_var] = os.path.join(root, self.name)
+        return env
+
+    def peak_tflops(self, dtype: str) -> float | None:
+        from torchport.devices.peaks import lookup_peak_tflops
+        return lookup_peak_tflops(self.device_info().get("device_name", ""), dtype)
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()

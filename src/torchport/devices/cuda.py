@@ -1,0 +1,35 @@
+"""NVIDIA CUDA and AMD ROCm (torch.cuda covers both; ROCm shows in torch.version.hip)."""
+
+from torchport.devices.base import DeviceAdapter
+
+
+class CUDAAdapter(DeviceAdapter):
+    name = torch_type = "cuda"
+    backend_packages = ("triton", "nvidia-cuda-runtime", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
+
+    def availability(self):
+        import torch
+        if not torch.cuda.is_available():
+            built = torch.version.cuda or torch.version.hip
+            return False, ("torch was built without CUDA/ROCm" if not built
+                           else f"torch built for CUDA {built} but no GPU is visible")
+        return True, f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+
+    def device_info(self):
+        import torch
+        props = torch.cuda.get_device_properties(0)
+        return {"device_type": "cuda", "device_name": props.name,
+                "device_count": torch.cuda.device_count(),
+                "device_memory_bytes": props.total_memory,
+                "capability": f"{props.major}.{props.minor}",
+                "runtime": f"cuda {torch.version.cuda}" if torch.version.cuda
+                else f"hip {torch.version.hip}",
+                "driver": _driver_version()}
+
+
+def _driver_version() -> str | None:
+    try:
+        import torch
+        return str(torch._C._cuda_getDriverVersion())  # private: guarded
+    except Exception:
+        return None

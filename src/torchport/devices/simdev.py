@@ -1,0 +1,43 @@
+"""The reference device: a PrivateUse1 backend written in Python, with known gaps.
+
+It behaves like a young native backend (own kernels for some ops, CPU fallback warned once per
+op for the rest), so every placement detector can be proven without special hardware.
+"""
+
+from torchport.devices.base import DeviceAdapter
+
+
+class SimdevAdapter(DeviceAdapter):
+    name = torch_type = "simdev"
+    default_compile_backend = "simdev"
+    strict_env = {"TORCHPORT_SIMDEV_STRICT": "1"}
+
+    def availability(self):
+        import torch.utils.backend_registration as reg
+        if not hasattr(reg, "_setup_privateuseone_for_python_backend"):
+            import torch
+            return False, (f"torch {torch.__version__} lacks the PrivateUse1 Python-backend hooks "
+                           "(torch 2.10+ needed)")
+        return True, "simulated device (PrivateUse1 Python backend, CPU-backed)"
+
+    def prepare(self):
+        from torchport.devices import simdev_backend
+        simdev_backend.install()
+
+    def device(self, index=0):
+        return "simdev:0"
+
+    def peak_memory_bytes(self):
+        return None
+
+    def device_info(self):
+        return {"device_type": "simdev", "device_name": "simdev (python reference device)",
+                "device_count": 1}
+
+    def start_fallback_tracking(self):
+        from torchport.devices import simdev_backend
+        simdev_backend.clear_op_tracking()
+
+    def fallback_ops(self):
+        from torchport.devices import simdev_backend
+        return simdev_backend.get_fallback_ops()

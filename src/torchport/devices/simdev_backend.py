@@ -1,0 +1,501 @@
+"""simdev: the reference device, a PrivateUse1 backend written in Python.
+
+It behaves like a young native backend, so every placement detector can be proven on a laptop:
+own kernels for a set of aten ops, and a CPU fallback for every other op that warns once per op
+type and is counted (the TorchNeuron pattern); ``TORCHPORT_SIMDEV_STRICT=1`` turns the fallback
+into ``NotImplementedError`` (the MPS pattern without its fallback switch).
+
+How it holds data: a simdev tensor is a real PrivateUse1 ``TensorImpl`` whose storage has the
+right byte size but no data pointer. The bytes live in a side table, keyed by the device storage
+(``untyped_storage()._cdata``), as a CPU ``UntypedStorage``. Views share the device storage and so
+the host bytes; a kernel sees a simdev tensor as a CPU tensor *aliasing* those bytes, which makes
+in-place ops, ``out=`` and views correct with no copying back. An entry dies with its storage.
+
+"Own kernels" compute with CPU torch on the side-table bytes, like the fallback; what makes them
+native is that they are registered for the simdev dispatch key and are not counted as fallbacks.
+
+Native-set override: ``install(native_ops=[...])`` or ``TORCHPORT_SIMDEV_NATIVE_OPS`` (comma list;
+``none`` for an empty set; entries all prefixed ``+``/``-`` edit the default set instead).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Iterable
+
+import torch
+from torch.utils._pytree import tree_map
+
+DEVICE_NAME = "simdev"
+NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
+STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
+
+# Ops that reach the backend key (composites decompose before it) in forward + backward of the
+# smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
+# tracing with an empty native set, plus common elementwise, reduction and random ops a young
+# backend ships first. A bare name covers every overload and the in-place variant (add, add_).
+DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
+    # memory, views, transfers
+    "empty", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold", "resize_", "set_",
+    "fill_", "zero_", "_local_scalar_dense", "cat", "index", "index_select",
+    "gather", "scatter", "scatter_add", "masked_fill", "where", "arange",
+    # elementwise
+    "add", "sub", "mul", "div", "neg", "pow", "rsqrt", "sqrt", "exp", "log", "log1p", "abs",
+    "sign", "reciprocal", "remainder", "floor_divide", "addcmul", "clamp", "clamp_min",
+    "maximum", "minimum", "sin", "cos", "erf", "tanh", "sigmoid", "eq", "ne", "gt", "ge", "lt",
+    "le", "logical_not", "bitwise_and", "bitwise_or",
+    # activations and their backward
+    "relu", "threshold_backward", "gelu", "gelu_backward", "silu", "tanh_backward",
+    "hardtanh", "leaky_relu",
+    # matmul, convolution, pooling, normalisation
+    "mm", "bmm", "addmm", "baddbmm", "convolution_overrideable",
+    "convolution_backward_overrideable", "max_pool2d_with_indices",
+    "max_pool2d_with_indices_backward", "native_batch_norm", "native_batch_norm_backward",
+    "native_layer_norm_backward", "native_group_norm_backward", "var_mean",
+    # reductions, softmax, loss
+    "sum", "mean", "amax", "max", "min", "argmax", "prod", "linalg_vector_norm", "sort", "topk",
+    "histc", "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
+    "nll_loss_forward", "nll_loss_backward",
+    # random (computed with the CPU generator, so seeded runs match the CPU)
+    "normal_", "uniform_", "bernoulli_", "random_", "native_dropout", "native_dropout_backward",
+))
+
+# Left out on purpose, so that the smoke suite shows realistic fallback (op -> who falls back).
+# The MLP and the conv net stay clean in eager and compile: the on-device baseline.
+DELIBERATELY_MISSING: dict[str, str] = {
+    "aten::cumsum": "qwen3_moe forward (MoE expert offsets) and backward",
+    "aten::embedding_dense_backward": "llama, gpt2, qwen3_moe backward (token embedding grad)",
+    "aten::_index_put_impl_": "qwen3_moe backward (index_put, accumulating the expert gather grad)",
+}
+
+
+class SimdevFallbackWarning(UserWarning):
+    """Warned once per op type that runs through the CPU fallback."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracking (the Neuron API)
+
+_lock = threading.Lock()                     # backward runs on the autograd device thread
+_executed_counts: collections.Counter[str] = collections.Counter()
+_fallback_counts: collections.Counter[str] = collections.Counter()
+_warned: set[str] = set()                    # once per op type per process, as Neuron logs
+
+
+def get_executed_ops() -> dict[str, int]:
+    """Every op executed on simdev (native and fallback): ``{"aten::mm": 12, ...}``."""
+    with _lock:
+        return dict(_executed_counts)
+
+
+def get_fallback_ops() -> dict[str, int]:
+    """Ops that ran through the CPU fallback, with their counts."""
+    with _lock:
+        return dict(_fallback_counts)
+
+
+def clear_op_tracking() -> None:
+    """Reset both counters (the once-per-op warning stays once per process)."""
+    with _lock:
+        _executed_counts.clear()
+        _fallback_counts.clear()
+
+
+def _record(name: str, fallback: bool) -> None:
+    with _lock:
+        _executed_counts[name] += 1
+        if fallback:
+            _fallback_counts[name] += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Device memory: the side table
+
+_META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_set_storage = torch.ops.aten.set_.source_Storage_storage_offset
+
+
+class _Entry:
+    __slots__ = ("host", "device_ref")
+
+    def __init__(self, host: torch.UntypedStorage, device: torch.UntypedStorage):
+        self.host = host                       # CPU bytes
+        self.device_ref = weakref.ref(device)  # the simdev storage they belong to
+
+
+_table: dict[int, _Entry] = {}     # device storage _cdata -> entry
+_by_host: dict[int, int] = {}      # host storage _cdata -> device storage _cdata
+
+
+def _forget(device_key: int, host_key: int) -> None:
+    _table.pop(device_key, None)
+    _by_host.pop(host_key, None)
+
+
+def _set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> None:
+    # The Meta kernel of set_ only swaps storage and metadata and grows the storage's byte
+    # count; it never touches the (null) data pointer, so it works on a simdev tensor.
+    _set_storage.redispatch(_META, t, storage, offset, list(size), list(stride))
+
+
+def _grow(device: torch.UntypedStorage, nbytes: int) -> None:
+    if device.nbytes() < nbytes:
+        _set_metadata(torch._C._acc.create_empty_tensor([0], torch.uint8), device, 0, [nbytes], [1])
+
+
+def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A simdev storage whose bytes are ``host`` (adopted, not copied)."""
+    base = torch._C._acc.create_empty_tensor([0], torch.uint8)
+    device = base.untyped_storage()
+    _grow(device, host.nbytes())
+    device_key, host_key = device._cdata, host._cdata
+    _table[device_key] = _Entry(host, device)
+    _by_host[host_key] = device_key
+    # Storage Python objects are preserved while the StorageImpl lives (views, autograd graph),
+    # so this runs when the last user of the device memory is gone.
+    weakref.finalize(device, _forget, device_key, host_key)
+    return device
+
+
+def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
+    entry = _table.get(device._cdata)
+    if entry is None:  # a storage made outside simdev's kernels: give it zeroed bytes
+        host = torch.UntypedStorage(device.nbytes())
+        host.fill_(0)
+        _table[device._cdata] = entry = _Entry(host, device)
+        _by_host[host._cdata] = device._cdata
+        weakref.finalize(device, _forget, device._cdata, host._cdata)
+    if entry.host.nbytes() < device.nbytes():
+        entry.host.resize_(device.nbytes())
+    return entry.host
+
+
+def _host_view(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor aliasing the bytes of simdev tensor ``t`` (same size, stride, offset)."""
+    host = _host_storage(t.untyped_storage())
+    return torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+
+
+def _to_device(h: torch.Tensor) -> torch.Tensor:
+    """The simdev tensor for CPU result ``h``: a view if ``h`` aliases device bytes, else new."""
+    host = h.untyped_storage()
+    device_key = _by_host.get(host._cdata)
+    device = _table[device_key].device_ref() if device_key is not None else None
+    if device is None:
+        device = _new_device_storage(host)
+    _grow(device, host.nbytes())
+    out = torch._C._acc.create_empty_tensor([0], h.dtype)
+    _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
+    return out
+
+
+def _same_layout(d: torch.Tensor, h: torch.Tensor) -> bool:
+    return (d.size() == h.size() and d.stride() == h.stride()
+            and d.storage_offset() == h.storage_offset())
+
+
+# ---------------------------------------------------------------------------------------------
+# Running an op on the side-table bytes (shared by own kernels and the fallback)
+
+def _is_simdev(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == DEVICE_NAME
+
+
+def _execute(op, args, kwargs):
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (simdev arg, its CPU alias)
+
+    def to_host(x):
+        if _is_simdev(x):
+            h = _host_view(x)
+            pairs.append((x, h))
+            return h
+        if isinstance(x, torch.UntypedStorage) and x.device.type == DEVICE_NAME:
+            return _host_storage(x)
+        if isinstance(x, torch.device) and x.type == DEVICE_NAME:
+            return torch.device("cpu")   # factories: empty, empty_strided, ...
+        return x
+
+    out = op(*tree_map(to_host, args), **tree_map(to_host, kwargs))
+
+    # In-place metadata changes (resize_, set_, transpose_, out= resized) reach the simdev arg.
+    for d, h in pairs:
+        host = h.untyped_storage()
+        same_storage = host._cdata == _host_storage(d.untyped_storage())._cdata
+        if same_storage and _same_layout(d, h) and host.nbytes() <= d.untyped_storage().nbytes():
+            continue
+        device = d.untyped_storage() if same_storage else _to_device(h).untyped_storage()
+        _grow(device, host.nbytes())
+        _set_metadata(d, device, h.storage_offset(), h.size(), h.stride())
+
+    # Results: an arg returned as-is (in-place, out=) is that simdev arg; the rest map by bytes.
+    returned = {id(h): d for d, h in pairs}
+
+    def to_device(x):
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu":
+            d = returned.get(id(x))
+            return d if d is not None else _to_device(x)
+        return x
+
+    return tree_map(to_device, out)
+
+
+def _native_kernel(op, *args, **kwargs):
+    _record(op._schema.name, fallback=False)
+    return _execute(op, args, kwargs)
+
+
+def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
+    """Host <-> device copies (``.to``, ``.cpu()``, ``copy_``); always synchronous."""
+    _record("aten::_copy_from", fallback=False)
+    src_h = _host_view(src) if _is_simdev(src) else src
+    dst_h = _host_view(dst) if _is_simdev(dst) else dst
+    dst_h.copy_(src_h)
+    return dst
+
+
+def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
+    _record("aten::_copy_from_and_resize", fallback=False)
+    if dst.size() != src.size():
+        dst.resize_(src.size())
+    return _copy_from(src, dst)
+
+
+def _enter_fallback(name: str) -> None:
+    """Strict mode raises; otherwise count the op and warn once per op type."""
+    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        raise NotImplementedError(
+            f"Operator '{name}' is not implemented on {DEVICE_NAME} and the CPU fallback is off "
+            f"({STRICT_ENV}=1)")
+    _record(name, fallback=True)
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"Operator '{name}' executed via CPU fallback on {DEVICE_NAME}",
+                      SimdevFallbackWarning, stacklevel=3)
+
+
+def _fallback(op, *args, **kwargs):
+    _enter_fallback(op._schema.name)
+    return _execute(op, args, kwargs)
+
+
+# Ops that torch routes to a backend under another name: the CPU has no kernel for the name the
+# backend sees, so they are run through their CPU equivalent. ``*_overrideable`` ops even have a
+# composite kernel that raises, so without an entry here the fallback would never see them.
+def _conv_backward_on_host(grad_out, inp, weight, stride, padding, dilation, transposed,
+                           output_padding, groups, output_mask):
+    # weight: (out, in/groups, kh, kw), or (in, out/groups, kh, kw) when transposed
+    bias_sizes = [weight.size(1) * groups if transposed else weight.size(0)]
+    return torch.ops.aten.convolution_backward.default(
+        grad_out, inp, weight, bias_sizes, stride, padding, dilation, transposed,
+        output_padding, groups, output_mask)
+
+
+def _histc_on_host(x, bins=100, min=0, max=0):
+    # Accelerators count integer input (transformers' MoE routing relies on it off the CPU);
+    # the CPU kernel takes floating point only.
+    if x.is_floating_point():
+        return torch.ops.aten.histc.default(x, bins, min, max)
+    return torch.ops.aten.histc.default(x.double(), bins, min, max).to(x.dtype)
+
+
+_HOST_EQUIVALENTS = {
+    "convolution_overrideable": torch.ops.aten.convolution.default,
+    "convolution_backward_overrideable": _conv_backward_on_host,
+    "histc": _histc_on_host,
+}
+
+
+def _translated_kernel(name: str, host_fn, native: bool, *args, **kwargs):
+    if native:
+        _record(name, fallback=False)
+    else:
+        _enter_fallback(name)
+    return _execute(host_fn, args, kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing and registering the native set
+
+def _normalize(name: str) -> str:
+    name = name.strip()
+    for prefix in ("aten::", "aten.", "torch.ops.aten."):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+_DEFAULT_NAMES = frozenset(_normalize(n) for n in DEFAULT_NATIVE_OPS)
+
+
+def resolve_native_ops(native_ops: Iterable[str] | None = None) -> frozenset[str]:
+    """The native set as bare names (``add``, ``add.Tensor``): argument > env var > default."""
+    if native_ops is not None:
+        return frozenset(_normalize(n) for n in native_ops if n.strip())
+    raw = os.environ.get(NATIVE_OPS_ENV, "").strip()
+    if not raw:
+        return _DEFAULT_NAMES
+    if raw.lower() == "none":
+        return frozenset()
+    entries = [e.strip() for e in raw.split(",") if e.strip()]
+    edits = all(e[0] in "+-" for e in entries)
+    names = set(_DEFAULT_NAMES) if edits else set()
+    for e in entries:
+        if e[0] == "-":
+            names.discard(_normalize(e[1:]))
+        else:
+            names.add(_normalize(e.lstrip("+")))
+    return frozenset(names)
+
+
+def _overloads(name: str, *, strict: bool) -> list:
+    """Dispatcher OpOverloads for ``add`` (all of add and add_) or ``add.Tensor`` (that one).
+    Unknown names raise when ``strict`` (a user's list) and are skipped otherwise (the default
+    set, should a torch release drop an op)."""
+    packet_name, _, overload = name.partition(".")
+    packets = [packet_name] if overload or packet_name.endswith("_") else [packet_name,
+                                                                           packet_name + "_"]
+    found = []
+    for p in packets:
+        packet = getattr(torch.ops.aten, p, None)
+        if packet is None:
+            continue
+        for o in [overload] if overload else packet.overloads():
+            op = getattr(packet, o, None)
+            if op is not None and _is_dispatcher_op(op):
+                found.append(op)
+    if not found and strict:
+        raise ValueError(f"simdev: unknown aten op {name!r} in the native op set")
+    return found
+
+
+def _is_dispatcher_op(op) -> bool:
+    # TorchScript-only overloads (exp.int, eq.str, ...) have no dispatcher entry to register on.
+    try:
+        torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CPU")
+        return True
+    except RuntimeError:
+        return False
+
+
+def _register_native(lib: torch.library.Library, names: frozenset[str]) -> None:
+    # Transfers are always native: a device without them is no device.
+    lib.impl(torch.ops.aten._copy_from.default, _copy_from, "PrivateUse1")
+    lib.impl(torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize, "PrivateUse1")
+    # Translated ops are always registered; the native set decides how they are counted.
+    for op_name, host_fn in _HOST_EQUIVALENTS.items():
+        kernel = functools.partial(_translated_kernel, f"aten::{op_name}", host_fn,
+                                   op_name in names)
+        lib.impl(getattr(torch.ops.aten, op_name).default, kernel, "PrivateUse1")
+    # _to_copy changes device: it must stay the composite that ends in _copy_from.
+    skip = {"_copy_from", "_copy_from_and_resize", "_to_copy", *_HOST_EQUIVALENTS}
+    strict = names != _DEFAULT_NAMES
+    for name in sorted(names):
+        for overload in _overloads(name, strict=strict):
+            if overload._schema.name.removeprefix("aten::") in skip:
+                continue
+            # A backend kernel for a CompositeImplicitAutograd op would hide its autograd
+            # formula (the op has none of its own): those must decompose, never be native.
+            if torch._C._dispatch_has_kernel_for_dispatch_key(
+                    overload.name(), "CompositeImplicitAutograd"):
+                continue
+            lib.impl(overload, functools.partial(_native_kernel, overload), "PrivateUse1")
+
+
+# ---------------------------------------------------------------------------------------------
+# Device module (torch.simdev), compile backend, install
+
+class _DeviceModule:
+    """``torch.simdev``: what torch and the runner's adapter call on a device module."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def is_initialized() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        pass  # kernels finish before they return
+
+    @staticmethod
+    def manual_seed_all(seed: int) -> None:
+        pass  # random ops use the CPU generator, which torch.manual_seed already seeds
+
+    @staticmethod
+    def _is_in_bad_fork() -> bool:
+        return False
+
+    @staticmethod
+    def memory_allocated(device=None) -> int:
+        """Bytes held in the side table (all live simdev storages)."""
+        return sum(e.host.nbytes() for e in list(_table.values()))
+
+
+def _simdev_compile(gm, example_inputs, **kwargs):
+    """``torch.compile(backend="simdev")``: AOT autograd, graphs run as-is (like aot_eager)."""
+    from torch._dynamo.backends.debugging import aot_eager
+    return aot_eager(gm, example_inputs, **kwargs)
+
+
+def _register_compile_backend() -> None:
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    if DEVICE_NAME not in _COMPILER_FNS:
+        register_backend(compiler_fn=_simdev_compile, name=DEVICE_NAME)
+
+
+_state: dict = {"fallback_lib": None, "native_lib": None, "native": None}
+_install_lock = threading.Lock()
+
+
+def install(native_ops: Iterable[str] | None = None) -> None:
+    """Make ``simdev`` a torch device in this process. Idempotent; a repeat call with another
+    native set re-registers the kernels (the PrivateUse1 name itself can be set only once)."""
+    names = resolve_native_ops(native_ops)
+    with _install_lock:
+        if _state["fallback_lib"] is None:
+            _setup_device()
+        if _state["native"] != names:
+            if _state["native_lib"] is not None:
+                _state["native_lib"]._destroy()
+            lib = torch.library.Library("aten", "IMPL")
+            _register_native(lib, names)
+            _state["native_lib"], _state["native"] = lib, names
+
+
+def native_ops() -> frozenset[str]:
+    """The native set now registered (bare names), empty before ``install``."""
+    return _state["native"] or frozenset()
+
+
+def _setup_device() -> None:
+    from torch.utils import backend_registration
+    setup = getattr(backend_registration, "_setup_privateuseone_for_python_backend", None)
+    if setup is None or not hasattr(torch._C, "_acc"):
+        raise RuntimeError(
+            f"simdev needs torch's PrivateUse1 Python-backend hooks (torch 2.10+); torch "
+            f"{torch.__version__} lacks _setup_privateuseone_for_python_backend")
+    current = torch._C._get_privateuse1_backend_name()
+    if current != "privateuseone":
+        raise RuntimeError(
+            f"PrivateUse1 is already named {current!r} in this process; simdev can only be "
+            f"installed in a process whose PrivateUse1 backend is still unclaimed")
+    setup(DEVICE_NAME, backend_module=_DeviceModule())
+    fallback_lib = torch.library.Library("_", "IMPL")
+    fallback_lib.fallback(_fallback, "PrivateUse1")
+    _state["fallback_lib"] = fallback_lib
+    _register_compile_backend()

@@ -1,0 +1,44 @@
+"""The ``torchport`` command: one module per subcommand, heavy imports inside handlers."""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+
+import click
+
+SUBCOMMANDS = ("run", "suites", "cases", "runs", "show", "results", "search", "doctor")
+
+
+class UsageProblem(click.ClickException):
+    """Bad input: one line naming the problem and the fix, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file=None):
+        click.echo(f"torchport: error: {self.format_message()}", err=True)
+
+
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when that subcommand runs (fast ``--help``)."""
+
+    def list_commands(self, ctx):
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in SUBCOMMANDS:
+            return None
+        return import_module(f"torchport.interfaces.cli.{name}_cmd").command
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="torchport")
+def cli():
+    """Evidence that PyTorch work runs on an accelerator: correctly, on the device, and fast."""
+
+
+def main(argv=None):
+    try:
+        cli.main(args=argv, prog_name="torchport", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,54 @@
+"""Options and helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import click
+
+from torchport.interfaces.cli import UsageProblem
+
+db_option = click.option("--db", "db", default=None, metavar="PATH",
+                         help="Knowledge base (default ./torchport.db or $TORCHPORT_DB).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@contextlib.contextmanager
+def problems():
+    """Turn the library's bad-input errors into one clear line and exit code 2."""
+    from torchport.cases.registry import NoMatchingCases, UnknownSuite
+    from torchport.cases.workload import WorkloadError
+    from torchport.devices import UnknownDevice
+    from torchport.probes.registry import UnknownProbe
+    from torchport.records import StoreError
+    from torchport.runner.config import ConfigError
+    try:
+        yield
+    except (StoreError, ConfigError, UnknownSuite, NoMatchingCases, UnknownDevice,
+            WorkloadError, UnknownProbe) as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def open_db(db: str | None, *, create: bool = False):
+    from torchport.records import open_store
+    with problems():
+        return open_store(db, create=create)
+
+
+def echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def public_result(result: dict) -> dict:
+    """The JSON shape of a result (at least run_id, case, mode, status, stage, metrics, error)."""
+    return {k: result.get(k) for k in ("run_id", "case", "case_version", "mode", "status",
+                                       "stage", "grade", "metrics", "durations", "findings",
+                                       "artifacts", "error", "started_at", "finished_at")}
+
+
+def split_csv(values) -> tuple[str, ...]:
+    out = []
+    for value in values or ():
+        out += [v.strip() for v in value.split(",") if v.strip()]
+    return tuple(out)

@@ -1,0 +1,45 @@
+"""torchport results: query results across runs."""
+
+import click
+
+from torchport.interfaces.cli.common import (
+    db_option, echo_json, json_option, open_db, problems, public_result,
+)
+
+
+def print_results(results) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from torchport.interfaces.views.matrix import key_metric
+    table = Table(title=f"{len(results)} results", title_justify="left")
+    for column in ("run", "case", "mode", "status", "stage", "grade", "detail"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        table.add_row(r["run_id"], r["case"], r["mode"], r["status"], r["stage"] or "",
+                      r["grade"] or "", key_metric(r))
+    Console().print(table)
+
+
+@click.command("results")
+@click.option("--run", "run_id", default=None)
+@click.option("--status", default=None)
+@click.option("--case", "case_glob", default=None, help="Case id glob.")
+@click.option("--fallback-op", default=None, help="Only results that ran this op on the host.")
+@db_option
+@json_option
+def command(run_id, status, case_glob, fallback_op, db, as_json):
+    """List results, filtered."""
+    from torchport.interfaces.cli import UsageProblem
+    from torchport.records import RESULT_STATUSES
+    if status and status not in RESULT_STATUSES:
+        raise UsageProblem(f"unknown status '{status}'; choose from {', '.join(RESULT_STATUSES)}")
+    store = open_db(db)
+    if run_id:
+        with problems():
+            store.get_run(run_id)
+    results = store.results(run_id=run_id, status=status, case_glob=case_glob,
+                            fallback_op=fallback_op)
+    if as_json:
+        echo_json([public_result(r) for r in results])
+    else:
+        print_results(results)

@@ -1,0 +1,18 @@
+"""Counts per status, with the denominator."""
+
+from torchport.records import RESULT_STATUSES
+
+
+def build(run, results):
+    counts = {s: 0 for s in RESULT_STATUSES}
+    for r in results:
+        counts[r["status"]] += 1
+    planned = len(run.get("plan") or results)
+    rows = [[s, n] for s, n in counts.items() if n]
+    notes = [f"{len(results)} / {planned} planned results recorded"]
+    fallback_passes = sum(1 for r in results if r["status"] == "pass" and r.get("grade")
+                          == "fallback")
+    if fallback_passes:
+        notes.append(f"{fallback_passes} pass results ran some ops on the host (grade fallback)")
+    return {"title": "Status counts", "columns": ["status", "results"], "rows": rows,
+            "notes": notes}

@@ -1,0 +1,6 @@
+"""Probes: independent passes that measure one thing over a (case, mode).
+
+To add one: write a module with a ``Probe`` subclass (``name``, ``version``, ``run``) and
+register it under the ``torchport.probes`` entry-point group. ``run`` returns a ``ProbeReport``
+and never raises: an exception inside becomes the report's ``error``.
+"""

@@ -1,0 +1,38 @@
+"""Probes are found through the ``torchport.probes`` entry-point group."""
+
+from __future__ import annotations
+
+from importlib import import_module, metadata
+
+
+class UnknownProbe(LookupError):
+    pass
+
+
+def _targets() -> dict[str, str]:
+    return {ep.name: ep.value for ep in metadata.entry_points(group="torchport.probes")}
+
+
+def probe_names() -> list[str]:
+    return sorted(_targets())
+
+
+def load_probe(name: str):
+    target = _targets().get(name)
+    if target is None:
+        raise UnknownProbe(f"unknown probe '{name}'; known: {', '.join(probe_names())}")
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)()
+
+
+# What a plain ``torchport run`` measures besides the ladder: placement where the device is not
+# the host (the point of evaluating a backend), compile economics and a short perf pass.
+DEFAULT_PROBES = ("placement", "compile", "perf")
+
+
+def default_probes(device: str) -> tuple[str, ...]:
+    known = set(probe_names())
+    chosen = [p for p in DEFAULT_PROBES if p in known]
+    if device.split(":")[0] == "cpu" and "placement" in chosen:
+        chosen.remove("placement")
+    return tuple(chosen)

@@ -1,0 +1,81 @@
+"""The resolved configuration of a run. Its canonical dict is stored with the run."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+MODES = ("eager", "compile")
+DTYPES = ("float32", "bfloat16", "float16")
+LOW_PRECISION = ("bfloat16", "float16")
+DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2), "float16": (1e-3, 1e-3)}
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run, with a message that says what to change."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    suite: str = "smoke"
+    cases: tuple[str, ...] = ()          # globs; empty = all
+    exclude: tuple[str, ...] = ()
+    workload: str | None = None          # "pkg.module:factory"
+    modes: tuple[str, ...] = MODES
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    timeout_s: float = 600.0
+    compile_timeout_s: float | None = None
+    compile_backend: str | None = None   # None = the device's default
+    reference: str = "cpu-fp64"
+    probes: tuple[str, ...] = ()         # extra probes beyond the ladder; resolved by the CLI
+    strict: bool = False
+    batch: int | None = None
+    seq: int | None = None
+    shapes: dict = field(default_factory=dict)   # e.g. {"seq": [64, 128]} for recompile study
+    train_steps: int = 0
+    profile: bool = False
+    peak_tflops: float | None = None
+    perf_budget_s: float = 2.0           # time budget per side of the perf probe
+    artifacts_dir: str = "artifacts"
+
+    def __post_init__(self):
+        bad = [m for m in self.modes if m not in MODES]
+        if bad or not self.modes:
+            raise ConfigError(f"unknown mode {', '.join(bad) or '(none)'}; choose from "
+                              f"{', '.join(MODES)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype '{self.dtype}'; choose from {', '.join(DTYPES)}")
+        if self.timeout_s <= 0:
+            raise ConfigError("--timeout must be positive seconds")
+        if self.compile_timeout_s is not None and self.compile_timeout_s <= 0:
+            raise ConfigError("--compile-timeout must be positive seconds")
+        if self.reference != "cpu-fp64":
+            raise ConfigError(f"unknown reference '{self.reference}'; only cpu-fp64 exists")
+        for name in ("batch", "seq"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"--{name} must be a positive integer")
+        if self.train_steps < 0:
+            raise ConfigError("--train-steps must be >= 0")
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in data.items():
+            if key in known:
+                kwargs[key] = tuple(value) if isinstance(value, list) else value
+        return cls(**kwargs)
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        return DEFAULT_TOLERANCE[self.dtype]

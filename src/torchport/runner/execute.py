@@ -1,0 +1,69 @@
+"""Moving workloads between devices and dtypes, and running one step of them."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from torchport.cases.base import Workload
+
+
+def _move(value, device, dtype):
+    import torch
+    if isinstance(value, torch.Tensor):
+        # Floating inputs follow the run's dtype; integer inputs (token ids) keep theirs.
+        return value.to(device=device, dtype=dtype if value.is_floating_point() else None)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_move(v, device, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _move(v, device, dtype) for k, v in value.items()}
+    return value
+
+
+def place(workload: Workload, device: str, dtype) -> Workload:
+    """A copy of the workload with model and inputs on ``device`` in ``dtype``."""
+    model = copy.deepcopy(workload.model).to(device=device, dtype=dtype)
+    return dataclasses.replace(workload, model=model, args=_move(workload.args, device, dtype),
+                               kwargs=_move(workload.kwargs, device, dtype))
+
+
+def flatten_output(value, prefix: str = "out") -> dict:
+    """Named floating-point tensors of a model output (tensor, tuple, dict or ModelOutput)."""
+    import torch
+    found = {}
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            found[prefix] = value
+    elif isinstance(value, dict):  # includes transformers' ModelOutput
+        for key, item in value.items():
+            found.update(flatten_output(item, f"{prefix}.{key}"))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found.update(flatten_output(item, f"{prefix}.{index}"))
+    return found
+
+
+def make_step(runner, module, workload: Workload):
+    """A zero-argument step: forward through ``runner`` (+ backward when the workload trains).
+
+    ``module`` is the underlying nn.Module, whose parameter names label the gradients
+    (a torch.compile wrapper would prefix them). Returns detached named tensors.
+    """
+    def step() -> dict:
+        if workload.trains:
+            module.zero_grad(set_to_none=True)
+        output = runner(*workload.args, **workload.kwargs)
+        tensors = {k: v.detach() for k, v in flatten_output(output).items()}
+        if workload.trains:
+            loss = workload.loss_fn(output)
+            loss.backward()
+            tensors["loss"] = loss.detach()
+            for name, param in module.named_parameters():
+                if param.grad is not None:
+                    tensors[f"grad.{name}"] = param.grad.detach()
+        return tensors
+    return step
+
+
+def to_cpu(tensors: dict) -> dict:
+    return {k: v.detach().to("cpu") for k, v in tensors.items()}

@@ -1,0 +1,184 @@
+"""The stage ladder for one (case, mode), run inside a worker process.
+
+build -> place -> run -> compile -> compiled_run -> parity, then the requested probes, each in
+its own pass. The status is the first stage that failed; every stage's duration is recorded.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from torchport.cases.base import Case, Size
+from torchport.probes import parity
+from torchport.probes.base import Subject
+from torchport.runner.config import LOW_PRECISION, RunConfig
+from torchport.runner.execute import make_step, place, to_cpu
+from torchport.timing import clock
+
+FAIL_STATUS = {"build": "build_fail", "place": "place_fail", "run": "eager_fail",
+               "compile": "compile_fail", "compiled_run": "compiled_run_fail",
+               "parity": "accuracy_fail"}
+
+
+@dataclass
+class Outcome:
+    case: str
+    case_version: int
+    mode: str
+    status: str = "pass"
+    stage: str | None = None
+    grade: str | None = None
+    metrics: dict = field(default_factory=dict)
+    findings: dict = field(default_factory=dict)
+    durations: dict = field(default_factory=dict)
+    artifacts: list = field(default_factory=list)
+    error: dict | None = None
+
+    def fail(self, status: str, stage: str, exc: BaseException | None = None, message: str = ""):
+        self.status, self.stage = status, stage
+        if exc is not None:
+            self.error = {"type": type(exc).__name__, "message": str(exc)[:4000],
+                          "traceback": "".join(traceback.format_exception(exc))[-20000:]}
+        else:
+            self.error = {"type": "ParityMismatch" if status == "accuracy_fail" else status,
+                          "message": message, "traceback": None}
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+
+
+def _is_compiler_error(exc: BaseException) -> bool:
+    try:
+        from torch._dynamo.exc import TorchDynamoException  # private: guarded
+    except ImportError:
+        return False
+    return isinstance(exc, TorchDynamoException)
+
+
+class Ladder:
+    """Runs the stages; each returns False once the ladder must stop."""
+
+    def __init__(self, case: Case, mode: str, config: RunConfig, adapter, emit: Callable,
+                 reference_cache: dict):
+        self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
+        self.emit, self.reference_cache = emit, reference_cache
+        self.out = Outcome(case=case.id, case_version=case.version, mode=mode)
+
+    def stage(self, name: str, fn: Callable[[], object]):
+        """Run one stage; on an exception record the failure and return (False, None)."""
+        self.emit({"event": "stage", "stage": name})
+        start = clock()
+        try:
+            value = fn()
+        except Exception as exc:
+            self.out.durations[f"{name}_s"] = clock() - start
+            status = FAIL_STATUS[name]
+            if _is_oom(exc):
+                status = "oom"
+            elif name == "compile" and not _is_compiler_error(exc):
+                status = "compiled_run_fail"  # compiled fine, then the compiled code raised
+            self.out.fail(status, name, exc)
+            return False, None
+        self.adapter.synchronize()
+        self.out.durations[f"{name}_s"] = clock() - start
+        return True, value
+
+    def run(self) -> dict:
+        import torch
+        if self.case.skip_reason:
+            self.out.status, self.out.error = "skip", {
+                "type": "Skip", "message": self.case.skip_reason, "traceback": None}
+            return self.out.to_dict()
+        config, dtype = self.config, getattr(torch, self.config.dtype)
+        size = Size(batch=config.batch, seq=config.seq)
+        ok, built = self.stage("build", lambda: self._build(size, dtype))
+        if not ok:
+            return self.out.to_dict()
+        workload, reference, baseline = built
+        self.out.findings["workload"] = workload.meta
+        ok, placed = self.stage("place", lambda: place(workload, self.adapter.device(), dtype))
+        if not ok:
+            return self.out.to_dict()
+        module = placed.model
+        eager_step = make_step(module, module, placed)
+        ok, result = self.stage("run", lambda: to_cpu(eager_step()))
+        if not ok:
+            return self.out.to_dict()
+        runner, step = module, eager_step
+        if self.mode == "compile":
+            runner = self._compile(module)
+            step = make_step(runner, module, placed)
+            ok, _ = self.stage("compile", step)  # the first call compiles
+            if not ok:
+                return self.out.to_dict()
+            ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
+            if not ok:
+                return self.out.to_dict()
+        ok, report = self.stage("parity", lambda: self._parity(result, reference, baseline,
+                                                               workload.tolerance))
+        if ok and not report.ok:
+            self.out.fail("accuracy_fail", "parity", message="outside tolerance: "
+                          + ", ".join(report.failures()[:8]))
+        subject = Subject(case=self.case, mode=self.mode, config=config, adapter=self.adapter,
+                          device=self.adapter.device(), dtype=dtype, workload=placed,
+                          model=module, runner=runner, step=step,
+                          make_runner=lambda: self._compile(module) if self.mode == "compile"
+                          else module, emit=self.emit)
+        self._probes(subject)
+        return self.out.to_dict()
+
+    def _build(self, size: Size, dtype):
+        import torch
+        key = (self.case.id, self.config.seed, size, self.config.dtype)
+        if key not in self.reference_cache:
+            workload = self.case.build(seed=self.config.seed, size=size)
+            workload.model.eval()  # dropout off: parity needs a deterministic step
+            ref64 = place(workload, "cpu", torch.float64)
+            reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
+            # The baseline is the CPU at the run's dtype: the noise the device is allowed.
+            base = place(workload, "cpu", dtype)
+            baseline = to_cpu(make_step(base.model, base.model, base)())
+            self.reference_cache.clear()  # keep one case's tensors alive at a time
+            self.reference_cache[key] = (workload, reference, baseline)
+        return self.reference_cache[key]
+
+    def _compile(self, module):
+        import torch
+        backend = self.config.compile_backend or self.adapter.default_compile_backend
+        return torch.compile(module, backend=backend)
+
+    def _parity(self, result, reference, baseline, tolerance):
+        atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
+        report = parity.compare(result, reference, baseline, atol=atol, rtol=rtol,
+                                low_precision=self.config.dtype in LOW_PRECISION)
+        self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
+        self.out.findings["parity_failures"] = report.failures()[:50]
+        return report
+
+    def _probes(self, subject: Subject) -> None:
+        from torchport.probes.registry import load_probe
+        for name in self.config.probes:
+            probe = load_probe(name)
+            if not probe.applies(subject):
+                continue
+            self.emit({"event": "stage", "stage": f"probe:{name}"})
+            start = clock()
+            report = probe.safe_run(subject)
+            self.out.durations[f"probe_{name}_s"] = clock() - start
+            self.out.metrics.update(report.metrics)
+            self.out.findings.update(report.findings)
+            self.out.artifacts.extend(report.artifacts)
+            if report.grade:
+                self.out.grade = report.grade
+            if report.error:
+                self.out.findings.setdefault("probe_errors", []).append(report.error)
+            if report.status and self.out.status == "pass":
+                self.out.status, self.out.stage = report.status, report.stage
+                self.out.error = report.error

@@ -1,0 +1,118 @@
+"""A run: expand the plan, feed items to a worker, commit each result as it finishes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from torchport.cases.registry import load_suite, select
+from torchport.devices import get_adapter
+from torchport.runner.config import RunConfig
+from torchport.runner.pool import Deadline, Worker, WorkerStartError
+
+MAX_START_FAILURES = 2
+
+
+@dataclass(frozen=True)
+class Item:
+    case: str
+    mode: str
+    case_version: int = 1
+    skip_reason: str | None = None
+
+
+def expand(config: RunConfig) -> list[Item]:
+    cases = select(load_suite(config.suite, workload=config.workload), config.cases,
+                   config.exclude)
+    return [Item(c.id, mode, c.version, c.skip_reason) for c in cases for mode in config.modes]
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def worker_env(config: RunConfig) -> dict[str, str]:
+    """Worker environment: fallback made visible per op; strict switches when asked."""
+    adapter = get_adapter(config.device)
+    env = dict(os.environ)
+    env.update(adapter.debug_env)
+    if config.strict:
+        for key in adapter.strict_unset:
+            env.pop(key, None)
+        env.update(adapter.strict_env)
+    # A user's workload module is imported from where torchport was started.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+def execute(store, run_id: str, config: RunConfig, items: list[Item],
+            on_result: Callable[[dict], None] = lambda r: None,
+            on_start: Callable[[Item], None] = lambda i: None) -> str:
+    """Run every item not already recorded; return the run's final state."""
+    done = store.done_items(run_id)
+    todo = [i for i in items if (i.case, i.mode) not in done]
+    log_dir = tempfile.mkdtemp(prefix="torchport-logs-")
+    deadline = Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s)
+    env = worker_env(config)
+    worker, start_failures = None, 0
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    task_config = config.to_dict()
+    try:
+        for item in todo:
+            on_start(item)
+            if item.skip_reason:
+                result = {"case": item.case, "mode": item.mode, "case_version": item.case_version,
+                          "status": "skip", "error": {"type": "Skip",
+                                                      "message": item.skip_reason}}
+            else:
+                if worker is None or not worker.alive:
+                    worker = Worker(config.device, env, log_dir)
+                    try:
+                        environment = worker.start()
+                        store.set_environment(run_id, store.put_environment(environment))
+                        start_failures = 0
+                    except WorkerStartError as exc:
+                        worker, start_failures = None, start_failures + 1
+                        result = {"case": item.case, "mode": item.mode, "status": "crash",
+                                  "stage": "worker_start", "error": {
+                                      "type": "WorkerStartError", "message": str(exc)}}
+                        store.add_result(run_id, result)
+                        on_result(result)
+                        if start_failures >= MAX_START_FAILURES:
+                            raise
+                        continue
+                result = worker.execute({"case": item.case, "mode": item.mode,
+                                         "config": task_config}, deadline)
+            result.setdefault("case_version", item.case_version)
+            store.add_result(run_id, result)
+            on_result(result)
+    except (KeyboardInterrupt, _Terminated):
+        if worker is not None:
+            worker.kill()
+        store.finish_run(run_id, "interrupted")
+        return "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if worker is not None and worker.proc is not None:
+            worker.close()
+    store.finish_run(run_id, "complete")
+    return "complete"
+
+
+def command_line() -> str:
+    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])

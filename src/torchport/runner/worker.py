@@ -1,0 +1,65 @@
+"""Worker process: runs (case, mode) items sent by the supervisor, one at a time.
+
+Protocol: tasks arrive as JSON lines on stdin; events go back as JSON lines on the file
+descriptor given by ``--fd`` (stdout and stderr stay free for user code and go to a log).
+Events: ready (with the environment fingerprint), stage (the stage now running), result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+
+class Channel:
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1)
+
+    def emit(self, event: dict) -> None:
+        self.stream.write(json.dumps(event, default=str) + "\n")
+        self.stream.flush()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--device", required=True)
+    args = parser.parse_args(argv)
+    channel = Channel(args.fd)
+
+    from torchport.devices import get_adapter
+    from torchport.runner.environment import fingerprint
+    adapter = get_adapter(args.device)
+    try:
+        adapter.prepare()
+        channel.emit({"event": "ready", "environment": fingerprint(adapter), "pid": os.getpid()})
+    except Exception as exc:
+        channel.emit({"event": "fatal", "error": {"type": type(exc).__name__, "message": str(exc),
+                                                  "traceback": traceback.format_exc()}})
+        return 3
+
+    from torchport.cases.registry import find_case
+    from torchport.runner.config import RunConfig
+    from torchport.runner.ladder import Ladder
+    reference_cache: dict = {}
+    for line in sys.stdin:
+        task = json.loads(line)
+        config = RunConfig.from_dict(task["config"])
+        try:
+            case = find_case(config.suite, task["case"], workload=config.workload)
+            result = Ladder(case, task["mode"], config, adapter, channel.emit,
+                            reference_cache).run()
+        except Exception as exc:  # a bug outside the ladder's stages: still a result
+            result = {"case": task["case"], "mode": task["mode"], "status": "crash",
+                      "stage": "worker", "error": {"type": type(exc).__name__,
+                                                   "message": str(exc),
+                                                   "traceback": traceback.format_exc()}}
+        channel.emit({"event": "result", "result": result})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
