@@ -114,6 +114,10 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             _check_workload(workload)
         chosen = (default_probes(device) if probes is None else
                   () if probes.strip() == "none" else split_csv([probes]))
+        # Flags that ask for a measurement add its probe.
+        chosen = tuple(chosen) + tuple(p for p, wanted in (("train", train_steps > 0),
+                                                           ("profile", profile))
+                                       if wanted and p not in chosen)
         with problems():
             from torchport.probes.registry import load_probe
             for name in chosen:
