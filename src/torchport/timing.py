@@ -1,7 +1,9 @@
 """The one place that reads clocks. Everything that measures time goes through here.
 
 Rule: the device is synchronised through its own API before the clock is read, so the time
-covers the work and not just its launch.
+covers the work and not just its launch. Where the device offers timing events (CUDA), the
+events time the device's own timeline; elsewhere the host clock is read between two
+synchronisations. Both sit behind one interface, ``StepTimer``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,89 @@ def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> 
     value = fn()
     sync()
     return value, clock() - start
+
+
+class StepTimer:
+    """Times one call: device synchronised, then the host clock (any device)."""
+
+    kind = "host clock between device synchronisations"
+
+    def __init__(self, sync: Callable[[], None] = lambda: None):
+        self.sync = sync
+
+    def __call__(self, fn: Callable[[], object]) -> tuple[object, float]:
+        return timed(fn, self.sync)
+
+
+class CudaEventTimer(StepTimer):
+    """Times one call with CUDA events recorded on the current stream.
+
+    The device is synchronised first so no earlier work falls inside the interval; the events
+    then measure the device timeline from the first launch to the last kernel's end.
+    """
+
+    kind = "cuda events"
+
+    def __init__(self, sync: Callable[[], None]):
+        import torch
+        super().__init__(sync)
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def __call__(self, fn):
+        self.sync()
+        self._start.record()
+        value = fn()
+        self._end.record()
+        self._end.synchronize()
+        return value, self._start.elapsed_time(self._end) / 1000.0  # elapsed_time is in ms
+
+
+def step_timer(adapter) -> StepTimer:
+    """The best timer for a device adapter: CUDA events on CUDA, synchronise + clock elsewhere."""
+    if getattr(adapter, "torch_type", "") == "cuda":
+        try:
+            import torch
+            if torch.cuda.is_available():
+                return CudaEventTimer(adapter.synchronize)
+        except (ImportError, AttributeError, RuntimeError):
+            pass
+    return StepTimer(adapter.synchronize)
+
+
+def round_order(names: list[str], round_index: int) -> list[str]:
+    """Alternate A B / B A from round to round so neither side always runs first (drift and
+    cache warmth from the previous call fall on both sides equally)."""
+    return list(names) if round_index % 2 == 0 else list(reversed(names))
+
+
+def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer, *,
+                       budget_s: float, warmup: int = 3, min_samples: int = 10,
+                       max_samples: int = 1000, warmup_budget_s: float | None = None,
+                       ) -> dict[str, list[float]]:
+    """Warm every side up, then time them in alternating rounds until the budget is spent.
+
+    budget_s is per side: the timed phase stops when the rounds used ``budget_s * len(sides)``
+    of host time (after at least ``min_samples`` rounds) or after ``max_samples`` rounds.
+    Warm-up runs ``warmup`` rounds, then more while under ``warmup_budget_s`` (default a fifth
+    of the budget), so caches, allocators and autotuning settle before anything counts.
+    """
+    names = list(sides)
+    warmup_budget_s = budget_s / 5 if warmup_budget_s is None else warmup_budget_s
+    start = clock()
+    rounds = 0
+    while rounds < warmup or (clock() - start < warmup_budget_s * len(names) and rounds < 50):
+        for name in round_order(names, rounds):
+            timer(sides[name])
+        rounds += 1
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    start, rounds = clock(), 0
+    while rounds < max_samples and (rounds < min_samples
+                                    or clock() - start < budget_s * len(names)):
+        for name in round_order(names, rounds):
+            samples[name].append(timer(sides[name])[1])
+        rounds += 1
+    return samples
 
 
 @dataclass(frozen=True)

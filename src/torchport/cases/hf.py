@@ -83,15 +83,20 @@ def _accepts(model: Any, name: str) -> bool:
 
 
 def build_model(cfg: Any) -> Any:
-    """Random-init float32 model; eager attention, or the default where eager is refused."""
+    """Random-init float32 model with eager attention and eager (per-expert loop) MoE.
+
+    Eager kernels are plain PyTorch on every device and run in float64, which the runner's
+    reference needs (the default grouped_mm experts refuse float64). Where an architecture
+    refuses eager attention, it keeps its default.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
+    kwargs = {"dtype": torch.float32, "experts_implementation": "eager"}
     try:
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
-                                                 dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", **kwargs)
     except (ValueError, TypeError):  # this architecture does not offer eager attention
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(cfg, **kwargs)
     return model.float()
 
 

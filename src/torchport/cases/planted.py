@@ -11,8 +11,7 @@ cumsum       uses aten.cumsum, which simdev does not implement (fallback on simd
 oom          raises an out-of-memory error in its forward (oom)
 """
 
-from __future__ import annotations
-
+# No "from __future__ import annotations": torch.library.custom_op reads real annotations.
 import os
 
 from torchport.cases.base import Case, FunctionCase, Size, Workload

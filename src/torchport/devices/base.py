@@ -25,13 +25,23 @@ class DeviceAdapter:
     # Environment variable naming the backend's own compile cache folder, if any.
     cache_env_var: str | None = None
     backend_packages: tuple[str, ...] = ()
+    # Regular expressions for the backend's own fallback messages (warnings or log lines), with
+    # a named group ``op`` where the message names the op; see devices/signals.py.
+    fallback_patterns: tuple[str, ...] = ()
 
     def availability(self) -> tuple[bool, str]:
         """(usable, reason). The reason says why not, or what was found."""
         return False, "not implemented"
 
     def prepare(self) -> None:
-        """Import or install what the backend needs in this process (worker side)."""
+        """Import or install what the backend needs in this process (worker side).
+
+        Overrides call ``super().prepare()``: it starts listening for the backend's fallback
+        messages, which many backends print once per op per process, often before any probe.
+        """
+        if self.fallback_patterns:
+            from torchport.devices import signals
+            signals.listen(self.fallback_patterns)
 
     def device(self, index: int = 0) -> str:
         return f"{self.torch_type}:{index}" if self.torch_type != "cpu" else "cpu"
@@ -70,11 +80,18 @@ class DeviceAdapter:
         return found
 
     # -- fallback signals (placement probe) -----------------------------------------------
+    # A backend with its own op accounting overrides these three; op names may be spelt the
+    # backend's way (aten::cumsum, cumsum.out): the placement probe matches them by packet.
     def start_fallback_tracking(self) -> None:
         """Clear the backend's own op tracking before a placement pass."""
 
     def fallback_ops(self) -> dict[str, int] | None:
-        """The backend's own account of ops that ran on the host, or None if it keeps none."""
+        """Ops that ran on the host since ``start_fallback_tracking``, with counts, by the
+        backend's own account; None where it keeps none (or it could not be read)."""
+        return None
+
+    def executed_ops(self) -> dict[str, int] | None:
+        """Every op the backend executed since ``start_fallback_tracking``; None if unknown."""
         return None
 
     def cache_dirs(self, root: str) -> dict[str, str]:

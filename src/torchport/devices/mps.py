@@ -10,6 +10,10 @@ class MPSAdapter(DeviceAdapter):
                  # bitmask: 4 = CPU fallback info, so each falling-back op is logged, not only one
                  "PYTORCH_MPS_LOG_PROFILE_INFO": "4"}
     strict_unset = ("PYTORCH_ENABLE_MPS_FALLBACK",)
+    # "The operator 'aten::cumsum.out' is not currently supported on the MPS backend and will
+    # fall back to run on the CPU." (TORCH_WARN_ONCE: once per process, hence signals.listen)
+    fallback_patterns = (r"operator '(?P<op>[^']+)' is not currently supported on the MPS "
+                         r"backend and will fall back",)
 
     def availability(self):
         import torch

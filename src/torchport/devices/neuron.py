@@ -1,6 +1,19 @@
-"""AWS TorchNeuron (Trainium, PrivateUse1 'neuron'): CPU fallback on by default."""
+"""AWS TorchNeuron (Trainium, PrivateUse1 'neuron'): CPU fallback on by default.
+
+Fallback signals: ``torch_neuronx.get_executed_ops() / get_fallback_ops() / clear_op_tracking()``
+and the log line "Operator '<op>' executed via CPU fallback" (once per op type).
+Strict: ``TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1`` makes execution failures raise.
+"""
 
 from torchport.devices.base import DeviceAdapter
+
+
+def _as_counts(ops) -> dict:
+    """The op tracking API may give {op: count} or a list of names (count unknown: None)."""
+    if isinstance(ops, dict):
+        return {str(op): (int(n) if isinstance(n, (int, float)) else None)
+                for op, n in ops.items()}
+    return {str(op): None for op in ops or ()}
 
 
 class NeuronAdapter(DeviceAdapter):
@@ -9,6 +22,7 @@ class NeuronAdapter(DeviceAdapter):
     strict_env = {"TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "1"}
     cache_env_var = "TORCH_NEURONX_NEFF_CACHE_DIR"
     backend_packages = ("torch-neuronx", "neuronx-cc", "libneuronxla")
+    fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 
     def availability(self):
         try:
@@ -22,6 +36,7 @@ class NeuronAdapter(DeviceAdapter):
         return True, f"{mod.device_count()} Neuron cores"
 
     def prepare(self):
+        super().prepare()
         import torch_neuronx  # noqa: F401
 
     def device_info(self):
@@ -30,13 +45,22 @@ class NeuronAdapter(DeviceAdapter):
                 "device_count": torch.neuron.device_count()}
 
     def start_fallback_tracking(self):
-        import torch_neuronx
-        torch_neuronx.clear_op_tracking()
+        try:
+            import torch_neuronx
+            torch_neuronx.clear_op_tracking()
+        except (ImportError, AttributeError):
+            pass  # fallback_ops() then answers None: no tracking to trust
 
     def fallback_ops(self):
         try:
             import torch_neuronx
-            ops = torch_neuronx.get_fallback_ops()
-            return dict(ops) if isinstance(ops, dict) else {op: 1 for op in ops}
+            return _as_counts(torch_neuronx.get_fallback_ops())
+        except Exception:
+            return None
+
+    def executed_ops(self):
+        try:
+            import torch_neuronx
+            return _as_counts(torch_neuronx.get_executed_ops())
         except Exception:
             return None

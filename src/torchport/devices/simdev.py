@@ -11,6 +11,8 @@ class SimdevAdapter(DeviceAdapter):
     name = torch_type = "simdev"
     default_compile_backend = "simdev"
     strict_env = {"TORCHPORT_SIMDEV_STRICT": "1"}
+    # simdev_backend warns "Operator 'aten::X' executed via CPU fallback on simdev" (Neuron's line)
+    fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 
     def availability(self):
         import torch.utils.backend_registration as reg
@@ -21,6 +23,7 @@ class SimdevAdapter(DeviceAdapter):
         return True, "simulated device (PrivateUse1 Python backend, CPU-backed)"
 
     def prepare(self):
+        super().prepare()
         from torchport.devices import simdev_backend
         simdev_backend.install()
 
@@ -34,6 +37,7 @@ class SimdevAdapter(DeviceAdapter):
         return {"device_type": "simdev", "device_name": "simdev (python reference device)",
                 "device_count": 1}
 
+    # Its own op accounting, the TorchNeuron API: {"aten::cumsum": 2, ...}
     def start_fallback_tracking(self):
         from torchport.devices import simdev_backend
         simdev_backend.clear_op_tracking()
@@ -41,3 +45,7 @@ class SimdevAdapter(DeviceAdapter):
     def fallback_ops(self):
         from torchport.devices import simdev_backend
         return simdev_backend.get_fallback_ops()
+
+    def executed_ops(self):
+        from torchport.devices import simdev_backend
+        return simdev_backend.get_executed_ops()

@@ -15,7 +15,15 @@ in-place ops, ``out=`` and views correct with no copying back. An entry dies wit
 native is that they are registered for the simdev dispatch key and are not counted as fallbacks.
 
 Native-set override: ``install(native_ops=[...])`` or ``TORCHPORT_SIMDEV_NATIVE_OPS`` (comma list;
-``none`` for an empty set; entries all prefixed ``+``/``-`` edit the default set instead).
+``none`` for an empty set; entries all prefixed ``+``/``-`` edit the default set instead). Names
+are ``aten::add``, ``add`` or ``add.Tensor``; a bare name covers every overload and ``add_``.
+Transfers (``_copy_from``) are always native. ``DELIBERATELY_MISSING`` says what the default set
+leaves to the fallback and which smoke models that shows up in.
+
+Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_tracking``,
+``native_ops``, ``resolve_native_ops``, ``memory_allocated``; ``torch.simdev`` (``synchronize``,
+``is_available``, ``device_count``, ``memory_allocated``); ``torch.compile(backend="simdev")`` (AOT autograd with
+the graphs run as-is, like ``aot_eager``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import collections
 import functools
 import os
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Iterable
@@ -43,12 +52,13 @@ DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
     # memory, views, transfers
     "empty", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold", "resize_", "set_",
     "fill_", "zero_", "_local_scalar_dense", "cat", "index", "index_select",
-    "gather", "scatter", "scatter_add", "masked_fill", "where", "arange",
+    "gather", "scatter", "scatter_add", "masked_fill", "masked_select", "nonzero", "where",
+    "arange",
     # elementwise
     "add", "sub", "mul", "div", "neg", "pow", "rsqrt", "sqrt", "exp", "log", "log1p", "abs",
-    "sign", "reciprocal", "remainder", "floor_divide", "addcmul", "clamp", "clamp_min",
-    "maximum", "minimum", "sin", "cos", "erf", "tanh", "sigmoid", "eq", "ne", "gt", "ge", "lt",
-    "le", "logical_not", "bitwise_and", "bitwise_or",
+    "sign", "reciprocal", "remainder", "floor_divide", "addcmul", "addcdiv", "lerp", "clamp",
+    "clamp_min", "maximum", "minimum", "sin", "cos", "erf", "tanh", "sigmoid", "eq", "ne", "gt",
+    "ge", "lt", "le", "logical_not", "bitwise_and", "bitwise_or", "ceil", "floor", "round",
     # activations and their backward
     "relu", "threshold_backward", "gelu", "gelu_backward", "silu", "tanh_backward",
     "hardtanh", "leaky_relu",
@@ -56,6 +66,7 @@ DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
     "mm", "bmm", "addmm", "baddbmm", "convolution_overrideable",
     "convolution_backward_overrideable", "max_pool2d_with_indices",
     "max_pool2d_with_indices_backward", "native_batch_norm", "native_batch_norm_backward",
+    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
     "native_layer_norm_backward", "native_group_norm_backward", "var_mean",
     # reductions, softmax, loss
     "sum", "mean", "amax", "max", "min", "argmax", "prod", "linalg_vector_norm", "sort", "topk",
@@ -68,7 +79,7 @@ DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
 # Left out on purpose, so that the smoke suite shows realistic fallback (op -> who falls back).
 # The MLP and the conv net stay clean in eager and compile: the on-device baseline.
 DELIBERATELY_MISSING: dict[str, str] = {
-    "aten::cumsum": "qwen3_moe forward (MoE expert offsets) and backward",
+    "aten::cumsum": "qwen3_moe forward (MoE expert offsets)",
     "aten::embedding_dense_backward": "llama, gpt2, qwen3_moe backward (token embedding grad)",
     "aten::_index_put_impl_": "qwen3_moe backward (index_put, accumulating the expert gather grad)",
 }
@@ -148,28 +159,27 @@ def _grow(device: torch.UntypedStorage, nbytes: int) -> None:
         _set_metadata(torch._C._acc.create_empty_tensor([0], torch.uint8), device, 0, [nbytes], [1])
 
 
-def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
-    """A simdev storage whose bytes are ``host`` (adopted, not copied)."""
-    base = torch._C._acc.create_empty_tensor([0], torch.uint8)
-    device = base.untyped_storage()
-    _grow(device, host.nbytes())
-    device_key, host_key = device._cdata, host._cdata
-    _table[device_key] = _Entry(host, device)
-    _by_host[host_key] = device_key
+def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entry:
+    entry = _table[device._cdata] = _Entry(host, device)
+    _by_host[host._cdata] = device._cdata
     # Storage Python objects are preserved while the StorageImpl lives (views, autograd graph),
     # so this runs when the last user of the device memory is gone.
-    weakref.finalize(device, _forget, device_key, host_key)
+    weakref.finalize(device, _forget, device._cdata, host._cdata)
+    return entry
+
+
+def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
+    """A simdev storage whose bytes are ``host`` (adopted, not copied)."""
+    device = torch._C._acc.create_empty_tensor([0], torch.uint8).untyped_storage()
+    _grow(device, host.nbytes())
+    _register(host, device)
     return device
 
 
 def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
     entry = _table.get(device._cdata)
-    if entry is None:  # a storage made outside simdev's kernels: give it zeroed bytes
-        host = torch.UntypedStorage(device.nbytes())
-        host.fill_(0)
-        _table[device._cdata] = entry = _Entry(host, device)
-        _by_host[host._cdata] = device._cdata
-        weakref.finalize(device, _forget, device._cdata, host._cdata)
+    if entry is None:  # made outside simdev's kernels (create_empty_tensor): zeroed bytes
+        entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)
     if entry.host.nbytes() < device.nbytes():
         entry.host.resize_(device.nbytes())
     return entry.host
@@ -208,12 +218,15 @@ def _is_simdev(x) -> bool:
 
 def _execute(op, args, kwargs):
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (simdev arg, its CPU alias)
+    cpu_args: set[int] = set()                           # storages of genuine CPU args
 
     def to_host(x):
         if _is_simdev(x):
             h = _host_view(x)
             pairs.append((x, h))
             return h
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu":
+            cpu_args.add(x.untyped_storage()._cdata)
         if isinstance(x, torch.UntypedStorage) and x.device.type == DEVICE_NAME:
             return _host_storage(x)
         if isinstance(x, torch.device) and x.type == DEVICE_NAME:
@@ -236,10 +249,14 @@ def _execute(op, args, kwargs):
     returned = {id(h): d for d, h in pairs}
 
     def to_device(x):
-        if isinstance(x, torch.Tensor) and x.device.type == "cpu":
-            d = returned.get(id(x))
-            return d if d is not None else _to_device(x)
-        return x
+        if not (isinstance(x, torch.Tensor) and x.device.type == "cpu"):
+            return x
+        d = returned.get(id(x))
+        if d is not None:
+            return d
+        if x.untyped_storage()._cdata in cpu_args:
+            x = x.clone()  # never adopt the bytes of a caller's CPU tensor as device memory
+        return _to_device(x)
 
     return tree_map(to_device, out)
 
@@ -334,6 +351,8 @@ _DEFAULT_NAMES = frozenset(_normalize(n) for n in DEFAULT_NATIVE_OPS)
 
 def resolve_native_ops(native_ops: Iterable[str] | None = None) -> frozenset[str]:
     """The native set as bare names (``add``, ``add.Tensor``): argument > env var > default."""
+    if isinstance(native_ops, str):
+        native_ops = native_ops.split(",")
     if native_ops is not None:
         return frozenset(_normalize(n) for n in native_ops if n.strip())
     raw = os.environ.get(NATIVE_OPS_ENV, "").strip()
@@ -393,9 +412,8 @@ def _register_native(lib: torch.library.Library, names: frozenset[str]) -> None:
         lib.impl(getattr(torch.ops.aten, op_name).default, kernel, "PrivateUse1")
     # _to_copy changes device: it must stay the composite that ends in _copy_from.
     skip = {"_copy_from", "_copy_from_and_resize", "_to_copy", *_HOST_EQUIVALENTS}
-    strict = names != _DEFAULT_NAMES
     for name in sorted(names):
-        for overload in _overloads(name, strict=strict):
+        for overload in _overloads(name, strict=name not in _DEFAULT_NAMES):
             if overload._schema.name.removeprefix("aten::") in skip:
                 continue
             # A backend kernel for a CompositeImplicitAutograd op would hide its autograd
@@ -409,41 +427,29 @@ def _register_native(lib: torch.library.Library, names: frozenset[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Device module (torch.simdev), compile backend, install
 
-class _DeviceModule:
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory held now (all live simdev storages)."""
+    return sum(e.host.nbytes() for e in list(_table.values()))
+
+
+def _device_module() -> types.SimpleNamespace:
     """``torch.simdev``: what torch and the runner's adapter call on a device module."""
+    return types.SimpleNamespace(
+        is_available=lambda: True, is_initialized=lambda: True, _is_in_bad_fork=lambda: False,
+        device_count=lambda: 1, current_device=lambda: 0,
+        synchronize=lambda device=None: None,  # kernels finish before they return
+        manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        memory_allocated=memory_allocated,
+    )
 
-    @staticmethod
-    def is_available() -> bool:
-        return True
 
-    @staticmethod
-    def is_initialized() -> bool:
-        return True
-
-    @staticmethod
-    def device_count() -> int:
-        return 1
-
-    @staticmethod
-    def current_device() -> int:
-        return 0
-
-    @staticmethod
-    def synchronize(device=None) -> None:
-        pass  # kernels finish before they return
-
-    @staticmethod
-    def manual_seed_all(seed: int) -> None:
-        pass  # random ops use the CPU generator, which torch.manual_seed already seeds
-
-    @staticmethod
-    def _is_in_bad_fork() -> bool:
-        return False
-
-    @staticmethod
-    def memory_allocated(device=None) -> int:
-        """Bytes held in the side table (all live simdev storages)."""
-        return sum(e.host.nbytes() for e in list(_table.values()))
+def _shallow_copy_compatible(self: torch.Tensor, other: torch.Tensor) -> bool:
+    # torch counts only in-tree dense backends (CPU, CUDA, MPS, XPU...) as compatible, so on a
+    # PrivateUse1 device Module.to() makes new Parameters instead of swapping data in place,
+    # which unties tied weights (gpt2's wte / lm_head) and orphans optimizer state. simdev
+    # answers as CUDA does; a real PrivateUse1 backend without this shows that failure.
+    return self.layout == torch.strided and other.layout == torch.strided and not (
+        self.is_meta or other.is_meta)
 
 
 def _simdev_compile(gm, example_inputs, **kwargs):
@@ -458,7 +464,7 @@ def _register_compile_backend() -> None:
         register_backend(compiler_fn=_simdev_compile, name=DEVICE_NAME)
 
 
-_state: dict = {"fallback_lib": None, "native_lib": None, "native": None}
+_state: dict = {"fallback_lib": None, "device_lib": None, "native_lib": None, "native": None}
 _install_lock = threading.Lock()
 
 
@@ -478,8 +484,8 @@ def install(native_ops: Iterable[str] | None = None) -> None:
 
 
 def native_ops() -> frozenset[str]:
-    """The native set now registered (bare names), empty before ``install``."""
-    return _state["native"] or frozenset()
+    """The native set now registered (``aten::add``, ...), empty before ``install``."""
+    return frozenset(f"aten::{n}" for n in _state["native"] or ())
 
 
 def _setup_device() -> None:
@@ -494,8 +500,10 @@ def _setup_device() -> None:
         raise RuntimeError(
             f"PrivateUse1 is already named {current!r} in this process; simdev can only be "
             f"installed in a process whose PrivateUse1 backend is still unclaimed")
-    setup(DEVICE_NAME, backend_module=_DeviceModule())
+    setup(DEVICE_NAME, backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
     fallback_lib.fallback(_fallback, "PrivateUse1")
-    _state["fallback_lib"] = fallback_lib
+    device_lib = torch.library.Library("aten", "IMPL")
+    device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
+    _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
     _register_compile_backend()

@@ -17,6 +17,7 @@ class XLAAdapter(DeviceAdapter):
         return True, "torch_xla"
 
     def prepare(self):
+        super().prepare()
         import torch_xla  # noqa: F401  (registers the device)
 
     def device(self, index=0):
@@ -43,14 +44,26 @@ class XLAAdapter(DeviceAdapter):
         except Exception as exc:
             return {"device_type": "xla", "device_count": 0, "error": repr(exc)}
 
+    # Fallback signals: torch_xla counts every op it ran on the host as a counter "aten::<op>";
+    # executed_fallback_ops() names them.
     def start_fallback_tracking(self):
-        import torch_xla.debug.metrics as met
-        met.clear_all()
+        try:
+            import torch_xla.debug.metrics as met
+            met.clear_all()
+        except (ImportError, AttributeError):
+            pass
 
     def fallback_ops(self):
         try:
             import torch_xla.debug.metrics as met
             ops = met.executed_fallback_ops()
-            return {op: int(met.counter_value(op) or 1) for op in ops}
         except Exception:
             return None
+        counts = {}
+        for op in ops:
+            try:
+                value = met.counter_value(op)
+            except Exception:
+                value = None
+            counts[op] = int(value) if value is not None else None  # None: count unknown
+        return counts

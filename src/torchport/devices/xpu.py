@@ -8,6 +8,12 @@ class XPUAdapter(DeviceAdapter):
     debug_env = {"PYTORCH_ENABLE_XPU_FALLBACK": "1", "PYTORCH_DEBUG_XPU_FALLBACK": "1"}
     strict_unset = ("PYTORCH_ENABLE_XPU_FALLBACK",)
     backend_packages = ("intel-extension-for-pytorch",)
+    # With PYTORCH_DEBUG_XPU_FALLBACK=1, one warning per call: "The operator 'aten::X' on the XPU
+    # backend is falling back to run on the CPU." (wording varies by release; the op comes
+    # first). Without it, one warning per process that names no op.
+    fallback_patterns = (r"operator '(?P<op>[^']+)'\s*(?:is not currently supported )?on the "
+                         r"XPU backend",
+                         r"Aten Op fallback from XPU to CPU")
 
     def availability(self):
         import torch

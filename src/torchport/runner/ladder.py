@@ -17,7 +17,10 @@ from torchport.runner.config import LOW_PRECISION, RunConfig
 from torchport.runner.execute import make_step, place, to_cpu
 from torchport.timing import clock
 
-FAIL_STATUS = {"build": "build_fail", "place": "place_fail", "run": "eager_fail",
+# "reference" is the CPU float64 (and CPU baseline) run of the same case: a failure there means
+# the case itself cannot be built into a checkable workload, hence build_fail.
+FAIL_STATUS = {"build": "build_fail", "reference": "build_fail", "place": "place_fail",
+               "run": "eager_fail",
                "compile": "compile_fail", "compiled_run": "compiled_run_fail",
                "parity": "accuracy_fail"}
 
@@ -98,10 +101,9 @@ class Ladder:
             return self.out.to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
-        ok, built = self.stage("build", lambda: self._build(size, dtype))
+        ok, workload = self.stage("build", lambda: self._build(size))
         if not ok:
             return self.out.to_dict()
-        workload, reference, baseline = built
         self.out.findings["workload"] = workload.meta
         ok, placed = self.stage("place", lambda: place(workload, self.adapter.device(), dtype))
         if not ok:
@@ -121,7 +123,12 @@ class Ladder:
             ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
             if not ok:
                 return self.out.to_dict()
-        ok, report = self.stage("parity", lambda: self._parity(result, reference, baseline,
+        # The reference runs after the device so that a fault in the model shows at the
+        # device stage that met it; it is computed once per case and shared by the modes.
+        ok, references = self.stage("reference", lambda: self._reference(workload, size, dtype))
+        if not ok:
+            return self.out.to_dict()
+        ok, report = self.stage("parity", lambda: self._parity(result, *references,
                                                                workload.tolerance))
         if ok and not report.ok:
             self.out.fail("accuracy_fail", "parity", message="outside tolerance: "
@@ -134,20 +141,31 @@ class Ladder:
         self._probes(subject)
         return self.out.to_dict()
 
-    def _build(self, size: Size, dtype):
-        import torch
-        key = (self.case.id, self.config.seed, size, self.config.dtype)
-        if key not in self.reference_cache:
+    def _key(self, size: Size) -> tuple:
+        return (self.case.id, self.config.seed, size, self.config.dtype)
+
+    def _build(self, size: Size):
+        key = self._key(size)
+        cached = self.reference_cache.get(key)
+        if cached is None:
+            self.reference_cache.clear()  # keep one case's tensors alive at a time
             workload = self.case.build(seed=self.config.seed, size=size)
             workload.model.eval()  # dropout off: parity needs a deterministic step
+            cached = self.reference_cache[key] = {"workload": workload}
+        return cached["workload"]
+
+    def _reference(self, workload, size: Size, dtype) -> tuple[dict, dict]:
+        """(CPU float64 reference, CPU baseline at the run's dtype) output tensors."""
+        import torch
+        cached = self.reference_cache[self._key(size)]
+        if "reference" not in cached:
             ref64 = place(workload, "cpu", torch.float64)
             reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
             # The baseline is the CPU at the run's dtype: the noise the device is allowed.
             base = place(workload, "cpu", dtype)
             baseline = to_cpu(make_step(base.model, base.model, base)())
-            self.reference_cache.clear()  # keep one case's tensors alive at a time
-            self.reference_cache[key] = (workload, reference, baseline)
-        return self.reference_cache[key]
+            cached["reference"] = (reference, baseline)
+        return cached["reference"]
 
     def _compile(self, module):
         import torch

@@ -35,6 +35,7 @@ class Worker:
     def __init__(self, device: str, env: dict[str, str], log_dir: str):
         self.device, self.env, self.log_dir = device, env, log_dir
         self.proc: subprocess.Popen | None = None
+        self.read_fd: int | None = None
         self.environment: dict | None = None
         self._buffer = b""
 
@@ -73,7 +74,9 @@ class Worker:
             except ProcessLookupError:
                 pass
         code = self.proc.wait()
-        os.close(self.read_fd)
+        if self.read_fd is not None:
+            os.close(self.read_fd)
+            self.read_fd = None
         return code
 
     def close(self) -> None:

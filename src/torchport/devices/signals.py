@@ -1,0 +1,110 @@
+"""Backend fallback messages: warnings and log lines a backend prints when an op runs on the host.
+
+Each adapter declares ``fallback_patterns``: regular expressions for its own documented message
+(MPS/XPU/Ascend warnings, Neuron's log line), with a named group ``op`` where the message names
+the op. Only those patterns classify a message; nothing else in its text is interpreted.
+
+Two ways to hear them:
+- ``capture(patterns)``: a block (the placement pass) with every warning recorded
+  (``catch_warnings(record=True)``, filter "always") and a handler on the root logger.
+- ``listen(patterns)``: process-wide, from the worker's start (``DeviceAdapter.prepare``). Many
+  backends warn once per op per *process*, so the first (often only) message comes during the
+  ladder's run stage, long before the placement pass: ``heard()`` keeps every op named so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+UNNAMED = "(op not named)"   # a pattern without an ``op`` group matched: fallback, op unknown
+
+
+@dataclass
+class Messages:
+    """Fallback messages heard: op (as the backend spells it) -> messages, plus a few texts."""
+
+    ops: Counter = field(default_factory=Counter)
+    texts: list = field(default_factory=list)
+
+    def feed(self, patterns: list[re.Pattern], text: str) -> bool:
+        for pattern in patterns:
+            match = pattern.search(text)
+            if match:
+                op = match.groupdict().get("op") or UNNAMED
+                self.ops[op] += 1
+                if len(self.texts) < 20:
+                    self.texts.append(text[:300])
+                return True
+        return False
+
+
+def compile_patterns(patterns) -> list[re.Pattern]:
+    return [re.compile(p) for p in patterns]
+
+
+class _Handler(logging.Handler):
+    def __init__(self, patterns, messages: Messages):
+        super().__init__(level=logging.NOTSET)
+        self.patterns, self.messages = patterns, messages
+
+    def emit(self, record):
+        with contextlib.suppress(Exception):
+            self.messages.feed(self.patterns, record.getMessage())
+
+
+_HEARD = Messages()          # process-wide, see listen()
+_listening: dict = {}        # patterns -> (handler, previous showwarning)
+
+
+def heard() -> Messages:
+    """Every fallback message heard in this process since ``listen`` (and in every capture)."""
+    return _HEARD
+
+
+def listen(patterns) -> None:
+    """From now on, hear the backend's fallback messages for the life of this process.
+
+    Warnings matching a pattern are made "always" (so Python's own once-per-location filter does
+    not hide the second op) and still shown as before; the root logger gets a handler.
+    """
+    key = tuple(patterns)
+    if not key or key in _listening:
+        return
+    compiled = compile_patterns(key)
+    for p in key:
+        warnings.filterwarnings("always", message=f".*{p}")
+    previous = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        _HEARD.feed(compiled, str(message))
+        return previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+    handler = _Handler(compiled, _HEARD)
+    logging.getLogger().addHandler(handler)
+    _listening[key] = (handler, previous)
+
+
+@contextlib.contextmanager
+def capture(patterns):
+    """``with capture(adapter.fallback_patterns) as messages:`` -> the messages of this block."""
+    compiled = compile_patterns(patterns)
+    messages = Messages()
+    handler = _Handler(compiled, messages)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield messages
+    finally:
+        root.removeHandler(handler)
+    for w in caught:
+        messages.feed(compiled, str(w.message))
+    for op, n in messages.ops.items():
+        _HEARD.ops[op] += n

@@ -1,0 +1,3 @@
+from torchport.interfaces.cli import main
+
+main()

@@ -1,0 +1,198 @@
+"""Perf: how fast one step runs once it runs, at the case's perf size.
+
+Its own pass, with no recorder attached: the case is built again at its perf size (larger than
+the parity size), placed, and in compile mode compiled afresh. After a warm-up, eager and
+compiled steps are timed in alternating rounds (drift falls on both sides equally), the device
+synchronised through its own API before each clock read (CUDA events where available).
+Compile time is never in these figures: the first call of each side is made before timing.
+
+Metrics (this mode's runner unless the name says eager/compiled):
+  perf_median_ms perf_p10_ms perf_p90_ms perf_cv perf_samples
+  perf_eager_median_ms perf_compiled_median_ms perf_speedup (eager / compiled, compile mode)
+  perf_tokens_per_s perf_samples_per_s perf_flops_per_step perf_achieved_tflops perf_mfu
+  perf_flops_6nt_per_step perf_mfu_6nt perf_peak_bytes
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from torchport.cases.base import Size
+from torchport.probes import flops as flops_mod
+from torchport.probes.base import Probe, ProbeReport, Subject
+from torchport.timing import Summary, sample_interleaved, step_timer
+
+PROBE_VERSION = 1
+WARMUP_ROUNDS = 3
+
+
+@dataclass
+class PerfSetup:
+    """The case at its perf size on the device: the steps to time, by side."""
+
+    workload: object
+    model: object
+    sides: dict = field(default_factory=dict)    # "eager" / "compiled" -> zero-arg step
+    mode_side: str = "eager"                      # the side this mode's runner is
+    size: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+
+def step_kind(workload, with_optimizer: bool = False) -> str:
+    if not workload.trains:
+        return "inference forward"
+    return "training step with optimizer" if with_optimizer else "training forward+backward"
+
+
+def compile_fresh(subject: Subject, model):
+    """A new torch.compile wrapper with the run's backend, static shapes.
+
+    dynamic=False: the parity-size compile of the same code already ran, and dynamo's
+    automatic dynamic shapes would otherwise compile a shape-generic graph for the perf size,
+    which is not what a user running one shape gets.
+    """
+    import torch
+    backend = subject.config.compile_backend or subject.adapter.default_compile_backend
+    return torch.compile(model, backend=backend, dynamic=False)
+
+
+def perf_setup(subject: Subject, *, compiled: bool | None = None) -> PerfSetup:
+    """Build the case again at its perf size, place it, and make the steps to time."""
+    from torchport.runner.execute import make_step, place
+    config = subject.config
+    size = Size(perf=True, batch=config.batch, seq=config.seq)
+    workload = subject.case.build(seed=config.seed, size=size)
+    workload.model.eval()  # as the ladder does: the same computation parity checked
+    placed = place(workload, subject.device, subject.dtype)
+    model = placed.model
+    setup = PerfSetup(workload=placed, model=model,
+                      size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
+                            "samples": placed.samples, "perf_size": True})
+    setup.sides["eager"] = make_step(model, model, placed)
+    if compiled if compiled is not None else subject.mode == "compile":
+        setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
+        setup.mode_side = "compiled"
+    return setup
+
+
+def fail_on_recompile_limit():
+    """Make dynamo raise instead of silently running eagerly past its recompile limit, so a
+    'compiled' figure is never an eager one in disguise (private config: guarded)."""
+    try:
+        import torch._dynamo.config as dynamo_config
+    except ImportError:
+        return contextlib.nullcontext()
+    if not hasattr(dynamo_config, "fail_on_recompile_limit_hit"):
+        return contextlib.nullcontext()
+    return dynamo_config.patch(fail_on_recompile_limit_hit=True)
+
+
+def first_calls(setup: PerfSetup) -> dict[str, str]:
+    """Call each side once (compiles happen here, outside timing); drop sides that raise."""
+    failed = {}
+    for name in list(setup.sides):
+        try:
+            setup.sides[name]()
+        except Exception as exc:  # a side that cannot run has no figure; say why
+            failed[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            del setup.sides[name]
+    return failed
+
+
+def summary_dict(summary: Summary) -> dict:
+    return {"n": summary.n, "median_ms": summary.median_s * 1e3, "p10_ms": summary.p10_s * 1e3,
+            "p90_ms": summary.p90_s * 1e3, "mean_ms": summary.mean_s * 1e3,
+            "min_ms": summary.min_s * 1e3, "cv": summary.cv}
+
+
+class PerfProbe(Probe):
+    name = "perf"
+    version = PROBE_VERSION
+
+    def run(self, subject: Subject) -> ProbeReport:
+        report = ProbeReport()
+        config, adapter = subject.config, subject.adapter
+        setup = perf_setup(subject)
+        notes = setup.notes
+        info = {"step_kind": step_kind(setup.workload), "size": setup.size, "notes": notes}
+        report.findings["perf"] = info
+        with fail_on_recompile_limit():
+            failed = first_calls(setup)
+            if failed:
+                info["failed_sides"] = failed
+                notes.extend(f"{side} step failed at the perf size: {why}"
+                             for side, why in failed.items())
+            if not setup.sides:
+                return report
+            timer = step_timer(adapter)
+            samples = sample_interleaved(setup.sides, timer, budget_s=config.perf_budget_s,
+                                         warmup=WARMUP_ROUNDS)
+        info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
+                    config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS)
+        summaries = {name: Summary.of(s) for name, s in samples.items()}
+        info["sides"] = {name: summary_dict(s) for name, s in summaries.items()}
+        metrics = report.metrics
+        for name, summary in summaries.items():
+            metrics[f"perf_{name}_median_ms"] = summary.median_s * 1e3
+        main = summaries.get(setup.mode_side)
+        if main is None:
+            notes.append(f"no {setup.mode_side} figure: that side did not run")
+            return report
+        metrics.update(perf_median_ms=main.median_s * 1e3, perf_p10_ms=main.p10_s * 1e3,
+                       perf_p90_ms=main.p90_s * 1e3, perf_cv=main.cv, perf_samples=main.n)
+        if "eager" in summaries and "compiled" in summaries:
+            metrics["perf_speedup"] = summaries["eager"].median_s / summaries["compiled"].median_s
+        if setup.workload.tokens:
+            metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
+        if setup.workload.samples:
+            metrics["perf_samples_per_s"] = setup.workload.samples / main.median_s
+        self._flops(subject, setup, main.median_s, metrics, info)
+        self._memory(subject, setup, metrics, info)
+        return report
+
+    def _flops(self, subject, setup, median_s, metrics, info):
+        config = subject.config
+        peak, peak_source = flops_mod.peak_for(config, subject.adapter, config.dtype)
+        info["peak_tflops"] = peak
+        info["peak_source"] = peak_source
+        if peak is None:
+            info["notes"].append(peak_source)
+        key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
+               config.dtype, subject.device)
+        eager = setup.sides.get("eager")
+        try:
+            counted = flops_mod.count_flops(eager, key) if eager else None
+        except Exception as exc:  # the counter is a dispatch mode; a backend may refuse it
+            counted = None
+            info["notes"].append(f"FLOP counter failed: {type(exc).__name__}: {exc}")
+        if counted:
+            metrics["perf_flops_per_step"] = counted
+            metrics["perf_achieved_tflops"] = flops_mod.achieved_tflops(counted, median_s)
+            if peak:
+                metrics["perf_mfu"] = flops_mod.mfu(counted, median_s, peak)
+        elif counted == 0:
+            info["notes"].append("the FLOP counter saw no matmul/conv/attention: no FLOP figures")
+        if setup.workload.tokens:
+            n_params, what = flops_mod.params_6nt(setup.model)
+            estimate = flops_mod.flops_6nt(n_params, setup.workload.tokens,
+                                           setup.workload.trains)
+            info["params_6nt"] = {"n": n_params, "counts": what}
+            metrics["perf_flops_6nt_per_step"] = estimate
+            if peak:
+                metrics["perf_mfu_6nt"] = flops_mod.mfu(estimate, median_s, peak)
+
+    def _memory(self, subject, setup, metrics, info):
+        adapter = subject.adapter
+        adapter.reset_peak_memory()
+        setup.sides[setup.mode_side]()
+        adapter.synchronize()
+        peak = adapter.peak_memory_bytes()
+        if peak is None:
+            info["notes"].append(f"{adapter.name} reports no peak memory")
+            return
+        metrics["perf_peak_bytes"] = peak
+        if adapter.torch_type == "cpu":
+            info["peak_bytes_is"] = "peak resident set of the worker process since it started"
+        else:
+            info["peak_bytes_is"] = "peak device memory allocated during one step"

@@ -1,0 +1,35 @@
+"""Shared fixtures: run the real ``torchport`` command in a subprocess against a tmp database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "torchport.interfaces.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=full_env)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "kb.db"
+
+
+@pytest.fixture
+def run_json(db, tmp_path):
+    """Run ``torchport run ... --json`` and return the parsed output (asserting exit 0)."""
+    def _run(*args, expect=0):
+        proc = torchport("run", *args, "--db", db, "--json", cwd=tmp_path)
+        assert proc.returncode == expect, proc.stderr[-3000:]
+        return json.loads(proc.stdout) if expect == 0 else proc
+    return _run
