@@ -78,8 +78,9 @@ def behaviour() -> dict:
                 warnings.simplefilter("always")
                 ys = [torch.cumsum(x, 0) for _ in range(3)]
             counts = [sb.get_executed_ops(), sb.get_fallback_ops()]
+            values = ys[-1].cpu().tolist()
             sb.clear_op_tracking()
-            return {"values": ys[-1].cpu().tolist(), "executed": counts[0]["aten::cumsum"],
+            return {"values": values, "executed": counts[0]["aten::cumsum"],
                     "fallback": counts[1], "after_clear": [sb.get_executed_ops(),
                                                            sb.get_fallback_ops()],
                     "warnings": [str(w.message) for w in caught
@@ -101,10 +102,10 @@ def behaviour() -> dict:
 
         @scenario
         def override():
+            x = torch.ones(3, 3, device="simdev")
             sb.install(native_ops=["aten::add", "empty"])   # a repeat install re-registers
             sb.clear_op_tracking()
             warnings.simplefilter("ignore")
-            x = torch.ones(3, 3, device="simdev")
             x + x, x * x
             return {"fallback": sb.get_fallback_ops(), "native": sorted(sb.native_ops())}
 

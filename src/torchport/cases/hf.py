@@ -1,9 +1,12 @@
 """The ``hf`` suite: one tiny random-init causal LM per entry of transformers' causal-LM mapping.
 
-Each case shrinks the architecture's default config (``hf_shrink``), builds
-``AutoModelForCausalLM.from_config`` in float32 on the CPU with eager attention, and trains on
-random token ids with ``labels=input_ids``. No weights are downloaded. Architectures that cannot
-run as a plain causal LM carry their reason from ``hf_exclusions``.
+Each case shrinks the architecture's default config (``hf_shrink``), builds the class the
+mapping names from it (random init, float32, CPU, eager attention and eager experts), and trains
+on random token ids with ``labels=input_ids``. No weights are downloaded. Architectures that
+cannot run as a plain causal LM carry their reason from ``hf_exclusions``.
+
+The runner's entry points: ``hf_suite()`` (registered as the ``hf`` suite), ``HFCase.build``,
+``HFCase.describe`` (cheap: tags, no model) and ``HFCase.param_count`` (meta device).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 from torchport.cases.hf_exclusions import EXCLUSIONS
+from torchport.cases.hf_shrink import EXPERT_FIELDS, make_config, read_field  # no torch import
 
 PARITY_BATCH, PARITY_SEQ = 2, 16
 PERF_BATCH, PERF_SEQ = 4, 128
+# Audio decoders that read one token row per codebook (moshi has codebooks too, but its causal
+# LM is the plain text decoder).
+CODEBOOK_DECODERS = {"musicgen", "musicgen_melody"}
 
 
 class HFCase(Case):
@@ -32,35 +39,40 @@ class HFCase(Case):
 
     @functools.cached_property
     def tags(self) -> tuple[str, ...]:
-        """Family tags, read from the default config (imports transformers, builds no model)."""
-        from transformers import AutoConfig
-
-        from torchport.cases.hf_shrink import family_tags
-
+        """Family tags, read from the shrunk config (imports transformers, builds no model)."""
         try:
-            return family_tags(AutoConfig.for_model(self.model_type))
-        except Exception:  # noqa: BLE001 - an unknown type has no tags; build reports the error
+            return case_tags(self.model_type)
+        except Exception:  # noqa: BLE001 - a config that cannot be made has no tags; build says why
             return ()
+
+    def describe(self) -> dict:
+        """Cheap facts: the base ones (with tags) and the architecture; no model is built."""
+        return {**super().describe(), "model_type": self.model_type}
+
+    def param_count(self) -> int:
+        """Parameters of the shrunk model, counted on the meta device (nothing allocated)."""
+        if self.overrides:
+            return _count_params(self.model_type, self.overrides)
+        return param_count(self.model_type)
 
     def config(self) -> Any:
         """The shrunk config this case builds (a fresh object on every call)."""
-        from torchport.cases.hf_shrink import make_config
-
         return make_config(self.model_type, self.overrides)
 
     def build(self, *, seed: int, size: Size) -> Workload:
         import torch
 
-        from torchport.cases.hf_shrink import check_param_budget
+        from torchport.cases.hf_shrink import causal_lm_class, check_param_budget
 
         cfg = self.config()
-        params = check_param_budget(cfg)  # raises before any memory is allocated
+        model_class = causal_lm_class(self.model_type, cfg)
+        params = check_param_budget(model_class, cfg)  # raises before any memory is allocated
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = build_model(cfg)
+            model = build_model(model_class, cfg)
         batch, seq = _input_shape(size)
-        input_ids = random_token_ids(cfg, batch, seq, seed)
-        kwargs = {"input_ids": input_ids, "labels": input_ids}
+        codebooks = cfg.num_codebooks if self.model_type in CODEBOOK_DECODERS else None
+        kwargs = token_inputs(cfg, batch, seq, seed, codebooks=codebooks)
         if _accepts(model, "use_cache"):
             kwargs["use_cache"] = False
         return Workload(model=model, kwargs=kwargs, loss_fn=_loss, tokens=batch * seq,
@@ -82,7 +94,7 @@ def _accepts(model: Any, name: str) -> bool:
     return name in inspect.signature(model.forward).parameters
 
 
-def build_model(cfg: Any) -> Any:
+def build_model(model_class: Any, cfg: Any) -> Any:
     """Random-init float32 model with eager attention and eager (per-expert loop) MoE.
 
     Eager kernels are plain PyTorch on every device and run in float64, which the runner's
@@ -90,18 +102,32 @@ def build_model(cfg: Any) -> Any:
     refuses eager attention, it keeps its default.
     """
     import torch
-    from transformers import AutoModelForCausalLM
 
     kwargs = {"dtype": torch.float32, "experts_implementation": "eager"}
     try:
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", **kwargs)
+        model = model_class._from_config(cfg, attn_implementation="eager", **kwargs)
     except (ValueError, TypeError):  # this architecture does not offer eager attention
-        model = AutoModelForCausalLM.from_config(cfg, **kwargs)
+        model = model_class._from_config(cfg, **kwargs)
     return model.float()
 
 
-def random_token_ids(cfg: Any, batch: int, seq: int, seed: int) -> Any:
-    """(batch, seq) int64 ids inside the text vocabulary, clear of every special id."""
+def token_inputs(cfg: Any, batch: int, seq: int, seed: int, *, codebooks: int | None = None
+                 ) -> dict:
+    """``input_ids`` and ``labels`` (the same tokens: the model shifts them) for one step.
+
+    Codebook decoders read one row per codebook, ``(batch * codebooks, seq)``, and take labels
+    as ``(batch, seq, codebooks)``.
+    """
+    if not codebooks:
+        input_ids = random_token_ids(cfg, batch, seq, seed)
+        return {"input_ids": input_ids, "labels": input_ids}
+    input_ids = random_token_ids(cfg, batch * codebooks, seq, seed)
+    labels = input_ids.view(batch, codebooks, seq).transpose(1, 2)  # (batch, seq, codebooks)
+    return {"input_ids": input_ids, "labels": labels}
+
+
+def random_token_ids(cfg: Any, rows: int, seq: int, seed: int) -> Any:
+    """(rows, seq) int64 ids inside the text vocabulary, clear of every special id."""
     import torch
 
     from torchport.cases.hf_shrink import special_token_ids, text_vocab_size
@@ -110,7 +136,7 @@ def random_token_ids(cfg: Any, batch: int, seq: int, seed: int) -> Any:
     special = special_token_ids(cfg)
     allowed = torch.tensor([i for i in range(vocab) if i not in special], dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
-    picks = torch.randint(len(allowed), (batch, seq), generator=generator)
+    picks = torch.randint(len(allowed), (rows, seq), generator=generator)
     return allowed[picks]
 
 
@@ -121,10 +147,15 @@ def config_dict(cfg: Any) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def param_count(model_type: str) -> int:
-    """Parameters of the shrunk model, counted on the meta device (for ``torchport cases hf``)."""
-    from torchport.cases.hf_shrink import count_params_meta, make_config
+    """Parameters of ``hf/<model_type>``, counted on the meta device (``torchport cases hf``)."""
+    return _count_params(model_type, {})
 
-    return count_params_meta(make_config(model_type))
+
+def _count_params(model_type: str, overrides: dict) -> int:
+    from torchport.cases.hf_shrink import causal_lm_class, count_params_meta
+
+    cfg = make_config(model_type, overrides)
+    return count_params_meta(causal_lm_class(model_type, cfg), cfg)
 
 
 def hf_suite() -> list[Case]:
@@ -132,3 +163,63 @@ def hf_suite() -> list[Case]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     return [HFCase(model_type) for model_type in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Family tags, read from configs (no model is built)
+
+TAG_VOCABULARY = ("dense", "moe", "ssm", "hybrid", "mla", "multimodal-text")
+# Layer-type names that carry a recurrent state instead of attention, or besides it ("hybrid").
+RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "recurrent"}
+BOTH_LAYER_TYPES = {"hybrid", "hybrid_sliding"}
+RECURRENT_MODEL_TYPES = {"rwkv", "xlstm"}  # recurrent families whose configs name no layer types
+
+
+def case_tags(model_type: str) -> tuple[str, ...]:
+    """Tags of ``hf/<model_type>``: from its shrunk config, plus whether it is multimodal."""
+    from transformers import AutoConfig
+
+    from torchport.cases.hf_shrink import causal_lm_config, shrink_config, sub_configs
+
+    cfg = AutoConfig.for_model(model_type)
+    composite = len(sub_configs(cfg)) > 1  # vision or audio towers beside the text decoder
+    return family_tags(shrink_config(causal_lm_config(model_type, cfg)), composite=composite)
+
+
+def family_tags(cfg: Any, *, composite: bool) -> tuple[str, ...]:
+    """A subset of ``TAG_VOCABULARY``. ``dense``: neither experts nor a pure recurrent stack."""
+    text = cfg.get_text_config(decoder=True)
+    tags = ["multimodal-text"] if composite else []
+    if any(isinstance(read_field(text, n), int) and read_field(text, n) > 1
+           for n in EXPERT_FIELDS):
+        tags.append("moe")
+    if isinstance(read_field(text, "kv_lora_rank"), int):
+        tags.append("mla")
+    kinds = _layer_kinds(text)
+    if kinds == {"recurrent"}:
+        tags.append("ssm")
+    elif kinds == {"recurrent", "attention"}:
+        tags.append("hybrid")
+    if not {"moe", "ssm"} & set(tags):
+        tags.append("dense")
+    return tuple(tags)
+
+
+def _layer_kinds(text: Any) -> set[str]:
+    """{"attention"}, {"recurrent"} or both, from the layer pattern a config declares."""
+    names = set()
+    for name in ("layer_types", "layers_block_type", "block_types"):
+        value = read_field(text, name)
+        if isinstance(value, (list, tuple)):
+            names.update(str(v) for v in value)
+    if not names:
+        return {"recurrent"} if text.model_type in RECURRENT_MODEL_TYPES else {"attention"}
+    kinds = set()
+    for name in names:
+        if name in BOTH_LAYER_TYPES:
+            kinds |= {"recurrent", "attention"}
+        elif name in RECURRENT_LAYER_TYPES:
+            kinds.add("recurrent")
+        elif "attention" in name:
+            kinds.add("attention")
+    return kinds

@@ -80,6 +80,8 @@ GENERIC_RULE: dict[str, int] = {
     "hidden_size_per_layer_input": SMALL_DIM, "laurel_rank": SMALL_DIM,
 }
 
+EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
 # Sizes some configs leave None (meaning "derive it") and some models then read as None.
 FILL_IF_NONE: dict[str, int] = {"head_dim": HEAD_DIM, "num_key_value_heads": KV_HEADS}
 
@@ -106,13 +108,16 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     "zamba": {"num_hidden_layers": 3, "attn_layer_period": 1, "attn_layer_offset": 1,
               "layers_block_type": ["linear_attention", "hybrid", "hybrid"]},
     # blt's global transformer reads cross_attn_k (2) local patches side by side: twice as wide.
-    "blt": {"global_config.hidden_size": 2 * HIDDEN, "encoder_config.hidden_size_global": 2 * HIDDEN,
+    "blt": {"global_config.hidden_size": 2 * HIDDEN, "global_config.head_dim": 2 * HIDDEN // HEADS,
+            "encoder_config.hidden_size_global": 2 * HIDDEN,
             "decoder_config.hidden_size_global": 2 * HIDDEN},
     "reformer": {  # a causal LM only as a decoder; positions factorise over axial_pos_shape
         "is_decoder": True, "axial_pos_shape": (16, 32), "axial_pos_embds_dim": (16, 48),
         "local_attn_chunk_length": SMALL_DIM, "lsh_attn_chunk_length": SMALL_DIM},
 }
 
+# Names of the layer count, newest first (older configs alias it).
+LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 # Per-layer lists (one entry per layer) that the layer-pattern rule keeps consistent.
 PER_LAYER_LIST_SUFFIXES = ("layer_types", "layers_block_type", "block_types", "indexer_types",
                            "attn_layers", "activation_sparsity_pattern", "kv_sharing_modes")
@@ -126,7 +131,8 @@ class Before:
     """What a config held before shrinking, for rules that keep ratios or patterns."""
 
     values: dict[str, Any]
-    layers: int | None
+    layers: int | None  # the layer count, read from layers_field
+    layers_field: str = "num_hidden_layers"
     kept_layers: list[int] = field(default_factory=list)  # original indices of kept layers
     per_layer_overrides: dict[int, dict[str, Any]] | None = None
 
@@ -134,7 +140,7 @@ class Before:
         return self.values.get(name)
 
 
-def _get(cfg: Any, name: str, default: Any = None) -> Any:
+def read_field(cfg: Any, name: str, default: Any = None) -> Any:
     """getattr that treats a per-layer attribute of a heterogeneous config as absent."""
     try:
         return getattr(cfg, name, default)
@@ -158,7 +164,7 @@ def _set(cfg: Any, name: str, value: Any) -> None:
 
 
 def _set_if_int(cfg: Any, name: str, value: int) -> None:
-    if _is_int(_get(cfg, name)):
+    if _is_int(read_field(cfg, name)):
         _set(cfg, name, value)
 
 
@@ -184,13 +190,21 @@ def apply_generic_rule(node: Any, before: Before) -> None:
     for name, small in GENERIC_RULE.items():
         _set_if_int(node, name, small)
     for name, small in FILL_IF_NONE.items():
-        if name in vars(node) and vars(node)[name] is None and _get(node, "num_attention_heads"):
+        has_attention = read_field(node, "num_attention_heads")
+        if name in vars(node) and vars(node)[name] is None and has_attention:
             _set(node, name, small)
+
+
+def _fill_router_top_k(node: Any, before: Before) -> None:
+    """Some MoE configs leave the router's top-k None (deepseek_v2); the router needs a number."""
+    has_experts = any(_is_int(read_field(node, n)) for n in EXPERT_FIELDS)
+    if has_experts and "num_experts_per_tok" in vars(node) and node.num_experts_per_tok is None:
+        _set(node, "num_experts_per_tok", EXPERTS_PER_TOKEN)
 
 
 def _shrink_latent_attention(node: Any, before: Before) -> None:
     """MLA: low ranks, and qk_head_dim = nope + rope (models split q at that boundary)."""
-    if not _is_int(_get(node, "kv_lora_rank")):
+    if not _is_int(read_field(node, "kv_lora_rank")):
         return
     for name in ("q_lora_rank", "kv_lora_rank", "o_lora_rank"):
         _set_if_int(node, name, RANK)
@@ -199,7 +213,7 @@ def _shrink_latent_attention(node: Any, before: Before) -> None:
     _set_if_int(node, "v_head_dim", HEAD_DIM)
     _set_if_int(node, "qk_head_dim", SMALL_DIM + SMALL_DIM)
     # Keys are decompressed for every query head: MLA has as many kv heads as query heads.
-    _set_if_int(node, "num_key_value_heads", _get(node, "num_attention_heads"))
+    _set_if_int(node, "num_key_value_heads", read_field(node, "num_attention_heads"))
     # The rotary tables are built from head_dim (times a partial-rotary factor) but applied to
     # the rope part of q/k: keep head_dim's ratio to qk_rope_head_dim (1 for DeepSeek).
     head_dim, rope_dim = before.get("head_dim"), before.get("qk_rope_head_dim")
@@ -214,6 +228,14 @@ def _shrink_sparse_indexer(node: Any, before: Before) -> None:
     _set_if_int(node, "index_topk", SMALL_DIM)
 
 
+def _shrink_expert_groups(node: Any, before: Before) -> None:
+    """Group-limited routing picks groups of experts first: 2 groups of 2, one chosen."""
+    for groups in ("n_group", "num_expert_group"):
+        if _is_int(before.get(groups)) and before.get(groups) > 1:
+            _set(node, groups, 2)
+            _set_if_int(node, "topk_group", 1)
+
+
 # (heads field, head-dim field, inner-width field or None) of state-space mixers, whose
 # heads x head_dim must equal expand x hidden.
 SSM_MIXERS = (
@@ -226,16 +248,8 @@ SSM_STATE_FIELDS = ("state_size", "mamba_d_state", "ssm_state_size")
 SSM_EXPAND_FIELDS = ("mamba_expand", "expand")
 
 
-def _shrink_expert_groups(node: Any, before: Before) -> None:
-    """Group-limited routing picks groups of experts first: 2 groups of 2, one chosen."""
-    for groups in ("n_group", "num_expert_group"):
-        if _is_int(before.get(groups)) and before.get(groups) > 1:
-            _set(node, groups, 2)
-            _set_if_int(node, "topk_group", 1)
-
-
 def _shrink_state_space(node: Any, before: Before) -> None:
-    if not any(_is_int(_get(node, n)) for n in SSM_STATE_FIELDS):
+    if not any(_is_int(read_field(node, n)) for n in SSM_STATE_FIELDS):
         return
     for name in SSM_STATE_FIELDS:
         _set_if_int(node, name, SSM_STATE)
@@ -243,10 +257,10 @@ def _shrink_state_space(node: Any, before: Before) -> None:
         _set_if_int(node, name, SMALL_DIM)
     for name in ("n_groups", "mamba_n_groups", "mamba_ngroups"):
         _set_if_int(node, name, 1)
-    expand = next((_get(node, n) for n in SSM_EXPAND_FIELDS if _is_int(_get(node, n))), 2)
-    inner = expand * HIDDEN
+    expands = [read_field(node, n) for n in SSM_EXPAND_FIELDS]
+    inner = next((e for e in expands if _is_int(e)), 2) * HIDDEN  # the mixer's inner width
     for heads, head_dim, inner_field in SSM_MIXERS:
-        if _is_int(_get(node, heads)) and _is_int(_get(node, head_dim)):
+        if _is_int(read_field(node, heads)) and _is_int(read_field(node, head_dim)):
             _set(node, heads, SSM_HEADS)
             _set(node, head_dim, inner // SSM_HEADS)
             if inner_field:
@@ -255,7 +269,7 @@ def _shrink_state_space(node: Any, before: Before) -> None:
     if _is_int(before.get("attention_hidden_size")) and _is_int(before.get("hidden_size")):
         ratio = before.get("attention_hidden_size") // before.get("hidden_size")
         _set(node, "attention_hidden_size", ratio * HIDDEN)
-        if _is_int(_get(node, "attention_head_dim")):
+        if _is_int(read_field(node, "attention_head_dim")):
             _set(node, "attention_head_dim", ratio * HIDDEN // HEADS)
 
 
@@ -277,17 +291,22 @@ def _shrink_kv_sharing(node: Any, before: Before) -> None:
     _set_if_int(node, "num_kv_shared_layers", 0)
 
 
-def _fix_special_token_ids(node: Any, before: Before) -> None:
-    """Move token ids that fall outside the shrunk vocabulary to free slots at its top."""
-    vocab = _get(node, "vocab_size")
+def fix_special_token_ids(cfg: Any) -> None:
+    """Move token ids outside the shrunk text vocabulary to free slots at its top.
+
+    Runs once over the config and its sub-configs (a composite config holds the image token,
+    its text config the vocabulary): the same old id gets the same new slot everywhere, and
+    distinct ids stay distinct.
+    """
+    vocab = read_field(cfg.get_text_config(decoder=True), "vocab_size")
     if not _is_int(vocab):
         return
-    names = [n for n in vars(node) if _is_special_id_field(n)]
-    used = {i for n in names for i in _as_ids(_get(node, n)) if i < vocab}
-    moved: dict[int, int] = {}
+    fields = [(node, n) for node in sub_configs(cfg) for n in vars(node) if _is_special_id_field(n)]
+    used = {i for node, n in fields for i in _as_ids(read_field(node, n)) if i < vocab}
     free = (i for i in range(vocab - 1, -1, -1) if i not in used)
-    for name in names:
-        value = _get(node, name)
+    moved: dict[int, int] = {}
+    for node, name in fields:
+        value = read_field(node, name)
         ids = [moved.setdefault(i, next(free)) if i >= vocab else i for i in _as_ids(value)]
         if ids:
             _set(node, name, ids if isinstance(value, (list, tuple)) else ids[0])
@@ -305,8 +324,8 @@ def _as_ids(value: Any) -> list[int]:
     return []
 
 
-RULES = [apply_generic_rule, _shrink_latent_attention, _shrink_sparse_indexer,
-         _shrink_expert_groups, _shrink_state_space, _shrink_layer_periods, _shrink_kv_sharing, _fix_special_token_ids]
+RULES = [apply_generic_rule, _fill_router_top_k, _shrink_latent_attention, _shrink_sparse_indexer,
+         _shrink_expert_groups, _shrink_state_space, _shrink_layer_periods, _shrink_kv_sharing]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,12 +342,12 @@ def _per_layer_lists(node: Any, layers: int) -> dict[str, list]:
     return found
 
 
-def _choose_kept_layers(node: Any, layers: int, overrides: dict[int, dict]) -> list[int]:
-    """The first layer of every distinct kind (over all per-layer lists), at least LAYERS."""
-    lists = _per_layer_lists(node, layers)
+def _choose_kept_layers(layers: int, lists: dict[str, list], overrides: dict[int, dict]
+                        ) -> list[int]:
+    """The first layer of every distinct kind (over per-layer lists and overrides), >= LAYERS."""
     first_of_kind: dict[Any, int] = {}
     for i in range(layers):
-        kind = (tuple(str(v[i]) for v in lists.values()), repr(sorted(overrides.get(i, {}).items())))
+        kind = (tuple(str(v[i]) for v in lists.values()), str(overrides.get(i)))
         first_of_kind.setdefault(kind, i)
     kept = sorted(first_of_kind.values())
     for i in range(layers):  # pad with the earliest remaining layers
@@ -341,12 +360,12 @@ def _choose_kept_layers(node: Any, layers: int, overrides: dict[int, dict]) -> l
 
 def _rebuild_per_layer_lists(node: Any, before: Before, lists: dict[str, list]) -> None:
     kept = before.kept_layers
-    _set(node, "num_hidden_layers", len(kept))
+    _set(node, before.layers_field, len(kept))
     for name, values in lists.items():
         small = GENERIC_RULE.get(name)  # a per-layer size (e.g. intermediate_size) shrinks too
         _set(node, name, [small if small and _is_int(values[i]) else values[i] for i in kept])
     for name in LAYER_INDEX_LISTS:
-        value = _get(node, name)
+        value = read_field(node, name)
         if isinstance(value, (list, tuple)):
             _set(node, name, [kept.index(i) for i in value if i in kept])
 
@@ -375,7 +394,7 @@ def _restore_per_layer_overrides(node: Any, before: Before) -> None:
 
 
 def _scaled(node: Any, before: Before, name: str, value: Any) -> Any:
-    old, new = before.get(name), _get(node, name)
+    old, new = before.get(name), read_field(node, name)
     if not (_is_int(value) and _is_int(old) and _is_int(new) and old):
         return value
     return max(1, round(new * value / old))
@@ -388,15 +407,16 @@ def _scaled(node: Any, before: Before, name: str, value: Any) -> Any:
 def shrink_node(node: Any) -> None:
     """Shrink one config (not its sub-configs) in place."""
     overrides = _lift_per_layer_overrides(node)
-    layers = _get(node, "num_hidden_layers")
-    before = Before(values=dict(vars(node)), layers=layers if _is_int(layers) else None,
-                    per_layer_overrides=overrides)
+    layers_field = next((n for n in LAYER_COUNT_FIELDS if _is_int(read_field(node, n))), None)
+    before = Before(values=dict(vars(node)), per_layer_overrides=overrides,
+                    layers=read_field(node, layers_field) if layers_field else None,
+                    layers_field=layers_field or "num_hidden_layers")
     for layer in overrides.values():  # globals the overrides are measured against
-        before.values.update({k: _get(node, k) for k in layer})
+        before.values.update({k: read_field(node, k) for k in layer})
     lists = {}
     if before.layers:
         lists = _per_layer_lists(node, before.layers)
-        before.kept_layers = _choose_kept_layers(node, before.layers, overrides)
+        before.kept_layers = _choose_kept_layers(before.layers, lists, overrides)
     for rule in RULES:
         rule(node, before)
     if before.layers and (lists or overrides):
@@ -411,6 +431,7 @@ def shrink_config(cfg: Any) -> Any:
         shrink_node(node)
     for node in nodes:  # after every node is shrunk: a fix may reach into a sub-config
         apply_fields(node, FAMILY_FIXES.get(node.model_type, {}))
+    fix_special_token_ids(cfg)
     return cfg
 
 
@@ -425,18 +446,49 @@ def apply_fields(cfg: Any, fields: dict[str, Any]) -> None:
 
 
 def make_config(model_type: str, overrides: dict | None = None) -> Any:
-    """The default config of ``model_type``, shrunk, with ``overrides`` (dotted paths) last."""
+    """The default config of ``model_type``'s causal LM, shrunk, with ``overrides`` last.
+
+    ``overrides`` maps dotted field paths (``"text_config.num_hidden_layers"``) to values.
+    """
     from transformers import AutoConfig
 
-    cfg = shrink_config(AutoConfig.for_model(model_type))
+    cfg = causal_lm_config(model_type, AutoConfig.for_model(model_type))
+    shrink_config(cfg)
     apply_fields(cfg, overrides or {})
     return cfg
+
+
+def causal_lm_class(model_type: str, cfg: Any) -> Any:
+    """The class the causal-LM mapping names for ``model_type`` (by config class if unlisted)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if name is not None:
+        return getattr(transformers, name)
+    return modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
+
+
+def causal_lm_config(model_type: str, cfg: Any) -> Any:
+    """The part of a composite config that the causal-LM class is built from.
+
+    Some mapping entries name a decoder class (e.g. MusicgenForCausalLM) whose config is nested
+    in the composite config ``AutoConfig.for_model`` returns; build from that sub-config.
+    """
+    try:
+        config_class = causal_lm_class(model_type, cfg).config_class
+    except KeyError:  # an unknown family: build from the config as it is
+        return cfg
+    if isinstance(cfg, config_class):
+        return cfg
+    nested = [node for node in sub_configs(cfg)[1:] if type(node) is config_class]
+    return nested[0] if len(nested) == 1 else cfg
 
 
 def special_token_ids(cfg: Any) -> set[int]:
     """Every token id a config (or a sub-config) gives a special meaning (pad, image, eos...)."""
     return {i for node in sub_configs(cfg) for n in vars(node) if _is_special_id_field(n)
-            for i in _as_ids(_get(node, n))}
+            for i in _as_ids(read_field(node, n))}
 
 
 def text_vocab_size(cfg: Any) -> int:
@@ -445,74 +497,26 @@ def text_vocab_size(cfg: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Size checks and family tags
+# Size checks
 
 
 class TooManyParams(ValueError):
     """The shrunk model is still too large to be a cheap case."""
 
 
-def count_params_meta(cfg: Any) -> int:
-    """Parameters of the model ``cfg`` builds, counted on the meta device (nothing allocated)."""
+def count_params_meta(model_class: Any, cfg: Any) -> int:
+    """Parameters of ``model_class(cfg)``, counted on the meta device (nothing allocated)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = model_class._from_config(cfg)
     return sum(p.numel() for p in model.parameters())
 
 
-def check_param_budget(cfg: Any, limit: int = MAX_PARAMS) -> int:
-    """The parameter count of ``cfg``'s model; raises ``TooManyParams`` past ``limit``."""
-    params = count_params_meta(cfg)
+def check_param_budget(model_class: Any, cfg: Any, limit: int = MAX_PARAMS) -> int:
+    """The parameter count of ``model_class(cfg)``; raises ``TooManyParams`` past ``limit``."""
+    params = count_params_meta(model_class, cfg)
     if params > limit:
         raise TooManyParams(f"{cfg.model_type}: {params:,} parameters after shrinking, "
                             f"over the {limit:,} limit; a shrink rule is missing")
     return params
-
-
-EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-# Layer-type names that carry a recurrent state instead of attention, or besides it ("hybrid").
-RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "recurrent"}
-BOTH_LAYER_TYPES = {"hybrid", "hybrid_sliding"}
-RECURRENT_MODEL_TYPES = {"rwkv", "xlstm"}  # recurrent families whose configs name no layer types
-
-
-def family_tags(cfg: Any) -> tuple[str, ...]:
-    """Tags from a config: dense, moe, ssm, hybrid, mla, multimodal-text."""
-    text = cfg.get_text_config(decoder=True)
-    tags = []
-    if len(sub_configs(cfg)) > 1:
-        tags.append("multimodal-text")
-    if any(_is_int(_get(text, n)) and _get(text, n) > 1 for n in EXPERT_FIELDS):
-        tags.append("moe")
-    if _is_int(_get(text, "kv_lora_rank")):
-        tags.append("mla")
-    kinds = _layer_kinds(text)
-    if kinds == {"recurrent"}:
-        tags.append("ssm")
-    elif kinds == {"recurrent", "attention"}:
-        tags.append("hybrid")
-    if not {"moe", "ssm"} & set(tags):
-        tags.append("dense")
-    return tuple(tags)
-
-
-def _layer_kinds(text: Any) -> set[str]:
-    """{"attention"}, {"recurrent"} or both, from the layer pattern a config declares."""
-    names = set()
-    for name in ("layer_types", "layers_block_type", "block_types"):
-        value = _get(text, name)
-        if isinstance(value, (list, tuple)):
-            names.update(str(v) for v in value)
-    if not names:
-        return {"recurrent"} if text.model_type in RECURRENT_MODEL_TYPES else {"attention"}
-    kinds = set()
-    for name in names:
-        if name in BOTH_LAYER_TYPES:
-            kinds |= {"recurrent", "attention"}
-        elif name in RECURRENT_LAYER_TYPES:
-            kinds.add("recurrent")
-        elif "attention" in name:
-            kinds.add("attention")
-    return kinds

@@ -5,6 +5,8 @@ abort       kills its own process with SIGABRT (crash)
 segfault    dereferences NULL (crash)
 compile_bomb  raises only while being compiled (compile_fail)
 compile_wrong wrong numbers only in compiled code (accuracy_fail in compile mode)
+slow_compile  sleeps SLOW_COMPILE_S inside compilation only (compile_timeout under a shorter
+              --compile-timeout; passes, slowly, without one)
 graph_break  a deliberate graph break (passes; the compile probe reports the break)
 host_model   keeps a submodule pinned to the CPU (placement grade host/fallback)
 cumsum       uses aten.cumsum, which simdev does not implement (fallback on simdev)
@@ -89,6 +91,42 @@ def _compile_bomb(*, seed: int, size: Size) -> Workload:
     return _linear_workload(_module(forward), seed=seed)
 
 
+SLOW_COMPILE_S = 30.0
+
+
+def _slow_compile_op():
+    """A custom op whose fake (tracing) kernel sleeps once per process: only compiling waits."""
+    import time
+
+    import torch
+    if not hasattr(torch.ops.torchport_planted, "slow_compile"):
+        slept = []
+
+        @torch.library.custom_op("torchport_planted::slow_compile", mutates_args=())
+        def slow_compile(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @slow_compile.register_fake
+        def _(x):
+            if not slept:  # tracing calls it several times per compile: wait once
+                slept.append(True)
+                time.sleep(SLOW_COMPILE_S)
+            return torch.empty_like(x)
+    return torch.ops.torchport_planted.slow_compile
+
+
+def _slow_compile(*, seed: int, size: Size) -> Workload:
+    import torch
+    slow = _slow_compile_op()
+
+    def forward(self, x):
+        y = self.linear(x)
+        if torch.compiler.is_compiling():
+            y = slow(y)
+        return y
+    return _linear_workload(_module(forward), seed=seed)
+
+
 def _compile_wrong(*, seed: int, size: Size) -> Workload:
     import torch
 
@@ -149,5 +187,6 @@ def planted_suite() -> list[Case]:
     """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
     fns = {"hang": _hang, "abort": _abort, "segfault": _segfault, "compile_bomb": _compile_bomb,
            "compile_wrong": _compile_wrong, "graph_break": _graph_break,
-           "host_model": _host_model, "cumsum": _cumsum, "oom": _oom}
+           "host_model": _host_model, "cumsum": _cumsum, "oom": _oom,
+           "slow_compile": _slow_compile}
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

@@ -6,7 +6,9 @@ the op. Only those patterns classify a message; nothing else in its text is inte
 
 Two ways to hear them:
 - ``capture(patterns)``: a block (the placement pass) with every warning recorded
-  (``catch_warnings(record=True)``, filter "always") and a handler on the root logger.
+  (``catch_warnings(record=True)``, filter "always") and a handler on the root logger. Levels
+  are left alone: a line below its logger's effective level is not heard (for Neuron the op
+  tracking API is the primary signal anyway).
 - ``listen(patterns)``: process-wide, from the worker's start (``DeviceAdapter.prepare``). Many
   backends warn once per op per *process*, so the first (often only) message comes during the
   ladder's run stage, long before the placement pass: ``heard()`` keeps every op named so far.

@@ -21,9 +21,10 @@ Transfers (``_copy_from``) are always native. ``DELIBERATELY_MISSING`` says what
 leaves to the fallback and which smoke models that shows up in.
 
 Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_tracking``,
-``native_ops``, ``resolve_native_ops``, ``memory_allocated``; ``torch.simdev`` (``synchronize``,
-``is_available``, ``device_count``, ``memory_allocated``); ``torch.compile(backend="simdev")`` (AOT autograd with
-the graphs run as-is, like ``aot_eager``).
+``native_ops``, ``resolve_native_ops``, ``memory_allocated``; the device module ``torch.simdev``
+(``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``); and
+``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
+Strict mode is read at each fallback, so it can be switched within a process.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
 DELIBERATELY_MISSING: dict[str, str] = {
     "aten::cumsum": "qwen3_moe forward (MoE expert offsets)",
     "aten::embedding_dense_backward": "llama, gpt2, qwen3_moe backward (token embedding grad)",
-    "aten::_index_put_impl_": "qwen3_moe backward (index_put, accumulating the expert gather grad)",
+    "aten::_index_put_impl_": "qwen3_moe forward and backward (index_put in the MoE experts)",
 }
 
 
@@ -401,15 +402,15 @@ def _is_dispatcher_op(op) -> bool:
         return False
 
 
-def _register_native(lib: torch.library.Library, names: frozenset[str]) -> None:
+def _native_kernels(names: frozenset[str]) -> list[tuple]:
+    """(OpOverload, kernel) pairs to register for the native set; raises on unknown names."""
     # Transfers are always native: a device without them is no device.
-    lib.impl(torch.ops.aten._copy_from.default, _copy_from, "PrivateUse1")
-    lib.impl(torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize, "PrivateUse1")
+    kernels = [(torch.ops.aten._copy_from.default, _copy_from),
+               (torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize)]
     # Translated ops are always registered; the native set decides how they are counted.
     for op_name, host_fn in _HOST_EQUIVALENTS.items():
-        kernel = functools.partial(_translated_kernel, f"aten::{op_name}", host_fn,
-                                   op_name in names)
-        lib.impl(getattr(torch.ops.aten, op_name).default, kernel, "PrivateUse1")
+        kernels.append((getattr(torch.ops.aten, op_name).default, functools.partial(
+            _translated_kernel, f"aten::{op_name}", host_fn, op_name in names)))
     # _to_copy changes device: it must stay the composite that ends in _copy_from.
     skip = {"_copy_from", "_copy_from_and_resize", "_to_copy", *_HOST_EQUIVALENTS}
     for name in sorted(names):
@@ -421,7 +422,8 @@ def _register_native(lib: torch.library.Library, names: frozenset[str]) -> None:
             if torch._C._dispatch_has_kernel_for_dispatch_key(
                     overload.name(), "CompositeImplicitAutograd"):
                 continue
-            lib.impl(overload, functools.partial(_native_kernel, overload), "PrivateUse1")
+            kernels.append((overload, functools.partial(_native_kernel, overload)))
+    return kernels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,10 +478,12 @@ def install(native_ops: Iterable[str] | None = None) -> None:
         if _state["fallback_lib"] is None:
             _setup_device()
         if _state["native"] != names:
+            kernels = _native_kernels(names)  # validate before dropping the kernels in place
             if _state["native_lib"] is not None:
                 _state["native_lib"]._destroy()
             lib = torch.library.Library("aten", "IMPL")
-            _register_native(lib, names)
+            for overload, kernel in kernels:
+                lib.impl(overload, kernel, "PrivateUse1")
             _state["native_lib"], _state["native"] = lib, names
 
 

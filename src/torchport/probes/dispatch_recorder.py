@@ -16,8 +16,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-# Ops that move bytes between devices. The value says where (src, dst) are found:
-# an argument index, or "out" for the result.
+# Ops that move bytes between devices. The value says where (src, dst) are found: an argument
+# index, "out" for the result, or "host" for a value read back to Python.
 COPY_OPS = {
     "aten._to_copy": (0, "out"),
     "aten.copy_": (1, 0),                # copy_(self=dst, src)
@@ -145,11 +145,12 @@ class DispatchRecorder(TorchDispatchMode):
         name = op_name(func)
         where = COPY_OPS.get(packet_key(name))
         if where is not None:
-            src, dst = _endpoint(where[0], args, out), _endpoint(where[1], args, out)
-            if src is not None and dst is not None:
-                dst_type = "cpu" if dst == "host" else dst.device.type
+            src, dst = _arg(where[0], args, out), _arg(where[1], args, out)
+            if src is not None and (dst is not None or where[1] == "host"):
+                dst_type = "cpu" if where[1] == "host" else dst.device.type
                 if src.device.type != dst_type:
-                    nbytes = src.element_size() if dst == "host" else _nbytes(src)
+                    # .item() moves one element; a copy moves the whole source
+                    nbytes = src.element_size() if where[1] == "host" else _nbytes(src)
                     with self._lock:
                         self.recording.add_copy(name, src.device.type, dst_type, nbytes)
                     return
@@ -159,9 +160,10 @@ class DispatchRecorder(TorchDispatchMode):
                 self.recording.ops[(name, device)] += 1
 
 
-def _endpoint(where, args, out):
+def _arg(where, args, out):
+    """The tensor at an argument index or the result ("out"); None for "host" or a non-tensor."""
     import torch
     if where == "host":
-        return "host"
+        return None
     value = out if where == "out" else (args[where] if len(args) > where else None)
     return value if isinstance(value, torch.Tensor) else None

@@ -15,7 +15,7 @@ Metrics (this mode's runner unless the name says eager/compiled):
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from dataclasses import dataclass, field
 
 from torchport.cases.base import Size
@@ -76,16 +76,32 @@ def perf_setup(subject: Subject, *, compiled: bool | None = None) -> PerfSetup:
     return setup
 
 
-def fail_on_recompile_limit():
-    """Make dynamo raise instead of silently running eagerly past its recompile limit, so a
-    'compiled' figure is never an eager one in disguise (private config: guarded)."""
-    try:
-        import torch._dynamo.config as dynamo_config
-    except ImportError:
-        return contextlib.nullcontext()
-    if not hasattr(dynamo_config, "fail_on_recompile_limit_hit"):
-        return contextlib.nullcontext()
-    return dynamo_config.patch(fail_on_recompile_limit_hit=True)
+class RecompileLimitWatch(logging.Handler):
+    """Collects dynamo's "hit config.recompile_limit" warnings while active.
+
+    Past its recompile limit dynamo silently runs that frame eagerly: a 'compiled' figure is
+    then partly eager, which is what the user gets, but it must say so. The logger name and
+    message are dynamo internals: if they change, the watch sees nothing (recorded as such).
+    """
+
+    LOGGER = "torch._dynamo.convert_frame"
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.hits: list[str] = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("torch._dynamo hit config."):
+            lines = message.splitlines()
+            self.hits.append(" ".join(line.strip() for line in lines[:2]))
+
+    def __enter__(self):
+        logging.getLogger(self.LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.LOGGER).removeHandler(self)
 
 
 def first_calls(setup: PerfSetup) -> dict[str, str]:
@@ -117,7 +133,7 @@ class PerfProbe(Probe):
         notes = setup.notes
         info = {"step_kind": step_kind(setup.workload), "size": setup.size, "notes": notes}
         report.findings["perf"] = info
-        with fail_on_recompile_limit():
+        with RecompileLimitWatch() as watch:
             failed = first_calls(setup)
             if failed:
                 info["failed_sides"] = failed
@@ -128,6 +144,17 @@ class PerfProbe(Probe):
             timer = step_timer(adapter)
             samples = sample_interleaved(setup.sides, timer, budget_s=config.perf_budget_s,
                                          warmup=WARMUP_ROUNDS)
+        if watch.hits:
+            info["recompile_limit_hits"] = watch.hits[:20]
+            notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s) while "
+                         "timing: those frames ran eagerly inside the compiled step")
+        if adapter.torch_type == "cpu":  # the host is the device: say how busy it was
+            import os
+
+            import torch
+            info["host_load"] = {"torch_threads": torch.get_num_threads(),
+                                 "cpu_count": os.cpu_count(),
+                                 "load_avg_1min": round(os.getloadavg()[0], 2)}
         info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
                     config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS)
         summaries = {name: Summary.of(s) for name, s in samples.items()}

@@ -23,6 +23,10 @@ from torchport.probes import dispatch_recorder as rec
 from torchport.probes.base import Probe, ProbeReport, Subject
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
+# Host ops that create or alias a tensor without computing (``torch.tensor(...)`` in a forward
+# is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
+HOST_NO_WORK = frozenset({"aten.lift_fresh", "aten.lift", "aten.lift_fresh_copy", "aten.detach",
+                          "aten.alias", "aten.empty", "aten.empty_strided"})
 
 
 @dataclass
@@ -50,7 +54,8 @@ def op_table(result: PassResult, target: str) -> list[dict]:
     """
     off_cpu = target != "cpu"
     rows = {(op, dev): {"op": op, "device": dev, "count": n,
-                        "fallback": off_cpu and dev == "cpu"}
+                        "fallback": off_cpu and dev == "cpu" and
+                        rec.packet_key(op) not in HOST_NO_WORK}
             for (op, dev), n in result.recording.ops.items()}
     for (op, src, dst), (n, _) in result.recording.copies.items():
         rows[(op, f"{src}->{dst}")] = {"op": op, "device": f"{src}->{dst}", "count": n,
@@ -67,9 +72,9 @@ def _family(name: str) -> str:
 
 
 def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
-    # This pass's signals can add rows; ops the backend named earlier in this process (a
-    # once-per-process warning) only mark recorded device ops, since a backend falls back per
-    # op type.
+    # This pass's signals can add rows. Where the backend keeps no op accounting, ops it named
+    # earlier in this process (a once-per-process warning) also mark recorded device ops, since
+    # such a backend falls back per op type; an accounting backend is exact for the pass.
     signalled: dict[str, tuple[str, int | None, str]] = {}
     for name, n in (result.backend or {}).items():
         signalled[_family(name)] = (rec.packet_key(name), n, "backend op tracking")
@@ -77,7 +82,8 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
         if name != signals.UNNAMED:
             signalled.setdefault(_family(name), (rec.packet_key(name), None,
                                                  "backend warning/log"))
-    earlier = {_family(n) for n in signals.heard().ops if n != signals.UNNAMED}
+    earlier = set() if result.backend is not None else {
+        _family(n) for n in signals.heard().ops if n != signals.UNNAMED}
     on_device = [r for r in rows.values() if r["device"] == target]
     for family in set(signalled) | earlier:
         matched = [r for r in on_device if _family(r["op"]) == family]
@@ -117,7 +123,7 @@ def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int) -> 
     if target == "cpu":
         return "on_device"
     on_target = sum(r["count"] for r in ops if r["device"] == target)
-    on_host = sum(r["count"] for r in ops if r["device"] == "cpu")
+    on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
     if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
         return "host"
     return "fallback" if any(r["fallback"] for r in ops) else "on_device"

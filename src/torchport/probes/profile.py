@@ -88,11 +88,13 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
 
 def breakdown(events: list[dict]) -> dict:
     """Split the profiled window of a Chrome trace into non-overlapping parts, in ms."""
-    window = next(e for e in events if e.get("ph") == "X" and e.get("name") == WINDOW)
+    window = next(e for e in events if e.get("ph") == "X" and e.get("name") == WINDOW
+                  and e.get("cat") == "user_annotation")
     w0, w1 = window["ts"], window["ts"] + window["dur"]
-    # "Trace" is the profiler's own span of everything: not activity.
+    # "Trace" is the profiler's own span of everything, and gpu_user_annotation mirrors our
+    # annotations on the device's rows: neither is activity.
     spans = [e for e in events if e.get("ph") == "X" and e is not window and "dur" in e
-             and e.get("cat") != "Trace"]
+             and e.get("cat") not in ("Trace", "gpu_user_annotation")]
     device_events = [e for e in spans if e.get("cat") in DEVICE_CATEGORIES]
     has_device_timeline = bool(device_events)
 

@@ -73,6 +73,7 @@ class Ladder:
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Outcome(case=case.id, case_version=case.version, mode=mode)
+        self.out.findings["tags"] = list(case.tags)
 
     def stage(self, name: str, fn: Callable[[], object]):
         """Run one stage; on an exception record the failure and return (False, None)."""

@@ -25,12 +25,14 @@ class Item:
     mode: str
     case_version: int = 1
     skip_reason: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def expand(config: RunConfig) -> list[Item]:
     cases = select(load_suite(config.suite, workload=config.workload), config.cases,
                    config.exclude)
-    return [Item(c.id, mode, c.version, c.skip_reason) for c in cases for mode in config.modes]
+    return [Item(c.id, mode, c.version, c.skip_reason, tuple(c.tags)) for c in cases
+            for mode in config.modes]
 
 
 def new_run_id() -> str:
@@ -77,8 +79,8 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
             on_start(item)
             if item.skip_reason:
                 result = {"case": item.case, "mode": item.mode, "case_version": item.case_version,
-                          "status": "skip", "error": {"type": "Skip",
-                                                      "message": item.skip_reason}}
+                          "status": "skip", "findings": {"tags": list(item.tags)},
+                          "error": {"type": "Skip", "message": item.skip_reason}}
             else:
                 if worker is None or not worker.alive:
                     worker = Worker(config.device, env, log_dir)

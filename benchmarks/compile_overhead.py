@@ -1,0 +1,107 @@
+"""What the compile probe's cold/warm measurement adds to a sweep's time.
+
+Times two sweeps of the same suite in compile mode, one with the ladder alone
+(``--probes none``) and one with the compile probe (``--probes compile``), each a separate
+``torchport run`` with its own database, interleaved when repeated. Prints each sweep's wall
+time, the ratio, and per case where the probe's time went (its cold and warm children).
+
+    .venv/bin/python benchmarks/compile_overhead.py [--suite smoke] [--device cpu]
+        [--repeats 1] [--cache default|fresh] [--out docs/results/compile_overhead_cpu.txt]
+
+``--cache default`` leaves the machine's own compile cache as it is (a plain sweep then
+compiles against whatever earlier runs left there); ``--cache fresh`` gives every sweep a new
+empty TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR, as on the first sweep after a new release.
+The probe's children always use their own fresh caches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from torchport.timing import clock
+
+TARGET_RATIO = 2.0
+
+
+def sweep(suite: str, device: str, probes: str, cache: str, extra: list[str]) -> dict:
+    """One ``torchport run`` in its own folder and database: wall seconds and its results."""
+    work = tempfile.mkdtemp(prefix=f"overhead-{probes}-")
+    env = dict(os.environ)
+    if cache == "fresh":
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor")
+        env["TRITON_CACHE_DIR"] = os.path.join(work, "triton")
+    cmd = [sys.executable, "-m", "torchport.interfaces.cli", "run", "--suite", suite,
+           "--device", device, "--modes", "compile", "--probes", probes,
+           "--db", os.path.join(work, "kb.db"), "--json", *extra]
+    start = clock()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
+    wall_s = clock() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return {"wall_s": wall_s, "results": json.loads(proc.stdout)["results"]}
+
+
+def case_lines(results: list[dict]) -> list[str]:
+    lines = []
+    for r in results:
+        c = (r.get("findings") or {}).get("compile") or {}
+        cold, warm = c.get("cold") or {}, c.get("warm") or {}
+        probe_s = (r.get("durations") or {}).get("probe_compile_s")
+        lines.append(
+            f"  {r['case']:<16} {r['status']:<11} ladder compile "
+            f"{_s((r.get('durations') or {}).get('compile_s'))}, probe {_s(probe_s)} = cold child "
+            f"{_s(cold.get('elapsed_s'))} (first compiled step {_s(cold.get('first_step_s'))})"
+            f" + warm child {_s(warm.get('elapsed_s'))} (first compiled step "
+            f"{_s(warm.get('first_step_s'))}, proven warm: {c.get('warm_proven', '-')})")
+    return lines
+
+
+def _s(value) -> str:
+    return f"{value:6.2f} s" if isinstance(value, (int, float)) else "     -  "
+
+
+def _each(sweeps: list[dict]) -> str:
+    return ", ".join(f"{s['wall_s']:.1f} s" for s in sweeps)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="smoke")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--cache", choices=("default", "fresh"), default="default")
+    parser.add_argument("--out", default=None, help="Also write the report to this file.")
+    parser.add_argument("extra", nargs="*", help="More 'torchport run' options (after --).")
+    args = parser.parse_args(argv)
+
+    plain, probed = [], []
+    for _ in range(args.repeats):  # interleaved, so drift in machine load hits both sides
+        plain.append(sweep(args.suite, args.device, "none", args.cache, args.extra))
+        probed.append(sweep(args.suite, args.device, "compile", args.cache, args.extra))
+    plain_s = statistics.median(s["wall_s"] for s in plain)
+    probed_s = statistics.median(s["wall_s"] for s in probed)
+    ratio = probed_s / plain_s
+    lines = [" ".join(["python", "benchmarks/compile_overhead.py", *(argv or sys.argv[1:])]),
+             f"suite {args.suite}, device {args.device}, modes compile, cache {args.cache}, "
+             f"{args.repeats} repeat(s), {os.cpu_count()} logical cores",
+             f"--probes none     {plain_s:8.1f} s  (each: {_each(plain)})",
+             f"--probes compile  {probed_s:8.1f} s  (each: {_each(probed)})",
+             f"ratio {ratio:.2f}x (target < {TARGET_RATIO:g}x: "
+             f"{'met' if ratio < TARGET_RATIO else 'NOT met'})",
+             "per case (last --probes compile sweep):", *case_lines(probed[-1]["results"])]
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""torchport's step time against an independent torch.utils.benchmark measurement.
+
+The same step (a case at its perf size, placed on the device) is timed by torchport's perf
+machinery (torchport.timing: warm-up, synchronised single-step samples, median) and by
+torch.utils.benchmark.Timer.blocked_autorange (blocks of many calls, median of block means).
+The two alternate for several rounds so load drift on a shared machine falls on both.
+Target: the ratio of medians within 3% of 1.
+
+    python benchmarks/perf_vs_torch_benchmark.py --cases smoke/mlp,hf/llama \
+        --out docs/results/perf_vs_torch.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+
+def _step(suite: str, case_id: str, device: str, dtype_name: str):
+    import torch
+
+    from torchport.cases.base import Size
+    from torchport.cases.registry import find_case
+    from torchport.runner.execute import make_step, place
+    workload = find_case(suite, case_id).build(seed=0, size=Size(perf=True))
+    workload.model.eval()
+    placed = place(workload, device, getattr(torch, dtype_name))
+    return make_step(placed.model, placed.model, placed)
+
+
+def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
+    import torch
+    from torch.utils.benchmark import Timer
+
+    from torchport.timing import Summary, sample_interleaved, step_timer
+    ours, theirs = [], []
+    timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    for _ in range(rounds):
+        samples = sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)
+        ours.append(Summary.of(samples["step"]).median_s)
+        theirs.append(timer.blocked_autorange(min_run_time=budget_s).median)
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    return {"torchport_ms": ours_s * 1e3, "torch_benchmark_ms": theirs_s * 1e3,
+            "ratio": ours_s / theirs_s, "rounds_torchport_ms": [x * 1e3 for x in ours],
+            "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="smoke")
+    parser.add_argument("--cases", default="smoke/mlp,hf/llama")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--budget-s", type=float, default=2.0, help="per side per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--target", type=float, default=0.03)
+    parser.add_argument("--out", default=None, help="also write the report here")
+    args = parser.parse_args(argv)
+    import torch
+
+    from torchport.devices import get_adapter
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    adapter = get_adapter(args.device)
+    adapter.prepare()
+    lines = ["$ python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+             f"torch {torch.__version__}, device {args.device}, dtype {args.dtype}, "
+             f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}",
+             f"{'case':<16} {'torchport ms':>13} {'torch.utils.benchmark ms':>25} {'ratio':>7}"
+             "  verdict"]
+    worst = 0.0
+    for case_id in args.cases.split(","):
+        step = _step(args.suite, case_id, adapter.device(), args.dtype)
+        result = compare(step, adapter, budget_s=args.budget_s, rounds=args.rounds)
+        off = abs(result["ratio"] - 1)
+        worst = max(worst, off)
+        lines.append(f"{case_id:<16} {result['torchport_ms']:>13.4g} "
+                     f"{result['torch_benchmark_ms']:>25.4g} {result['ratio']:>7.3f}  "
+                     f"{'within' if off <= args.target else 'OUTSIDE'} {args.target:.0%}")
+        lines.append(f"  rounds: torchport {[round(x, 4) for x in result['rounds_torchport_ms']]}"
+                     f", torch.utils.benchmark "
+                     f"{[round(x, 4) for x in result['rounds_torch_benchmark_ms']]}")
+    lines.append(f"largest deviation {worst:.1%} (target {args.target:.0%}); load average after "
+                 f"{os.getloadavg()[0]:.2f}")
+    report = "\n".join(lines)
+    print(report)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(report + "\n")
+    return 0 if worst <= args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Coverage: how many cases passed each stage, with the denominator, overall and per tag.
+
+"146 / 196 architectures" style. The denominator is every case in the run's plan, skips
+included: nothing is dropped from it silently.
+"""
+
+from __future__ import annotations
+
+LADDER = ("build", "place", "run", "compile", "compiled_run", "reference", "parity")
+# A crash or timeout whose stage is a probe happened after the whole ladder.
+COLUMNS = (("build", "build", None), ("eager", "run", "eager"),
+           ("compile", "compiled_run", "compile"), ("parity", "parity", None))
+
+
+def passed_stage(result: dict, stage: str) -> bool:
+    """Did ``result`` get through ``stage``? A failure at a later stage means it did."""
+    if result["status"] == "pass":
+        return True
+    if result["status"] == "skip":
+        return False
+    failed_at = result.get("stage")
+    if failed_at not in LADDER:
+        return failed_at is not None and failed_at.startswith(("probe:", "train"))
+    return LADDER.index(failed_at) > LADDER.index(stage)
+
+
+def case_passed(results: list[dict], stage: str, mode: str | None) -> bool:
+    chosen = [r for r in results if mode is None or r["mode"] == mode]
+    return bool(chosen) and all(passed_stage(r, stage) for r in chosen)
+
+
+def _row(label: str, by_case: dict[str, list[dict]], modes: set[str]) -> list:
+    total = len(by_case)
+    row = [label, total]
+    for _, stage, mode in COLUMNS:
+        if mode is not None and mode not in modes:
+            row.append("-")
+            continue
+        n = sum(case_passed(rs, stage, mode) for rs in by_case.values())
+        row.append(f"{n} / {total} ({100.0 * n / total:.1f}%)" if total else "-")
+    return row
+
+
+def build(run, results):
+    plan_cases = list(dict.fromkeys(case for case, _ in run.get("plan") or []))
+    if len(plan_cases) < 2:
+        return None
+    by_case: dict[str, list[dict]] = {case: [] for case in plan_cases}
+    tags: dict[str, set[str]] = {case: set() for case in plan_cases}
+    for r in results:
+        by_case.setdefault(r["case"], []).append(r)
+        tags.setdefault(r["case"], set()).update((r.get("findings") or {}).get("tags") or ())
+    modes = {m for _, m in run.get("plan") or []}
+    rows = [_row("all", by_case, modes)]
+    for tag in sorted({t for ts in tags.values() for t in ts}):
+        rows.append(_row(tag, {c: rs for c, rs in by_case.items() if tag in tags[c]}, modes))
+    missing = sum(1 for rs in by_case.values() if not rs)
+    notes = [f"denominator: {len(by_case)} cases in the plan; a case counts for a stage when "
+             "every result of the named mode got through it"]
+    if missing:
+        notes.append(f"{missing} cases have no result yet (interrupted run?)")
+    skipped = sum(1 for rs in by_case.values() if rs and all(r["status"] == "skip" for r in rs))
+    if skipped:
+        notes.append(f"{skipped} cases skipped with a recorded reason")
+    return {"title": "Coverage by stage", "columns": ["cases", "n"] + [c for c, _, _ in COLUMNS],
+            "rows": rows, "notes": notes}

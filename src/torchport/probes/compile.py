@@ -1,0 +1,184 @@
+"""Probe ``compile``: what compiling costs before the first compiled step (compile mode only).
+
+The ladder's own compile ran in a long-lived worker with whatever caches the machine had. This
+probe measures the wait a user meets, in fresh processes (``compile_child``):
+
+cold    a new process with new, empty compile caches (``adapter.cache_dirs``: Inductor, Triton,
+        the backend's own): eager first step, first compiled step, dynamo's phase times,
+        graphs and ops per graph, graph breaks with reason and user stack, frames left eager.
+warm    a second new process over the cache the cold one filled; its cache hit/miss counters
+        say whether it was really warm (``warm_proven``).
+shapes  with ``--shapes``: recompiles per new size, static and dynamic (``compile_shapes``).
+
+Every child is held to ``--compile-timeout`` while compiling (then the result is
+``compile_timeout`` at stage ``compile``) and to what is left of the case's time. Figures a
+torch release does not provide are recorded as "unavailable: <reason>", never as zero.
+Everything lands in ``findings["compile"]``; headline numbers also in metrics (``compile_*``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from torchport.probes.base import Probe, ProbeReport, Subject
+from torchport.probes.compile_metrics import is_unavailable, unavailable, warm_verdict
+from torchport.probes.compile_run import ChildOutcome, run_child
+from torchport.timing import clock
+
+# Seconds kept back from the case deadline so the worker can still report after a child.
+DEADLINE_MARGIN_S = 5.0
+TAIL_CHARS = 1500
+PHASE_METRICS = ("dynamo", "aot_autograd", "inductor", "codegen", "kernel_compile", "backward")
+
+
+class CompileProbe(Probe):
+    name = "compile"
+    version = 1
+
+    def applies(self, subject: Subject) -> bool:
+        return subject.mode == "compile"
+
+    def run(self, subject: Subject) -> ProbeReport:
+        config, adapter = subject.config, subject.adapter
+        backend = config.compile_backend or adapter.default_compile_backend
+        spec = {"suite": config.suite, "workload": config.workload, "case": subject.case.id,
+                "device": config.device, "dtype": config.dtype, "seed": config.seed,
+                "batch": config.batch, "seq": config.seq, "backend": backend}
+        deadline = case_deadline(subject)
+        root = tempfile.mkdtemp(prefix="torchport-compile-")
+        try:
+            # Cache locations go in the environment, so the child's torch reads them at import.
+            env = {**os.environ, **adapter.cache_dirs(root)}
+
+            def child(task: str, **extra) -> ChildOutcome:
+                subject.emit({"event": "stage", "stage": f"probe:compile:{task}"})
+                return run_child({**spec, "task": task, **extra}, env, deadline=deadline,
+                                 compile_timeout_s=config.compile_timeout_s, log_dir=root)
+
+            runs = {"cold": child("cold")}
+            if succeeded(runs["cold"]):
+                runs["warm"] = child("warm")
+                if config.shapes:
+                    runs["shapes"] = child("shapes", shapes=config.shapes)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return build_report(runs, backend, config)
+
+
+def case_deadline(subject: Subject) -> float:
+    """The clock time the children must finish by.
+
+    A subject that carries ``case_deadline`` (a ``timing.clock`` value) gives it; otherwise
+    the probe cannot see how long the ladder took and allows one case's time from now. Either
+    way the supervisor's own case deadline still bounds the worker.
+    """
+    given = getattr(subject, "case_deadline", None)
+    end = given if given is not None else clock() + subject.config.timeout_s
+    return end - DEADLINE_MARGIN_S
+
+
+def succeeded(outcome: ChildOutcome) -> bool:
+    return outcome.ended == "result" and outcome.result.get("status") == "ok"
+
+
+def child_findings(outcome: ChildOutcome, config) -> dict:
+    """What one child gave, or why it gave nothing: always data, with the time it took."""
+    if outcome.ended == "result":
+        found = dict(outcome.result)
+        if found.get("status") != "ok" and found.get("error"):
+            found["error"] = {**found["error"], "traceback": (found["error"].get("traceback")
+                                                               or "")[-TAIL_CHARS:]}
+    elif outcome.ended == "compile_timeout":
+        found = {"status": "compile_timeout", "stage": "compile", "error": {
+            "type": "Timeout", "message": f"compilation ran past its {config.compile_timeout_s:g}"
+            " s limit (--compile-timeout); the child process was killed"}}
+    elif outcome.ended == "deadline":
+        found = {"status": unavailable(f"stopped at the case deadline during stage "
+                                       f"'{outcome.stage}'")}
+    else:
+        found = {"status": "crash", "stage": outcome.stage, "error": {
+            "type": "ChildCrash", "message": f"the compile child died ({outcome.exit}) during "
+            f"stage '{outcome.stage}'", "traceback": outcome.tail[-TAIL_CHARS:]}}
+    if outcome.records:
+        found.setdefault("records", outcome.records)
+    found["elapsed_s"] = outcome.elapsed_s
+    return found
+
+
+# The warm child repeats the cold one's graphs and breaks; keep only what differs.
+WARM_KEYS = ("status", "stage", "error", "first_step_s", "second_step_s", "eager_first_step_s",
+             "cache", "backend_cache", "phases_s", "graph_count", "elapsed_s")
+
+
+def build_report(runs: dict[str, ChildOutcome], backend: str, config) -> ProbeReport:
+    found = {name: child_findings(outcome, config) for name, outcome in runs.items()}
+    if "warm" in found:
+        found["warm"] = {k: v for k, v in found["warm"].items() if k in WARM_KEYS}
+    cold = found["cold"]
+    warm = found.get("warm") or {"status": unavailable("not run: the cold compile did not "
+                                                       "succeed")}
+    findings = {"backend": backend, "compile_timeout_s": config.compile_timeout_s,
+                "cold": cold, "warm": warm}
+    metrics: dict[str, float] = {}
+    if cold.get("status") == "ok":
+        metrics.update(cold_metrics(cold))
+        findings["graph_breaks"] = cold["graph_breaks"]
+    if warm.get("status") == "ok":
+        metrics["compile_warm_first_step_s"] = warm["first_step_s"]
+        findings["warm_proven"], findings["warm_check"] = warm_verdict(
+            warm["cache"], cold.get("cache", unavailable("no cold run")))
+    if config.shapes:
+        findings["shapes"] = shapes_findings(found.get("shapes"))
+        metrics.update(shapes_metrics(findings["shapes"]))
+    report = ProbeReport(metrics=metrics, findings={"compile": findings})
+    failed = next(((name, f) for name, f in found.items() if f.get("status") not in
+                   ("ok", None) and not is_unavailable(f.get("status"))), None)
+    if failed:
+        name, f = failed
+        error = dict(f.get("error") or {"type": f["status"], "message": f["status"]})
+        error["message"] = f"{name} compile child: {error.get('message')}"
+        report.error = {**error, "probe": "compile"}
+        # A compile that ran past the limit, or failed, in a fresh process is the case's
+        # outcome too; other child failures stay probe errors.
+        if f["status"] in ("compile_timeout", "compile_fail"):
+            report.status, report.stage = f["status"], "compile"
+    return report
+
+
+def cold_metrics(cold: dict) -> dict:
+    metrics = {"compile_cold_first_step_s": cold["first_step_s"],
+               "compile_eager_first_step_s": cold["eager_first_step_s"],
+               "compile_cold_second_step_s": cold["second_step_s"]}
+    if isinstance(cold.get("phases_s"), dict):
+        metrics.update({f"compile_cold_{phase}_s": seconds
+                        for phase, seconds in cold["phases_s"].items()
+                        if phase in PHASE_METRICS})
+    if isinstance(cold.get("graph_count"), int):
+        metrics["compile_graph_count"] = cold["graph_count"]
+    if isinstance(cold.get("graph_breaks"), list):
+        metrics["compile_graph_break_count"] = sum(b["count"] for b in cold["graph_breaks"])
+    if isinstance(cold.get("eager_frames"), list):
+        metrics["compile_eager_frame_count"] = len(cold["eager_frames"])
+    return metrics
+
+
+def shapes_findings(found: dict | None) -> dict:
+    if found is None:
+        return {"status": unavailable("not run: the cold compile did not succeed")}
+    if found.get("status") == "ok":
+        return found
+    # Killed or failed part-way: keep the modes that completed (sent as records).
+    return {**{k: v for k, v in found.items() if k != "records"},
+            "completed": found.get("records", [])}
+
+
+def shapes_metrics(shapes: dict) -> dict:
+    metrics = {}
+    for study in shapes.get("studies") or ():
+        for mode in ("static", "dynamic"):
+            data = study.get(mode) or {}
+            if isinstance(data.get("recompiles"), int):
+                metrics[f"compile_{mode}_{study['dim']}_recompile_count"] = data["recompiles"]
+    return metrics

@@ -1,0 +1,140 @@
+"""A fresh process that builds one case and compiles it: the compile probe's cold/warm runs.
+
+    python -m torchport.probes.compile_child --fd FD --spec JSON
+
+The parent sets the compile cache environment (``adapter.cache_dirs(root)``) before this
+process starts, so torch reads it at import. Tasks:
+
+cold / warm  build the case exactly as the ladder does (same seed, size, dtype, eval mode),
+             run one eager step, then time the first compiled step and read what dynamo
+             recorded (cache counters, phases, graphs, breaks). Cold and warm are the same
+             program; only the cache they find differs.
+shapes       the recompile study (``compile_shapes``).
+
+Events go back as JSON lines on ``--fd`` (stdout and stderr stay free for user code): stage
+(the parent enforces the compile time limit while the stage is "compile"), record (a partial
+result) and result. Failures come back as data, with a status from the ladder's vocabulary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from torchport.probes import compile_metrics as cm
+
+
+class Channel:
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1)
+
+    def emit(self, event: dict) -> None:
+        self.stream.write(json.dumps(event, default=str) + "\n")
+        self.stream.flush()
+
+
+def error_dict(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "message": str(exc)[:4000],
+            "traceback": "".join(traceback.format_exception(exc))[-8000:]}
+
+
+def failure_status(stage: str, exc: BaseException) -> str:
+    """The ladder's status for an exception raised in ``stage``."""
+    import torch
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return "oom"
+    if stage == "compile":
+        try:
+            from torch._dynamo.exc import TorchDynamoException  # private: guarded
+        except ImportError:
+            return "compile_fail"
+        # Anything else raised by the first compiled call came from running compiled code.
+        return "compile_fail" if isinstance(exc, TorchDynamoException) else "compiled_run_fail"
+    return {"build": "build_fail", "place": "place_fail", "eager": "eager_fail"}.get(
+        stage, "crash")
+
+
+class StageFailed(Exception):
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(f"{stage}: {exc}")
+        self.stage, self.exc = stage, exc
+
+
+def staged(emit, stage: str, fn):
+    """Announce ``stage``, run ``fn``; an exception becomes StageFailed carrying the stage."""
+    emit({"event": "stage", "stage": stage})
+    try:
+        return fn()
+    except Exception as exc:
+        raise StageFailed(stage, exc) from exc
+
+
+def build_placed(case, spec: dict, size, device: str):
+    """The case built and placed as the ladder does it: seeded, eval mode, run dtype."""
+    import torch
+    from torchport.runner.execute import place
+    workload = case.build(seed=spec["seed"], size=size)
+    workload.model.eval()  # the ladder steps in eval mode (dropout off)
+    return place(workload, device, getattr(torch, spec["dtype"]))
+
+
+def measure(case, spec: dict, adapter, emit) -> dict:
+    """Eager first step, then the first compiled step, and what the compilation recorded."""
+    import torch
+    from torchport.cases.base import Size
+    from torchport.runner.execute import make_step
+    from torchport.timing import timed
+    sync = adapter.synchronize
+    placed = staged(emit, "build", lambda: build_placed(
+        case, spec, Size(batch=spec.get("batch"), seq=spec.get("seq")), adapter.device()))
+    model = placed.model
+    _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
+    runner = torch.compile(model, backend=spec["backend"])
+    step = make_step(runner, model, placed)
+    cm.clear_counters()
+    cm.clear_compilation_metrics()
+    _, first_s = staged(emit, "compile", lambda: timed(step, sync))
+    _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
+    emit({"event": "stage", "stage": "collect"})
+    snapshot = cm.counters_snapshot()
+    entries = cm.compilation_metrics()
+    backend_counters = getattr(adapter, "compile_cache_counters", None)
+    return {"status": "ok", "first_step_s": first_s, "second_step_s": second_s,
+            "eager_first_step_s": eager_s, "cache": cm.cache_counts(snapshot),
+            "backend_cache": backend_counters() if backend_counters else None,
+            "frames": snapshot.get("frames", {}) if isinstance(snapshot, dict) else snapshot,
+            "graph_breaks": cm.graph_breaks(snapshot), **cm.summarize(entries, snapshot)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--spec", required=True, help="JSON: case, suite, task, backend...")
+    args = parser.parse_args(argv)
+    channel = Channel(args.fd)
+    spec = json.loads(args.spec)
+    try:
+        from torchport.cases.registry import find_case
+        from torchport.devices import get_adapter
+        adapter = get_adapter(spec["device"])
+        adapter.prepare()
+        case = find_case(spec["suite"], spec["case"], workload=spec.get("workload"))
+        if spec["task"] == "shapes":
+            from torchport.probes.compile_shapes import study
+            result = study(case, spec, adapter, channel.emit)
+        else:
+            result = measure(case, spec, adapter, channel.emit)
+    except StageFailed as failed:
+        result = {"status": failure_status(failed.stage, failed.exc), "stage": failed.stage,
+                  "error": error_dict(failed.exc)}
+    except Exception as exc:  # outside any stage: still data, never a silent death
+        result = {"status": "crash", "stage": "child", "error": error_dict(exc)}
+    channel.emit({"event": "result", "result": result})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

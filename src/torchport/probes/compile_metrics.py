@@ -1,0 +1,237 @@
+"""What dynamo and inductor recorded about the compilations of this process, as plain data.
+
+Every reader guards the private torch API it uses (they move between releases). When one is
+missing the answer is ``unavailable("...")``, a string that says why, never a zero.
+"""
+
+from __future__ import annotations
+
+CACHE_COUNTERS = {
+    "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass"),
+    "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss", "autograd_cache_saved",
+                     "autograd_cache_bypass"),
+}
+HITS = ("fxgraph_cache_hit", "autograd_cache_hit")
+MISSES = ("fxgraph_cache_miss", "autograd_cache_miss")
+
+# Phase name -> CompilationMetrics field (microseconds, summed over a frame's compile).
+# The phases nest: dynamo covers the whole frame compile, aot_autograd runs inside it, inductor
+# inside that, codegen inside inductor; kernel_compile is the kernel build (Triton or C++).
+PHASE_FIELDS = {
+    "dynamo": "dynamo_cumulative_compile_time_us",
+    "aot_autograd": "aot_autograd_cumulative_compile_time_us",
+    "inductor": "inductor_cumulative_compile_time_us",
+    "codegen": "inductor_code_gen_cumulative_compile_time_us",
+    "kernel_compile": "triton_compile_time_us",
+    "backward": "backward_cumulative_compile_time_us",
+    "pre_grad_passes": "pre_grad_pass_time_us",
+    "joint_graph_passes": "joint_graph_pass_time_us",
+    "post_grad_passes": "post_grad_pass_time_us",
+}
+REASON_CHARS = 600
+STACK_FRAMES = 8
+
+
+def unavailable(reason: str) -> str:
+    return f"unavailable: {reason}"
+
+
+def is_unavailable(value) -> bool:
+    return isinstance(value, str) and value.startswith("unavailable:")
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+# -- counters ------------------------------------------------------------------------------
+def counters_snapshot() -> dict | str:
+    """A copy of ``torch._dynamo.utils.counters`` ({group: {name: count}})."""
+    try:
+        from torch._dynamo.utils import counters  # private: guarded
+    except (ImportError, AttributeError) as exc:
+        return unavailable(f"torch._dynamo.utils.counters is missing in torch {_torch_version()}"
+                           f" ({exc})")
+    return {group: dict(values) for group, values in counters.items()}
+
+
+def clear_counters() -> None:
+    try:
+        from torch._dynamo.utils import counters  # private: guarded
+    except (ImportError, AttributeError):
+        return
+    counters.clear()
+
+
+def cache_counts(snapshot: dict | str) -> dict | str:
+    """Cache hit/miss/bypass counts. A counter that never fired counted no event: 0 is real."""
+    if is_unavailable(snapshot):
+        return snapshot
+    return {name: int(snapshot.get(group, {}).get(name, 0))
+            for group, names in CACHE_COUNTERS.items() for name in names}
+
+
+def warm_verdict(warm: dict | str, cold: dict | str) -> tuple[bool, str]:
+    """(proven, why): warm is proven when it hit the cache and no cache the cold run filled
+    missed. (AOTAutograd does not save every graph; a miss there with nothing saved is not a
+    cold start.)"""
+    for cache in (warm, cold):
+        if is_unavailable(cache):
+            return False, cache
+    hits = sum(warm[k] for k in HITS)
+    filled = {"fxgraph_cache_miss": cold["fxgraph_cache_miss"] > 0,
+              "autograd_cache_miss": cold["autograd_cache_saved"] > 0}
+    missed = {k: warm[k] for k, was_filled in filled.items() if was_filled and warm[k]}
+    if not hits:
+        return False, ("no cache lookups were counted (caches off, or a backend without them)"
+                       if not any(warm[k] for k in MISSES) else "no cache hits")
+    if missed:
+        return False, f"{hits} cache hits but misses in caches the cold run filled: {missed}"
+    unfilled = sum(warm[k] for k in MISSES)
+    return True, f"{hits} cache hits, no misses" + (
+        f" ({unfilled} misses where the cold run saved nothing)" if unfilled else "")
+
+
+# -- compilation metrics ---------------------------------------------------------------------
+def clear_compilation_metrics() -> None:
+    try:
+        from torch._dynamo.utils import clear_compilation_metrics  # private: guarded
+    except (ImportError, AttributeError):
+        return
+    clear_compilation_metrics()
+
+
+def compilation_metrics() -> list | str:
+    """One dict per frame compile since the last clear (at most 64 are kept by torch)."""
+    try:
+        from torch._dynamo.utils import get_compilation_metrics  # private: guarded
+    except (ImportError, AttributeError) as exc:
+        return unavailable("torch._dynamo.utils.get_compilation_metrics is missing in torch "
+                           f"{_torch_version()} ({exc})")
+    entries = []
+    for m in get_compilation_metrics():
+        entries.append({
+            "compile_id": str(getattr(m, "compile_id", None)),
+            "frame": _frame(m),
+            "ops": getattr(m, "graph_op_count", None),
+            "nodes": getattr(m, "graph_node_count", None),
+            "fail_type": getattr(m, "fail_type", None),
+            "fail_reason": (getattr(m, "fail_reason", None) or "")[:REASON_CHARS] or None,
+            "recompile_reason": (getattr(m, "recompile_reason", None) or "")[:REASON_CHARS]
+            or None,
+            "phases_us": {phase: getattr(m, field, None) for phase, field in PHASE_FIELDS.items()
+                          if getattr(m, field, None) is not None},
+        })
+    return entries
+
+
+def _frame(m) -> str | None:
+    name, filename = getattr(m, "co_name", None), getattr(m, "co_filename", None)
+    if name is None:
+        return None
+    return f"{name} ({filename}:{getattr(m, 'co_firstlineno', '?')})"
+
+
+def summarize(entries: list | str, snapshot: dict | str) -> dict:
+    """Phases (seconds, summed over frames), graphs with their op counts, frames left eager."""
+    if is_unavailable(entries):
+        graphs = (snapshot.get("stats", {}).get("unique_graphs") if isinstance(snapshot, dict)
+                  else None)
+        return {"phases_s": entries, "graph_count": graphs if graphs is not None else entries,
+                "graphs": entries, "eager_frames": entries}
+    phases: dict[str, float] = {}
+    for entry in entries:
+        for phase, us in entry["phases_us"].items():
+            phases[phase] = phases.get(phase, 0.0) + us / 1e6
+    graphs = [{"frame": e["frame"], "ops": e["ops"], "nodes": e["nodes"]} for e in entries
+              if e["ops"] is not None and not e["fail_type"]]
+    # A frame whose compile failed without raising runs as plain Python: eager.
+    eager = [{"frame": e["frame"], "fail_type": e["fail_type"], "reason": e["fail_reason"]}
+             for e in entries if e["fail_type"]]
+    return {"phases_s": phases if phases else unavailable(
+                "no compilation metrics carried phase times"),
+            "graph_count": len(graphs), "graphs": graphs, "eager_frames": eager}
+
+
+# -- graph breaks ----------------------------------------------------------------------------
+def graph_breaks(snapshot: dict | str) -> list | str:
+    """Distinct graph breaks with reason, user stack and how often each occurred."""
+    try:
+        from torch._dynamo.utils import graph_break_reasons  # private: guarded
+    except (ImportError, AttributeError) as exc:
+        return _breaks_from_counters(snapshot, f"torch._dynamo.utils.graph_break_reasons is "
+                                               f"missing in torch {_torch_version()} ({exc})")
+    found: dict[tuple, dict] = {}
+    for item in graph_break_reasons:
+        if not getattr(item, "graph_break", True):
+            continue
+        stack = [f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+                 for f in (getattr(item, "user_stack", None) or [])][-STACK_FRAMES:]
+        reason = str(getattr(item, "reason", ""))[:REASON_CHARS]
+        key = (reason, tuple(stack))
+        entry = found.setdefault(key, {"reason": reason, "stack": stack, "count": 0})
+        entry["count"] += 1
+    return list(found.values())
+
+
+def _breaks_from_counters(snapshot: dict | str, why: str) -> list | str:
+    if is_unavailable(snapshot):
+        return snapshot
+    return [{"reason": reason[:REASON_CHARS], "stack": unavailable(why), "count": count}
+            for reason, count in snapshot.get("graph_break", {}).items()]
+
+
+# -- recompile limit -------------------------------------------------------------------------
+class RecompileLimitWatch:
+    """Records each time dynamo hits its recompile limit (and so runs the frame eagerly).
+
+    Wraps ``torch._dynamo.convert_frame.exceeds_recompile_limit``; ``hits`` is a list of
+    (compile_id, limit name). ``available`` is False, with ``reason``, where it cannot.
+    """
+
+    def __init__(self):
+        self.hits: list[tuple[str, str]] = []
+        self.available, self.reason = True, ""
+        try:
+            import torch._dynamo.convert_frame as convert_frame  # private: guarded
+            self._module, self._original = convert_frame, convert_frame.exceeds_recompile_limit
+        except (ImportError, AttributeError) as exc:
+            self.available = False
+            self.reason = unavailable("torch._dynamo.convert_frame.exceeds_recompile_limit is "
+                                      f"missing in torch {_torch_version()} ({exc})")
+            return
+
+        def watched(cache_size, compile_id):
+            exceeded, limit = self._original(cache_size, compile_id)
+            if exceeded:
+                self.hits.append((str(compile_id), limit))
+            return exceeded, limit
+        convert_frame.exceeds_recompile_limit = watched
+
+    def close(self) -> None:
+        if self.available:
+            self._module.exceeds_recompile_limit = self._original
+
+
+def recompile_limit() -> int | str:
+    try:
+        import torch._dynamo.config as dynamo_config  # private: guarded
+        return int(getattr(dynamo_config, "recompile_limit",
+                           getattr(dynamo_config, "cache_size_limit")))
+    except (ImportError, AttributeError) as exc:
+        return unavailable(f"torch._dynamo.config.recompile_limit is missing ({exc})")
+
+
+def set_recompile_limit(value: int) -> None:
+    import torch._dynamo.config as dynamo_config
+    name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    setattr(dynamo_config, name, value)
+
+
+def reset_dynamo() -> None:
+    """Forget every compiled frame (and the break reasons kept with them) in this process."""
+    import torch
+    torch._dynamo.reset()
+    clear_counters()
+    clear_compilation_metrics()

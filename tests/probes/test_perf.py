@@ -1,0 +1,124 @@
+"""The perf probe: synchronised, interleaved, honest about what it could not measure."""
+
+import logging
+
+import pytest
+import torch
+
+from torchport.interfaces.views import perf as perf_view
+from torchport.probes.perf import PerfProbe, RecompileLimitWatch
+from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
+
+KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_cv", "perf_samples",
+        "perf_eager_median_ms", "perf_tokens_per_s", "perf_samples_per_s",
+        "perf_flops_per_step", "perf_achieved_tflops", "perf_flops_6nt_per_step",
+        "perf_peak_bytes")
+
+
+def test_eager_perf_at_the_perf_size():
+    adapter = RecordingAdapter()
+    report = PerfProbe().safe_run(make_subject(adapter=adapter))
+    assert report.error is None, report.error
+    m, info = report.metrics, report.findings["perf"]
+    assert all(k in m for k in KEYS), sorted(m)
+    assert "perf_speedup" not in m and "perf_mfu" not in m  # eager; no peak for a CPU
+    assert m["perf_p10_ms"] <= m["perf_median_ms"] <= m["perf_p90_ms"]
+    assert m["perf_samples"] >= 10
+    assert info["step_kind"] == "training forward+backward"
+    assert info["size"]["samples"] == 16  # the perf size, not the parity size (4)
+    assert m["perf_samples_per_s"] == pytest.approx(16 / (m["perf_median_ms"] / 1e3))
+    assert m["perf_tokens_per_s"] == pytest.approx(64 / (m["perf_median_ms"] / 1e3))
+    # every timed sample is bracketed by two synchronisations
+    assert adapter.log.count("sync") >= 2 * m["perf_samples"]
+    assert any(n.startswith("no peak known for") and n.endswith("pass --peak-tflops")
+               for n in info["notes"])
+
+
+def test_compile_mode_times_both_sides_interleaved_and_reports_speedup():
+    report = PerfProbe().safe_run(make_subject(mode="compile"))
+    m, info = report.metrics, report.findings["perf"]
+    assert info["interleaved"] == ["eager", "compiled"]
+    assert info["sides"]["eager"]["n"] == info["sides"]["compiled"]["n"]
+    assert m["perf_median_ms"] == m["perf_compiled_median_ms"]
+    assert m["perf_speedup"] == pytest.approx(m["perf_eager_median_ms"]
+                                              / m["perf_compiled_median_ms"])
+
+
+def test_mfu_against_a_given_peak():
+    report = PerfProbe().safe_run(make_subject(peak_tflops=0.5))
+    m = report.metrics
+    step_s = m["perf_median_ms"] / 1e3
+    assert m["perf_mfu"] == pytest.approx(m["perf_flops_per_step"] / step_s / 0.5e12)
+    assert m["perf_mfu_6nt"] == pytest.approx(m["perf_flops_6nt_per_step"] / step_s / 0.5e12)
+    assert report.findings["perf"]["peak_source"] == "--peak-tflops"
+
+
+def test_forward_only_case_is_an_inference_step():
+    report = PerfProbe().safe_run(make_subject(mlp_case(trains=False)))
+    assert report.findings["perf"]["step_kind"] == "inference forward"
+    # 2·N·T for a forward: N = 32*64+64 + 64*8+8 = 2632 parameters, 64 tokens
+    assert report.metrics["perf_flops_6nt_per_step"] == 2 * 2632 * 64
+
+
+def test_a_side_that_cannot_run_is_reported_not_timed():
+    from torchport.cases.registry import find_case
+    subject = make_subject(find_case("planted", "planted/compile_bomb"), mode="compile")
+    report = PerfProbe().safe_run(subject)
+    m, info = report.metrics, report.findings["perf"]
+    assert "compiled" in info["failed_sides"]
+    assert "perf_eager_median_ms" in m
+    assert "perf_median_ms" not in m and "perf_speedup" not in m  # no stand-in number
+    assert any("no compiled figure" in n for n in info["notes"])
+
+
+def test_recompile_limit_watch_sees_dynamo_running_frames_eagerly():
+    import torch._dynamo
+
+    def f(x):
+        return x * 2
+    compiled = torch.compile(f, backend="eager", dynamic=False)
+    with torch._dynamo.config.patch(recompile_limit=1), RecompileLimitWatch() as watch:
+        compiled(torch.ones(2))
+        compiled(torch.ones(3))  # a second shape past a limit of one: runs eagerly
+    torch._dynamo.reset()
+    assert watch.hits and "recompile_limit" in watch.hits[0]
+
+
+def test_recompile_limit_watch_ignores_other_messages():
+    with RecompileLimitWatch() as watch:
+        logging.getLogger(RecompileLimitWatch.LOGGER).warning("something else")
+    assert watch.hits == []
+
+
+def test_perf_view_rows():
+    report = PerfProbe().safe_run(make_subject(mode="compile"))
+    result = {"case": "test/mlp", "mode": "compile", "status": "pass",
+              "metrics": report.metrics, "findings": report.findings}
+    view = perf_view.build({}, [result])
+    assert view["columns"][:4] == ["case", "mode", "median ms", "p10-p90 ms"]
+    row = dict(zip(view["columns"], view["rows"][0]))
+    assert row["MFU"] == "no peak" and row["speedup"].endswith("x")
+    assert any("--peak-tflops" in n for n in view["notes"])
+    assert perf_view.build({}, [{"case": "x", "mode": "eager", "status": "pass",
+                                 "metrics": {}, "findings": {}}]) is None
+
+
+def test_smoke_mlp_perf_from_the_command_line(run_json):
+    out = run_json("--suite", "smoke", "--cases", "smoke/mlp", "--device", "cpu",
+                   "--probes", "perf", "--compile-backend", "eager")
+    by_mode = {r["mode"]: r for r in out["results"]}
+    assert by_mode["eager"]["status"] == by_mode["compile"]["status"] == "pass"
+    assert "perf_speedup" in by_mode["compile"]["metrics"]
+    assert "perf" in out["views"] and len(out["views"]["perf"]["rows"]) == 2
+
+
+@pytest.mark.slow
+def test_smoke_suite_perf_acceptance(run_json):
+    out = run_json("--suite", "smoke", "--device", "cpu", "--probes", "perf")
+    for r in out["results"]:
+        m = r["metrics"]
+        assert {"perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_cv"} <= set(m), r["case"]
+        if r["case"].startswith("hf/"):
+            assert "perf_tokens_per_s" in m
+        if r["mode"] == "compile":
+            assert "perf_speedup" in m

@@ -1,0 +1,93 @@
+"""timing: synchronised clock reads, interleaved sampling, order statistics."""
+
+import statistics
+
+import pytest
+
+from torchport import timing
+from torchport.timing import StepTimer, Summary, round_order, sample_interleaved, step_timer
+from tests.probes.perf_helpers import RecordingAdapter
+
+
+def test_timed_synchronises_before_and_after_the_call():
+    log = []
+    value, seconds = StepTimer(lambda: log.append("sync"))(lambda: log.append("work") or 7)
+    assert value == 7 and seconds >= 0
+    assert log == ["sync", "work", "sync"]
+
+
+def test_step_timer_uses_the_adapters_synchronize():
+    adapter = RecordingAdapter()
+    timer = step_timer(adapter)
+    timer(lambda: adapter.log.append("work"))
+    assert adapter.log == ["sync", "work", "sync"]
+
+
+def test_cuda_adapter_without_a_gpu_falls_back_to_the_host_clock(monkeypatch):
+    import torch
+    adapter = RecordingAdapter()
+    adapter.torch_type = "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    timer = step_timer(adapter)
+    assert type(timer) is StepTimer
+    timer(lambda: None)
+    assert adapter.log == ["sync", "sync"]
+
+
+def test_rounds_alternate_which_side_goes_first():
+    assert round_order(["eager", "compiled"], 0) == ["eager", "compiled"]
+    assert round_order(["eager", "compiled"], 1) == ["compiled", "eager"]
+
+
+class FakeClock:
+    """Advances by a fixed step on every read: sampling becomes deterministic."""
+
+    def __init__(self, step_s):
+        self.now, self.step_s = 0.0, step_s
+
+    def __call__(self):
+        self.now += self.step_s
+        return self.now
+
+
+def test_interleaved_sampling_order_and_counts(monkeypatch):
+    monkeypatch.setattr(timing, "clock", FakeClock(0.001))
+    calls = []
+    sides = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    samples = sample_interleaved(sides, StepTimer(), budget_s=0.0, warmup=2, min_samples=4,
+                                 warmup_budget_s=0.0)
+    # 2 warm-up rounds, then 4 timed rounds, every round in alternating order (ABBA...)
+    assert calls == ["a", "b", "b", "a"] + ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert len(samples["a"]) == len(samples["b"]) == 4
+    assert all(s == pytest.approx(0.001) for s in samples["a"])
+
+
+def test_sampling_stops_when_the_budget_is_spent(monkeypatch):
+    monkeypatch.setattr(timing, "clock", FakeClock(0.01))
+    samples = sample_interleaved({"a": lambda: None, "b": lambda: None}, StepTimer(),
+                                 budget_s=0.5, warmup=1, min_samples=3, warmup_budget_s=0.0)
+    # each timed call reads the clock twice and the loop once per round: ~0.05 s per round,
+    # so the 2 * 0.5 s budget ends after about 20 rounds; far from the max of 1000
+    assert 15 <= len(samples["a"]) <= 25
+
+
+def test_sampling_respects_max_samples(monkeypatch):
+    monkeypatch.setattr(timing, "clock", FakeClock(1e-9))
+    samples = sample_interleaved({"a": lambda: None}, StepTimer(), budget_s=10.0, warmup=1,
+                                 max_samples=7, warmup_budget_s=0.0)
+    assert len(samples["a"]) == 7
+
+
+def test_summary_of_known_samples():
+    samples = [float(x) for x in range(1, 11)]  # 1..10 s, shuffled order must not matter
+    s = Summary.of(list(reversed(samples)))
+    assert s.n == 10 and s.median_s == 5.5 and s.min_s == 1.0 and s.mean_s == 5.5
+    assert s.p10_s == pytest.approx(1.9) and s.p90_s == pytest.approx(9.1)
+    assert s.cv == pytest.approx(statistics.stdev(samples) / 5.5)
+
+
+def test_summary_of_one_sample_and_none():
+    s = Summary.of([0.25])
+    assert (s.median_s, s.p10_s, s.p90_s, s.cv) == (0.25, 0.25, 0.25, 0.0)
+    with pytest.raises(ValueError):
+        Summary.of([])
