@@ -144,20 +144,22 @@ def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
 
 
 # -- 2. the ~0.5 B llama ----------------------------------------------------------------------
-def llama_config(tiny: bool):
+def llama_config(args):
     from transformers import LlamaConfig
-    if tiny:
+    if args.tiny:
         return LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                            max_position_embeddings=256, tie_word_embeddings=False)
-    # 24 layers of hidden 1280 (10 heads of 128), SwiGLU 3584: 0.49 B in the layers, 0.57 B in
-    # all with untied 32000-token embedding and output projection.
-    return LlamaConfig(vocab_size=32000, hidden_size=1280, intermediate_size=3584,
-                       num_hidden_layers=24, num_attention_heads=10, num_key_value_heads=10,
+    # Default: 24 layers of hidden 1280 (10 heads of 128), SwiGLU 3584: 0.49 B in the layers,
+    # 0.57 B in all with an untied 32000-token embedding and output projection.
+    heads = args.hidden // 128
+    return LlamaConfig(vocab_size=32000, hidden_size=args.hidden,
+                       intermediate_size=args.intermediate, num_hidden_layers=args.layers,
+                       num_attention_heads=heads, num_key_value_heads=heads,
                        max_position_embeddings=2048, tie_word_embeddings=False)
 
 
-def llama_case(tiny: bool, batch: int, seq: int, device: str):
+def llama_case(args, batch: int, seq: int, device: str):
     from torchport.cases.base import FunctionCase, Workload
 
     def build(*, seed, size):
@@ -167,8 +169,8 @@ def llama_case(tiny: bool, batch: int, seq: int, device: str):
         # Initialised straight on the device: a CPU init of 0.5 B parameters takes longer than
         # everything else here. place() then only copies it.
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(llama_config(tiny), attn_implementation="sdpa",
-                                                     dtype=torch.float32)
+            model = AutoModelForCausalLM.from_config(
+                llama_config(args), attn_implementation="sdpa", dtype=torch.float32)
             ids = torch.randint(0, model.config.vocab_size, (batch, seq))
         return Workload(model=model, kwargs={"input_ids": ids, "labels": ids, "use_cache": False},
                         loss_fn=lambda out: out.loss, tokens=batch * seq, samples=batch)
@@ -186,14 +188,16 @@ def llama_check(args, report: Report) -> None:
     adapter = get_adapter(args.device)
     adapter.prepare()
     batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
-    case = llama_case(args.tiny, batch, seq, adapter.device())
+    case = llama_case(args, batch, seq, adapter.device())
     config = RunConfig(device=args.device, dtype=args.dtype, batch=batch, seq=seq,
                        perf_budget_s=args.budget_s, peak_tflops=args.peak_tflops,
                        artifacts_dir=os.path.join(args.out, "artifacts"))
     subject = Subject(case=case, mode="compile", config=config, adapter=adapter,
                       device=adapter.device(), dtype=getattr(torch, args.dtype), workload=None,
                       model=None, runner=None, step=lambda: {}, make_runner=lambda: None)
-    report.stamp(f"llama: batch {batch} x seq {seq}, {args.dtype}, compile backend "
+    shape = "tiny" if args.tiny else (f"hidden {args.hidden}, {args.layers} layers, "
+                                      f"intermediate {args.intermediate}, vocab 32000")
+    report.stamp(f"llama ({shape}): batch {batch} x seq {seq}, {args.dtype}, compile backend "
                  f"{adapter.default_compile_backend}; building, compiling, timing")
     result = PerfProbe().safe_run(subject)
     m, info = result.metrics, result.findings.get("perf", {})
@@ -246,6 +250,9 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=2.0, help="perf budget per side")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=1280, help="llama width (heads of 128)")
+    parser.add_argument("--layers", type=int, default=24)
+    parser.add_argument("--intermediate", type=int, default=3584)
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--tiny", action="store_true", help="tiny llama, smoke/mlp only (CPU)")
     parser.add_argument("--skip-smoke", action="store_true")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import platform
 import signal
+import sys
 import time
 import warnings
 from contextlib import contextmanager
@@ -122,14 +124,21 @@ def main() -> None:
 
     from torchport.cases.hf import hf_suite
 
+    import transformers
+
     hf_logging.set_verbosity_error()
     warnings.filterwarnings("ignore")
+    print("$ .venv/bin/python " + " ".join(sys.argv))
+    print(f"# torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"Python {platform.python_version()}, {platform.machine()}, CPU float32, seed 0\n")
     cases = [c for c in hf_suite() if not args.only or c.model_type in args.only]
     outcomes = []
+    start = time.perf_counter()
     for case in cases:
         outcomes.append(exercise(case, args.limit_s))
         print(report_line(outcomes[-1]), flush=True)
     print("\n".join(summary(outcomes)))
+    print(f"\n# {time.perf_counter() - start:.0f} s in all")
 
 
 if __name__ == "__main__":

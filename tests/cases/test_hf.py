@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from torchport.cases.base import Size  # noqa: E402
-from torchport.cases.hf import HFCase, hf_suite, param_count  # noqa: E402
+from torchport.cases.hf import TAG_VOCABULARY, HFCase, hf_suite, param_count  # noqa: E402
 from torchport.cases.hf_exclusions import EXCLUSIONS  # noqa: E402
 from torchport.cases.hf_shrink import (  # noqa: E402
     HIDDEN, LAYERS, MAX_PARAMS, VOCAB, TooManyParams, causal_lm_class, check_param_budget,
@@ -48,7 +48,8 @@ def test_family_builds_small_and_trains(model_type):
     assert math.isfinite(loss.item())
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in workload.model.parameters())
     assert loss64.item() == pytest.approx(loss.item(), rel=1e-3)
-    assert FAMILIES[model_type] in HFCase(model_type).tags
+    tags = HFCase(model_type).tags
+    assert FAMILIES[model_type] in tags and set(tags) <= set(TAG_VOCABULARY)
 
 
 def test_workload_shape_and_meta():

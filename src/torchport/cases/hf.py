@@ -17,7 +17,10 @@ from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 from torchport.cases.hf_exclusions import EXCLUSIONS
-from torchport.cases.hf_shrink import EXPERT_FIELDS, make_config, read_field  # no torch import
+# hf_shrink imports torch and transformers only inside its functions.
+from torchport.cases.hf_shrink import (
+    EXPERT_FIELDS, causal_lm_class, causal_lm_config, check_param_budget, count_params_meta,
+    make_config, read_field, shrink_config, special_token_ids, sub_configs, text_vocab_size)
 
 PARITY_BATCH, PARITY_SEQ = 2, 16
 PERF_BATCH, PERF_SEQ = 4, 128
@@ -61,8 +64,6 @@ class HFCase(Case):
 
     def build(self, *, seed: int, size: Size) -> Workload:
         import torch
-
-        from torchport.cases.hf_shrink import causal_lm_class, check_param_budget
 
         cfg = self.config()
         model_class = causal_lm_class(self.model_type, cfg)
@@ -130,8 +131,6 @@ def random_token_ids(cfg: Any, rows: int, seq: int, seed: int) -> Any:
     """(rows, seq) int64 ids inside the text vocabulary, clear of every special id."""
     import torch
 
-    from torchport.cases.hf_shrink import special_token_ids, text_vocab_size
-
     vocab = text_vocab_size(cfg)
     special = special_token_ids(cfg)
     allowed = torch.tensor([i for i in range(vocab) if i not in special], dtype=torch.long)
@@ -152,8 +151,6 @@ def param_count(model_type: str) -> int:
 
 
 def _count_params(model_type: str, overrides: dict) -> int:
-    from torchport.cases.hf_shrink import causal_lm_class, count_params_meta
-
     cfg = make_config(model_type, overrides)
     return count_params_meta(causal_lm_class(model_type, cfg), cfg)
 
@@ -173,25 +170,24 @@ TAG_VOCABULARY = ("dense", "moe", "ssm", "hybrid", "mla", "multimodal-text")
 RECURRENT_LAYER_TYPES = {"linear_attention", "mamba", "conv", "recurrent"}
 BOTH_LAYER_TYPES = {"hybrid", "hybrid_sliding"}
 RECURRENT_MODEL_TYPES = {"rwkv", "xlstm"}  # recurrent families whose configs name no layer types
+MODALITY_MARKERS = ("vision", "audio", "vq_config")  # in the names of nested tower configs
 
 
 def case_tags(model_type: str) -> tuple[str, ...]:
     """Tags of ``hf/<model_type>``: from its shrunk config, plus whether it is multimodal."""
     from transformers import AutoConfig
 
-    from torchport.cases.hf_shrink import causal_lm_config, shrink_config, sub_configs
-
     cfg = AutoConfig.for_model(model_type)
-    composite = len(sub_configs(cfg)) > 1  # vision or audio towers beside the text decoder
-    return family_tags(shrink_config(causal_lm_config(model_type, cfg)), composite=composite)
+    multimodal = _is_multimodal(cfg)  # read before causal_lm_config may pick the decoder part
+    return family_tags(shrink_config(causal_lm_config(model_type, cfg)), multimodal=multimodal)
 
 
-def family_tags(cfg: Any, *, composite: bool) -> tuple[str, ...]:
+def family_tags(cfg: Any, *, multimodal: bool) -> tuple[str, ...]:
     """A subset of ``TAG_VOCABULARY``. ``dense``: neither experts nor a pure recurrent stack."""
     text = cfg.get_text_config(decoder=True)
-    tags = ["multimodal-text"] if composite else []
-    if any(isinstance(read_field(text, n), int) and read_field(text, n) > 1
-           for n in EXPERT_FIELDS):
+    tags = ["multimodal-text"] if multimodal else []
+    expert_counts = [read_field(node, n) for node in sub_configs(text) for n in EXPERT_FIELDS]
+    if any(isinstance(count, int) and count > 1 for count in expert_counts):  # dbrx: ffn_config
         tags.append("moe")
     if isinstance(read_field(text, "kv_lora_rank"), int):
         tags.append("mla")
@@ -203,6 +199,15 @@ def family_tags(cfg: Any, *, composite: bool) -> tuple[str, ...]:
     if not {"moe", "ssm"} & set(tags):
         tags.append("dense")
     return tuple(tags)
+
+
+def _is_multimodal(cfg: Any) -> bool:
+    """Whether the config nests a text config or a vision/audio tower (dbrx's attention and FFN
+    sub-configs, or blt's byte-level encoder/decoder, do not count)."""
+    from transformers import PretrainedConfig
+
+    nested = [name for name, value in vars(cfg).items() if isinstance(value, PretrainedConfig)]
+    return any(name == "text_config" or any(m in name for m in MODALITY_MARKERS) for name in nested)
 
 
 def _layer_kinds(text: Any) -> set[str]:

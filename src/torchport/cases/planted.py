@@ -160,7 +160,8 @@ def _host_model(*, seed: int, size: Size) -> Workload:
             self.weight = torch.nn.Parameter(torch.randn(16, 16))
 
         def _apply(self, fn, recurse=True):
-            return self  # refuses .to(device): parameters stay on the host
+            # Takes dtype casts but pins every tensor back to the host: .to(device) is a no-op.
+            return super()._apply(lambda t: fn(t).cpu(), recurse)
 
         def forward(self, x):
             return x.cpu() @ self.weight

@@ -72,7 +72,7 @@ DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
     # reductions, softmax, loss
     "sum", "mean", "amax", "max", "min", "argmax", "prod", "linalg_vector_norm", "sort", "topk",
     "histc", "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
-    "nll_loss_forward", "nll_loss_backward",
+    "nll_loss_forward", "nll_loss_backward", "mse_loss", "mse_loss_backward", "flip",
     # random (computed with the CPU generator, so seeded runs match the CPU)
     "normal_", "uniform_", "bernoulli_", "random_", "native_dropout", "native_dropout_backward",
 ))

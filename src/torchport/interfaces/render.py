@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -11,7 +12,7 @@ def view_table(view: dict) -> Table:
     for column in view["columns"]:
         table.add_column(str(column), overflow="fold")
     for row in view["rows"]:
-        table.add_row(*["" if v is None else str(v) for v in row])
+        table.add_row(*["" if v is None else escape(str(v)) for v in row])
     return table
 
 

@@ -16,6 +16,7 @@ Metrics (this mode's runner unless the name says eager/compiled):
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from torchport.cases.base import Size
@@ -57,7 +58,7 @@ def compile_fresh(subject: Subject, model):
     return torch.compile(model, backend=backend, dynamic=False)
 
 
-def perf_setup(subject: Subject, *, compiled: bool | None = None) -> PerfSetup:
+def perf_setup(subject: Subject) -> PerfSetup:
     """Build the case again at its perf size, place it, and make the steps to time."""
     from torchport.runner.execute import make_step, place
     config = subject.config
@@ -70,7 +71,7 @@ def perf_setup(subject: Subject, *, compiled: bool | None = None) -> PerfSetup:
                       size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
                             "samples": placed.samples, "perf_size": True})
     setup.sides["eager"] = make_step(model, model, placed)
-    if compiled if compiled is not None else subject.mode == "compile":
+    if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
         setup.mode_side = "compiled"
     return setup
@@ -81,7 +82,8 @@ class RecompileLimitWatch(logging.Handler):
 
     Past its recompile limit dynamo silently runs that frame eagerly: a 'compiled' figure is
     then partly eager, which is what the user gets, but it must say so. The logger name and
-    message are dynamo internals: if they change, the watch sees nothing (recorded as such).
+    message are dynamo internals: if they change the watch sees nothing, which the test
+    against the real warning (tests/probes/test_perf.py) catches.
     """
 
     LOGGER = "torch._dynamo.convert_frame"
@@ -116,6 +118,13 @@ def first_calls(setup: PerfSetup) -> dict[str, str]:
     return failed
 
 
+def host_load() -> dict:
+    """When the host is the device, how busy it was: a shared machine's figures are noisy."""
+    import torch
+    return {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+            "load_avg_1min": round(os.getloadavg()[0], 2)}
+
+
 def summary_dict(summary: Summary) -> dict:
     return {"n": summary.n, "median_ms": summary.median_s * 1e3, "p10_ms": summary.p10_s * 1e3,
             "p90_ms": summary.p90_s * 1e3, "mean_ms": summary.mean_s * 1e3,
@@ -148,13 +157,8 @@ class PerfProbe(Probe):
             info["recompile_limit_hits"] = watch.hits[:20]
             notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s) while "
                          "timing: those frames ran eagerly inside the compiled step")
-        if adapter.torch_type == "cpu":  # the host is the device: say how busy it was
-            import os
-
-            import torch
-            info["host_load"] = {"torch_threads": torch.get_num_threads(),
-                                 "cpu_count": os.cpu_count(),
-                                 "load_avg_1min": round(os.getloadavg()[0], 2)}
+        if adapter.torch_type == "cpu":
+            info["host_load"] = host_load()
         info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
                     config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS)
         summaries = {name: Summary.of(s) for name, s in samples.items()}
@@ -188,6 +192,8 @@ class PerfProbe(Probe):
         key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
                config.dtype, subject.device)
         eager = setup.sides.get("eager")
+        if eager is None:
+            info["notes"].append("no eager step to count FLOPs on: no FLOP figures")
         try:
             counted = flops_mod.count_flops(eager, key) if eager else None
         except Exception as exc:  # the counter is a dispatch mode; a backend may refuse it

@@ -132,7 +132,10 @@ def top_ops(prof, device_timeline: bool, n: int = 10) -> list[dict]:
     attr = "self_device_time_total" if device_timeline else "self_cpu_time_total"
     rows = []
     for avg in prof.key_averages():
-        if avg.key.startswith("torchport_"):
+        # Operators only: device kernels appear as entries of their own (and their time is
+        # already in the self device time of the operator that launched them).
+        on_host = getattr(getattr(avg, "device_type", None), "name", "CPU") == "CPU"
+        if avg.key.startswith("torchport_") or not on_host:
             continue
         self_us = getattr(avg, attr, None)
         if self_us is None and device_timeline:  # older torch names

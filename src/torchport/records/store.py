@@ -191,6 +191,7 @@ class Store:
             sql += " AND status=?"
             args.append(status)
         if fallback_op:
+            fallback_op = fallback_op.replace("::", ".")  # aten::cumsum names aten.cumsum too
             sql += (" AND id IN (SELECT result_id FROM result_ops WHERE fallback=1 AND"
                     " (op=? OR op LIKE ?))")
             args += [fallback_op, fallback_op + ".%"]

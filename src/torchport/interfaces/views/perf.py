@@ -5,6 +5,11 @@ def _num(value, fmt: str, missing: str = "-") -> str:
     return missing if value is None else format(value, fmt)
 
 
+def _pct(fraction: float) -> str:
+    """3 significant digits: a tiny model's 0.0021% must not read as 0.0%."""
+    return f"{fraction * 100:.3g}%"
+
+
 def _bytes(value) -> str:
     if value is None:
         return "-"
@@ -20,9 +25,9 @@ def row(result: dict) -> list:
     spread = (f"{m['perf_p10_ms']:.3g}-{m['perf_p90_ms']:.3g}"
               if "perf_p10_ms" in m and "perf_p90_ms" in m else "-")
     if "perf_mfu" in m:
-        mfu = f"{m['perf_mfu']:.1%}"
+        mfu = _pct(m["perf_mfu"])
     elif "perf_mfu_6nt" in m:
-        mfu = f"{m['perf_mfu_6nt']:.1%} (6NT)"
+        mfu = _pct(m["perf_mfu_6nt"]) + " (6NT)"
     else:
         mfu = "no peak" if info.get("peak_tflops") is None else "-"
     return [result["case"], result["mode"], _num(m.get("perf_median_ms"), ".3g"), spread,
