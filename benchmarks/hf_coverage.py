@@ -5,7 +5,7 @@ is finite, then run a float64 copy forward (what the runner's reference needs). 
 per architecture and the totals with each failure's reason. Cases run in this process, one after
 another, each under a wall-clock limit (SIGALRM), so one slow architecture cannot stall the sweep.
 
-    .venv/bin/python benchmarks/hf_coverage.py [--only llama gpt2] [--limit-s 120]
+    .venv/bin/python benchmarks/hf_coverage.py [--only llama gpt2] [--limit-s 120] [--perf]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Outcome:
     loss: float | None = None
     seconds: float = 0.0
     reason: str | None = None  # skip reason or the first failure
+    skipped: bool = False  # excluded by hf_exclusions: reason is the skip reason
 
 
 class CaseTimeout(Exception):
@@ -57,20 +58,18 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0][:160]}"
 
 
-def exercise(case, limit_s: int) -> Outcome:
+def exercise(case, limit_s: int, size) -> Outcome:
     """Climb build -> eager fwd+bwd -> float64 fwd, stopping at the first failure."""
     import torch
 
-    from torchport.cases.base import Size
-
     outcome = Outcome(case.id, passed=[])
     if case.skip_reason:
-        outcome.reason = f"skip: {case.skip_reason}"
+        outcome.reason, outcome.skipped = f"skip: {case.skip_reason}", True
         return outcome
     start = time.perf_counter()
     try:
         with deadline(limit_s):
-            workload = case.build(seed=0, size=Size())
+            workload = case.build(seed=0, size=size)
             outcome.params = workload.meta["params"]
             outcome.passed.append(STAGES[0])
 
@@ -105,11 +104,21 @@ def report_line(outcome: Outcome) -> str:
 
 
 def summary(outcomes: list[Outcome]) -> list[str]:
+    """Totals per stage, then the cases that stopped short, grouped by where they stopped."""
     total = len(outcomes)
     counts = ", ".join(f"{sum(stage in o.passed for o in outcomes)} / {total} {stage}"
                        for stage in STAGES)
-    lines = ["", counts, "", "not passing:"]
-    lines += [f"  {o.case_id}: {o.reason}" for o in outcomes if o.reason]
+    groups = {
+        "excluded (hf_exclusions)": [o for o in outcomes if o.skipped],
+        "failed to build or to run eager fwd+bwd": [
+            o for o in outcomes if not o.skipped and STAGES[1] not in o.passed],
+        "eager fwd+bwd passes, the float64 reference does not": [
+            o for o in outcomes if STAGES[1] in o.passed and STAGES[2] not in o.passed],
+    }
+    lines = ["", counts]
+    for title, members in groups.items():
+        lines += ["", f"{title}: {len(members)}"]
+        lines += [f"  {o.case_id}: {o.reason}" for o in members]
     return lines
 
 
@@ -117,11 +126,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="model types to run (default: all)")
     parser.add_argument("--limit-s", type=int, default=120, help="wall-clock limit per case")
+    parser.add_argument("--perf", action="store_true", help="the cases' perf size (batch 4 x 128)")
     args = parser.parse_args()
 
     import torch
     from transformers.utils import logging as hf_logging
 
+    from torchport.cases.base import Size
     from torchport.cases.hf import hf_suite
 
     import transformers
@@ -130,12 +141,13 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     print("$ .venv/bin/python " + " ".join(sys.argv))
     print(f"# torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"Python {platform.python_version()}, {platform.machine()}, CPU float32, seed 0\n")
+          f"Python {platform.python_version()}, {platform.machine()}, CPU float32, seed 0, "
+          f"{'perf' if args.perf else 'parity'} size\n")
     cases = [c for c in hf_suite() if not args.only or c.model_type in args.only]
     outcomes = []
     start = time.perf_counter()
     for case in cases:
-        outcomes.append(exercise(case, args.limit_s))
+        outcomes.append(exercise(case, args.limit_s, Size(perf=args.perf)))
         print(report_line(outcomes[-1]), flush=True)
     print("\n".join(summary(outcomes)))
     print(f"\n# {time.perf_counter() - start:.0f} s in all")

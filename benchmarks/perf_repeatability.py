@@ -17,6 +17,22 @@ import sys
 import tempfile
 
 
+def host_speed_ms() -> float:
+    """Median time of a fixed single-thread matmul in this process: how fast the shared
+    machine is right now, apart from torchport (its spread bounds what any tool can show)."""
+    import torch
+
+    from torchport.timing import StepTimer, Summary, sample_interleaved
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    a = torch.randn(512, 512)  # ~3 ms: as long as a small step, so preemption shows too
+    try:
+        samples = sample_interleaved({"mm": lambda: a @ a}, StepTimer(), budget_s=0.5)
+    finally:
+        torch.set_num_threads(threads)
+    return Summary.of(samples["mm"]).median_s * 1e3
+
+
 def one_run(store, config) -> dict[tuple[str, str], dict]:
     from torchport.runner.sweep import execute, expand, new_run_id
     items = expand(config)
@@ -51,9 +67,10 @@ def main(argv=None) -> int:
     folder = tempfile.mkdtemp(prefix="torchport-repeat-")
     store = open_store(os.path.join(folder, "kb.db"))
     medians: dict[tuple[str, str], list[float]] = {}
-    loads = []
+    loads, host_ms = [], []
     for repeat in range(args.repeats):
         loads.append(os.getloadavg()[0])
+        host_ms.append(host_speed_ms())
         for key, result in one_run(store, config).items():
             value = (result.get("metrics") or {}).get("perf_median_ms")
             medians.setdefault(key, []).append(value)
@@ -77,8 +94,12 @@ def main(argv=None) -> int:
         lines.append(f"{case:<14} {mode:<8} {str([round(v, 3) for v in values]):<48} "
                      f"{spread:>7.1%}  {'within' if spread <= args.target else 'OUTSIDE'} "
                      f"{args.target:.0%}")
+    host_spread = (max(host_ms) - min(host_ms)) / statistics.median(host_ms)
+    lines.append(f"{'host speed':<14} {'(1-thread 512x512 matmul, before each run)':<57} "
+                 f"{str([round(v, 4) for v in host_ms])} spread {host_spread:.1%}")
     lines.append(f"largest spread {worst:.1%} (target {args.target:.0%}); spread = (max - min) / "
-                 "median of the per-run medians")
+                 "median of the per-run medians; a host-speed spread near or above the target "
+                 "means the machine itself was not steady")
     report = "\n".join(lines)
     print(report)
     if args.out:

@@ -69,6 +69,12 @@ def test_sizes_override_and_perf():
     assert case.build(seed=0, size=Size(perf=True)).kwargs["input_ids"].shape == (4, 128)
 
 
+def test_overrides_apply_after_the_shrink():
+    case = HFCase("gemma3", overrides={"text_config.intermediate_size": 256}, id_prefix="x/")
+    assert case.id == "x/gemma3" and case.config().text_config.intermediate_size == 256
+    assert case.param_count() > param_count("gemma3")
+
+
 def test_same_seed_same_workload():
     first, second = (HFCase("llama").build(seed=7, size=Size()) for _ in range(2))
     assert torch.equal(first.kwargs["input_ids"], second.kwargs["input_ids"])

@@ -85,6 +85,7 @@ def test_missing_compilation_metrics_are_unavailable_not_zero(monkeypatch):
     assert "get_compilation_metrics" in cold["phases_s"]
     assert cm.is_unavailable(cold["graphs"])
     assert cold["graph_count"] == 2  # still known, from dynamo's counters
+    assert cold["timed_functions_s"]["OutputGraph.call_user_compiler"] > 0  # coarser account
     [brk] = cold["graph_breaks"]  # the reason survives; the stack says why it is missing
     assert cm.is_unavailable(brk["stack"]) and "graph_break_reasons" in brk["stack"]
     metrics = cold_metrics(cold)
@@ -141,7 +142,7 @@ def check_static_recompiles(result: dict, input_name: str) -> None:
         [reason] = size["reasons"]  # the guard that failed: the sequence length changed
         assert input_name in reason
         assert f"expected {previous}, actual {size['value']}" in reason
-        assert size["recompile_limit_hit"] is False and size["ran_eager"] is False
+        assert size["recompile_limit_hits"] == [] and size["ran_eager"] is False
     dynamic = entry["dynamic"]
     assert dynamic["recompiles"] == 0 and dynamic["sizes"][0]["compiles"] == 1
 
@@ -155,7 +156,8 @@ def test_recompile_limit_sending_the_frame_to_eager_is_reported():
         cm.set_recompile_limit(8)
     static = result["studies"][0]["static"]
     assert [s["compiles"] for s in static["sizes"]] == [1, 1, 0, 0]
-    assert [s["recompile_limit_hit"] for s in static["sizes"]] == [False, False, True, False]
+    assert [bool(s["recompile_limit_hits"]) for s in static["sizes"]] == [0, 0, 1, 0]
+    assert "recompile_limit" in static["sizes"][2]["recompile_limit_hits"][0]
     assert static["eager_after_limit"] == [4, 5]
 
 
@@ -193,8 +195,10 @@ def test_child_is_held_to_the_case_deadline(tmp_path):
 
 
 def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json):
+    # The eager backend keeps compile_wrong's own compile well inside the limit on a busy box.
     out = run_json("--suite", "planted", "--cases", "slow_compile,compile_wrong", "--modes",
-                   "compile", "--compile-timeout", "3", "--probes", "none")
+                   "compile", "--compile-timeout", "3", "--compile-backend", "eager",
+                   "--probes", "none")
     by_case = {r["case"]: r for r in out["results"]}
     slow = by_case["planted/slow_compile"]
     assert (slow["status"], slow["stage"]) == ("compile_timeout", "compile")
@@ -229,7 +233,7 @@ def test_run_records_compile_findings_and_show_prints_them(run_json):
     assert result["metrics"]["compile_graph_break_count"] == 1
     view = out["views"]["compile"]
     [row] = view["rows"]
-    assert row[0] == "planted/graph_break" and row[5].startswith("1: Call to")
+    assert row[0] == "planted/graph_break" and row[5].startswith("1 @ planted.py:")
     assert any("needed more than one graph" in n and n.startswith("1 / 1") for n in view["notes"])
 
 

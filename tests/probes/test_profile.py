@@ -75,6 +75,19 @@ def test_breakdown_of_a_device_timeline_is_a_partition():
     assert sum(split["parts_ms"].values()) == pytest.approx(split["window_ms"])
 
 
+def test_breakdown_on_the_cpu_counts_operators_and_compiled_graphs_as_compute():
+    events = [_x(profile.WINDOW, "user_annotation", 0, 60),
+              _x(profile.STEP, "user_annotation", 0, 50),        # Python around the ops
+              _x("aten::mm", "cpu_op", 0, 10),
+              _x("## Call CompiledFxGraph abc ##", "cpu_op", 20, 20),
+              _x("c10d::allreduce_", "cpu_op", 45, 2)]
+    split = breakdown(events)
+    assert not split["device_timeline"]
+    assert split["parts_ms"] == pytest.approx({
+        "device_compute": 0.030, "communication": 0.002, "copies": 0.0,
+        "host": 0.018, "idle": 0.010})
+
+
 def test_activities_include_the_privateuse1_backend(monkeypatch):
     import torch
     monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "fakedev")
@@ -92,3 +105,19 @@ def test_activities_degrade_without_the_private_api_or_the_activity(monkeypatch)
     monkeypatch.delattr(ProfilerActivity, "XPU", raising=False)
     acts, notes = profile.activities("xpu")
     assert acts == [ProfilerActivity.CPU] and "no ProfilerActivity.XPU" in notes[0]
+
+
+def test_profile_and_train_from_the_command_line(run_json, db, tmp_path):
+    from tests.conftest import torchport
+    out = run_json("--suite", "smoke", "--cases", "smoke/mlp", "--modes", "eager", "--device",
+                   "cpu", "--probes", "none", "--profile", "--train-steps", "3")
+    (result,) = out["results"]
+    assert result["status"] == "pass", result["error"]
+    (trace,) = result["artifacts"]
+    assert os.path.isabs(trace) and trace.startswith(str(tmp_path))
+    with open(trace) as f:
+        assert json.load(f)["traceEvents"]
+    shown = torchport("show", "--db", db, "--json")
+    views = json.loads(shown.stdout)["views"]
+    assert views["profile"]["rows"][0][-1] == trace
+    assert views["train"]["rows"][0][-1] == "ok"

@@ -53,6 +53,22 @@ def test_divergence_fails_the_result_through_the_ladder(monkeypatch):
     assert view["rows"][0][0] == "smoke/mlp" and view["rows"][0][-1] == "diverged"
 
 
+def test_no_verdict_when_the_cpu_baseline_diverges_too(monkeypatch):
+    def broken_in_the_run_dtype(params, side):
+        lr = train.LEARNING_RATE if side == "reference" else float("nan")
+        return torch.optim.SGD(list(params), lr=lr)
+    monkeypatch.setattr(train, "make_optimizer", broken_in_the_run_dtype)
+    report = TrainProbe().safe_run(make_subject(train_steps=3, seed=7))
+    info = report.findings["train"]
+    assert report.status is None and info["tolerance"] is None
+    assert "train_max_loss_divergence" not in report.metrics  # unbounded: no number
+    assert any("no verdict" in n for n in info["notes"])
+    assert None in info["device_losses"]  # nan is not JSON: recorded as None
+    view = train_view.build({}, [{"case": "test/mlp", "mode": "eager", "status": "pass",
+                                  "metrics": report.metrics, "findings": report.findings}])
+    assert view["rows"][0][-1] == "no verdict"
+
+
 def test_compile_mode_trains_through_a_compiled_runner():
     report = TrainProbe().safe_run(make_subject(mode="compile", train_steps=3))
     assert report.status is None and report.metrics["train_max_loss_divergence"] < 1e-5

@@ -43,6 +43,7 @@ GENERIC_RULE: dict[str, int] = {
     "shape_embed_dim": HIDDEN, "ext_pw_out_channel": HIDDEN,
     "depthwise_separable_out_channel": HIDDEN, "nemo_conv_channels": HIDDEN,
     "projection_dim": HIDDEN, "vision_embed_dim": HIDDEN, "audio_embed_dim": HIDDEN,
+    "lru_width": HIDDEN, "output_embedding_size": HIDDEN, "router_hidden_size": HIDDEN,
     # depth
     "num_hidden_layers": LAYERS, "n_layer": LAYERS, "n_layers": LAYERS, "num_layers": LAYERS,
     "decoder_layers": LAYERS, "encoder_layers": LAYERS, "num_encoder_layers": LAYERS,
@@ -55,12 +56,18 @@ GENERIC_RULE: dict[str, int] = {
     "swa_num_key_value_heads": KV_HEADS, "num_query_groups": KV_HEADS,
     "head_dim": HEAD_DIM, "attention_head_dim": HEAD_DIM, "kv_channels": HEAD_DIM,
     "attention_head_size": HEAD_DIM, "swa_head_dim": HEAD_DIM, "global_head_dim": HEAD_DIM,
-    "rotary_dim": SMALL_DIM, "rotary_emb_dim": SMALL_DIM,
+    "rotary_dim": SMALL_DIM, "rotary_emb_dim": SMALL_DIM, "dim_head": HEAD_DIM,
+    "q_lora_rank": RANK, "kv_lora_rank": RANK, "o_lora_rank": RANK, "hc_lowrank": RANK,
+    # linear attention (gated delta net, KDA, lightning): value heads are a multiple of key heads
+    "linear_num_heads": HEADS, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
+    "linear_num_value_heads": HEADS, "linear_key_head_dim": HEAD_DIM,
+    "linear_value_head_dim": HEAD_DIM,
     # feed-forward
     "intermediate_size": INTERMEDIATE, "n_inner": INTERMEDIATE, "ffn_dim": INTERMEDIATE,
     "decoder_ffn_dim": INTERMEDIATE, "encoder_ffn_dim": INTERMEDIATE,
     "ffn_hidden_size": INTERMEDIATE, "d_ff": INTERMEDIATE, "feed_forward_size": INTERMEDIATE,
-    "dense_intermediate_size": INTERMEDIATE,
+    "dense_intermediate_size": INTERMEDIATE, "dff": INTERMEDIATE, "dim_ff": INTERMEDIATE,
+    "d_inner": INTERMEDIATE, "intermediate_size_mlp": INTERMEDIATE, "mlp_dim": INTERMEDIATE,
     # vocabularies and positions (type_vocab_size and friends are already tiny)
     "vocab_size": VOCAB, "decoder_vocab_size": VOCAB, "shape_vocab_size": VOCAB,
     "pronunciation_vocab_size": VOCAB, "vocab_size_per_layer_input": VOCAB,
@@ -76,8 +83,10 @@ GENERIC_RULE: dict[str, int] = {
     "shared_expert_intermediate_size": MOE_INTERMEDIATE, "expert_ffn_hidden_size": MOE_INTERMEDIATE,
     "shared_experts_intermediate_size": MOE_INTERMEDIATE,
     "moe_shared_expert_intermediate_size": MOE_INTERMEDIATE,
+    "shared_intermediate_size": MOE_INTERMEDIATE, "zero_expert_num": EXPERTS,
     # adapters and per-layer embeddings
-    "hidden_size_per_layer_input": SMALL_DIM, "laurel_rank": SMALL_DIM,
+    "hidden_size_per_layer_input": SMALL_DIM, "laurel_rank": SMALL_DIM, "adapter_rank": SMALL_DIM,
+    "ple_embed_dim": HEAD_DIM,
 }
 
 EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -203,11 +212,9 @@ def _fill_router_top_k(node: Any, before: Before) -> None:
 
 
 def _shrink_latent_attention(node: Any, before: Before) -> None:
-    """MLA: low ranks, and qk_head_dim = nope + rope (models split q at that boundary)."""
+    """MLA (ranks are in the generic rule): qk_head_dim = nope + rope, where q is split."""
     if not _is_int(read_field(node, "kv_lora_rank")):
         return
-    for name in ("q_lora_rank", "kv_lora_rank", "o_lora_rank"):
-        _set_if_int(node, name, RANK)
     _set_if_int(node, "qk_nope_head_dim", SMALL_DIM)
     _set_if_int(node, "qk_rope_head_dim", SMALL_DIM)
     _set_if_int(node, "v_head_dim", HEAD_DIM)

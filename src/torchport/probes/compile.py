@@ -24,7 +24,7 @@ import tempfile
 
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.probes.compile_metrics import is_unavailable, unavailable, warm_verdict
-from torchport.probes.compile_run import ChildOutcome, run_child
+from torchport.probes.compile_run import Child, ChildOutcome
 from torchport.timing import clock
 
 # Seconds kept back from the case deadline so the worker can still report after a child.
@@ -47,22 +47,29 @@ class CompileProbe(Probe):
                 "device": config.device, "dtype": config.dtype, "seed": config.seed,
                 "batch": config.batch, "seq": config.seq, "backend": backend}
         deadline = case_deadline(subject)
+        tasks = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
         root = tempfile.mkdtemp(prefix="torchport-compile-")
+        children: dict[str, Child] = {}
         try:
             # Cache locations go in the environment, so the child's torch reads them at import.
             env = {**os.environ, **adapter.cache_dirs(root)}
-
-            def child(task: str, **extra) -> ChildOutcome:
+            # All children start at once and wait, built, for a go: their imports and builds
+            # overlap, and each measured part then runs alone on the machine.
+            for task in tasks:
+                children[task] = Child({**spec, "task": task, "hold": True,
+                                        "shapes": config.shapes}, env, root)
+            for child in children.values():
+                child.wait_ready(deadline)
+            runs: dict[str, ChildOutcome] = {}
+            for task, child in children.items():
+                if task != "cold" and not succeeded(runs["cold"]):
+                    break  # warm needs what cold leaves behind; shapes, a working compile
                 subject.emit({"event": "stage", "stage": f"probe:compile:{task}"})
-                return run_child({**spec, "task": task, **extra}, env, deadline=deadline,
-                                 compile_timeout_s=config.compile_timeout_s, log_dir=root)
-
-            runs = {"cold": child("cold")}
-            if succeeded(runs["cold"]):
-                runs["warm"] = child("warm")
-                if config.shapes:
-                    runs["shapes"] = child("shapes", shapes=config.shapes)
+                child.go()
+                runs[task] = child.finish(deadline, config.compile_timeout_s)
         finally:
+            for child in children.values():
+                child.kill()
             shutil.rmtree(root, ignore_errors=True)
         return build_report(runs, backend, config)
 

@@ -13,7 +13,10 @@ shapes       the recompile study (``compile_shapes``).
 
 Events go back as JSON lines on ``--fd`` (stdout and stderr stay free for user code): stage
 (the parent enforces the compile time limit while the stage is "compile"), record (a partial
-result) and result. Failures come back as data, with a status from the ladder's vocabulary.
+result), ready and result. A child started with ``"hold": true`` builds the case, says ready
+and waits for a line on stdin before it places, times or compiles anything: the parent starts
+its children together (their imports and builds overlap) and lets one measure at a time.
+Failures come back as data, with a status from the ladder's vocabulary.
 """
 
 from __future__ import annotations
@@ -53,8 +56,8 @@ def failure_status(stage: str, exc: BaseException) -> str:
             return "compile_fail"
         # Anything else raised by the first compiled call came from running compiled code.
         return "compile_fail" if isinstance(exc, TorchDynamoException) else "compiled_run_fail"
-    return {"build": "build_fail", "place": "place_fail", "eager": "eager_fail"}.get(
-        stage, "crash")
+    return {"build": "build_fail", "place": "place_fail", "eager": "eager_fail",
+            "compiled_run": "compiled_run_fail"}.get(stage, "crash")
 
 
 class StageFailed(Exception):
@@ -72,24 +75,37 @@ def staged(emit, stage: str, fn):
         raise StageFailed(stage, exc) from exc
 
 
-def build_placed(case, spec: dict, size, device: str):
-    """The case built and placed as the ladder does it: seeded, eval mode, run dtype."""
-    import torch
-    from torchport.runner.execute import place
+def build(case, spec: dict, size):
+    """The case built as the ladder builds it: seeded, on the CPU, in eval mode."""
     workload = case.build(seed=spec["seed"], size=size)
     workload.model.eval()  # the ladder steps in eval mode (dropout off)
+    return workload
+
+
+def place_on(workload, spec: dict, device: str):
+    import torch
+    from torchport.runner.execute import place
     return place(workload, device, getattr(torch, spec["dtype"]))
 
 
-def measure(case, spec: dict, adapter, emit) -> dict:
-    """Eager first step, then the first compiled step, and what the compilation recorded."""
+def build_placed(case, spec: dict, size, device: str):
+    return place_on(build(case, spec, size), spec, device)
+
+
+def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
+    """Eager first step, then the first compiled step, and what the compilation recorded.
+
+    ``ready()`` is called once the case is built, before anything is placed or timed.
+    """
     import torch
     from torchport.cases.base import Size
     from torchport.runner.execute import make_step
     from torchport.timing import timed
     sync = adapter.synchronize
-    placed = staged(emit, "build", lambda: build_placed(
-        case, spec, Size(batch=spec.get("batch"), seq=spec.get("seq")), adapter.device()))
+    workload = staged(emit, "build", lambda: build(
+        case, spec, Size(batch=spec.get("batch"), seq=spec.get("seq"))))
+    ready()
+    placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device()))
     model = placed.model
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
     runner = torch.compile(model, backend=spec["backend"])
@@ -102,11 +118,15 @@ def measure(case, spec: dict, adapter, emit) -> dict:
     snapshot = cm.counters_snapshot()
     entries = cm.compilation_metrics()
     backend_counters = getattr(adapter, "compile_cache_counters", None)
-    return {"status": "ok", "first_step_s": first_s, "second_step_s": second_s,
-            "eager_first_step_s": eager_s, "cache": cm.cache_counts(snapshot),
-            "backend_cache": backend_counters() if backend_counters else None,
-            "frames": snapshot.get("frames", {}) if isinstance(snapshot, dict) else snapshot,
-            "graph_breaks": cm.graph_breaks(snapshot), **cm.summarize(entries, snapshot)}
+    found = {"status": "ok", "first_step_s": first_s, "second_step_s": second_s,
+             "eager_first_step_s": eager_s, "cache": cm.cache_counts(snapshot),
+             "backend_cache": backend_counters() if backend_counters else cm.unavailable(
+                 f"the {adapter.name} adapter has no compile_cache_counters()"),
+             "frames": snapshot.get("frames", {}) if isinstance(snapshot, dict) else snapshot,
+             "graph_breaks": cm.graph_breaks(snapshot), **cm.summarize(entries, snapshot)}
+    if cm.is_unavailable(entries):  # no per-frame phases: keep the coarser account instead
+        found["timed_functions_s"] = cm.timed_functions()
+    return found
 
 
 def main(argv=None) -> int:
@@ -116,6 +136,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     spec = json.loads(args.spec)
+
+    def ready() -> None:
+        """A held child says it is ready and waits for the parent's go (a line on stdin)."""
+        if spec.get("hold"):
+            channel.emit({"event": "ready"})
+            sys.stdin.readline()
     try:
         from torchport.cases.registry import find_case
         from torchport.devices import get_adapter
@@ -123,10 +149,12 @@ def main(argv=None) -> int:
         adapter.prepare()
         case = find_case(spec["suite"], spec["case"], workload=spec.get("workload"))
         if spec["task"] == "shapes":
+            import torch  # noqa: F401 - imported while held, not after the go
             from torchport.probes.compile_shapes import study
+            ready()
             result = study(case, spec, adapter, channel.emit)
         else:
-            result = measure(case, spec, adapter, channel.emit)
+            result = measure(case, spec, adapter, channel.emit, ready)
     except StageFailed as failed:
         result = {"status": failure_status(failed.stage, failed.exc), "stage": failed.stage,
                   "error": error_dict(failed.exc)}

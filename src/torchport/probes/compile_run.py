@@ -35,85 +35,113 @@ class ChildOutcome:
     tail: str = ""
 
 
-def run_child(spec: dict, env: dict, *, deadline: float, compile_timeout_s: float | None,
-              log_dir: str) -> ChildOutcome:
-    """Run ``python -m torchport.probes.compile_child`` for ``spec`` under both limits."""
-    read_fd, write_fd = os.pipe()
-    log = tempfile.NamedTemporaryFile("w+b", dir=log_dir, prefix=f"{spec['task']}-",
-                                      suffix=".log", delete=False)
-    started = clock()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchport.probes.compile_child", "--fd", str(write_fd),
-         "--spec", json.dumps(spec)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-        env=env, start_new_session=True)
-    os.close(write_fd)
-    outcome = ChildOutcome(ended="crash")
-    buffer, compile_deadline = b"", None
-    try:
-        while True:
+class Child:
+    """One ``python -m torchport.probes.compile_child`` process and its event stream."""
+
+    def __init__(self, spec: dict, env: dict | None, log_dir: str):
+        read_fd, write_fd = os.pipe()
+        self.log = tempfile.NamedTemporaryFile("w+b", dir=log_dir, prefix=f"{spec['task']}-",
+                                               suffix=".log", delete=False)
+        self.started = clock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "torchport.probes.compile_child", "--fd", str(write_fd),
+             "--spec", json.dumps(spec)],
+            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), env=env, start_new_session=True)
+        os.close(write_fd)
+        self.read_fd, self.buffer = read_fd, b""
+        self.outcome = ChildOutcome(ended="crash")
+        self.done = False
+
+    def wait_ready(self, deadline: float) -> None:
+        """Read until a held child says ready (or ends: its outcome is then kept)."""
+        self._read(deadline, None, until="ready")
+
+    def go(self) -> None:
+        """Release a held child; from here its time counts as its own (``elapsed_s``)."""
+        self.started = clock()
+        if not self.done:
+            try:
+                self.proc.stdin.write(b"go\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass  # it died while held: finish() reports how
+
+    def finish(self, deadline: float, compile_timeout_s: float | None) -> ChildOutcome:
+        """Read until the result, or until a limit passes; then end the process group."""
+        self._read(deadline, compile_timeout_s, until="result")
+        self.kill()
+        return self.outcome
+
+    def _read(self, deadline: float, compile_timeout_s: float | None, until: str) -> None:
+        compile_deadline = None
+        while not self.done:
             limit = deadline if compile_deadline is None else min(deadline, compile_deadline)
-            line, buffer = _next_line(read_fd, buffer, limit)
+            line = self._next_line(limit)
             if line is None:
-                if clock() >= limit:  # a limit passed: end the whole group
-                    outcome.ended = ("compile_timeout" if compile_deadline is not None
-                                     and clock() >= compile_deadline else "deadline")
-                break  # else end of stream: the child died without a result
+                if clock() >= limit:  # a limit passed
+                    self.outcome.ended = ("compile_timeout" if compile_deadline is not None
+                                          and clock() >= compile_deadline else "deadline")
+                self.done = True  # else end of stream: the child died without a result
+                return
             event = json.loads(line)
             if event["event"] == "stage":
-                outcome.stage = event["stage"]
+                self.outcome.stage = event["stage"]
                 compile_deadline = (clock() + compile_timeout_s if event["stage"] == "compile"
                                     and compile_timeout_s else None)
             elif event["event"] == "record":
-                outcome.records.append(event["record"])
+                self.outcome.records.append(event["record"])
             elif event["event"] == "result":
-                outcome.ended, outcome.result = "result", event["result"]
-                break
-    finally:
-        code = _stop(proc)
-        os.close(read_fd)
-        outcome.elapsed_s = clock() - started
-        outcome.exit = None if outcome.ended == "result" else describe(code)
-        outcome.tail = _tail(log)
-        log.close()
-    return outcome
+                self.outcome.ended, self.outcome.result = "result", event["result"]
+                self.done = True
+            if event["event"] == until:
+                return
+
+    def _next_line(self, deadline: float) -> bytes | None:
+        """The next line of events, or None at end of stream or when ``deadline`` passes."""
+        while b"\n" not in self.buffer:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.read_fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self.read_fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def kill(self) -> None:
+        """Kill the whole group (compile workers too). A child that reported has nothing left
+        to do: its caches were written before its compiled step returned."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        code = self.proc.wait()
+        os.close(self.read_fd)
+        self.proc.stdin.close()
+        self.done = True
+        self.outcome.elapsed_s = clock() - self.started
+        self.outcome.exit = None if self.outcome.ended == "result" else describe(code)
+        self.log.flush()
+        self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(0, self.log.tell() - TAIL_CHARS))
+        self.outcome.tail = self.log.read().decode(errors="replace")
+        self.log.close()
 
 
-def _next_line(fd: int, buffer: bytes, deadline: float) -> tuple[bytes | None, bytes]:
-    """The next line from ``fd``, or None at end of stream or when ``deadline`` passes."""
-    while b"\n" not in buffer:
-        remaining = deadline - clock()
-        if remaining <= 0:
-            return None, buffer
-        ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-        if not ready:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return None, buffer
-        buffer += chunk
-    line, buffer = buffer.split(b"\n", 1)
-    return line, buffer
-
-
-def _stop(proc: subprocess.Popen) -> int:
-    """Kill the child's whole group (its compile workers too). A child that has reported has
-    nothing left to do: its caches were written before its compiled step returned."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return proc.wait()
+def run_child(spec: dict, env: dict | None, *, deadline: float,
+              compile_timeout_s: float | None, log_dir: str) -> ChildOutcome:
+    """Run one child from start to end under both limits."""
+    return Child(spec, env, log_dir).finish(deadline, compile_timeout_s)
 
 
 def describe(code: int | None) -> str:
     if code is None:
         return "not started"
     return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-
-
-def _tail(log) -> str:
-    log.flush()
-    log.seek(0, os.SEEK_END)
-    log.seek(max(0, log.tell() - TAIL_CHARS))
-    return log.read().decode(errors="replace")

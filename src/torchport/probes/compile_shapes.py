@@ -112,7 +112,7 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
             emit({"event": "stage", "stage": "collect"})
             sizes.append(size_record(value, first_s, cm.compilation_metrics(),
                                      cm.counters_snapshot(), watch, hits_before, limit_hit))
-            limit_hit = limit_hit or sizes[-1]["recompile_limit_hit"] is True
+            limit_hit = limit_hit or sizes[-1]["ran_eager"] is True
     finally:
         watch.close()
     compiles = [s["compiles"] for s in sizes]
@@ -128,17 +128,17 @@ def size_record(value, first_s: float, entries, snapshot, watch, hits_before: in
     if cm.is_unavailable(entries):
         compiles = reasons = compile_s = entries
     else:
-        compiled = [e for e in entries if e["ops"] is not None and not e["fail_type"]]
+        compiled = [e for e in entries if e["ops"] is not None and not e["fail_type"]]  # frames
         compiles = len(compiled)
         reasons = sorted({e["recompile_reason"] for e in entries if e["recompile_reason"]})
         compile_s = sum(e["phases_us"].get("dynamo", 0) for e in compiled) / 1e6
     if watch.available:
-        hit = len(watch.hits) > hits_before
-        # Past the limit dynamo marks the frame to run eagerly from then on: a later size that
-        # compiled nothing ran as plain Python.
-        ran_eager = hit or (limit_hit_before and compiles == 0)
+        hit = [f"{compile_id} ({limit})" for compile_id, limit in watch.hits[hits_before:]]
+        # Past the limit dynamo runs that frame eagerly from then on, without an error: a
+        # later size that compiled nothing ran (at least partly) as plain Python.
+        ran_eager = bool(hit) or (limit_hit_before and compiles == 0)
     else:
         hit = ran_eager = watch.reason
     return {"value": value, "compiles": compiles, "reasons": reasons, "first_step_s": first_s,
             "compile_s": compile_s, "cache": cm.cache_counts(snapshot),
-            "recompile_limit_hit": hit, "ran_eager": ran_eager}
+            "recompile_limit_hits": hit, "ran_eager": ran_eager}

@@ -155,8 +155,8 @@ class PerfProbe(Probe):
                                          warmup=WARMUP_ROUNDS)
         if watch.hits:
             info["recompile_limit_hits"] = watch.hits[:20]
-            notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s) while "
-                         "timing: those frames ran eagerly inside the compiled step")
+            notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
+                         "frames ran eagerly inside the compiled step")
         if adapter.torch_type == "cpu":
             info["host_load"] = host_load()
         info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=

@@ -6,7 +6,7 @@ artifact (opens in Perfetto / chrome://tracing). From the trace, the profiled wi
 into parts that never overlap, in this order of precedence:
 
   device compute  device kernels (on the CPU, or a backend without a device timeline: time
-                  inside aten operators, i.e. the CPU kernels)
+                  inside aten operators and compiled graphs, i.e. the CPU kernels)
   communication   collective kernels / ops (nccl, gloo, c10d) not hidden under compute
   copies          host<->device memory copies not hidden under the above
   host            the host busy (Python, dispatch, launches) while the device waits
@@ -30,6 +30,9 @@ STEPS = 3
 WINDOW, STEP = "torchport_profiled_steps", "torchport_step"
 COMM = re.compile(r"nccl|gloo|c10d::|all_reduce|allreduce|all_gather|reduce_scatter|all_to_all",
                   re.IGNORECASE)
+# Inductor wraps a compiled graph's call in a record_function of this name: on the CPU its
+# generated kernels run inside it, not as aten operators.
+COMPILED_GRAPH = re.compile(r"CompiledFxGraph")
 DEVICE_ACTIVITY = {"cuda": "CUDA", "xpu": "XPU", "hpu": "HPU", "mtia": "MTIA"}
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 PARTS = ("device_compute", "communication", "copies", "host", "idle")
@@ -110,7 +113,8 @@ def breakdown(events: list[dict]) -> dict:
         host = [e for e in spans if e.get("cat") not in DEVICE_CATEGORIES]
     else:  # the CPU is the device: its kernels are the aten operators
         ops = [e for e in spans if e.get("cat") == "cpu_op"]
-        compute = [e for e in ops if e["name"].startswith("aten::")
+        compute = [e for e in ops if (e["name"].startswith("aten::")
+                                      or COMPILED_GRAPH.search(e["name"]))
                    and not COMM.search(e["name"])]
         comm = [e for e in ops if COMM.search(e["name"])]
         copies = []
@@ -183,7 +187,8 @@ class ProfileProbe(Probe):
         split = breakdown(events)
         if not split["device_timeline"]:
             notes.append("no device timeline in the trace: device compute is the time inside "
-                         "aten operators (the CPU kernels), host is the time between them")
+                         "aten operators and compiled graphs (the CPU kernels), host is the time "
+                         "between them")
         info.update(trace=path, wall_ms=wall_s * 1e3, window_ms=split["window_ms"],
                     breakdown_ms=split["parts_ms"], device_timeline=split["device_timeline"],
                     top_ops=top_ops(prof, split["device_timeline"]),

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-COLUMNS = ["case", "cold first step", "warm first step", "eager first step", "graphs (ops)",
-           "graph breaks", "recompiles", "status"]
+COLUMNS = ["case", "cold", "warm", "eager", "graphs (ops)", "breaks", "recompiles", "status"]
 
 
 def _secs(value) -> str:
@@ -49,11 +48,12 @@ def graphs_cell(cold: dict) -> str:
     if not isinstance(graphs, list):
         count = cold.get("graph_count")
         return str(count) if count is not None else "-"
-    ops = "+".join(str(g["ops"]) for g in graphs[:6]) + ("+..." if len(graphs) > 6 else "")
-    return f"{len(graphs)} ({ops})"
+    ops = "+".join(str(g["ops"]) for g in graphs[:4]) + ("+..." if len(graphs) > 4 else "")
+    return f"{len(graphs)} ({ops})" if graphs else "0"
 
 
 def breaks_cell(c: dict) -> str:
+    """Breaks met, and where the first distinct one is (reason and stack are in findings)."""
     breaks = c.get("graph_breaks")
     if breaks is None:
         return "-"
@@ -61,26 +61,27 @@ def breaks_cell(c: dict) -> str:
         return breaks
     if not breaks:
         return "0"
-    first = breaks[0]
-    where = first["stack"][-1].split(" in ")[0] if isinstance(first["stack"], list) and \
-        first["stack"] else ""
-    reason = first["reason"].splitlines()[0][:60]
-    more = f" (+{len(breaks) - 1} more)" if len(breaks) > 1 else ""
-    return f"{sum(b['count'] for b in breaks)}: {reason} @ {where.rsplit('/', 1)[-1]}{more}"
+    first = breaks[0]["stack"]
+    where = first[-1].split(" in ")[0].rsplit("/", 1)[-1] if isinstance(first, list) and \
+        first else breaks[0]["reason"].splitlines()[0][:40]
+    distinct = f", {len(breaks)} distinct" if len(breaks) > 1 else ""
+    return f"{sum(b['count'] for b in breaks)}{distinct} @ {where}"
 
 
 def recompiles_cell(c: dict) -> str:
+    """Recompiles over the --shapes sizes per mode, and sizes where the limit forced eager."""
     shapes = c.get("shapes")
     if not shapes:
         return "-"
     if shapes.get("status") != "ok":
         return _unavailable(shapes)
-    parts = []
-    for study in shapes.get("studies") or ():
+    parts, studies = [], shapes.get("studies") or ()
+    substituted = any(s.get("note") for s in studies)  # batch studied in place of a missing seq
+    for study in studies:
         if "not_applicable" in study:
-            parts.append(study["not_applicable"])
+            if not substituted:
+                parts.append(f"{study['dim']}: not applicable")
             continue
-        sizes = ",".join(str(v) for v in study["values"])
         modes = []
         for mode in ("static", "dynamic"):
             data = study.get(mode) or {}
@@ -89,8 +90,10 @@ def recompiles_cell(c: dict) -> str:
                 continue
             eager = data.get("eager_after_limit") or []
             modes.append(f"{mode} {data['recompiles']}" +
-                         (f" (limit hit: eager at {','.join(map(str, eager))})" if eager else ""))
-        parts.append(f"{study['dim']} {sizes}: " + ", ".join(modes))
+                         (f" (eager at {','.join(map(str, eager))})" if eager else ""))
+        label = study["dim"] + (" (no seq)" if study.get("note") else "")
+        parts.append(f"{label} {','.join(str(v) for v in study['values'])}: " +
+                     ", ".join(modes))
     return "; ".join(parts) or "-"
 
 
@@ -114,8 +117,9 @@ def build(run, results):
                      breaks_cell(c), recompiles_cell(c), r["status"]])
     if not rows:
         return None
-    notes = ["first step = time to the first compiled step (forward, and backward when the case "
-             "trains); cold: fresh process, empty caches; warm: fresh process, cold's caches"]
+    notes = ["cold / warm: first compiled step (forward, and backward when the case trains) in a "
+             "fresh process with empty caches / with the caches cold left; eager: first eager "
+             "step; recompiles: frames recompiled after the first size of --shapes"]
     if colds:
         notes.append(f"cold compile: median {statistics.median(colds):.2f} s, max "
                      f"{max(colds):.2f} s over {len(colds)} / {len(rows)} cases")
