@@ -122,3 +122,25 @@ def test_smoke_suite_perf_acceptance(run_json):
             assert "perf_tokens_per_s" in m
         if r["mode"] == "compile":
             assert "perf_speedup" in m
+
+
+@pytest.mark.slow
+def test_gpu_check_script_runs_end_to_end_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.py from an uninstalled checkout (entry points from pyproject)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(repo / "benchmarks" / "gpu_check.py"), "--tiny", "--device", "cpu",
+         "--dtype", "float32", "--budget-s", "0.2", "--force-shim", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (tmp_path / "report.txt").read_text()
+    assert report.startswith("$ python3 ") and "finished" in report
+    assert "entry points from pyproject.toml" in report
+    assert "compiled" in report and "MFU (6·N·T" in report
+    for name in ("llama_perf.json", "smoke_perf.txt", "smoke_train_profile.txt"):
+        assert (tmp_path / name).exists(), name

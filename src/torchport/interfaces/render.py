@@ -7,6 +7,14 @@ from rich.markup import escape
 from rich.table import Table
 
 
+def make_console(**kwargs) -> Console:
+    """A console that does not squeeze tables to 80 columns when output is piped to a file."""
+    console = Console(**kwargs)
+    if not console.is_terminal:
+        console = Console(width=160, **kwargs)
+    return console
+
+
 def view_table(view: dict) -> Table:
     table = Table(title=view["title"], title_justify="left", show_lines=False)
     for column in view["columns"]:

@@ -108,7 +108,7 @@ def child_findings(outcome: ChildOutcome, config) -> dict:
         found = {"status": "crash", "stage": outcome.stage, "error": {
             "type": "ChildCrash", "message": f"the compile child died ({outcome.exit}) during "
             f"stage '{outcome.stage}'", "traceback": outcome.tail[-TAIL_CHARS:]}}
-    if outcome.records:
+    if outcome.records and found.get("status") != "ok":  # what completed before it ended
         found.setdefault("records", outcome.records)
     found["elapsed_s"] = outcome.elapsed_s
     return found

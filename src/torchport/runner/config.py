@@ -57,6 +57,8 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"--{name} must be a positive integer")
+        if self.perf_budget_s <= 0:
+            raise ConfigError("--perf-budget must be positive seconds")
         if self.train_steps < 0:
             raise ConfigError("--train-steps must be >= 0")
 

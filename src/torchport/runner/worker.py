@@ -23,6 +23,16 @@ class Channel:
         self.stream.flush()
 
 
+def _reset_compiler() -> None:
+    """Forget earlier cases' compiled frames: dynamo's recompile limits accumulate over a
+    worker's life, and past them frames silently run eagerly."""
+    try:
+        import torch._dynamo
+        torch._dynamo.reset()
+    except Exception:  # private API: a torch without it simply keeps its state
+        pass
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fd", type=int, required=True)
@@ -48,6 +58,7 @@ def main(argv=None) -> int:
     for line in sys.stdin:
         task = json.loads(line)
         config = RunConfig.from_dict(task["config"])
+        _reset_compiler()
         try:
             case = find_case(config.suite, task["case"], workload=config.workload)
             result = Ladder(case, task["mode"], config, adapter, channel.emit,

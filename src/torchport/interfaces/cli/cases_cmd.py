@@ -32,7 +32,7 @@ def command(suite, params, db, as_json):
     if as_json:
         echo_json(rows)
         return
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from rich.table import Table
     table = Table(title=f"suite {suite}: {len(rows)} cases", title_justify="left")
     columns = ["case", "tags"] + (["params"] if params else []) + ["last status", "note"]
@@ -43,4 +43,4 @@ def command(suite, params, db, as_json):
                       *([f"{row['params']:,}" if isinstance(row.get("params"), int)
                          else str(row.get("params"))] if params else []),
                       row["last_status"] or "-", row.get("skip_reason") or "")
-    Console().print(table)
+    make_console().print(table)

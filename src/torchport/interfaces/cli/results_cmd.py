@@ -8,7 +8,7 @@ from torchport.interfaces.cli.common import (
 
 
 def print_results(results) -> None:
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from rich.table import Table
     from torchport.interfaces.views.matrix import key_metric
     table = Table(title=f"{len(results)} results", title_justify="left")
@@ -17,7 +17,7 @@ def print_results(results) -> None:
     for r in results:
         table.add_row(r["run_id"], r["case"], r["mode"], r["status"], r["stage"] or "",
                       r["grade"] or "", key_metric(r))
-    Console().print(table)
+    make_console().print(table)
 
 
 @click.command("results")

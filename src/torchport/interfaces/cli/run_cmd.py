@@ -84,6 +84,8 @@ def _check_workload(path: str) -> None:
 @click.option("--train-steps", default=0, type=int, help="Training-loss parity over N steps.")
 @click.option("--profile", is_flag=True, help="Keep a torch.profiler trace per result.")
 @click.option("--peak-tflops", default=None, type=float, help="Device peak for MFU.")
+@click.option("--perf-budget", "perf_budget_s", default=2.0, show_default=True, type=float,
+              help="Seconds of timed steps per side (eager/compiled) in the perf probe.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE")
 @click.option("--resume", "resume", default=None, metavar="RUN_ID",
               help="Finish an interrupted run: only what is missing runs.")
@@ -91,7 +93,7 @@ def _check_workload(path: str) -> None:
 @json_option
 def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout_s,
             compile_timeout_s, compile_backend, probes, strict, batch, seq, shapes, train_steps,
-            profile, peak_tflops, labels, resume, db, as_json):
+            profile, peak_tflops, perf_budget_s, labels, resume, db, as_json):
     """Run a suite (or your workload) on a device and record the evidence."""
     from torchport.runner.config import RunConfig
     from torchport.runner.sweep import command_line, expand, new_run_id
@@ -128,7 +130,8 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
                 device=device, dtype=dtype, seed=seed, timeout_s=timeout_s,
                 compile_timeout_s=compile_timeout_s, compile_backend=compile_backend,
                 probes=chosen, strict=strict, batch=batch, seq=seq, shapes=_shapes(shapes),
-                train_steps=train_steps, profile=profile, peak_tflops=peak_tflops)
+                train_steps=train_steps, profile=profile, peak_tflops=peak_tflops,
+                perf_budget_s=perf_budget_s)
         run_id, label_map = new_run_id(), _labels(labels)
     with problems():
         items = expand(config)
@@ -143,14 +146,14 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
 
 
 def _execute_with_progress(store, run_id, config, items, *, quiet: bool) -> str:
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     from torchport.runner.pool import WorkerStartError
     from torchport.runner.sweep import execute
     done = store.done_items(run_id)
     remaining = [i for i in items if (i.case, i.mode) not in done]
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                   console=console, disable=quiet, transient=False) as progress:
@@ -175,7 +178,7 @@ def _execute_with_progress(store, run_id, config, items, *, quiet: bool) -> str:
 
 
 def _report(store, run_id, state, as_json) -> None:
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from torchport.interfaces.render import print_views
     from torchport.interfaces.views import build_views
     run = store.get_run(run_id)
@@ -185,7 +188,7 @@ def _report(store, run_id, state, as_json) -> None:
         echo_json({"run_id": run_id, "state": state, "views": views,
                    "results": [public_result(r) for r in results]})
     else:
-        console = Console()
+        console = make_console()
         print_views(console, views)
         console.print(f"run {run_id}: {state}; 'torchport show {run_id}' for details")
     if state == "interrupted":

@@ -14,7 +14,7 @@ def command(db, as_json):
     if as_json:
         echo_json(runs)
         return
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from rich.table import Table
     table = Table(title=f"{len(runs)} runs", title_justify="left")
     for column in ("run", "started", "state", "suite", "device", "results", "labels"):
@@ -24,4 +24,4 @@ def command(db, as_json):
         labels = ", ".join(f"{k}={v}" for k, v in run["labels"].items())
         table.add_row(run["id"], run["started_at"], run["state"], run["suite"], run["device"],
                       f"{sum(run['counts'].values())}/{len(run['plan'])}: {counts}", labels)
-    Console().print(table)
+    make_console().print(table)

@@ -24,9 +24,9 @@ def command(run_id, db, as_json):
         echo_json({"run": run, "environment": environment, "views": views,
                    "results": [public_result(r) for r in results]})
         return
-    from rich.console import Console
+    from torchport.interfaces.render import make_console
     from torchport.interfaces.render import environment_lines, print_views
-    console = Console()
+    console = make_console()
     labels = ", ".join(f"{k}={v}" for k, v in run["labels"].items()) or "-"
     console.print(f"[bold]run {run['id']}[/bold]  {run['state']}  suite {run['suite']}  device "
                   f"{run['device']}  dtype {run['config'].get('dtype')}  labels {labels}")
