@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,8 +41,11 @@ def sweep(suite: str, device: str, probes: str, cache: str, extra: list[str]) ->
            "--device", device, "--modes", "compile", "--probes", probes,
            "--db", os.path.join(work, "kb.db"), "--json", *extra]
     start = clock()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
-    wall_s = clock() - start
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
+        wall_s = clock() - start
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     return {"wall_s": wall_s, "results": json.loads(proc.stdout)["results"]}

@@ -29,6 +29,7 @@ class Subject:
     step: Callable[[], dict]
     make_runner: Callable[[], Any]
     emit: Callable[[dict], None] = lambda event: None
+    case_deadline: float | None = None  # timing.clock() value when the supervisor kills the case
 
 
 @dataclass(kw_only=True)

@@ -26,8 +26,10 @@ def load_probe(name: str):
 
 
 # What a plain ``torchport run`` measures besides the ladder: placement where the device is not
-# the host (the point of evaluating a backend), compile economics and a short perf pass.
-DEFAULT_PROBES = ("placement", "compile", "perf")
+# the host (the point of evaluating a backend) and a short perf pass. Compile economics (cold and
+# warm compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
+# for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
+DEFAULT_PROBES = ("placement", "perf")
 
 
 def default_probes(device: str) -> tuple[str, ...]:

@@ -73,6 +73,7 @@ class Ladder:
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Outcome(case=case.id, case_version=case.version, mode=mode)
+        self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
 
     def stage(self, name: str, fn: Callable[[], object]):
@@ -138,7 +139,7 @@ class Ladder:
                           device=self.adapter.device(), dtype=dtype, workload=placed,
                           model=module, runner=runner, step=step,
                           make_runner=lambda: self._compile(module) if self.mode == "compile"
-                          else module, emit=self.emit)
+                          else module, emit=self.emit, case_deadline=self.case_deadline)
         self._probes(subject)
         return self.out.to_dict()
 

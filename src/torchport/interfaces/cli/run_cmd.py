@@ -75,8 +75,9 @@ def _check_workload(path: str) -> None:
               help="Limit on one compilation, in seconds (status compile_timeout).")
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
 @click.option("--probes", default=None,
-              help="Probes besides the ladder, comma-separated (default: placement off-CPU, "
-                   "compile, perf); 'none' for the ladder alone.")
+              help="Probes besides the ladder, comma-separated: placement, perf, compile, "
+                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
+                   "alone.")
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
@@ -118,7 +119,8 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
                   () if probes.strip() == "none" else split_csv([probes]))
         # Flags that ask for a measurement add its probe.
         chosen = tuple(chosen) + tuple(p for p, wanted in (("train", train_steps > 0),
-                                                           ("profile", profile))
+                                                           ("profile", profile),
+                                                           ("compile", bool(shapes)))
                                        if wanted and p not in chosen)
         with problems():
             from torchport.probes.registry import load_probe
