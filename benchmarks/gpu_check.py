@@ -185,7 +185,7 @@ def llama_check(args, report: Report) -> None:
 
     from torchport.devices import get_adapter
     from torchport.probes.base import Subject
-    from torchport.probes.flops import flops_6nt, params_6nt
+    from torchport.probes.flops import flops_6nt
     from torchport.probes.perf import PerfProbe
     from torchport.runner.config import RunConfig
     adapter = get_adapter(args.device)

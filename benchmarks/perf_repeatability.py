@@ -16,6 +16,9 @@ import statistics
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import emit  # noqa: E402
+
 
 def host_speed_ms() -> float:
     """Median time of a fixed single-thread matmul in this process: how fast the shared
@@ -100,12 +103,7 @@ def main(argv=None) -> int:
     lines.append(f"largest spread {worst:.1%} (target {args.target:.0%}); spread = (max - min) / "
                  "median of the per-run medians; a host-speed spread near or above the target "
                  "means the machine itself was not steady")
-    report = "\n".join(lines)
-    print(report)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(report + "\n")
+    emit(lines, args.out)
     return 0 if worst <= args.target else 1
 
 

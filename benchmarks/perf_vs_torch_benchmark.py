@@ -17,6 +17,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import emit  # noqa: E402
+
 
 def _step(suite: str, case_id: str, device: str, dtype_name: str):
     import torch
@@ -98,12 +101,7 @@ def main(argv=None) -> int:
                      f"{[round(x, 4) for x in result['rounds_torch_benchmark_ms']]}")
     lines.append(f"largest deviation {worst:.1%} (target {args.target:.0%}); ratio = median of "
                  f"per-round ratios; load average after {os.getloadavg()[0]:.2f}")
-    report = "\n".join(lines)
-    print(report)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(report + "\n")
+    emit(lines, args.out)
     return 0 if worst <= args.target else 1
 
 

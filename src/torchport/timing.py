@@ -8,6 +8,7 @@ synchronisations. Both sit behind one interface, ``StepTimer``.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from dataclasses import dataclass
@@ -99,12 +100,22 @@ def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer,
             timer(sides[name])
         rounds += 1
     samples: dict[str, list[float]] = {name: [] for name in names}
-    start, rounds = clock(), 0
-    while rounds < max_samples and (rounds < min_samples
-                                    or clock() - start < budget_s * len(names)):
-        for name in round_order(names, rounds):
-            samples[name].append(timer(sides[name])[1])
-        rounds += 1
+    # As timeit and torch.utils.benchmark do: collect once, then keep Python's cyclic garbage
+    # collector out of the timed steps, so a collection triggered by earlier allocations is not
+    # charged to whichever step happens to cross the threshold.
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        start, rounds = clock(), 0
+        while rounds < max_samples and (rounds < min_samples
+                                        or clock() - start < budget_s * len(names)):
+            for name in round_order(names, rounds):
+                samples[name].append(timer(sides[name])[1])
+            rounds += 1
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return samples
 
 

@@ -23,20 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import traceback
 
 from torchport.probes import compile_metrics as cm
-
-
-class Channel:
-    def __init__(self, fd: int):
-        self.stream = os.fdopen(fd, "w", buffering=1)
-
-    def emit(self, event: dict) -> None:
-        self.stream.write(json.dumps(event, default=str) + "\n")
-        self.stream.flush()
+from torchport.runner.channel import Channel
 
 
 def error_dict(exc: BaseException) -> dict:

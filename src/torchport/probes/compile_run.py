@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from torchport.runner.channel import LineReader
 from torchport.timing import clock
 
 TAIL_CHARS = 3000
@@ -49,7 +49,7 @@ class Child:
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), env=env, start_new_session=True)
         os.close(write_fd)
-        self.read_fd, self.buffer = read_fd, b""
+        self.reader = LineReader(read_fd)
         self.outcome = ChildOutcome(ended="crash")
         self.done = False
 
@@ -77,7 +77,7 @@ class Child:
         compile_deadline = None
         while not self.done:
             limit = deadline if compile_deadline is None else min(deadline, compile_deadline)
-            line = self._next_line(limit)
+            line = self.reader.next_line(limit)
             if line is None:
                 if clock() >= limit:  # a limit passed
                     self.outcome.ended = ("compile_timeout" if compile_deadline is not None
@@ -97,22 +97,6 @@ class Child:
             if event["event"] == until:
                 return
 
-    def _next_line(self, deadline: float) -> bytes | None:
-        """The next line of events, or None at end of stream or when ``deadline`` passes."""
-        while b"\n" not in self.buffer:
-            remaining = deadline - clock()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([self.read_fd], [], [], min(remaining, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(self.read_fd, 65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line
-
     def kill(self) -> None:
         """Kill the whole group (compile workers too). A child that reported has nothing left
         to do: its caches were written before its compiled step returned."""
@@ -123,7 +107,7 @@ class Child:
         except ProcessLookupError:
             pass
         code = self.proc.wait()
-        os.close(self.read_fd)
+        self.reader.close()
         self.proc.stdin.close()
         self.done = True
         self.outcome.elapsed_s = clock() - self.started

@@ -18,6 +18,7 @@ so the parts add up to the window, whose length is checked against the clock's m
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import uuid
@@ -27,6 +28,8 @@ from torchport.timing import timed
 
 PROBE_VERSION = 1
 STEPS = 3
+MAX_STEPS = 200
+MIN_WINDOW_S = 0.1
 WINDOW, STEP = "torchport_profiled_steps", "torchport_step"
 COMM = re.compile(r"nccl|gloo|c10d::|all_reduce|allreduce|all_gather|reduce_scatter|all_to_all",
                   re.IGNORECASE)
@@ -178,8 +181,12 @@ class ProfileProbe(Probe):
         if step is None:
             notes.append(f"nothing to profile: {failed}")
             return report
-        step()  # one more warm-up call: allocator and caches settle before the window
-        prof, wall_s = profile_steps(step, subject.adapter.synchronize, acts)
+        # One more warm-up call (allocator and caches settle), timed to size the window: enough
+        # steps to fill MIN_WINDOW_S, so the profiler's own enter/exit cost stays small in it.
+        _, step_s = timed(step, subject.adapter.synchronize)
+        steps = max(STEPS, min(MAX_STEPS, math.ceil(MIN_WINDOW_S / max(step_s, 1e-6))))
+        info["steps"] = steps
+        prof, wall_s = profile_steps(step, subject.adapter.synchronize, acts, steps)
         path = trace_path(subject.config, subject)
         prof.export_chrome_trace(path)
         with open(path) as f:

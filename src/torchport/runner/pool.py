@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 
+from torchport.runner.channel import LineReader
 from torchport.timing import clock
 
 READY_TIMEOUT_S = 300.0
@@ -35,9 +35,8 @@ class Worker:
     def __init__(self, device: str, env: dict[str, str], log_dir: str):
         self.device, self.env, self.log_dir = device, env, log_dir
         self.proc: subprocess.Popen | None = None
-        self.read_fd: int | None = None
+        self.reader: LineReader | None = None
         self.environment: dict | None = None
-        self._buffer = b""
 
     # -- life cycle -------------------------------------------------------------------
     def start(self) -> dict:
@@ -50,8 +49,7 @@ class Worker:
             stdin=subprocess.PIPE, stdout=self.log_file, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), env=self.env, start_new_session=True)
         os.close(write_fd)
-        self.read_fd = read_fd
-        self._buffer = b""
+        self.reader = LineReader(read_fd)
         event = self._next_event(clock() + READY_TIMEOUT_S)
         if event is None or event.get("event") != "ready":
             detail = (event or {}).get("error", {}).get("message") if event else None
@@ -74,9 +72,8 @@ class Worker:
             except ProcessLookupError:
                 pass
         code = self.proc.wait()
-        if self.read_fd is not None:
-            os.close(self.read_fd)
-            self.read_fd = None
+        if self.reader is not None:
+            self.reader.close()
         return code
 
     def close(self) -> None:
@@ -146,20 +143,9 @@ class Worker:
                           f" during stage '{stage}'", "traceback": self.tail()}}
 
     def _next_event(self, deadline: float) -> dict | None:
-        """The next event line, or None at EOF or when ``deadline`` passes."""
-        while b"\n" not in self._buffer:
-            remaining = deadline - clock()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([self.read_fd], [], [], min(remaining, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(self.read_fd, 65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+        """The next event, or None at EOF or when ``deadline`` passes."""
+        line = self.reader.next_line(deadline)
+        return None if line is None else json.loads(line)
 
 
 def describe_exit(code: int | None) -> str:

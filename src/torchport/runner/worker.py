@@ -13,14 +13,7 @@ import os
 import sys
 import traceback
 
-
-class Channel:
-    def __init__(self, fd: int):
-        self.stream = os.fdopen(fd, "w", buffering=1)
-
-    def emit(self, event: dict) -> None:
-        self.stream.write(json.dumps(event, default=str) + "\n")
-        self.stream.flush()
+from torchport.runner.channel import Channel
 
 
 def _reset_compiler() -> None:
