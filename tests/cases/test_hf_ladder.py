@@ -1,0 +1,33 @@
+"""Eight architectures across families climb the whole ladder on the CPU: build, eager,
+compile and parity against the float64 reference (loss and every gradient included)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.cases.test_hf import FAMILIES  # noqa: E402
+from torchport.cases.hf import HFCase  # noqa: E402
+from torchport.devices.cpu import CPUAdapter  # noqa: E402
+from torchport.runner.config import RunConfig  # noqa: E402
+from torchport.runner.ladder import Ladder  # noqa: E402
+
+
+def climb(model_type: str, mode: str) -> dict:
+    config = RunConfig(suite="hf", device="cpu", modes=(mode,), probes=())
+    return Ladder(HFCase(model_type), mode, config, CPUAdapter(), lambda event: None, {}).run()
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_eager_ladder_and_parity(model_type):
+    result = climb(model_type, "eager")
+    assert result["status"] == "pass", result["error"]
+    assert result["metrics"]["parity_tensors"] > 3  # logits, loss and gradients
+    assert FAMILIES[model_type] in result["findings"]["tags"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_compile_ladder_and_parity(model_type):
+    result = climb(model_type, "compile")
+    assert result["status"] == "pass", result["error"]
+    assert {"compile_s", "compiled_run_s", "parity_s"} <= set(result["durations"])
