@@ -72,7 +72,10 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
     deadline = Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s)
     env = worker_env(config)
     worker, start_failures = None, 0
+    # SIGTERM and SIGINT both end the sweep cleanly (run marked interrupted). SIGINT is set
+    # explicitly: a shell that starts a job in the background leaves it ignored.
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     task_config = config.to_dict()
     try:
         for item in todo:
@@ -110,6 +113,7 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
         return "interrupted"
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         if worker is not None and worker.proc is not None:
             worker.close()
     store.finish_run(run_id, "complete")
