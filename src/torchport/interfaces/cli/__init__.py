@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import import_module
 
@@ -38,6 +39,9 @@ def cli():
 
 
 def main(argv=None):
+    # Building shrunk configs makes transformers warn once per architecture, which would bury
+    # the progress and tables; TRANSFORMERS_VERBOSITY set by the user still wins.
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         cli.main(args=argv, prog_name="torchport", standalone_mode=True)
     except KeyboardInterrupt:

@@ -13,8 +13,6 @@ from torchport.interfaces.cli.common import db_option, echo_json, json_option, p
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
     import os
-    # Building configs makes transformers warn per architecture; the listing is the output.
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from torchport.cases.registry import load_suite
     from torchport.records import default_db_path, open_store
     with problems():
