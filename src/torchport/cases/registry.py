@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-from importlib import import_module, metadata
 
+from torchport import plugins
 from torchport.cases.base import Case
 
 WORKLOAD_SUITE = "workload"
@@ -19,7 +19,7 @@ class NoMatchingCases(LookupError):
 
 
 def _suite_targets() -> dict[str, str]:
-    return {ep.name: ep.value for ep in metadata.entry_points(group="torchport.suites")}
+    return plugins.targets("torchport.suites")
 
 
 def suite_names() -> list[str]:
@@ -28,16 +28,8 @@ def suite_names() -> list[str]:
 
 def suite_doc(name: str) -> str:
     """First line of the suite function's docstring, without building its cases."""
-    fn = _load(_suite_targets()[name])
+    fn = plugins.load(_suite_targets()[name])
     return (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-
-
-def _load(target: str):
-    module, _, attr = target.partition(":")
-    obj = import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
@@ -48,7 +40,7 @@ def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
     if target is None:
         raise UnknownSuite(f"unknown suite '{name}'; known: {', '.join(suite_names())} "
                            "('torchport suites' lists them)")
-    return list(_load(target)())
+    return list(plugins.load(target)())
 
 
 def select(cases: list[Case], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()

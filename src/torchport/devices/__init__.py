@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
-
+from torchport import plugins
 from torchport.devices.base import DeviceAdapter
 
 # Preference order for "the best available device".
@@ -15,7 +14,7 @@ class UnknownDevice(LookupError):
 
 
 def _entry_points() -> dict[str, str]:
-    return {ep.name: ep.value for ep in metadata.entry_points(group="torchport.devices")}
+    return plugins.targets("torchport.devices")
 
 
 def device_names() -> list[str]:
@@ -29,8 +28,7 @@ def get_adapter(name: str) -> DeviceAdapter:
     if target is None:
         raise UnknownDevice(f"unknown device '{name}'; known: {', '.join(device_names())} "
                             "('torchport doctor' shows which are usable here)")
-    module, _, attr = target.partition(":")
-    return getattr(import_module(module), attr)()
+    return plugins.load(target)()
 
 
 def best_available() -> str:

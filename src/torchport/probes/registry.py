@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from torchport import plugins
 
 
 class UnknownProbe(LookupError):
@@ -10,7 +10,7 @@ class UnknownProbe(LookupError):
 
 
 def _targets() -> dict[str, str]:
-    return {ep.name: ep.value for ep in metadata.entry_points(group="torchport.probes")}
+    return plugins.targets("torchport.probes")
 
 
 def probe_names() -> list[str]:
@@ -21,8 +21,7 @@ def load_probe(name: str):
     target = _targets().get(name)
     if target is None:
         raise UnknownProbe(f"unknown probe '{name}'; known: {', '.join(probe_names())}")
-    module, _, attr = target.partition(":")
-    return getattr(import_module(module), attr)()
+    return plugins.load(target)()
 
 
 # What a plain ``torchport run`` measures besides the ladder: placement where the device is not
