@@ -64,67 +64,52 @@ def _segfault(*, seed: int, size: Size) -> Workload:
     return _linear_workload(_module(forward), seed=seed)
 
 
-def _compile_bomb_op():
-    """A custom op whose fake (tracing) kernel raises: eager never calls it, compile does."""
+def _tracing_only_op(name: str, on_trace):
+    """A custom op ``torchport_planted::<name>``: identity when run, but its fake (tracing)
+    kernel calls ``on_trace()`` first, so only compilation meets the planted behaviour."""
     import torch
-    name = "torchport_planted::compile_bomb"
-    if not hasattr(torch.ops.torchport_planted, "compile_bomb"):
-        @torch.library.custom_op(name, mutates_args=())
-        def compile_bomb(x: torch.Tensor) -> torch.Tensor:
+    if not hasattr(torch.ops.torchport_planted, name):
+        @torch.library.custom_op(f"torchport_planted::{name}", mutates_args=())
+        def op(x: torch.Tensor) -> torch.Tensor:
             return x.clone()
 
-        @compile_bomb.register_fake
+        @op.register_fake
         def _(x):
-            raise RuntimeError("planted: this op cannot be compiled")
-    return torch.ops.torchport_planted.compile_bomb
+            on_trace()
+            return torch.empty_like(x)
+    return getattr(torch.ops.torchport_planted, name)
 
 
-def _compile_bomb(*, seed: int, size: Size) -> Workload:
+def _with_op_when_compiling(op, seed: int) -> Workload:
+    """The planted Linear model, passing its output through ``op`` only under compilation."""
     import torch
-    bomb = _compile_bomb_op()
 
     def forward(self, x):
         y = self.linear(x)
         if torch.compiler.is_compiling():
-            y = bomb(y)
+            y = op(y)
         return y
     return _linear_workload(_module(forward), seed=seed)
+
+
+def _compile_bomb(*, seed: int, size: Size) -> Workload:
+    def explode():
+        raise RuntimeError("planted: this op cannot be compiled")
+    return _with_op_when_compiling(_tracing_only_op("compile_bomb", explode), seed)
 
 
 SLOW_COMPILE_S = 30.0
 
 
-def _slow_compile_op():
-    """A custom op whose fake (tracing) kernel sleeps once per process: only compiling waits."""
-    import time
-
-    import torch
-    if not hasattr(torch.ops.torchport_planted, "slow_compile"):
-        slept = []
-
-        @torch.library.custom_op("torchport_planted::slow_compile", mutates_args=())
-        def slow_compile(x: torch.Tensor) -> torch.Tensor:
-            return x.clone()
-
-        @slow_compile.register_fake
-        def _(x):
-            if not slept:  # tracing calls it several times per compile: wait once
-                slept.append(True)
-                time.sleep(SLOW_COMPILE_S)
-            return torch.empty_like(x)
-    return torch.ops.torchport_planted.slow_compile
-
-
 def _slow_compile(*, seed: int, size: Size) -> Workload:
-    import torch
-    slow = _slow_compile_op()
+    import time
+    slept = []
 
-    def forward(self, x):
-        y = self.linear(x)
-        if torch.compiler.is_compiling():
-            y = slow(y)
-        return y
-    return _linear_workload(_module(forward), seed=seed)
+    def sleep_once():  # tracing calls the fake kernel several times per compile: wait once
+        if not slept:
+            slept.append(True)
+            time.sleep(SLOW_COMPILE_S)
+    return _with_op_when_compiling(_tracing_only_op("slow_compile", sleep_once), seed)
 
 
 def _compile_wrong(*, seed: int, size: Size) -> Workload:
