@@ -3,7 +3,8 @@
 Times two sweeps of the same suite in compile mode, one with the ladder alone
 (``--probes none``) and one with the compile probe (``--probes compile``), each a separate
 ``torchport run`` with its own database, interleaved when repeated. Prints each sweep's wall
-time, the ratio, and per case where the probe's time went (its cold and warm children).
+time, the ratio, and per case the cold first compiled step (measured by the ladder in a fresh
+worker with empty caches, or by a cold child) and where the probe's own time went.
 
     .venv/bin/python benchmarks/compile_overhead.py [--suite smoke] [--device cpu]
         [--repeats 1] [--cache default|fresh] [--out docs/results/compile_overhead_cpu.txt]
@@ -11,7 +12,7 @@ time, the ratio, and per case where the probe's time went (its cold and warm chi
 ``--cache default`` leaves the machine's own compile cache as it is (a plain sweep then
 compiles against whatever earlier runs left there); ``--cache fresh`` gives every sweep a new
 empty TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR, as on the first sweep after a new release.
-The probe's children always use their own fresh caches.
+With the probe, each compile task always starts from empty caches (that is what it measures).
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ def case_lines(results: list[dict]) -> list[str]:
     for r in results:
         c = (r.get("findings") or {}).get("compile") or {}
         cold, warm = c.get("cold") or {}, c.get("warm") or {}
-        probe_s = (r.get("durations") or {}).get("probe_compile_s")
+        durations = r.get("durations") or {}
+        where = ("in the ladder (fresh worker)" if cold.get("measured_by") == "ladder"
+                 else f"in a child of {_s(cold.get('elapsed_s'))}")
         lines.append(
-            f"  {r['case']:<16} {r['status']:<11} ladder compile "
-            f"{_s((r.get('durations') or {}).get('compile_s'))}, probe {_s(probe_s)} = cold child "
-            f"{_s(cold.get('elapsed_s'))} (first compiled step {_s(cold.get('first_step_s'))})"
-            f" + warm child {_s(warm.get('elapsed_s'))} (first compiled step "
+            f"  {r['case']:<16} {r['status']:<11} cold first compiled step "
+            f"{_s(cold.get('first_step_s'))} {where}; probe {_s(durations.get('probe_compile_s'))}"
+            f" = warm child {_s(warm.get('elapsed_s'))} (first compiled step "
             f"{_s(warm.get('first_step_s'))}, proven warm: {c.get('warm_proven', '-')})")
     return lines
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.conftest import torchport
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -20,11 +22,13 @@ from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.interfaces.views import compile as compile_view  # noqa: E402
 from torchport.probes import compile_metrics as cm  # noqa: E402
 from torchport.probes.base import Subject  # noqa: E402
-from torchport.probes.compile import CompileProbe, build_report, cold_metrics  # noqa: E402
+from torchport.probes.compile import (CompileProbe, build_report, child_findings,  # noqa: E402
+                                      cold_metrics)
 from torchport.probes.compile_child import measure  # noqa: E402
 from torchport.probes.compile_run import run_child  # noqa: E402
 from torchport.probes.compile_shapes import study  # noqa: E402
 from torchport.runner.config import RunConfig  # noqa: E402
+from torchport.runner.sweep import cold_worker_modes  # noqa: E402
 from torchport.timing import clock  # noqa: E402
 
 TINY = "tests.probes.test_compile:tiny_forward"
@@ -189,7 +193,7 @@ def test_child_is_held_to_the_case_deadline(tmp_path):
     outcome = run_child(spec, None, deadline=clock() + 4, compile_timeout_s=None,
                         log_dir=str(tmp_path))
     assert outcome.ended == "deadline" and outcome.elapsed_s < 10
-    report = build_report({"cold": outcome}, "eager", RunConfig())
+    report = build_report({"cold": child_findings(outcome, RunConfig())}, "eager", RunConfig())
     assert cm.is_unavailable(report.findings["compile"]["cold"]["status"])
     assert report.status is None  # the probe stopped itself: no invented status
 
@@ -223,6 +227,30 @@ def test_warm_run_hits_the_cache_and_waits_less_than_cold(monkeypatch):
     assert metrics["compile_cold_inductor_s"] > 0  # the phase breakdown is there
 
 
+# -- in a sweep: the ladder's first compiled step is the cold one -------------------------------
+def test_only_the_compile_probe_asks_for_cold_workers():
+    assert cold_worker_modes(RunConfig(probes=("compile", "perf"))) == ("compile",)
+    assert cold_worker_modes(RunConfig(probes=("placement", "perf"))) == ()
+    assert cold_worker_modes(RunConfig(modes=("eager",), probes=("compile",))) == ()
+
+
+def test_sweep_measures_cold_in_the_ladder_and_warm_in_one_child(db, tmp_path):
+    proc = torchport("run", "--suite", "workload", "--workload", TINY, "--modes", "compile",
+                     "--probes", "compile", "--db", db, "--json", cwd=tmp_path,
+                     env={"PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [result] = json.loads(proc.stdout)["results"]
+    assert result["status"] == "pass", result.get("error")
+    found = result["findings"]["compile"]
+    cold, warm = found["cold"], found["warm"]
+    assert cold["measured_by"] == "ladder" and warm["measured_by"] == "child"
+    assert cold["first_step_s"] == result["durations"]["compile_s"]  # not compiled twice
+    assert cold["cache"]["fxgraph_cache_miss"] >= 1 and cold["cache"]["fxgraph_cache_hit"] == 0
+    assert warm["cache"]["fxgraph_cache_hit"] >= 1 and found["warm_proven"] is True
+    assert warm["first_step_s"] < cold["first_step_s"]
+    assert result["metrics"]["compile_cold_inductor_s"] > 0
+
+
 # -- end to end: run, store, view ----------------------------------------------------------------
 def test_run_records_compile_findings_and_show_prints_them(run_json):
     out = run_json("--suite", "planted", "--cases", "graph_break", "--modes", "compile",
@@ -230,6 +258,7 @@ def test_run_records_compile_findings_and_show_prints_them(run_json):
     [result] = out["results"]
     found = result["findings"]["compile"]
     assert found["cold"]["status"] == "ok" and found["warm"]["status"] == "ok"
+    assert found["cold"]["measured_by"] == "ladder"
     assert result["metrics"]["compile_graph_break_count"] == 1
     view = out["views"]["compile"]
     [row] = view["rows"]

@@ -30,6 +30,9 @@ class Subject:
     make_runner: Callable[[], Any]
     emit: Callable[[dict], None] = lambda event: None
     case_deadline: float | None = None  # timing.clock() value when the supervisor kills the case
+    # In a cold worker (``Probe.cold_worker``): the ladder's first compiled step, recorded as
+    # ``compile_metrics.first_step_record`` does; None elsewhere.
+    cold_compile: dict | None = None
 
 
 @dataclass(kw_only=True)
@@ -47,6 +50,9 @@ class ProbeReport:
 class Probe:
     name: str = ""
     version: int = 1
+    # True: give each compile-mode task a fresh worker whose compile caches start empty, so the
+    # ladder's own first compiled step is a cold compile (``Subject.cold_compile``).
+    cold_worker: bool = False
 
     def applies(self, subject: Subject) -> bool:
         return True

@@ -1,11 +1,15 @@
 """Probe ``compile``: what compiling costs before the first compiled step (compile mode only).
 
-The ladder's own compile ran in a long-lived worker with whatever caches the machine had. This
-probe measures the wait a user meets, in fresh processes (``compile_child``):
+It measures the wait a user meets in a new process, never one softened by what an earlier
+case left behind:
 
 cold    a new process with new, empty compile caches (``adapter.cache_dirs``: Inductor, Triton,
         the backend's own): eager first step, first compiled step, dynamo's phase times,
         graphs and ops per graph, graph breaks with reason and user stack, frames left eager.
+        The sweep runs each compile-mode task in such a worker when this probe is on
+        (``cold_worker``), so the ladder's own first compiled step is the cold measurement
+        (``Subject.cold_compile``) and is not paid twice. Without it (a worker that compiled
+        before) a cold child (``compile_child``) measures it instead.
 warm    a second new process over the cache the cold one filled; its cache hit/miss counters
         say whether it was really warm (``warm_proven``).
 shapes  with ``--shapes``: recompiles per new size, static and dynamic (``compile_shapes``).
@@ -35,7 +39,8 @@ PHASE_METRICS = ("dynamo", "aot_autograd", "inductor", "codegen", "kernel_compil
 
 class CompileProbe(Probe):
     name = "compile"
-    version = 1
+    version = 2
+    cold_worker = True
 
     def applies(self, subject: Subject) -> bool:
         return subject.mode == "compile"
@@ -49,10 +54,16 @@ class CompileProbe(Probe):
         deadline = case_deadline(subject)
         tasks = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
         root = tempfile.mkdtemp(prefix="torchport-compile-")
+        found: dict[str, dict] = {}
+        if subject.cold_compile is not None:
+            # The ladder already compiled cold in this fresh worker: its cache (named in this
+            # process's environment) is the one the warm child must find.
+            found["cold"] = {**subject.cold_compile, "measured_by": "ladder"}
+            tasks, env = tasks[1:], dict(os.environ)
+        else:
+            env = {**os.environ, **adapter.cache_dirs(root)}  # read by the child's torch
         children: dict[str, Child] = {}
         try:
-            # Cache locations go in the environment, so the child's torch reads them at import.
-            env = {**os.environ, **adapter.cache_dirs(root)}
             # All children start at once and wait, built, for a go: their imports and builds
             # overlap, and each measured part then runs alone on the machine.
             for task in tasks:
@@ -60,18 +71,19 @@ class CompileProbe(Probe):
                                         "shapes": config.shapes}, env, root)
             for child in children.values():
                 child.wait_ready(deadline)
-            runs: dict[str, ChildOutcome] = {}
             for task, child in children.items():
-                if task != "cold" and not succeeded(runs["cold"]):
+                if task != "cold" and found["cold"].get("status") != "ok":
                     break  # warm needs what cold leaves behind; shapes, a working compile
                 subject.emit({"event": "stage", "stage": f"probe:compile:{task}"})
                 child.go()
-                runs[task] = child.finish(deadline, config.compile_timeout_s)
+                found[task] = child_findings(child.finish(deadline, config.compile_timeout_s),
+                                             config)
+                found[task].setdefault("measured_by", "child")
         finally:
             for child in children.values():
                 child.kill()
             shutil.rmtree(root, ignore_errors=True)
-        return build_report(runs, backend, config)
+        return build_report(found, backend, config)
 
 
 def case_deadline(subject: Subject) -> float:
@@ -84,10 +96,6 @@ def case_deadline(subject: Subject) -> float:
     given = getattr(subject, "case_deadline", None)
     end = given if given is not None else clock() + subject.config.timeout_s
     return end - DEADLINE_MARGIN_S
-
-
-def succeeded(outcome: ChildOutcome) -> bool:
-    return outcome.ended == "result" and outcome.result.get("status") == "ok"
 
 
 def child_findings(outcome: ChildOutcome, config) -> dict:
@@ -115,12 +123,14 @@ def child_findings(outcome: ChildOutcome, config) -> dict:
 
 
 # The warm child repeats the cold one's graphs and breaks; keep only what differs.
-WARM_KEYS = ("status", "stage", "error", "first_step_s", "second_step_s", "eager_first_step_s",
-             "cache", "backend_cache", "phases_s", "graph_count", "elapsed_s")
+WARM_KEYS = ("status", "stage", "error", "measured_by", "first_step_s", "second_step_s",
+             "eager_first_step_s", "cache", "backend_cache", "phases_s", "graph_count",
+             "elapsed_s")
 
 
-def build_report(runs: dict[str, ChildOutcome], backend: str, config) -> ProbeReport:
-    found = {name: child_findings(outcome, config) for name, outcome in runs.items()}
+def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
+    """``found``: per task ("cold", "warm", "shapes"), what it gave (``child_findings``)."""
+    found = dict(found)
     if "warm" in found:
         found["warm"] = {k: v for k, v in found["warm"].items() if k in WARM_KEYS}
     cold = found["cold"]

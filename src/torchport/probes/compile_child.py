@@ -101,23 +101,11 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
     runner = torch.compile(model, backend=spec["backend"])
     step = make_step(runner, model, placed)
-    cm.clear_counters()
-    cm.clear_compilation_metrics()
+    cm.start_recording()
     _, first_s = staged(emit, "compile", lambda: timed(step, sync))
     _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
     emit({"event": "stage", "stage": "collect"})
-    snapshot = cm.counters_snapshot()
-    entries = cm.compilation_metrics()
-    backend_counters = getattr(adapter, "compile_cache_counters", None)
-    found = {"status": "ok", "first_step_s": first_s, "second_step_s": second_s,
-             "eager_first_step_s": eager_s, "cache": cm.cache_counts(snapshot),
-             "backend_cache": backend_counters() if backend_counters else cm.unavailable(
-                 f"the {adapter.name} adapter has no compile_cache_counters()"),
-             "frames": snapshot.get("frames", {}) if isinstance(snapshot, dict) else snapshot,
-             "graph_breaks": cm.graph_breaks(snapshot), **cm.summarize(entries, snapshot)}
-    if cm.is_unavailable(entries):  # no per-frame phases: keep the coarser account instead
-        found["timed_functions_s"] = cm.timed_functions()
-    return found
+    return cm.first_step_record(adapter, first_s, second_s, eager_s)
 
 
 def main(argv=None) -> int:

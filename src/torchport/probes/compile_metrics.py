@@ -167,6 +167,30 @@ def summarize(entries: list | str, snapshot: dict | str) -> dict:
             "graphs": graphs, "eager_frames": eager}
 
 
+# -- one first compiled step -----------------------------------------------------------------
+def start_recording() -> None:
+    """Forget earlier counters and compilation metrics: what follows is one measurement."""
+    clear_counters()
+    clear_compilation_metrics()
+
+
+def first_step_record(adapter, first_s: float, second_s: float, eager_s: float) -> dict:
+    """What a first compiled step (since ``start_recording``) cost and what dynamo recorded:
+    cache counters, the backend's own cache counters, phases, graphs, breaks, eager frames."""
+    snapshot = counters_snapshot()
+    entries = compilation_metrics()
+    backend_counters = getattr(adapter, "compile_cache_counters", None)
+    found = {"status": "ok", "first_step_s": first_s, "second_step_s": second_s,
+             "eager_first_step_s": eager_s, "cache": cache_counts(snapshot),
+             "backend_cache": backend_counters() if backend_counters else unavailable(
+                 f"the {adapter.name} adapter has no compile_cache_counters()"),
+             "frames": snapshot.get("frames", {}) if isinstance(snapshot, dict) else snapshot,
+             "graph_breaks": graph_breaks(snapshot), **summarize(entries, snapshot)}
+    if is_unavailable(entries):  # no per-frame phases: keep the coarser account instead
+        found["timed_functions_s"] = timed_functions()
+    return found
+
+
 # -- graph breaks ----------------------------------------------------------------------------
 def graph_breaks(snapshot: dict | str) -> list | str:
     """Distinct graph breaks with reason, user stack and how often each occurred."""

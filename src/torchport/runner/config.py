@@ -9,6 +9,9 @@ MODES = ("eager", "compile")
 DTYPES = ("float32", "bfloat16", "float16")
 LOW_PRECISION = ("bfloat16", "float16")
 DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2), "float16": (1e-3, 1e-3)}
+# Set (to its compile cache root) in a worker started for one compile-mode task with empty
+# compile caches: the ladder's first compiled step there is a cold compile in a fresh process.
+COLD_WORKER_ENV = "TORCHPORT_COLD_WORKER"
 
 
 class ConfigError(ValueError):

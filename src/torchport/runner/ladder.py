@@ -6,14 +6,15 @@ its own pass. The status is the first stage that failed; every stage's duration 
 
 from __future__ import annotations
 
+import os
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
 from torchport.cases.base import Case, Size
-from torchport.probes import parity
+from torchport.probes import compile_metrics, parity
 from torchport.probes.base import Subject
-from torchport.runner.config import LOW_PRECISION, RunConfig
+from torchport.runner.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
 from torchport.runner.execute import make_step, place, to_cpu
 from torchport.timing import clock
 
@@ -115,16 +116,23 @@ class Ladder:
         ok, result = self.stage("run", lambda: to_cpu(eager_step()))
         if not ok:
             return self.out.to_dict()
-        runner, step = module, eager_step
+        runner, step, cold_compile = module, eager_step, None
         if self.mode == "compile":
             runner = self._compile(module)
             step = make_step(runner, module, placed)
+            cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
+            if cold:
+                compile_metrics.start_recording()
             ok, _ = self.stage("compile", step)  # the first call compiles
             if not ok:
                 return self.out.to_dict()
             ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
             if not ok:
                 return self.out.to_dict()
+            if cold:
+                d = self.out.durations
+                cold_compile = compile_metrics.first_step_record(
+                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"])
         # The reference runs after the device so that a fault in the model shows at the
         # device stage that met it; it is computed once per case and shared by the modes.
         ok, references = self.stage("reference", lambda: self._reference(workload, size, dtype))
@@ -139,7 +147,8 @@ class Ladder:
                           device=self.adapter.device(), dtype=dtype, workload=placed,
                           model=module, runner=runner, step=step,
                           make_runner=lambda: self._compile(module) if self.mode == "compile"
-                          else module, emit=self.emit, case_deadline=self.case_deadline)
+                          else module, emit=self.emit, case_deadline=self.case_deadline,
+                          cold_compile=cold_compile)
         self._probes(subject)
         return self.out.to_dict()
 

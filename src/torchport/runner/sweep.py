@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from typing import Callable
 
 from torchport.cases.registry import load_suite, select
 from torchport.devices import get_adapter
-from torchport.runner.config import RunConfig
+from torchport.runner.config import COLD_WORKER_ENV, RunConfig
 from torchport.runner.pool import Deadline, Worker, WorkerStartError
 
 MAX_START_FAILURES = 2
@@ -54,6 +55,36 @@ def worker_env(config: RunConfig) -> dict[str, str]:
     return env
 
 
+def cold_worker_modes(config: RunConfig) -> tuple[str, ...]:
+    """Modes whose tasks each get a fresh worker with empty compile caches: compile, when a
+    requested probe asks for it (``Probe.cold_worker``)."""
+    from torchport.probes.registry import load_probe
+    wanted = "compile" in config.modes and any(load_probe(name).cold_worker
+                                               for name in config.probes)
+    return ("compile",) if wanted else ()
+
+
+def run_cold(task: dict, deadline: Deadline, device: str, env: dict, adapter, log_dir: str,
+             on_environment: Callable[[dict], None]) -> dict:
+    """One task in a worker of its own whose compile caches start empty; both go afterwards.
+
+    The ladder's first compiled step there is the cold compile a user meets in a new process;
+    the compile probe's warm child reuses the cache that step filled.
+    """
+    root = tempfile.mkdtemp(prefix="torchport-cold-")
+    worker = Worker(device, {**env, **adapter.cache_dirs(root), COLD_WORKER_ENV: root}, log_dir)
+    try:
+        on_environment(worker.start())
+        return worker.execute(task, deadline)
+    finally:
+        worker.kill()  # also on SIGTERM/SIGINT: nothing of this task is left to save
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def record_env(store, run_id: str, environment: dict) -> None:
+    store.set_environment(run_id, store.put_environment(environment))
+
+
 class _Terminated(Exception):
     pass
 
@@ -77,6 +108,8 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     task_config = config.to_dict()
+    cold_modes = cold_worker_modes(config)
+    adapter = get_adapter(config.device)
     try:
         for item in todo:
             on_start(item)
@@ -85,24 +118,29 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
                           "status": "skip", "findings": {"tags": list(item.tags)},
                           "error": {"type": "Skip", "message": item.skip_reason}}
             else:
-                if worker is None or not worker.alive:
-                    worker = Worker(config.device, env, log_dir)
-                    try:
-                        environment = worker.start()
-                        store.set_environment(run_id, store.put_environment(environment))
-                        start_failures = 0
-                    except WorkerStartError as exc:
-                        worker, start_failures = None, start_failures + 1
-                        result = {"case": item.case, "mode": item.mode, "status": "crash",
-                                  "stage": "worker_start", "error": {
-                                      "type": "WorkerStartError", "message": str(exc)}}
-                        store.add_result(run_id, result)
-                        on_result(result)
-                        if start_failures >= MAX_START_FAILURES:
-                            raise
-                        continue
-                result = worker.execute({"case": item.case, "mode": item.mode,
-                                         "config": task_config}, deadline)
+                task = {"case": item.case, "mode": item.mode, "config": task_config}
+                try:
+                    if item.mode in cold_modes:
+                        result = run_cold(task, deadline, config.device, env, adapter,
+                                          log_dir, lambda e: record_env(store, run_id, e))
+                    else:
+                        if worker is None or not worker.alive:
+                            worker = Worker(config.device, env, log_dir)
+                            record_env(store, run_id, worker.start())
+                        result = worker.execute(task, deadline)
+                    start_failures = 0
+                except WorkerStartError as exc:
+                    start_failures += 1
+                    if item.mode not in cold_modes:
+                        worker = None  # it killed itself; the next item starts another
+                    result = {"case": item.case, "mode": item.mode, "status": "crash",
+                              "stage": "worker_start", "error": {
+                                  "type": "WorkerStartError", "message": str(exc)}}
+                    store.add_result(run_id, result)
+                    on_result(result)
+                    if start_failures >= MAX_START_FAILURES:
+                        raise
+                    continue
             result.setdefault("case_version", item.case_version)
             store.add_result(run_id, result)
             on_result(result)
