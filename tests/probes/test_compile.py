@@ -198,15 +198,21 @@ def test_child_is_held_to_the_case_deadline(tmp_path):
     assert report.status is None  # the probe stopped itself: no invented status
 
 
-def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json):
+@pytest.mark.parametrize("probes", ["none", "compile"])
+def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json, probes):
     # The eager backend keeps compile_wrong's own compile well inside the limit on a busy box.
+    # With the probe, the ladder's compile is the cold one, in a worker of its own.
     out = run_json("--suite", "planted", "--cases", "slow_compile,compile_wrong", "--modes",
                    "compile", "--compile-timeout", "3", "--compile-backend", "eager",
-                   "--probes", "none")
+                   "--probes", probes)
     by_case = {r["case"]: r for r in out["results"]}
     slow = by_case["planted/slow_compile"]
     assert (slow["status"], slow["stage"]) == ("compile_timeout", "compile")
     assert by_case["planted/compile_wrong"]["status"] == "accuracy_fail"  # it still ran
+    if probes == "compile":
+        rows = {row[0]: row for row in out["views"]["compile"]["rows"]}
+        assert rows["planted/slow_compile"][1] == "> 3 s (compile_timeout)"
+        assert rows["planted/compile_wrong"][1].endswith(" s")  # its cold figure
 
 
 # -- cold and warm in fresh processes ------------------------------------------------------------

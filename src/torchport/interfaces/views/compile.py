@@ -99,11 +99,18 @@ def recompiles_cell(c: dict) -> str:
 
 def build(run, results):
     rows, colds, multi_graph, proven, warm_runs = [], [], 0, 0, 0
-    limit = (run.get("config") or {}).get("compile_timeout_s")
+    config = run.get("config") or {}
+    limit, probed = config.get("compile_timeout_s"), "compile" in (config.get("probes") or ())
     for r in results:
         c = (r.get("findings") or {}).get("compile")
-        if r["mode"] != "compile" or not c:
+        if r["mode"] != "compile":
             continue
+        if not c:
+            if not (probed and r.get("stage") == "compile"):
+                continue
+            # The ladder's own first compiled step was the cold one (a fresh worker with empty
+            # caches) and it failed or ran past the limit: the probe had nothing to add.
+            c = {"cold": {"status": r["status"], "stage": "compile"}}
         cold = c.get("cold") or {}
         if cold.get("status") == "ok":
             colds.append(cold["first_step_s"])
