@@ -1,13 +1,16 @@
 """What the compile probe's cold/warm measurement adds to a sweep's time.
 
-Times two sweeps of the same suite in compile mode, one with the ladder alone
-(``--probes none``) and one with the compile probe (``--probes compile``), each a separate
-``torchport run`` with its own database, interleaved when repeated. Prints each sweep's wall
+Times two sweeps of the same suite in compile mode, a plain one and the same with the compile
+probe added, each a separate ``torchport run`` with its own database, interleaved when repeated.
+``--base-probes`` sets the plain sweep's probes: ``none`` (the ladder alone: build, eager step,
+compile, parity) or ``default`` (what ``torchport run`` does without ``--probes``: on the CPU,
+the perf probe); the other sweep adds ``compile`` to them. Prints each sweep's wall
 time, the ratio, and per case the cold first compiled step (measured by the ladder in a fresh
 worker with empty caches, or by a cold child) and where the probe's own time went.
 
     .venv/bin/python benchmarks/compile_overhead.py [--suite smoke] [--device cpu]
-        [--repeats 1] [--cache default|fresh] [--out docs/results/compile_overhead_cpu.txt]
+        [--repeats 1] [--cache default|fresh] [--base-probes none|default|LIST]
+        [--out docs/results/compile_overhead_cpu.txt]
 
 ``--cache default`` leaves the machine's own compile cache as it is (a plain sweep then
 compiles against whatever earlier runs left there); ``--cache fresh`` gives every sweep a new
@@ -32,15 +35,16 @@ TARGET_RATIO = 2.0
 
 
 def sweep(suite: str, device: str, probes: str, cache: str, extra: list[str]) -> dict:
-    """One ``torchport run`` in its own folder and database: wall seconds and its results."""
-    work = tempfile.mkdtemp(prefix=f"overhead-{probes}-")
+    """One ``torchport run`` in its own folder and database: wall seconds and its results.
+    ``probes`` "default" runs without ``--probes`` (the run's own default probes)."""
+    work = tempfile.mkdtemp(prefix="overhead-")
     env = dict(os.environ)
     if cache == "fresh":
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor")
         env["TRITON_CACHE_DIR"] = os.path.join(work, "triton")
     cmd = [sys.executable, "-m", "torchport.interfaces.cli", "run", "--suite", suite,
-           "--device", device, "--modes", "compile", "--probes", probes,
-           "--db", os.path.join(work, "kb.db"), "--json", *extra]
+           "--device", device, "--modes", "compile", "--db", os.path.join(work, "kb.db"),
+           "--json", *([] if probes == "default" else ["--probes", probes]), *extra]
     start = clock()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
@@ -82,25 +86,34 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cache", choices=("default", "fresh"), default="default")
+    parser.add_argument("--base-probes", default="none",
+                        help="the plain sweep's --probes: none, default (no --probes) or a list")
     parser.add_argument("--out", default=None, help="Also write the report to this file.")
     parser.add_argument("extra", nargs="*", help="More 'torchport run' options (after --).")
     args = parser.parse_args(argv)
 
+    base = args.base_probes
+    if base == "default":
+        from torchport.probes.registry import default_probes
+        with_compile = ",".join([*default_probes(args.device), "compile"])
+    else:
+        with_compile = "compile" if base == "none" else f"{base},compile"
     plain, probed = [], []
     for _ in range(args.repeats):  # interleaved, so drift in machine load hits both sides
-        plain.append(sweep(args.suite, args.device, "none", args.cache, args.extra))
-        probed.append(sweep(args.suite, args.device, "compile", args.cache, args.extra))
+        plain.append(sweep(args.suite, args.device, base, args.cache, args.extra))
+        probed.append(sweep(args.suite, args.device, with_compile, args.cache, args.extra))
     plain_s = statistics.median(s["wall_s"] for s in plain)
     probed_s = statistics.median(s["wall_s"] for s in probed)
     ratio = probed_s / plain_s
     lines = [" ".join(["python", "benchmarks/compile_overhead.py", *(argv or sys.argv[1:])]),
              f"suite {args.suite}, device {args.device}, modes compile, cache {args.cache}, "
              f"{args.repeats} repeat(s), {os.cpu_count()} logical cores",
-             f"--probes none     {plain_s:8.1f} s  (each: {_each(plain)})",
-             f"--probes compile  {probed_s:8.1f} s  (each: {_each(probed)})",
+             f"plain    --probes {base:<18} {plain_s:8.1f} s  (each: {_each(plain)})",
+             f"with the probe: --probes {with_compile:<10} {probed_s:8.1f} s  "
+             f"(each: {_each(probed)})",
              f"ratio {ratio:.2f}x (target < {TARGET_RATIO:g}x: "
              f"{'met' if ratio < TARGET_RATIO else 'NOT met'})",
-             "per case (last --probes compile sweep):", *case_lines(probed[-1]["results"])]
+             "per case (last sweep with the probe):", *case_lines(probed[-1]["results"])]
     report = "\n".join(lines)
     print(report)
     if args.out:
