@@ -52,3 +52,14 @@ def test_nan_fails_and_missing_tensor_is_reported():
     report = compare({"a": res}, {"a": ref, "b": ref}, {"a": ref, "b": ref}, atol=1e-4,
                      rtol=1e-4, low_precision=False)
     assert not report.ok and set(report.failures()) == {"a", "b"}
+
+
+def test_relative_error_is_not_inflated_by_a_numerically_zero_reference():
+    ref = torch.full((8,), 1e-17, dtype=torch.float64)  # a gradient that cancelled out
+    res = ref + 1e-9
+    t = compare_tensor("g", res, ref, ref.float(), atol=1e-4, rtol=1e-4, low_precision=False)
+    assert t.ok and t.max_rel_err == pytest.approx(1e-9 / 1e-4)  # floored at atol, not 1e8
+    big = torch.full((8,), 2.0, dtype=torch.float64)
+    t = compare_tensor("w", big + 0.02, big, big.float(), atol=1e-4, rtol=1e-4,
+                       low_precision=False)
+    assert t.max_rel_err == pytest.approx(0.01)  # above atol: plain max |err| / max |ref|
