@@ -90,7 +90,7 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     """
     import torch
     from torchport.cases.base import Size
-    from torchport.runner.execute import make_step
+    from torchport.runner.execute import first_compiled_step, make_step
     from torchport.timing import timed
     sync = adapter.synchronize
     workload = staged(emit, "build", lambda: build(
@@ -99,17 +99,9 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device()))
     model = placed.model
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
-    compiled = {}
-
-    def first_compiled_step():
-        # As in the ladder: torch.compile() (its first call imports dynamo and inductor) and
-        # the first call through it, which compiles.
-        compiled["step"] = make_step(torch.compile(model, backend=spec["backend"]), model,
-                                     placed)
-        return compiled["step"]()
     cm.start_recording()
-    _, first_s = staged(emit, "compile", lambda: timed(first_compiled_step, sync))
-    step = compiled["step"]
+    (_, step), first_s = staged(emit, "compile", lambda: timed(lambda: first_compiled_step(
+        lambda m: torch.compile(m, backend=spec["backend"]), model, placed), sync))
     _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
     emit({"event": "stage", "stage": "collect"})
     return cm.first_step_record(adapter, first_s, second_s, eager_s)

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from torchport.runner.channel import LineReader
+from torchport.runner.pool import describe_exit, log_tail
 from torchport.timing import clock
 
 TAIL_CHARS = 3000
@@ -111,11 +112,9 @@ class Child:
         self.proc.stdin.close()
         self.done = True
         self.outcome.elapsed_s = clock() - self.started
-        self.outcome.exit = None if self.outcome.ended == "result" else describe(code)
+        self.outcome.exit = None if self.outcome.ended == "result" else describe_exit(code)
         self.log.flush()
-        self.log.seek(0, os.SEEK_END)
-        self.log.seek(max(0, self.log.tell() - TAIL_CHARS))
-        self.outcome.tail = self.log.read().decode(errors="replace")
+        self.outcome.tail = log_tail(self.log, TAIL_CHARS)
         self.log.close()
 
 
@@ -123,9 +122,3 @@ def run_child(spec: dict, env: dict | None, *, deadline: float,
               compile_timeout_s: float | None, log_dir: str) -> ChildOutcome:
     """Run one child from start to end under both limits."""
     return Child(spec, env, log_dir).finish(deadline, compile_timeout_s)
-
-
-def describe(code: int | None) -> str:
-    if code is None:
-        return "not started"
-    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"

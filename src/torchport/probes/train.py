@@ -20,9 +20,8 @@ LEARNING_RATE = 1e-3
 K = 3.0
 FLOOR = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
 TINY = 1e-12
-# (case id, version, seed, batch, seq, steps, dtype, optimizer factory) -> (reference,
-# baseline) loss curves:
-# the CPU sides are the same for every mode of a case, and the float64 one is the slow one.
+# (case id, version, seed, batch, seq, steps, dtype, optimizer factory) -> (reference, baseline)
+# loss curves: the CPU sides are the same for every mode of a case, and float64 is the slow one.
 _CPU_CURVES: dict[tuple, tuple[list, list]] = {}
 
 
@@ -106,8 +105,8 @@ class TrainProbe(Probe):
         tolerance = K * max(base_div) + FLOOR[config.dtype]
         info.update(device_losses=_jsonable(device), reference_losses=_jsonable(reference),
                     baseline_losses=_jsonable(baseline), worst_step=worst,
-                    baseline_max_divergence=_jsonable([max(base_div)])[0],
-                    tolerance=_jsonable([tolerance])[0],
+                    baseline_max_divergence=_finite(max(base_div)),
+                    tolerance=_finite(tolerance),
                     rule=f"max divergence <= {K} x baseline's + {FLOOR[config.dtype]}")
         if math.isfinite(div[worst]):
             report.metrics["train_max_loss_divergence"] = div[worst]
@@ -129,6 +128,10 @@ class TrainProbe(Probe):
         return report
 
 
+def _finite(x: float) -> float | None:
+    """JSON has no nan/inf: a non-finite figure is recorded as None."""
+    return x if math.isfinite(x) else None
+
+
 def _jsonable(losses: list) -> list:
-    """JSON has no nan/inf: a non-finite loss is recorded as None."""
-    return [x if math.isfinite(x) else None for x in losses]
+    return [_finite(x) for x in losses]

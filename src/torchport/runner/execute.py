@@ -65,5 +65,15 @@ def make_step(runner, module, workload: Workload):
     return step
 
 
+def first_compiled_step(compile_fn, module, workload: Workload):
+    """``compile_fn(module)`` (torch.compile: its first call in a process imports dynamo and
+    inductor, a wait the user meets too) and the first step through the result, which
+    compiles. Returns (runner, step); that step's outputs are dropped."""
+    runner = compile_fn(module)
+    step = make_step(runner, module, workload)
+    step()
+    return runner, step
+
+
 def to_cpu(tensors: dict) -> dict:
     return {k: v.detach().to("cpu") for k, v in tensors.items()}

@@ -15,7 +15,7 @@ from torchport.cases.base import Case, Size
 from torchport.probes import compile_metrics, parity
 from torchport.probes.base import Subject
 from torchport.runner.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
-from torchport.runner.execute import make_step, place, to_cpu
+from torchport.runner.execute import first_compiled_step, make_step, place, to_cpu
 from torchport.timing import clock
 
 # "reference" is the CPU float64 (and CPU baseline) run of the same case: a failure there means
@@ -118,22 +118,14 @@ class Ladder:
             return self.out.to_dict()
         runner, step, cold_compile = module, eager_step, None
         if self.mode == "compile":
-            compiled: dict = {}
-
-            def first_compiled_step():
-                # torch.compile() itself belongs to the wait: its first call in a process
-                # imports dynamo and inductor (about 2 s on this project's CPU machines).
-                compiled["runner"] = self._compile(module)
-                compiled["step"] = make_step(compiled["runner"], module, placed)
-                return compiled["step"]()  # the first call compiles
-
             cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
             if cold:
                 compile_metrics.start_recording()
-            ok, _ = self.stage("compile", first_compiled_step)
+            ok, compiled = self.stage("compile", lambda: first_compiled_step(
+                self._compile, module, placed))
             if not ok:
                 return self.out.to_dict()
-            runner, step = compiled["runner"], compiled["step"]
+            runner, step = compiled
             ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
             if not ok:
                 return self.out.to_dict()

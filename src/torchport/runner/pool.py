@@ -89,9 +89,7 @@ class Worker:
     def tail(self) -> str:
         self.log_file.flush()
         with open(self.log_file.name, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - TAIL_CHARS))
-            return f.read().decode(errors="replace")
+            return log_tail(f, TAIL_CHARS)
 
     # -- one task -----------------------------------------------------------------------
     def execute(self, task: dict, deadline: Deadline) -> dict:
@@ -146,6 +144,13 @@ class Worker:
         """The next event, or None at EOF or when ``deadline`` passes."""
         line = self.reader.next_line(deadline)
         return None if line is None else json.loads(line)
+
+
+def log_tail(log, chars: int) -> str:
+    """The last ``chars`` bytes of a binary log file, decoded."""
+    log.seek(0, os.SEEK_END)
+    log.seek(max(0, log.tell() - chars))
+    return log.read().decode(errors="replace")
 
 
 def describe_exit(code: int | None) -> str:

@@ -40,9 +40,8 @@ def new_run_id() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
-def worker_env(config: RunConfig) -> dict[str, str]:
+def worker_env(config: RunConfig, adapter) -> dict[str, str]:
     """Worker environment: fallback made visible per op; strict switches when asked."""
-    adapter = get_adapter(config.device)
     env = dict(os.environ)
     env.update(adapter.debug_env)
     if config.strict:
@@ -101,7 +100,8 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
     todo = [i for i in items if (i.case, i.mode) not in done]
     log_dir = tempfile.mkdtemp(prefix="torchport-logs-")
     deadline = Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s)
-    env = worker_env(config)
+    adapter = get_adapter(config.device)
+    env = worker_env(config, adapter)
     worker, start_failures = None, 0
     # SIGTERM and SIGINT both end the sweep cleanly (run marked interrupted). SIGINT is set
     # explicitly: a shell that starts a job in the background leaves it ignored.
@@ -109,7 +109,6 @@ def execute(store, run_id: str, config: RunConfig, items: list[Item],
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     task_config = config.to_dict()
     cold_modes = cold_worker_modes(config)
-    adapter = get_adapter(config.device)
     try:
         for item in todo:
             on_start(item)

@@ -20,8 +20,8 @@ def _reset_compiler() -> None:
     """Forget earlier cases' compiled frames: dynamo's recompile limits accumulate over a
     worker's life, and past them frames silently run eagerly."""
     try:
-        import torch._dynamo
-        torch._dynamo.reset()
+        from torchport.probes.compile_metrics import reset_dynamo
+        reset_dynamo()
     except Exception:  # private API: a torch without it simply keeps its state
         pass
 

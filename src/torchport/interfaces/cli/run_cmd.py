@@ -180,8 +180,7 @@ def _execute_with_progress(store, run_id, config, items, *, quiet: bool) -> str:
 
 
 def _report(store, run_id, state, as_json) -> None:
-    from torchport.interfaces.render import make_console
-    from torchport.interfaces.render import print_views
+    from torchport.interfaces.render import make_console, print_views
     from torchport.interfaces.views import build_views
     run = store.get_run(run_id)
     results = store.results(run_id=run_id)
