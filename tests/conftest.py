@@ -13,11 +13,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+# The installed console script, as a user runs it (``python -m`` would put the current folder
+# on sys.path and hide import problems the script has).
+TORCHPORT = str(Path(sys.executable).with_name("torchport"))
+
+
 def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "torchport.interfaces.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                          env=full_env)
+    return subprocess.run([TORCHPORT, *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env=full_env)
 
 
 @pytest.fixture
