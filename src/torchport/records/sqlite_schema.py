@@ -89,20 +89,23 @@ def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
+    if tables and not tables & TABLES_BY_VERSION[1]:
+        listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(f"'{path}' is not a torchport knowledge base (another application's "
+                         f"database (tables: {listed})); {FIX}")
     if version > SCHEMA_VERSION:
         raise StoreError(f"'{path}' has schema v{version}, newer than this torchport's "
                          f"v{SCHEMA_VERSION}; upgrade torchport to use it")
-    expected = set().union(*(t for v, t in TABLES_BY_VERSION.items() if v <= version))
-    if version == 0 or not expected & tables:
-        if version == 0 and not tables and write:
+    if version == 0 and not tables:
+        if write:
             return  # an empty SQLite file: ours to set up
-        listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        what = f"another application's database (tables: {listed})" if tables else "empty"
-        raise StoreError(f"'{path}' is not a torchport knowledge base ({what}); {FIX}")
+        raise StoreError(f"'{path}' is not a torchport knowledge base (empty); {FIX}")
+    expected = set().union(*(t for v, t in TABLES_BY_VERSION.items() if v <= max(version, 1)))
     missing = sorted(expected - tables)
-    if missing:
-        raise StoreError(f"'{path}' is a damaged torchport knowledge base (missing table "
-                         f"{', '.join(missing)}); move it aside and {FIX}")
+    if missing or version == 0:
+        what = f"missing table {', '.join(missing)}" if missing else "no schema version"
+        raise StoreError(f"'{path}' is a damaged torchport knowledge base ({what}); move it "
+                         f"aside and {FIX}")
     if not write and version < READABLE_FROM:
         raise StoreError(f"'{path}' has schema v{version}, older than this torchport reads "
                          f"(v{READABLE_FROM}+); any 'torchport run --db {path} ...' upgrades it")
