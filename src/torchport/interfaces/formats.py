@@ -166,8 +166,10 @@ def cell(value: Any, kind: str) -> str:
         return text_cell(", ".join(f"{k}={v}" for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return text_cell(",".join(str(v) for v in value))
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, str):
         return text_cell(brief_error(value) if kind == "error" else value)
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, (int, float)):
         return number(value, kind)
     return text_cell(value)

@@ -34,7 +34,7 @@ def view_table(view: View) -> Table:
         table.add_column(Text(safe(column.name)), overflow="fold")
     for row in view.rows:
         table.add_row(*[Text(cell(value, column.kind)) for value, column in
-                        zip(row, view.columns)])
+                        zip(row, view.columns, strict=True)])
     return table
 
 

@@ -73,7 +73,8 @@ def refuse_unless_torchport(path: str, header_version: int | None) -> None:
     """For reads: refuse an empty or foreign file from its header alone (SQLite never opens it,
     so not even a WAL side file appears next to another application's database)."""
     if header_version is None or header_version == 0:
-        what = "an empty file" if header_version is None else "an SQLite file without torchport's schema"
+        what = "an empty file" if header_version is None else \
+            "an SQLite file without torchport's schema"
         raise StoreError(f"'{path}' is not a torchport knowledge base ({what}); {FIX}")
 
 
@@ -126,8 +127,8 @@ def statements(script: str) -> list[str]:
         if sqlite3.complete_statement(pending):
             out.append(pending.strip())
             pending = ""
-    if pending.strip() and not all(l.strip().startswith("--") or not l.strip()
-                                   for l in pending.splitlines()):
+    if pending.strip() and not all(line.strip().startswith("--") or not line.strip()
+                                   for line in pending.splitlines()):
         raise ValueError(f"unterminated statement in a migration: {pending[:80]!r}")
     return out
 

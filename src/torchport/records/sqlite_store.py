@@ -241,8 +241,9 @@ class SQLiteStore:
                 run_id, value.case, value.case_version, value.mode, value.status, value.stage,
                 value.grade, *blobs, error.get("type"), error.get("message"),
                 error.get("traceback"), value.started_at, now_iso()))
-            conn.executemany(q.INSERT_RESULT_OP, [(cur.lastrowid, *op) for op in ops])
-        return cur.lastrowid
+            result_id = int(cur.lastrowid or 0)
+            conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
+        return result_id
 
     # -- reads ---------------------------------------------------------------------------------
     def _no_run(self, run_id: str) -> StoreError:

@@ -51,7 +51,7 @@ class View:
 
     def records(self) -> list[dict[str, Any]]:
         """Rows keyed by column name."""
-        return [dict(zip(self.names, row)) for row in self.rows]
+        return [dict(zip(self.names, row, strict=True)) for row in self.rows]
 
     def to_dict(self) -> dict:
         return {"title": self.title,

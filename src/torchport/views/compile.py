@@ -19,7 +19,8 @@ def _seconds(value):
 
 def _unavailable(part: dict | None) -> str | None:
     """Why a part has no figure: its status (and stage), or None when it says nothing."""
-    status = (part or {}).get("status")
+    part = part or {}
+    status = part.get("status")
     if isinstance(status, str) and status.startswith("unavailable"):
         return status
     if status and status != "ok":
@@ -97,7 +98,7 @@ def recompiles_cell(c: dict) -> str | None:
     return "; ".join(parts) or None
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     rows, colds, multi_graph, proven, warm_runs = [], [], 0, 0, 0
     config = run.get("config") or {}
     limit, probed = config.get("compile_timeout_s"), "compile" in (config.get("probes") or ())

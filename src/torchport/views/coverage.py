@@ -42,7 +42,7 @@ def _row(label: str, by_case: dict[str, list[dict]], modes: set[str]) -> list:
     return row
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     plan_cases = list(dict.fromkeys(case for case, _ in run.get("plan") or []))
     if len(plan_cases) < 2:
         return None
@@ -68,5 +68,6 @@ def build(run, results):
     skipped = sum(1 for rs in by_case.values() if rs and all(r["status"] == "skip" for r in rs))
     if skipped:
         notes.append(f"{skipped} cases skipped with a recorded reason")
-    cols = (Column("cases"), Column("n", "count")) + tuple(Column(c, "count") for c, _, _ in COLUMNS)
+    cols = (Column("cases"), Column("n", "count")) + \
+        tuple(Column(c, "count") for c, _, _ in COLUMNS)
     return View("Coverage by stage", cols, rows, notes)

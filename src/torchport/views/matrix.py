@@ -1,9 +1,11 @@
 """Case x mode -> the outcome: status, placement grade, failing stage and one key figure."""
 
+from __future__ import annotations
+
 from torchport.views.base import Column, View, outcome
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     modes = list(dict.fromkeys((run.get("config") or {}).get("modes") or
                                [r["mode"] for r in results]))
     by_case: dict[str, dict] = {}

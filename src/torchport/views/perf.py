@@ -1,5 +1,7 @@
 """Perf per (case, mode): step time and spread, throughput, FLOP/s, MFU, speedup, memory."""
 
+from __future__ import annotations
+
 from torchport.views.base import Annotated, Span, View, columns
 
 COLUMNS = columns("case", "mode", ("median ms", "ms"), ("p10-p90 ms", "ms"), ("CV", "percent"),
@@ -27,7 +29,7 @@ def row(result: dict) -> list:
             mfu(m, info), m.get("perf_speedup"), m.get("perf_peak_bytes")]
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     measured = [r for r in results if "perf" in (r.get("findings") or {})]
     if not measured:
         return None
@@ -36,7 +38,7 @@ def build(run, results):
     kinds = sorted({(i.get("step_kind") or "?") for i in infos})
     notes = ["step: " + ", ".join(kinds) + "; times are per step at each case's perf size, "
              "median and p10-p90 of n interleaved samples"]
-    timers = sorted({i.get("timer") for i in infos} - {None})
+    timers = sorted({str(i["timer"]) for i in infos if i.get("timer")})
     if timers:
         notes.append("timed with " + ", ".join(timers))
     if any(r[8] == NO_PEAK for r in rows):
@@ -45,6 +47,6 @@ def build(run, results):
     if any(str(i.get("peak_bytes_is") or "").startswith("peak resident") for i in infos):
         notes.append("peak memory on the CPU is the worker process's peak resident set")
     notes.extend(f"no step time for {r['case']} [{r['mode']}]: {'; '.join(i.get('notes') or ())}"
-                 for r, i in zip(measured, infos)
+                 for r, i in zip(measured, infos, strict=True)
                  if "perf_median_ms" not in (r.get("metrics") or {}))
     return View("Performance", COLUMNS, rows, notes)

@@ -1,5 +1,7 @@
 """Where the work ran: per result the placement grade, the host ops named, copies and bytes."""
 
+from __future__ import annotations
+
 from torchport.views.base import Annotated, Copies, View, columns
 
 
@@ -38,7 +40,7 @@ def grade(result: dict):
     return None  # the ladder stopped before the probe (see the status)
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     asked = "placement" in ((run.get("config") or {}).get("probes") or ())
     observed = results if asked else [r for r in results if r.get("grade")]
     if not observed:

@@ -1,5 +1,7 @@
 """Profile per (case, mode): where a step's time goes, the top op, and the trace file."""
 
+from __future__ import annotations
+
 from torchport.views.base import Share, View, columns
 
 PARTS = ("device_compute", "copies", "communication", "host", "idle")
@@ -8,7 +10,7 @@ COLUMNS = columns("case", "mode", ("wall ms", "ms"), ("device compute", "ms"), (
                   ("self ms", "ms"), "trace")
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     profiled = [r for r in results if "trace" in ((r.get("findings") or {}).get("profile") or {})]
     if not profiled:
         return None

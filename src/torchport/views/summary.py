@@ -1,10 +1,12 @@
 """Counts per status, with the denominator."""
 
+from __future__ import annotations
+
 from torchport.records import RESULT_STATUSES
 from torchport.views.base import View, columns
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     counts = {s: 0 for s in RESULT_STATUSES}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

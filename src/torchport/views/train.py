@@ -1,5 +1,7 @@
 """Training-loss parity per (case, mode): N optimizer steps on the device vs CPU float64."""
 
+from __future__ import annotations
+
 from torchport.views.base import View, columns
 
 COLUMNS = columns("case", "mode", ("steps", "count"), ("final loss", "float"),
@@ -15,11 +17,12 @@ def verdict(result: dict, info: dict) -> str:
     return "no verdict" if info.get("tolerance") is None else "ok"
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     trained = [r for r in results if "train" in (r.get("findings") or {})]
     if not trained:
         return None
-    rows, notes = [], []
+    rows: list[list] = []
+    notes: list[str] = []
     for r in trained:
         m, info = r.get("metrics") or {}, r["findings"]["train"] or {}
         rows.append([r["case"], r["mode"], info.get("steps"), m.get("train_final_loss"),
