@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                        modes=tuple(args.modes.split(",")), device=args.device,
                        probes=("perf",), perf_budget_s=args.budget_s)
     folder = tempfile.mkdtemp(prefix="torchport-repeat-")
-    store = open_store(os.path.join(folder, "kb.db"))
+    store = open_store(os.path.join(folder, "kb.db"), write=True)
     medians: dict[tuple[str, str], list[float]] = {}
     loads, host_ms = [], []
     for repeat in range(args.repeats):
