@@ -240,9 +240,8 @@ class Store:
         for col in ("config", "plan", "labels"):
             run[col] = json.loads(run[col])
         # A run whose supervisor was SIGKILLed never wrote its end: report it as interrupted.
-        if run["state"] == "running" and not self._alive(run.pop("pid"), run["host"]):
+        if run["state"] == "running" and not self._alive(run["pid"], run["host"]):
             run["state"] = "interrupted"
-        run.pop("pid", None)
         return run
 
     @staticmethod
