@@ -94,8 +94,8 @@ def main(argv=None) -> int:
 
     base = args.base_probes
     if base == "default":
-        from torchport.probes.registry import default_probes
-        with_compile = ",".join([*default_probes(args.device), "compile"])
+        from torchport.api import resolve_probes
+        with_compile = ",".join([*resolve_probes(args.device, None), "compile"])
     else:
         with_compile = "compile" if base == "none" else f"{base},compile"
     plain, probed = [], []

@@ -121,24 +121,21 @@ def write_views(store, run_id: str, path: str) -> dict:
 # -- 1. the smoke suite through torchport's pipeline ------------------------------------------
 def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
     from torchport.records import open_store
-    from torchport.runner.config import RunConfig
-    from torchport.runner.sweep import execute, expand, new_run_id
+    from torchport.config import RunConfig
+    from torchport import api
     config = RunConfig(**{"suite": "smoke", "device": args.device, "dtype": args.dtype,
                           "modes": ("eager", "compile"), "perf_budget_s": args.budget_s,
                           "timeout_s": 300.0,
                           "artifacts_dir": os.path.join(args.out, "artifacts"), **overrides})
     store = open_store(os.path.join(args.out, "gpu_check.db"), write=True)
-    items = expand(config)
-    run_id = new_run_id()
-    store.create_run(run_id=run_id, command=f"gpu_check {name}", suite=config.suite,
-                     device=config.device, config=config.to_dict(),
-                     plan=[[i.case, i.mode] for i in items], labels={"check": name})
 
     def on_result(result):
-        m = result.get("metrics") or {}
-        report.stamp(f"  {result['case']:<16} {result['mode']:<8} {result['status']:<16} "
+        m = result.metrics
+        report.stamp(f"  {result.case:<16} {result.mode:<8} {result.status:<16} "
                      + (f"{m['perf_median_ms']:.4g} ms/step" if "perf_median_ms" in m else ""))
-    state = execute(store, run_id, config, items, on_result=on_result)
+    outcome = api.run(config, store, labels={"check": name}, command=f"gpu_check {name}",
+                      on_result=on_result)
+    run_id, state = outcome.run_id, outcome.state
     views = write_views(store, run_id, os.path.join(args.out, f"{name}.txt"))
     report.add(f"{name}: run {run_id} {state}; views in {name}.txt")
     for view in ("perf", "train", "profile"):
@@ -190,7 +187,7 @@ def llama_check(args, report: Report) -> None:
     from torchport.probes.base import Subject
     from torchport.probes.flops import flops_6nt
     from torchport.probes.perf import PerfProbe
-    from torchport.runner.config import RunConfig
+    from torchport.config import RunConfig
     adapter = get_adapter(args.device)
     adapter.prepare()
     batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)

@@ -37,13 +37,8 @@ def host_speed_ms() -> float:
 
 
 def one_run(store, config) -> dict[tuple[str, str], dict]:
-    from torchport.runner.sweep import execute, expand, new_run_id
-    items = expand(config)
-    run_id = new_run_id()
-    store.create_run(run_id=run_id, command="perf_repeatability", suite=config.suite,
-                     device=config.device, config=config.to_dict(),
-                     plan=[[i.case, i.mode] for i in items], labels={})
-    execute(store, run_id, config, items)
+    from torchport import api
+    run_id = api.run(config, store, command="perf_repeatability").run_id
     return {(r["case"], r["mode"]): r for r in store.results(run_id=run_id)}
 
 
@@ -61,7 +56,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     from torchport.records import open_store
-    from torchport.runner.config import RunConfig
+    from torchport.config import RunConfig
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the workers
     config = RunConfig(suite=args.suite, cases=tuple(args.cases.split(",")),

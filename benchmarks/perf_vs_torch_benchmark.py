@@ -26,7 +26,7 @@ def _step(suite: str, case_id: str, device: str, dtype_name: str):
 
     from torchport.cases.base import Size
     from torchport.cases.registry import find_case
-    from torchport.runner.execute import make_step, place
+    from torchport.execution.steps import make_step, place
     workload = find_case(suite, case_id).build(seed=0, size=Size(perf=True))
     workload.model.eval()
     placed = place(workload, device, getattr(torch, dtype_name))

@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-# The installed console script, as a user runs it (``python -m`` would put the current folder
-# on sys.path and hide import problems the script has).
-TORCHPORT = str(Path(sys.executable).with_name("torchport"))
+# The installed console script, as a user runs it (not ``python -m``): the venv's bin/ first.
+TORCHPORT = str(Path(sys.executable).parent / "torchport")
+if not os.path.exists(TORCHPORT):  # pragma: no cover - an install without scripts
+    TORCHPORT = shutil.which("torchport") or TORCHPORT
 
 
 def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedProcess:
+    """Run the installed ``torchport`` script, from ``cwd`` or a new folder outside the repo."""
     full_env = dict(os.environ, **(env or {}))
+    if cwd is None:
+        cwd = tempfile.mkdtemp(prefix="torchport-cli-")
     return subprocess.run([TORCHPORT, *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, env=full_env)
 

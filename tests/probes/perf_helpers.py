@@ -5,7 +5,7 @@ from __future__ import annotations
 from torchport.cases.base import FunctionCase, Size, Workload
 from torchport.devices.cpu import CPUAdapter
 from torchport.probes.base import Subject
-from torchport.runner.config import RunConfig
+from torchport.config import RunConfig
 
 
 class RecordingAdapter(CPUAdapter):
@@ -38,7 +38,7 @@ def make_subject(case=None, *, mode: str = "eager", adapter=None, **config) -> S
     """A placed parity-size subject as the ladder would hand it to a probe."""
     import torch
 
-    from torchport.runner.execute import make_step, place
+    from torchport.execution.steps import make_step, place
     case = case or mlp_case()
     config = RunConfig(device="cpu", perf_budget_s=0.05, compile_backend="eager",
                        **config)

@@ -26,10 +26,10 @@ from torchport.probes.base import Subject  # noqa: E402
 from torchport.probes.compile import (CompileProbe, build_report, child_findings,  # noqa: E402
                                       cold_metrics)
 from torchport.probes.compile_child import measure  # noqa: E402
-from torchport.probes.compile_run import run_child  # noqa: E402
+from torchport.probes.compile_run import Child  # noqa: E402
 from torchport.probes.compile_shapes import study  # noqa: E402
-from torchport.runner.config import RunConfig  # noqa: E402
-from torchport.runner.sweep import cold_worker_modes  # noqa: E402
+from torchport.config import RunConfig  # noqa: E402
+from torchport.runner.plan import cold_worker_modes  # noqa: E402
 from torchport.timing import clock  # noqa: E402
 
 TINY = "tests.probes.test_compile:tiny_forward"
@@ -191,8 +191,7 @@ def test_cold_compile_past_the_limit_is_compile_timeout():
 
 def test_child_is_held_to_the_case_deadline(tmp_path):
     spec = spec_for("planted", "planted/slow_compile", task="cold")
-    outcome = run_child(spec, None, deadline=clock() + 4, compile_timeout_s=None,
-                        log_dir=str(tmp_path))
+    outcome = Child(spec, None, str(tmp_path)).finish(clock() + 4, None)
     assert outcome.ended == "deadline" and outcome.elapsed_s < 10
     report = build_report({"cold": child_findings(outcome, RunConfig())}, "eager", RunConfig())
     assert cm.is_unavailable(report.findings["compile"]["cold"]["status"])

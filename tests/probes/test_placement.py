@@ -196,8 +196,8 @@ def test_without_dispatch_modes_the_probe_says_unavailable(monkeypatch):
 def cpu_subject(mode: str):
     from torchport.devices.cpu import CPUAdapter
     from torchport.probes.base import Subject
-    from torchport.runner.config import RunConfig
-    from torchport.runner.execute import make_step
+    from torchport.config import RunConfig
+    from torchport.execution.steps import make_step
     from torchport.cases.base import Workload
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)
@@ -257,8 +257,8 @@ from torchport.cases.base import FunctionCase, Workload
 from torchport.cases.registry import find_case
 from torchport.devices import get_adapter
 from torchport.devices.privateuse1 import PrivateUse1Adapter
-from torchport.runner.config import RunConfig
-from torchport.runner.execute import make_step, place
+from torchport.config import RunConfig
+from torchport.execution.steps import make_step, place
 from torchport.runner.ladder import Ladder
 from torchport.probes.dispatch_recorder import DispatchRecorder, packet_key
 

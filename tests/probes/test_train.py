@@ -9,7 +9,7 @@ from torchport.cases.registry import find_case
 from torchport.views import train as train_view
 from torchport.probes import train
 from torchport.probes.train import TrainProbe, divergence
-from torchport.runner.config import RunConfig
+from torchport.config import RunConfig
 from torchport.runner.ladder import Ladder
 from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import torchport
+from tests.conftest import TORCHPORT, torchport
 
 CASES = "mlp,convnet"
 
@@ -23,7 +23,7 @@ def _count(db):
 
 def _start(db, cwd):
     return subprocess.Popen(
-        [sys.executable, "-m", "torchport.interfaces.cli", "run", "--suite", "smoke", "--cases",
+        [TORCHPORT, "run", "--suite", "smoke", "--cases",
          CASES, "--device", "cpu", "--probes", "none", "--db", str(db), "--json"],
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 

@@ -11,6 +11,13 @@ graph_break  a deliberate graph break (passes; the compile probe reports the bre
 host_model   keeps a submodule pinned to the CPU (placement grade host/fallback)
 cumsum       uses aten.cumsum, which simdev does not implement (fallback on simdev)
 oom          raises an out-of-memory error in its forward (oom)
+cpu_oom      asks the CPU allocator for more memory than exists (oom, not eager_fail)
+nan_loss     a model whose loss is NaN on every device and in the reference (accuracy_fail:
+             a reference that is not finite vouches for nothing)
+orphan       starts a background process in the worker's group, then dies (crash); the
+             process must not outlive the task's worker
+garbage_event writes a line that is not JSON on the worker's event channel (crash)
+forged_result reports a result for another case on the event channel (crash @record)
 """
 
 # No "from __future__ import annotations": torch.library.custom_op reads real annotations.
@@ -169,10 +176,63 @@ def _oom(*, seed: int, size: Size) -> Workload:
     return _linear_workload(_module(forward), seed=seed)
 
 
+def _cpu_oom(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    def forward(self, x):
+        return torch.empty(2 ** 50, dtype=torch.uint8)  # 1 PiB: the allocator refuses
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _nan_loss(*, seed: int, size: Size) -> Workload:
+    def forward(self, x):
+        return self.linear(x) * float("nan")
+    return _linear_workload(_module(forward), seed=seed)
+
+
+ORPHAN_MARKER = "torchport-planted-orphan"
+
+
+def _orphan(*, seed: int, size: Size) -> Workload:
+    import subprocess
+    import sys
+
+    def forward(self, x):
+        # A grandchild in the worker's process group, named so a test can look for it.
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", ORPHAN_MARKER])
+        os.abort()
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _worker_channel():
+    """The worker's event channel (its ``--fd``): what a rogue case could write to."""
+    import sys
+    fd = int(sys.argv[sys.argv.index("--fd") + 1])
+    return os.fdopen(os.dup(fd), "w", buffering=1)
+
+
+def _garbage_event(*, seed: int, size: Size) -> Workload:
+    def forward(self, x):
+        _worker_channel().write("this is not an event\n")
+        return self.linear(x)
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _forged_result(*, seed: int, size: Size) -> Workload:
+    import json
+
+    def forward(self, x):
+        forged = {"case": "planted/somebody_else", "mode": "eager", "status": "pass"}
+        _worker_channel().write(json.dumps({"event": "result", "result": forged}) + "\n")
+        return self.linear(x)
+    return _linear_workload(_module(forward), seed=seed)
+
+
 def planted_suite() -> list[Case]:
     """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
     fns = {"hang": _hang, "abort": _abort, "segfault": _segfault, "compile_bomb": _compile_bomb,
            "compile_wrong": _compile_wrong, "graph_break": _graph_break,
            "host_model": _host_model, "cumsum": _cumsum, "oom": _oom,
-           "slow_compile": _slow_compile}
+           "slow_compile": _slow_compile, "cpu_oom": _cpu_oom, "nan_loss": _nan_loss,
+           "orphan": _orphan, "garbage_event": _garbage_event, "forged_result": _forged_result}
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

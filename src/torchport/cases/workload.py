@@ -7,11 +7,17 @@ either a ``torchport.cases.base.Workload`` or a dict with keys
   loss_fn    callable(output) -> scalar tensor; when given, the case trains (backward + grads)
   tolerance  (atol, rtol) or a Tolerance, for parity
   tokens     tokens per step (for tokens/s), optional
+
+A factory that takes keyword parameters ``batch`` and/or ``seq`` (``def make(batch=4, seq=64)``)
+receives ``--batch``/``--seq``; asking for a size the factory does not accept is refused, so the
+recorded size is always the size that ran.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import math
 
 from torchport.cases.base import Case, Size, Tolerance, Workload
 
@@ -47,14 +53,20 @@ def to_workload(obj, path: str) -> Workload:
                                 f"'inputs' (optional loss_fn, tolerance, tokens); got keys "
                                 f"{sorted(obj)}")
         inputs = obj["inputs"]
+        if not isinstance(inputs, (torch.Tensor, tuple, list, dict)):
+            raise WorkloadError(f"--workload {path}: 'inputs' is {type(inputs).__name__}; it "
+                                "must be a tensor, a tuple of positional inputs or a dict of "
+                                "keyword inputs")
         args, kwargs = ((), inputs) if isinstance(inputs, dict) else (
             (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs), {})
-        tol = obj.get("tolerance")
-        if tol is not None and not isinstance(tol, Tolerance):
-            atol, rtol = tol
-            tol = Tolerance(atol=atol, rtol=rtol)
+        tol = _tolerance(obj.get("tolerance"), path)
+        tokens = obj.get("tokens")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or tokens <= 0):
+            raise WorkloadError(f"--workload {path}: 'tokens' must be a positive integer, got "
+                                f"{tokens!r}")
         wl = Workload(model=obj["model"], args=args, kwargs=kwargs, loss_fn=obj.get("loss_fn"),
-                      tolerance=tol, tokens=obj.get("tokens"))
+                      tolerance=tol, tokens=tokens)
     else:
         raise WorkloadError(f"--workload {path}: factory returned {type(obj).__name__}; it must "
                             "return a dict(model=..., inputs=...) or a torchport Workload")
@@ -64,6 +76,39 @@ def to_workload(obj, path: str) -> Workload:
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise WorkloadError(f"--workload {path}: 'loss_fn' is not callable")
     return wl
+
+
+def _tolerance(value, path: str) -> Tolerance | None:
+    if value is None or isinstance(value, Tolerance):
+        return value
+    problem = f"--workload {path}: 'tolerance' must be (atol, rtol), two non-negative " \
+              f"numbers; got {value!r}"
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise WorkloadError(problem)
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+           or v < 0 for v in value):
+        raise WorkloadError(problem)
+    return Tolerance(atol=float(value[0]), rtol=float(value[1]))
+
+
+def size_kwargs(factory, size: Size, path: str) -> dict:
+    """The ``batch``/``seq`` keywords to pass the factory, refusing sizes it cannot take."""
+    asked = {k: v for k, v in (("batch", size.batch), ("seq", size.seq)) if v is not None}
+    if not asked:
+        return {}
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    refused = [k for k in asked if k not in params and not takes_any]
+    if refused:
+        flags = " ".join(f"--{k}" for k in refused)
+        raise WorkloadError(f"--workload {path}: {flags} given, but the factory takes no "
+                            f"{' or '.join(refused)} parameter; add it to the factory "
+                            f"(def make({', '.join(f'{k}=...' for k in refused)})) or drop "
+                            f"{flags}")
+    return asked
 
 
 class WorkloadCase(Case):
@@ -77,4 +122,7 @@ class WorkloadCase(Case):
     def build(self, *, seed: int, size: Size) -> Workload:
         import torch
         torch.manual_seed(seed)
-        return to_workload(load_factory(self.path)(), self.path)
+        factory = load_factory(self.path)
+        workload = to_workload(factory(**size_kwargs(factory, size, self.path)), self.path)
+        workload.meta.setdefault("size", {"batch": size.batch, "seq": size.seq})
+        return workload

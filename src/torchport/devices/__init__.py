@@ -22,13 +22,18 @@ def device_names() -> list[str]:
 
 
 def get_adapter(name: str) -> DeviceAdapter:
-    """The adapter for a device name such as ``cuda`` or ``cuda:1`` (index is ignored)."""
-    family = name.split(":", 1)[0]
+    """The adapter for a device name such as ``cuda`` or ``cuda:1`` (the index is kept)."""
+    family, sep, index = name.partition(":")
     target = _entry_points().get(family)
     if target is None:
         raise UnknownDevice(f"unknown device '{name}'; known: {', '.join(device_names())} "
                             "('torchport doctor' shows which are usable here)")
-    return plugins.load(target)()
+    if sep and not (index.isdigit() and str(int(index)) == index):
+        raise UnknownDevice(f"device '{name}': the index must be a non-negative integer, "
+                            f"e.g. {family}:1")
+    adapter = plugins.load(target)()
+    adapter.index = int(index) if sep else 0
+    return adapter
 
 
 def best_available() -> str:

@@ -43,8 +43,18 @@ class DeviceAdapter:
             from torchport.devices import signals
             signals.listen(self.fallback_patterns)
 
-    def device(self, index: int = 0) -> str:
-        return f"{self.torch_type}:{index}" if self.torch_type != "cpu" else "cpu"
+    # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
+    index: int = 0
+
+    def device(self) -> str:
+        return f"{self.torch_type}:{self.index}" if self.torch_type != "cpu" else "cpu"
+
+    def index_available(self) -> tuple[bool, str]:
+        """Whether ``self.index`` names a device this host has."""
+        count = self.device_info().get("device_count") or 0
+        if self.index and self.index >= count:
+            return False, f"index {self.index} out of range: {count} device(s) visible"
+        return True, ""
 
     def module(self):
         import torch

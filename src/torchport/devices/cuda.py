@@ -15,9 +15,15 @@ class CUDAAdapter(DeviceAdapter):
                            else f"torch built for CUDA {built} but no GPU is visible")
         return True, f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
 
+    def prepare(self):
+        super().prepare()
+        import torch
+        # synchronize(), memory stats and new tensors all follow the current device.
+        torch.cuda.set_device(self.index)
+
     def device_info(self):
         import torch
-        props = torch.cuda.get_device_properties(0)
+        props = torch.cuda.get_device_properties(self.index)
         return {"device_type": "cuda", "device_name": props.name,
                 "device_count": torch.cuda.device_count(),
                 "device_memory_bytes": props.total_memory,

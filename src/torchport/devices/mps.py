@@ -35,5 +35,5 @@ class MPSAdapter(DeviceAdapter):
         return {"device_type": "mps", "device_name": f"Apple {platform.machine()}",
                 "device_count": 1}
 
-    def device(self, index=0):
+    def device(self):
         return "mps"

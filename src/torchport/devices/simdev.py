@@ -27,7 +27,7 @@ class SimdevAdapter(DeviceAdapter):
         from torchport.devices import simdev_backend
         simdev_backend.install()
 
-    def device(self, index=0):
+    def device(self):
         return "simdev:0"
 
     def peak_memory_bytes(self):

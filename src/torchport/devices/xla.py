@@ -20,7 +20,7 @@ class XLAAdapter(DeviceAdapter):
         super().prepare()
         import torch_xla  # noqa: F401  (registers the device)
 
-    def device(self, index=0):
+    def device(self):
         return "xla"
 
     def synchronize(self):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from torchport.cases.base import Case, Workload
+from torchport.config import RunConfig
+from torchport.devices.base import DeviceAdapter
+from torchport.records.result import GRADES, STATUSES, error_value
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(kw_only=True)
@@ -17,15 +24,15 @@ class Subject:
     make_runner: builds a fresh runner for this mode (e.g. a new torch.compile wrapper).
     """
 
-    case: Any
+    case: Case
     mode: str
-    config: Any
-    adapter: Any
+    config: RunConfig
+    adapter: DeviceAdapter
     device: str
-    dtype: Any
-    workload: Any            # device-side Workload (args/kwargs moved)
-    model: Any
-    runner: Any
+    dtype: torch.dtype
+    workload: Workload       # device-side Workload (args/kwargs moved)
+    model: torch.nn.Module
+    runner: Callable[..., Any]   # the model, or its torch.compile wrapper
     step: Callable[[], dict]
     make_runner: Callable[[], Any]
     emit: Callable[[dict], None] = lambda event: None
@@ -46,6 +53,17 @@ class ProbeReport:
     stage: str | None = None
     error: dict | None = None
 
+    def check(self) -> None:
+        """Raise ValueError naming what does not fit a record (the ladder then records the
+        probe as crashed instead of letting a bad value end the sweep)."""
+        if self.status is not None and self.status not in STATUSES:
+            raise ValueError(f"probe returned unknown status {self.status!r}")
+        if self.grade is not None and self.grade not in GRADES:
+            raise ValueError(f"probe returned unknown grade {self.grade!r}")
+        for key, value in self.metrics.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"probe metric {key!r} is not a number: {value!r}")
+
 
 class Probe:
     name: str = ""
@@ -65,5 +83,4 @@ class Probe:
         try:
             return self.run(subject)
         except Exception as exc:
-            return ProbeReport(error={"type": type(exc).__name__, "message": str(exc),
-                                      "traceback": traceback.format_exc(), "probe": self.name})
+            return ProbeReport(error={**error_value(exc), "probe": self.name})

@@ -52,6 +52,8 @@ class CompileProbe(Probe):
                 "device": config.device, "dtype": config.dtype, "seed": config.seed,
                 "batch": config.batch, "seq": config.seq, "backend": backend}
         deadline = case_deadline(subject)
+        # The child's own watchdog: it ends itself a little after the deadline it is held to.
+        spec["deadline_s"] = max(deadline - clock(), 1.0) + DEADLINE_MARGIN_S
         tasks = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
         root = tempfile.mkdtemp(prefix="torchport-compile-")
         found: dict[str, dict] = {}

@@ -24,63 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
 
+from torchport.execution.build import StageFailed, build_workload, staged
+from torchport.execution.channel import Channel
+from torchport.execution.child import Watchdog
 from torchport.probes import compile_metrics as cm
-from torchport.runner.channel import Channel
-
-
-def error_dict(exc: BaseException) -> dict:
-    return {"type": type(exc).__name__, "message": str(exc)[:4000],
-            "traceback": "".join(traceback.format_exception(exc))[-8000:]}
-
-
-def failure_status(stage: str, exc: BaseException) -> str:
-    """The ladder's status for an exception raised in ``stage``."""
-    import torch
-    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-        return "oom"
-    if stage == "compile":
-        try:
-            from torch._dynamo.exc import TorchDynamoException  # private: guarded
-        except ImportError:
-            return "compile_fail"
-        # Anything else raised by the first compiled call came from running compiled code.
-        return "compile_fail" if isinstance(exc, TorchDynamoException) else "compiled_run_fail"
-    return {"build": "build_fail", "place": "place_fail", "eager": "eager_fail",
-            "compiled_run": "compiled_run_fail"}.get(stage, "crash")
-
-
-class StageFailed(Exception):
-    def __init__(self, stage: str, exc: BaseException):
-        super().__init__(f"{stage}: {exc}")
-        self.stage, self.exc = stage, exc
-
-
-def staged(emit, stage: str, fn):
-    """Announce ``stage``, run ``fn``; an exception becomes StageFailed carrying the stage."""
-    emit({"event": "stage", "stage": stage})
-    try:
-        return fn()
-    except Exception as exc:
-        raise StageFailed(stage, exc) from exc
-
-
-def build(case, spec: dict, size):
-    """The case built as the ladder builds it: seeded, on the CPU, in eval mode."""
-    workload = case.build(seed=spec["seed"], size=size)
-    workload.model.eval()  # the ladder steps in eval mode (dropout off)
-    return workload
+from torchport.records.result import classify, error_value
 
 
 def place_on(workload, spec: dict, device: str):
     import torch
-    from torchport.runner.execute import place
+    from torchport.execution.steps import place
     return place(workload, device, getattr(torch, spec["dtype"]))
-
-
-def build_placed(case, spec: dict, size, device: str):
-    return place_on(build(case, spec, size), spec, device)
 
 
 def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
@@ -90,11 +45,11 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     """
     import torch
     from torchport.cases.base import Size
-    from torchport.runner.execute import first_compiled_step, make_step
+    from torchport.execution.steps import first_compiled_step, make_step
     from torchport.timing import timed
     sync = adapter.synchronize
-    workload = staged(emit, "build", lambda: build(
-        case, spec, Size(batch=spec.get("batch"), seq=spec.get("seq"))))
+    workload = staged(emit, "build", lambda: build_workload(
+        case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))))
     ready()
     placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device()))
     model = placed.model
@@ -114,6 +69,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     spec = json.loads(args.spec)
+    Watchdog().arm(spec.get("deadline_s"))  # dies with the worker that started it
 
     def ready() -> None:
         """A held child says it is ready and waits for the parent's go (a line on stdin)."""
@@ -134,10 +90,10 @@ def main(argv=None) -> int:
         else:
             result = measure(case, spec, adapter, channel.emit, ready)
     except StageFailed as failed:
-        result = {"status": failure_status(failed.stage, failed.exc), "stage": failed.stage,
-                  "error": error_dict(failed.exc)}
+        result = {"status": classify(failed.stage, failed.exc), "stage": failed.stage,
+                  "error": error_value(failed.exc)}
     except Exception as exc:  # outside any stage: still data, never a silent death
-        result = {"status": "crash", "stage": "child", "error": error_dict(exc)}
+        result = {"status": "crash", "stage": "child", "error": error_value(exc)}
     channel.emit({"event": "result", "result": result})
     return 0
 

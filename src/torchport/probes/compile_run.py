@@ -1,23 +1,18 @@
 """Parent side of a compile child: start it, watch its stages, enforce both time limits.
 
-The child (``compile_child``) runs in its own process group. While it says its stage is
-"compile", the compile time limit runs; the whole child is also held to the deadline it was
-given (what is left of the case's time). Past either, the group is killed and the outcome says
-which limit ended it. Outcomes are data: the probe never waits without a deadline.
+The child (``compile_child``) is an ``execution.child.Child``: its own process group, an event
+channel, a log. While it says its stage is "compile", the compile time limit runs; the whole
+child is also held to the deadline it was given (what is left of the case's time). Past either,
+the group is killed and the outcome says which limit ended it. Outcomes are data: the probe
+never waits without a deadline.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 
-from torchport.runner.channel import LineReader
-from torchport.runner.pool import describe_exit, log_tail
+from torchport.execution.child import BadEvent, Child as SupervisedChild
 from torchport.timing import clock
 
 TAIL_CHARS = 3000
@@ -40,17 +35,10 @@ class Child:
     """One ``python -m torchport.probes.compile_child`` process and its event stream."""
 
     def __init__(self, spec: dict, env: dict | None, log_dir: str):
-        read_fd, write_fd = os.pipe()
-        self.log = tempfile.NamedTemporaryFile("w+b", dir=log_dir, prefix=f"{spec['task']}-",
-                                               suffix=".log", delete=False)
-        self.started = clock()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "torchport.probes.compile_child", "--fd", str(write_fd),
-             "--spec", json.dumps(spec)],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), env=env, start_new_session=True)
-        os.close(write_fd)
-        self.reader = LineReader(read_fd)
+        self.child = SupervisedChild("torchport.probes.compile_child",
+                                     ["--spec", json.dumps(spec)], env=env, log_dir=log_dir,
+                                     name=spec["task"])
+        self.started = self.child.started
         self.outcome = ChildOutcome(ended="crash")
         self.done = False
 
@@ -62,11 +50,7 @@ class Child:
         """Release a held child; from here its time counts as its own (``elapsed_s``)."""
         self.started = clock()
         if not self.done:
-            try:
-                self.proc.stdin.write(b"go\n")
-                self.proc.stdin.flush()
-            except BrokenPipeError:
-                pass  # it died while held: finish() reports how
+            self.child.send("go")  # a child that died while held: finish() reports how
 
     def finish(self, deadline: float, compile_timeout_s: float | None) -> ChildOutcome:
         """Read until the result, or until a limit passes; then end the process group."""
@@ -78,14 +62,17 @@ class Child:
         compile_deadline = None
         while not self.done:
             limit = deadline if compile_deadline is None else min(deadline, compile_deadline)
-            line = self.reader.next_line(limit)
-            if line is None:
+            try:
+                event = self.child.next_event(limit)
+            except BadEvent:
+                self.done = True  # a child that writes garbage is treated as one that died
+                return
+            if event is None:
                 if clock() >= limit:  # a limit passed
                     self.outcome.ended = ("compile_timeout" if compile_deadline is not None
                                           and clock() >= compile_deadline else "deadline")
                 self.done = True  # else end of stream: the child died without a result
                 return
-            event = json.loads(line)
             if event["event"] == "stage":
                 self.outcome.stage = event["stage"]
                 compile_deadline = (clock() + compile_timeout_s if event["stage"] == "compile"
@@ -101,24 +88,13 @@ class Child:
     def kill(self) -> None:
         """Kill the whole group (compile workers too). A child that reported has nothing left
         to do: its caches were written before its compiled step returned."""
-        if self.proc.returncode is not None:
+        if self.child.returncode is not None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        code = self.proc.wait()
-        self.reader.close()
-        self.proc.stdin.close()
+        self.child.kill()
         self.done = True
         self.outcome.elapsed_s = clock() - self.started
-        self.outcome.exit = None if self.outcome.ended == "result" else describe_exit(code)
-        self.log.flush()
-        self.outcome.tail = log_tail(self.log, TAIL_CHARS)
-        self.log.close()
-
-
-def run_child(spec: dict, env: dict | None, *, deadline: float,
-              compile_timeout_s: float | None, log_dir: str) -> ChildOutcome:
-    """Run one child from start to end under both limits."""
-    return Child(spec, env, log_dir).finish(deadline, compile_timeout_s)
+        self.outcome.exit = None if self.outcome.ended == "result" else \
+            self.child.exit_description()
+        self.outcome.tail = self.child.tail(TAIL_CHARS)
+        if self.outcome.ended == "result":
+            self.child.remove_log()

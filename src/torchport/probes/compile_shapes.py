@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from torchport.execution.build import StageFailed, build_placed, staged
 from torchport.probes import compile_metrics as cm
-from torchport.probes.compile_child import (
-    StageFailed, build_placed, error_dict, failure_status, staged,
-)
+from torchport.records.result import classify, error_value
 
 MODES = (("static", False), ("dynamic", True))
 
@@ -55,16 +54,17 @@ def plan(shapes: dict, builds_differ) -> list[dict]:
 
 def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -> dict:
     """Every study of ``spec["shapes"]``; each entry is also emitted as a record event."""
+    import torch
     from torchport.cases.base import Size
-    device = adapter.device()
+    device, dtype = adapter.device(), getattr(torch, spec["dtype"])
     built: dict[tuple, object] = {}
 
     def build(dim, value):
         key = (dim, value)
         if key not in built:
+            size = Size(**{**{"batch": spec.get("batch"), "seq": spec.get("seq")}, dim: value})
             built[key] = staged(emit, "build", lambda: build_placed(
-                case, spec, Size(**{**{"batch": spec.get("batch"), "seq": spec.get("seq")},
-                                    dim: value}), device))
+                case, seed=spec["seed"], size=size, device=device, dtype=dtype))
         return built[key]
 
     def builds_differ(dim, values):
@@ -81,8 +81,8 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
                     entry[mode] = run_mode(placed, entry["values"], spec["backend"], dynamic,
                                            adapter, emit)
                 except StageFailed as failed:  # one mode failing leaves the other standing
-                    entry[mode] = {"status": failure_status(failed.stage, failed.exc),
-                                   "error": error_dict(failed.exc)}
+                    entry[mode] = {"status": classify(failed.stage, failed.exc),
+                                   "error": error_value(failed.exc)}
                 # Sent as it completes: if a later compile is killed, this part survives.
                 emit({"event": "record", "record": {"dim": entry["dim"], "mode": mode,
                                                     "data": entry[mode]}})
@@ -93,7 +93,7 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
 def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, emit) -> dict:
     """Compile the first build's model once and step it at each size."""
     import torch
-    from torchport.runner.execute import make_step
+    from torchport.execution.steps import make_step
     from torchport.timing import timed
     cm.reset_dynamo()
     model = placed[0].model

@@ -60,12 +60,12 @@ def compile_fresh(subject: Subject, model):
 
 def perf_setup(subject: Subject) -> PerfSetup:
     """Build the case again at its perf size, place it, and make the steps to time."""
-    from torchport.runner.execute import make_step, place
+    from torchport.execution.build import build_placed
+    from torchport.execution.steps import make_step
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
-    workload = subject.case.build(seed=config.seed, size=size)
-    workload.model.eval()  # as the ladder does: the same computation parity checked
-    placed = place(workload, subject.device, subject.dtype)
+    placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
+                          dtype=subject.dtype)
     model = placed.model
     setup = PerfSetup(workload=placed, model=model,
                       size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,

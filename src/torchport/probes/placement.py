@@ -178,7 +178,7 @@ class PlacementProbe(Probe):
 
     def _eager_pass(self, subject: Subject, target: str, off: list, total: int) -> dict:
         """The eager module of a compile-mode result, for comparison with the compiled one."""
-        from torchport.runner.execute import make_step
+        from torchport.execution.steps import make_step
         step = make_step(subject.model, subject.model, subject.workload)
         ops = op_table(observe(subject.adapter, step), target)
         return {"grade": grade(ops, target, off, total), "fallback_ops": fallback_ops(ops)}

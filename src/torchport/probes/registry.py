@@ -22,18 +22,3 @@ def load_probe(name: str):
     if target is None:
         raise UnknownProbe(f"unknown probe '{name}'; known: {', '.join(probe_names())}")
     return plugins.load(target)()
-
-
-# What a plain ``torchport run`` measures besides the ladder: placement where the device is not
-# the host (the point of evaluating a backend) and a short perf pass. Compile economics (cold and
-# warm compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
-# for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
-DEFAULT_PROBES = ("placement", "perf")
-
-
-def default_probes(device: str) -> tuple[str, ...]:
-    known = set(probe_names())
-    chosen = [p for p in DEFAULT_PROBES if p in known]
-    if device.split(":")[0] == "cpu" and "placement" in chosen:
-        chosen.remove("placement")
-    return tuple(chosen)

@@ -68,19 +68,19 @@ class TrainProbe(Probe):
 
     def run(self, subject: Subject) -> ProbeReport:
         import torch
-        from torchport.runner.execute import place
+        from torchport.execution.steps import place
         report = ProbeReport()
         config, steps = subject.config, subject.config.train_steps
         info = {"steps": steps, "step_kind": "training step with optimizer",
                 "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
                 "data": "the parity-size batch, the same every step", "notes": []}
         report.findings["train"] = info
-        workload = subject.case.build(seed=config.seed, size=Size(batch=config.batch,
-                                                                   seq=config.seq))
+        from torchport.execution.build import build_workload
+        workload = build_workload(subject.case, seed=config.seed,
+                                  size=Size(batch=config.batch, seq=config.seq))
         if not workload.trains:
             info["notes"].append("forward-only case: nothing to train")
             return report
-        workload.model.eval()  # dropout off: the same deterministic step parity checks
 
         def run_side(device, dtype, side, compiled=False):
             placed = place(workload, device, dtype)

@@ -7,63 +7,18 @@ its own pass. The status is the first stage that failed; every stage's duration 
 from __future__ import annotations
 
 import os
-import traceback
-from dataclasses import dataclass, field
 from typing import Callable
 
 from torchport.cases.base import Case, Size
+from torchport.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
+from torchport.execution.build import build_workload
+from torchport.execution.steps import first_compiled_step, make_step, place, to_cpu
 from torchport.probes import compile_metrics, parity
 from torchport.probes.base import Subject
-from torchport.runner.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
-from torchport.runner.execute import first_compiled_step, make_step, place, to_cpu
+from torchport.records.result import (
+    Result, capture, error_note, error_value, skipped,
+)
 from torchport.timing import clock
-
-# "reference" is the CPU float64 (and CPU baseline) run of the same case: a failure there means
-# the case itself cannot be built into a checkable workload, hence build_fail.
-FAIL_STATUS = {"build": "build_fail", "reference": "build_fail", "place": "place_fail",
-               "run": "eager_fail",
-               "compile": "compile_fail", "compiled_run": "compiled_run_fail",
-               "parity": "accuracy_fail"}
-
-
-@dataclass
-class Outcome:
-    case: str
-    case_version: int
-    mode: str
-    status: str = "pass"
-    stage: str | None = None
-    grade: str | None = None
-    metrics: dict = field(default_factory=dict)
-    findings: dict = field(default_factory=dict)
-    durations: dict = field(default_factory=dict)
-    artifacts: list = field(default_factory=list)
-    error: dict | None = None
-
-    def fail(self, status: str, stage: str, exc: BaseException | None = None, message: str = ""):
-        self.status, self.stage = status, stage
-        if exc is not None:
-            self.error = {"type": type(exc).__name__, "message": str(exc)[:4000],
-                          "traceback": "".join(traceback.format_exception(exc))[-20000:]}
-        else:
-            self.error = {"type": "ParityMismatch" if status == "accuracy_fail" else status,
-                          "message": message, "traceback": None}
-
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def _is_oom(exc: BaseException) -> bool:
-    import torch
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
-
-
-def _is_compiler_error(exc: BaseException) -> bool:
-    try:
-        from torch._dynamo.exc import TorchDynamoException  # private: guarded
-    except ImportError:
-        return False
-    return isinstance(exc, TorchDynamoException)
 
 
 class Ladder:
@@ -73,35 +28,30 @@ class Ladder:
                  reference_cache: dict):
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
-        self.out = Outcome(case=case.id, case_version=case.version, mode=mode)
+        self.out = Result(case=case.id, case_version=case.version, mode=mode)
         self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
 
     def stage(self, name: str, fn: Callable[[], object]):
         """Run one stage; on an exception record the failure and return (False, None)."""
         self.emit({"event": "stage", "stage": name})
-        start = clock()
-        try:
+
+        def synchronised():
             value = fn()
-        except Exception as exc:
-            self.out.durations[f"{name}_s"] = clock() - start
-            status = FAIL_STATUS[name]
-            if _is_oom(exc):
-                status = "oom"
-            elif name == "compile" and not _is_compiler_error(exc):
-                status = "compiled_run_fail"  # compiled fine, then the compiled code raised
-            self.out.fail(status, name, exc)
+            self.adapter.synchronize()
+            return value
+        done = capture(name, synchronised, clock)
+        self.out.durations[f"{name}_s"] = done.duration_s
+        if not done.ok:
+            self.out.fail_from(done)
             return False, None
-        self.adapter.synchronize()
-        self.out.durations[f"{name}_s"] = clock() - start
-        return True, value
+        return True, done.value
 
     def run(self) -> dict:
         import torch
         if self.case.skip_reason:
-            self.out.status, self.out.error = "skip", {
-                "type": "Skip", "message": self.case.skip_reason, "traceback": None}
-            return self.out.to_dict()
+            return skipped(self.case.id, self.mode, case_version=self.case.version,
+                           reason=self.case.skip_reason, tags=tuple(self.case.tags)).to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
         ok, workload = self.stage("build", lambda: self._build(size))
@@ -141,8 +91,8 @@ class Ladder:
         ok, report = self.stage("parity", lambda: self._parity(result, *references,
                                                                workload.tolerance))
         if ok and not report.ok:
-            self.out.fail("accuracy_fail", "parity", message="outside tolerance: "
-                          + ", ".join(report.failures()[:8]))
+            self.out.fail("accuracy_fail", "parity", error_note(
+                "ParityMismatch", "outside tolerance: " + ", ".join(report.failures()[:8])))
         subject = Subject(case=self.case, mode=self.mode, config=config, adapter=self.adapter,
                           device=self.adapter.device(), dtype=dtype, workload=placed,
                           model=module, runner=runner, step=step,
@@ -160,8 +110,7 @@ class Ladder:
         cached = self.reference_cache.get(key)
         if cached is None:
             self.reference_cache.clear()  # keep one case's tensors alive at a time
-            workload = self.case.build(seed=self.config.seed, size=size)
-            workload.model.eval()  # dropout off: parity needs a deterministic step
+            workload = build_workload(self.case, seed=self.config.seed, size=size)
             cached = self.reference_cache[key] = {"workload": workload}
         return cached["workload"]
 
@@ -187,6 +136,7 @@ class Ladder:
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
         report = parity.compare(result, reference, baseline, atol=atol, rtol=rtol,
                                 low_precision=self.config.dtype in LOW_PRECISION)
+        self.out.probe_versions["parity"] = parity.PROBE_VERSION
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
         return report
@@ -201,6 +151,13 @@ class Ladder:
             start = clock()
             report = probe.safe_run(subject)
             self.out.durations[f"probe_{name}_s"] = clock() - start
+            self.out.probe_versions[name] = probe.version
+            try:
+                report.check()
+            except ValueError as exc:  # a malformed report is that probe's crash, not ours
+                self.out.findings.setdefault("probe_errors", []).append(
+                    {**error_value(exc), "probe": name, "status": "crash"})
+                continue
             self.out.metrics.update(report.metrics)
             self.out.findings.update(report.findings)
             self.out.artifacts.extend(report.artifacts)

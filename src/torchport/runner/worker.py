@@ -1,8 +1,10 @@
-"""Worker process: runs (case, mode) items sent by the supervisor, one at a time.
+"""Worker process: runs (case, mode) tasks sent by the supervisor, one at a time.
 
 Protocol: tasks arrive as JSON lines on stdin; events go back as JSON lines on the file
 descriptor given by ``--fd`` (stdout and stderr stay free for user code and go to a log).
-Events: ready (with the environment fingerprint), stage (the stage now running), result.
+Events: ready (with the environment fingerprint), fatal, stage (the stage now running), result.
+A watchdog ends the worker and its process group if the supervisor dies or a task runs past
+its own deadline (``watchdog_s`` in the task), so no worker outlives its run.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import argparse
 import json
 import os
 import sys
-import traceback
 
-from torchport.runner.channel import Channel
+from torchport.execution.channel import Channel
+from torchport.execution.child import Watchdog
+from torchport.records.result import crashed, error_value
+from torchport.runner.plan import WORKLOAD_PATH_ENV
 
 
 def _reset_compiler() -> None:
@@ -32,35 +36,37 @@ def main(argv=None) -> int:
     parser.add_argument("--device", required=True)
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
+    watchdog = Watchdog()
+    if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
+        sys.path.append(os.environ[WORKLOAD_PATH_ENV])
 
     from torchport.devices import get_adapter
-    from torchport.runner.environment import fingerprint
-    adapter = get_adapter(args.device)
+    from torchport.execution.environment import fingerprint
     try:
+        adapter = get_adapter(args.device)
         adapter.prepare()
         channel.emit({"event": "ready", "environment": fingerprint(adapter), "pid": os.getpid()})
     except Exception as exc:
-        channel.emit({"event": "fatal", "error": {"type": type(exc).__name__, "message": str(exc),
-                                                  "traceback": traceback.format_exc()}})
+        channel.emit({"event": "fatal", "error": error_value(exc)})
         return 3
 
     from torchport.cases.registry import find_case
-    from torchport.runner.config import RunConfig
+    from torchport.config import RunConfig
     from torchport.runner.ladder import Ladder
     reference_cache: dict = {}
     for line in sys.stdin:
         task = json.loads(line)
-        config = RunConfig.from_dict(task["config"])
+        watchdog.arm(task.get("watchdog_s"))
         _reset_compiler()
         try:
+            config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
             result = Ladder(case, task["mode"], config, adapter, channel.emit,
                             reference_cache).run()
         except Exception as exc:  # a bug outside the ladder's stages: still a result
-            result = {"case": task["case"], "mode": task["mode"], "status": "crash",
-                      "stage": "worker", "error": {"type": type(exc).__name__,
-                                                   "message": str(exc),
-                                                   "traceback": traceback.format_exc()}}
+            result = crashed(task["case"], task["mode"], stage="worker",
+                             error=error_value(exc)).to_dict()
+        watchdog.arm(None)
         channel.emit({"event": "result", "result": result})
     return 0
 

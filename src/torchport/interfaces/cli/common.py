@@ -22,7 +22,7 @@ def problems():
     from torchport.devices import UnknownDevice
     from torchport.probes.registry import UnknownProbe
     from torchport.records import StoreError
-    from torchport.runner.config import ConfigError
+    from torchport.config import ConfigError
     from torchport.views import ViewError
     try:
         yield

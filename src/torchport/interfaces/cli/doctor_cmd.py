@@ -2,6 +2,7 @@
 
 import click
 
+from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.common import echo_json, json_option
 
 
@@ -9,27 +10,23 @@ from torchport.interfaces.cli.common import echo_json, json_option
 @json_option
 def command(as_json):
     """Report the devices torchport can see, with versions and reasons."""
-    import torch
-    import torchport
-    from torchport.devices import device_names, get_adapter
-    rows = []
-    for name in device_names():
-        try:
-            adapter = get_adapter(name)
-            ok, reason = adapter.availability()
-            versions = adapter.versions()
-        except Exception as exc:  # an adapter that breaks is reported, not fatal
-            ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
-        rows.append({"device": name, "usable": ok, "detail": reason, "versions": versions})
-    from importlib import metadata
-    info = {"torchport": torchport.__version__, "torch": torch.__version__,
-            "transformers": metadata.version("transformers"), "devices": rows}
+    from torchport.api import doctor
+    info = doctor()
+    if "broken" in info:
+        broken = info["broken"]
+        name = broken.get("backend") or "an installed backend"
+        fix = ("; TORCH_DEVICE_BACKEND_AUTOLOAD=0 makes torch import without it"
+               if broken.get("autoload_off_helps") else "")
+        first = (broken.get("message") or "").strip().splitlines()
+        raise UsageProblem(f"'import torch' fails: backend {name} does not load "
+                           f"({first[0] if first else broken.get('type')}); repair or "
+                           f"uninstall it{fix}")
     if as_json:
         echo_json(info)
         return
     click.echo(f"torchport {info['torchport']}  torch {info['torch']}  "
                f"transformers {info['transformers']}")
-    for row in rows:
+    for row in info["devices"]:
         mark = "ok " if row["usable"] else "no "
         extra = "  " + ", ".join(f"{k} {v}" for k, v in row["versions"].items()) \
             if row["versions"] else ""

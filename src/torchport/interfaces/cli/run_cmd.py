@@ -34,31 +34,6 @@ def _shapes(value: str | None) -> dict:
     return shapes
 
 
-def _check_device(name: str) -> None:
-    from torchport.devices import get_adapter
-    with problems():
-        adapter = get_adapter(name)
-    ok, reason = adapter.availability()
-    if not ok:
-        raise UsageProblem(f"device '{name}' is not usable here: {reason} "
-                           "('torchport doctor' lists the usable devices)")
-
-
-def _check_workload(path: str) -> None:
-    """Import and call the factory once, so a broken workload is bad input, not a result."""
-    import torch
-    from torchport.cases.workload import load_factory, to_workload
-    with problems():
-        factory = load_factory(path)
-        torch.manual_seed(0)
-        try:
-            value = factory()
-        except Exception as exc:
-            raise UsageProblem(f"--workload {path}: the factory raised {type(exc).__name__}: "
-                               f"{exc}") from None
-        to_workload(value, path)
-
-
 @click.command("run")
 @click.option("--suite", default=None, help="Suite to run (default smoke; 'torchport suites').")
 @click.option("--cases", "cases", multiple=True, help="Case id globs, comma-separated.")
@@ -96,101 +71,84 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             compile_timeout_s, compile_backend, probes, strict, batch, seq, shapes, train_steps,
             profile, peak_tflops, perf_budget_s, labels, resume, db, as_json):
     """Run a suite (or your workload) on a device and record the evidence."""
-    from torchport.runner.config import RunConfig
-    from torchport.runner.sweep import command_line, expand, new_run_id
+    from torchport import api
+    from torchport.config import RunConfig
 
-    store = open_db(db, create=True)
-    if resume:
-        with problems():
-            run = store.get_run(resume)
-            config = RunConfig.from_dict(run["config"])
-        if run["state"] == "complete":
-            raise UsageProblem(f"run {resume} is already complete; nothing to resume")
-        run_id, label_map = resume, run["labels"]
-        _check_device(config.device)
-    else:
-        from torchport.devices import best_available
-        from torchport.probes.registry import default_probes
-        device = device or best_available()
-        _check_device(device)
-        if workload:
-            _check_workload(workload)
-        chosen = (default_probes(device) if probes is None else
-                  () if probes.strip() == "none" else split_csv([probes]))
-        # Flags that ask for a measurement add its probe.
-        chosen = tuple(chosen) + tuple(p for p, wanted in (("train", train_steps > 0),
-                                                           ("profile", profile),
-                                                           ("compile", bool(shapes)))
-                                       if wanted and p not in chosen)
-        with problems():
-            from torchport.probes.registry import load_probe
-            for name in chosen:
-                load_probe(name)
+    with problems():
+        if resume:
+            config = None
+        else:
+            from torchport.devices import best_available
+            device = device or best_available()
             config = RunConfig(
                 suite="workload" if workload else (suite or "smoke"), workload=workload,
                 cases=split_csv(cases), exclude=split_csv(exclude), modes=split_csv([modes]),
                 device=device, dtype=dtype, seed=seed, timeout_s=timeout_s,
                 compile_timeout_s=compile_timeout_s, compile_backend=compile_backend,
-                probes=chosen, strict=strict, batch=batch, seq=seq, shapes=_shapes(shapes),
+                probes=api.resolve_probes(device, probes, train_steps=train_steps,
+                                          profile=profile, shapes=bool(shapes)),
+                strict=strict, batch=batch, seq=seq, shapes=_shapes(shapes),
                 train_steps=train_steps, profile=profile, peak_tflops=peak_tflops,
                 perf_budget_s=perf_budget_s)
-        run_id, label_map = new_run_id(), _labels(labels)
-    with problems():
-        items = expand(config)
-    if resume:
-        store.reopen_run(run_id)
-    else:
-        store.create_run(run_id=run_id, command=command_line(), suite=config.suite,
-                         device=config.device, config=config.to_dict(),
-                         plan=[[i.case, i.mode] for i in items], labels=label_map)
-    state = _execute_with_progress(store, run_id, config, items, quiet=as_json)
-    _report(store, run_id, state, as_json)
+            label_map = _labels(labels)
+            api.check_device(config.device)
+            from torchport.runner.plan import expand
+            expand(config)  # unknown suites and empty selections fail before anything is made
+            api.check_workload(config)
+        # Only now is the knowledge base opened for writing (and made, if new).
+        store = open_db(db, create=True)
+        if resume:
+            previous = store.get_run(resume)
+            api.check_resumable(previous)
+            api.check_device(previous["config"]["device"])
+            label_map = previous["labels"]
+        outcome = _run_with_progress(api, store, config, resume, label_map, quiet=as_json)
+    _report(store, outcome, as_json)
 
 
-def _execute_with_progress(store, run_id, config, items, *, quiet: bool) -> str:
+def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
     from torchport.interfaces.render import make_console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
-    from torchport.runner.pool import WorkerStartError
-    from torchport.runner.sweep import execute
-    done = store.done_items(run_id)
-    remaining = [i for i in items if (i.case, i.mode) not in done]
     console = make_console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                   console=console, disable=quiet, transient=False) as progress:
-        task = progress.add_task(f"run {run_id}", total=len(remaining))
+        bar = progress.add_task("run", total=None)
 
-        def on_start(item):
-            progress.update(task, description=f"{item.case} [{item.mode}]")
+        def on_plan(tasks):
+            progress.update(bar, total=len(tasks))
+
+        def on_start(task):
+            progress.update(bar, description=f"{task.case} [{task.mode}]")
 
         def on_result(result):
-            progress.advance(task)
+            progress.advance(bar)
             if not quiet:
-                progress.console.print(f"  {result['case']:<28} {result['mode']:<8} "
-                                       f"{result['status']}")
-        try:
-            return execute(store, run_id, config, items, on_result=on_result,
-                           on_start=on_start)
-        except WorkerStartError as exc:
-            store.finish_run(run_id, "interrupted")
-            raise click.ClickException(f"the worker for device '{config.device}' cannot start: "
-                                       f"{exc}; results so far are kept (resume with "
-                                       f"--resume {run_id})") from None
+                progress.console.print(f"  {result.case:<28} {result.mode:<8} {result.status}",
+                                       markup=False, highlight=False)
+        return api.run(config, store, resume=resume, labels=labels, on_plan=on_plan,
+                       on_start=on_start, on_result=on_result)
 
 
-def _report(store, run_id, state, as_json) -> None:
+def _report(store, outcome, as_json) -> None:
     from torchport.interfaces.render import make_console, print_views
     from torchport.interfaces.views import build_views
-    run = store.get_run(run_id)
-    results = store.results(run_id=run_id)
+    run = store.get_run(outcome.run_id)
+    results = store.results(run_id=outcome.run_id)
     views = build_views(run, results)
     if as_json:
-        echo_json({"run_id": run_id, "state": state, "views": views,
+        echo_json({"run_id": outcome.run_id, "state": outcome.state, "views": views,
                    "results": [public_result(r) for r in results]})
     else:
         console = make_console()
         print_views(console, views)
-        console.print(f"run {run_id}: {state}; 'torchport show {run_id}' for details")
-    if state == "interrupted":
-        raise SystemExit(130)
+        console.print(f"run {outcome.run_id}: {outcome.state}; 'torchport show "
+                      f"{outcome.run_id}' for details", markup=False, highlight=False)
+    if outcome.broken:
+        raise click.ClickException(f"the workers for device '{run['device']}' cannot start: "
+                                   f"{outcome.broken}; results so far are kept (resume with "
+                                   f"--resume {outcome.run_id})")
+    if outcome.state == "interrupted":
+        # The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+        raise SystemExit(128 + (outcome.signal or 2))

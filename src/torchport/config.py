@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 MODES = ("eager", "compile")
@@ -50,18 +51,18 @@ class RunConfig:
                               f"{', '.join(MODES)}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype '{self.dtype}'; choose from {', '.join(DTYPES)}")
-        if self.timeout_s <= 0:
-            raise ConfigError("--timeout must be positive seconds")
-        if self.compile_timeout_s is not None and self.compile_timeout_s <= 0:
-            raise ConfigError("--compile-timeout must be positive seconds")
+        for flag, value in (("--timeout", self.timeout_s),
+                            ("--compile-timeout", self.compile_timeout_s),
+                            ("--perf-budget", self.perf_budget_s),
+                            ("--peak-tflops", self.peak_tflops)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{flag} must be a positive, finite number; got {value}")
         if self.reference != "cpu-fp64":
             raise ConfigError(f"unknown reference '{self.reference}'; only cpu-fp64 exists")
         for name in ("batch", "seq"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"--{name} must be a positive integer")
-        if self.perf_budget_s <= 0:
-            raise ConfigError("--perf-budget must be positive seconds")
         if self.train_steps < 0:
             raise ConfigError("--train-steps must be >= 0")
 

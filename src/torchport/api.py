@@ -1,0 +1,236 @@
+"""The library entry point: a run, from a config to recorded results.
+
+    from torchport import api
+    from torchport.config import RunConfig
+    from torchport.records import open_store
+
+    store = open_store("kb.db", write=True)
+    outcome = api.run(RunConfig(suite="smoke", device="cpu", probes=()), store)
+    print(outcome.run_id, outcome.state, outcome.counts)
+
+``run`` owns plan expansion, probe resolution, resume, the executor's life and the single store
+writer: results are validated and committed one by one as they finish, so a killed run loses
+nothing finished. The CLI, the web layer and scripts all call it; none of them re-implements it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from torchport.config import ConfigError, RunConfig
+from torchport.records.result import MalformedResult, Result, crashed, error_note
+from torchport.runner.executor import Deadline, Executor, ExecutorBroken, Finished
+from torchport.runner.plan import Task, expand, worker_env
+
+# What a plain run measures besides the ladder: placement where the device is not the host
+# (the point of evaluating a backend) and a short perf pass. Compile economics (cold and warm
+# compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
+# for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
+DEFAULT_PROBES = ("placement", "perf")
+
+
+class RunRefused(ConfigError):
+    """A run that must not start (e.g. resuming a run that is still going)."""
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    state: str                       # complete | interrupted
+    counts: dict[str, int] = field(default_factory=dict)
+    signal: int | None = None        # the signal that interrupted it, if one did
+    broken: str | None = None        # why the executor could not go on, if it could not
+
+
+def resolve_probes(device: str, requested: str | tuple[str, ...] | None, *, train_steps: int = 0,
+                   profile: bool = False, shapes: bool = False) -> tuple[str, ...]:
+    """The probes a run uses: the defaults for the device (None), none ("none"), or the names
+    given; flags that ask for a measurement add its probe. Unknown names raise UnknownProbe."""
+    from torchport.probes.registry import load_probe, probe_names
+    if requested is None:
+        chosen = [p for p in DEFAULT_PROBES if p in probe_names()]
+        if device.split(":")[0] == "cpu" and "placement" in chosen:
+            chosen.remove("placement")
+    elif requested == "none":
+        chosen = []
+    else:
+        names = requested.split(",") if isinstance(requested, str) else list(requested)
+        chosen = [n.strip() for n in names if n.strip()]
+    for name, wanted in (("train", train_steps > 0), ("profile", profile),
+                         ("compile", shapes)):
+        if wanted and name not in chosen:
+            chosen.append(name)
+    for name in chosen:
+        load_probe(name)  # an unknown name is bad input, before anything is recorded
+    return tuple(chosen)
+
+
+def check_device(name: str) -> None:
+    """Raise ConfigError unless ``name`` (e.g. cuda:1) is usable here."""
+    from torchport.devices import get_adapter
+    adapter = get_adapter(name)
+    ok, reason = adapter.availability()
+    if ok:
+        ok, reason = adapter.index_available()
+    if not ok:
+        raise ConfigError(f"device '{name}' is not usable here: {reason} "
+                          "('torchport doctor' lists the usable devices)")
+
+
+def check_workload(config: RunConfig, folder: str | None = None) -> None:
+    """Import and call the factory once, in a child with a deadline: bad input, not a result."""
+    from torchport.runner.check_workload import check
+    if config.workload is None:
+        return
+    problem = check(config.workload, batch=config.batch, seq=config.seq,
+                    folder=folder or os.getcwd())
+    if problem:
+        raise ConfigError(problem)
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def command_line() -> str:
+    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+
+
+def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
+    from torchport.devices import get_adapter
+    from torchport.runner.local import LocalExecutor
+    adapter = get_adapter(config.device)
+    folder = (workload_folder or os.getcwd()) if config.workload else None
+    return LocalExecutor(device=config.device, env=worker_env(config, adapter, folder),
+                         config=config.to_dict(),
+                         deadline=Deadline(case_s=config.timeout_s,
+                                           compile_s=config.compile_timeout_s),
+                         cache_dirs=adapter.cache_dirs)
+
+
+def check_resumable(run: dict) -> None:
+    """Raise RunRefused unless ``run`` can be resumed (not complete, not still going)."""
+    if run["state"] == "complete":
+        raise RunRefused(f"run {run['id']} is already complete; nothing to resume")
+    if run["state"] == "running":
+        where = f"pid {run.get('pid')} on {run.get('host')}" if run.get("pid") else \
+            f"host {run.get('host')}"
+        raise RunRefused(f"run {run['id']} is still going ({where}); wait for it to end, or "
+                         "stop that process, before --resume")
+
+
+def checked(finished: Finished) -> Result:
+    """The result as a validated value that answers its task; else a recorded crash."""
+    task = finished.task
+    try:
+        if finished.result is None:
+            raise MalformedResult("the worker sent an empty result")
+        result = Result.from_dict(finished.result)
+        if (result.case, result.mode) != task.key:
+            raise MalformedResult(f"result for {result.case} [{result.mode}] does not answer "
+                                  f"the task {task.case} [{task.mode}]")
+    except MalformedResult as exc:
+        bad = crashed(task.case, task.mode, case_version=task.case_version, stage="record",
+                      error=error_note("MalformedResult", str(exc)))
+        bad.findings["tags"] = list(task.tags)
+        return bad
+    result.case_version = task.case_version
+    return result
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise _Interrupted(signum)
+
+
+def run(config: RunConfig | None, store, *, resume: str | None = None,
+        labels: dict[str, str] | None = None, command: str | None = None,
+        executor: Executor | None = None,
+        on_result: Callable[[Result], None] = lambda r: None,
+        on_start: Callable[[Task], None] = lambda t: None,
+        on_plan: Callable[[list[Task]], None] = lambda ts: None) -> RunOutcome:
+    """Run ``config`` (or finish run ``resume``) and record every result in ``store``.
+
+    ``executor`` defaults to the local one. SIGINT and SIGTERM end the run cleanly (state
+    ``interrupted``, the signal in the outcome); results already committed stay.
+    """
+    if resume:
+        previous = store.get_run(resume)
+        check_resumable(previous)
+        config = RunConfig.from_dict(previous["config"])
+        run_id = resume
+    elif config is None:
+        raise ConfigError("api.run needs a config, or resume=RUN_ID")
+    else:
+        run_id = new_run_id()
+    tasks = expand(config)
+    done = store.done_items(run_id) if resume else set()
+    todo = [t for t in tasks if t.key not in done]
+    if resume:
+        store.reopen_run(run_id)
+    else:
+        store.create_run(run_id=run_id, command=command or command_line(), suite=config.suite,
+                         device=config.device, config=config.to_dict(),
+                         plan=[list(t.key) for t in tasks], labels=labels or {})
+    on_plan(todo)
+    executor = executor or local_executor(config)
+    outcome = RunOutcome(run_id=run_id, state="complete")
+    environments: set[str] = set()
+
+    def record(finished: Finished) -> None:
+        result = checked(finished)
+        if finished.environment is not None:
+            env_id = store.put_environment(finished.environment)
+            if not environments:
+                store.set_environment(run_id, env_id)
+            environments.add(env_id)
+            # Each result names the environment it ran in: a worker that started on another
+            # torch or driver is visible, never overwritten.
+            result.findings.setdefault("environment_id", env_id)
+        store.add_result(run_id, result.to_dict())
+        outcome.counts[result.status] = outcome.counts.get(result.status, 0) + 1
+        on_result(result)
+
+    # SIGINT is set explicitly: a shell that starts a job in the background leaves it ignored.
+    before_term = signal.signal(signal.SIGTERM, _raise_interrupted)
+    before_int = signal.signal(signal.SIGINT, _raise_interrupted)
+    try:
+        for task in todo:
+            executor.submit(task)
+        pending = {t.key: t for t in todo}
+        while pending:
+            next_task = next(iter(pending.values()))
+            on_start(next_task)
+            finished = executor.next_result()
+            if finished is None:
+                break
+            pending.pop(finished.task.key, None)
+            record(finished)
+    except _Interrupted as stop:
+        executor.cancel()
+        outcome.state, outcome.signal = "interrupted", stop.signum
+    except ExecutorBroken as exc:
+        executor.cancel()
+        outcome.state, outcome.broken = "interrupted", str(exc)
+    finally:
+        signal.signal(signal.SIGTERM, before_term)
+        signal.signal(signal.SIGINT, before_int)
+        executor.close()
+        store.finish_run(run_id, outcome.state)
+    return outcome
+
+
+def doctor() -> dict:
+    """Devices, versions and reasons, found in a child process (``runner.doctor``)."""
+    from torchport.runner.doctor import diagnose
+    return diagnose()

@@ -1,0 +1,44 @@
+"""Building a case: the one way every process (worker, perf pass, compile child) builds one.
+
+The same seed, size and step mode everywhere, so the computation a probe times or compiles is
+the computation parity checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torchport.cases.base import Case, Size, Workload
+
+
+def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
+    """The case's workload on the CPU in float32, in the mode its steps run in.
+
+    Steps run in eval mode (dropout off, BatchNorm on running statistics), so that the device
+    and the reference compute the same deterministic function.
+    """
+    workload = case.build(seed=seed, size=size)
+    workload.model.eval()
+    return workload
+
+
+def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype) -> Workload:
+    from torchport.execution.steps import place
+    return place(build_workload(case, seed=seed, size=size), device, dtype)
+
+
+class StageFailed(Exception):
+    """An exception raised inside a named stage, carrying the stage."""
+
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(f"{stage}: {exc}")
+        self.stage, self.exc = stage, exc
+
+
+def staged(emit: Callable[[dict], None], stage: str, fn: Callable[[], Any]) -> Any:
+    """Announce ``stage`` on the event channel, run ``fn``; a raise becomes StageFailed."""
+    emit({"event": "stage", "stage": stage})
+    try:
+        return fn()
+    except Exception as exc:
+        raise StageFailed(stage, exc) from exc

@@ -1,0 +1,199 @@
+"""The one supervised child process: every worker and every compile child is one of these.
+
+Parent side (``Child``): the child starts in a new session (its own process group), with a pipe
+for JSON events (its stdout and stderr go to a log file, so user code may print freely). The
+parent reads events with a deadline, and ``kill`` always kills the whole group, also when the
+child itself already exited (grandchildren such as compile workers share the group).
+
+Child side (``Watchdog``): the child kills its own group when its supervisor dies (SIGKILL of
+the sweep) or when it runs past the deadline of the work it was given, so no process outlives
+the run that started it, whatever happened to the parent.
+
+Failures are described from exit codes and signals, never from words in error text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO
+
+from torchport.execution.channel import LineReader
+from torchport.timing import clock
+
+TAIL_CHARS = 4000
+# ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
+# there would shadow the standard library inside every child. Drop that entry, then run the
+# module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
+_BOOTSTRAP = ("import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
+              "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+
+
+class BadEvent(ValueError):
+    """A line on the event channel that is not a JSON event object."""
+
+
+class Child:
+    """``python -m MODULE ARGS --fd N``, supervised."""
+
+    def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None,
+                 log_dir: str, name: str):
+        read_fd, write_fd = os.pipe()
+        self.log: IO[bytes] = tempfile.NamedTemporaryFile(
+            "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False)
+        self.started = clock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), env=env, start_new_session=True)
+        os.close(write_fd)
+        self.reader = LineReader(read_fd)
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None and self.proc.poll() is None
+
+    def send(self, line: str) -> bool:
+        """One line on the child's stdin; False when the child no longer reads."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((line.rstrip("\n") + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            return False
+        return True
+
+    def next_event(self, deadline: float) -> dict | None:
+        """The next event, or None at end of stream or once ``deadline`` (clock) passes.
+
+        Raises BadEvent for a line that is not a JSON object with an "event" key.
+        """
+        line = self.reader.next_line(deadline)
+        if line is None:
+            return None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise BadEvent(f"not JSON: {line[:200]!r}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            raise BadEvent(f"not an event object: {line[:200]!r}")
+        return event
+
+    def wait_exit(self, timeout_s: float) -> None:
+        """Give a child that is ending on its own a moment to report how it ended."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def kill(self) -> int | None:
+        """Kill the whole process group (always: survivors of a dead leader too); the exit code."""
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.returncode = self.proc.wait()
+        self.reader.close()
+        self.close_stdin()
+        return self.returncode
+
+    def tail(self, chars: int = TAIL_CHARS) -> str:
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            return log_tail(f, chars)
+
+    def exit_description(self) -> str:
+        return describe_exit(self.returncode)
+
+    def remove_log(self) -> None:
+        self.log.close()
+        try:
+            os.unlink(self.log.name)
+        except FileNotFoundError:
+            pass
+
+
+def log_tail(log, chars: int) -> str:
+    """The last ``chars`` bytes of a binary log file, decoded."""
+    log.seek(0, os.SEEK_END)
+    log.seek(max(0, log.tell() - chars))
+    return log.read().decode(errors="replace")
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "not started"
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" \
+            else ""
+        return f"signal {name}{hint}"
+    return f"exit code {code}"
+
+
+class LogFolder:
+    """Where children's logs go for one run: removed at the end unless a failure kept a log."""
+
+    def __init__(self, prefix: str = "torchport-logs-"):
+        self.path = tempfile.mkdtemp(prefix=prefix)
+        self.kept: list[str] = []
+
+    def keep(self, path: str) -> str:
+        self.kept.append(path)
+        return path
+
+    def close(self) -> None:
+        if not self.kept:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for entry in os.listdir(self.path):  # keep only the logs a failure names
+            full = os.path.join(self.path, entry)
+            if full not in self.kept:
+                try:
+                    os.unlink(full)
+                except OSError:
+                    pass
+
+
+class Watchdog:
+    """Child side: end this process group when the supervisor dies or a deadline passes."""
+
+    POLL_S = 0.5
+
+    def __init__(self) -> None:
+        self.parent = os.getppid()
+        self.deadline: float | None = None  # time.monotonic() value
+        threading.Thread(target=self._watch, name="torchport-watchdog", daemon=True).start()
+
+    def arm(self, seconds: float | None) -> None:
+        """Hold the work now starting to ``seconds`` (None: no limit but the parent's life)."""
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.POLL_S)
+            orphaned = os.getppid() != self.parent
+            late = self.deadline is not None and time.monotonic() > self.deadline
+            if orphaned or late:
+                os.killpg(os.getpgrp(), signal.SIGKILL)

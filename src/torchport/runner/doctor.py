@@ -1,0 +1,108 @@
+"""What this host can run: devices, versions and reasons, found in a child process.
+
+    python -m torchport.runner.doctor --fd FD
+
+``import torch`` itself can fail on a host with a broken backend install (an out-of-tree
+backend autoloads on import and raises, e.g. torch_npu without the Ascend libraries). In a child,
+that failure is data: ``diagnose`` reports which backend broke, why, and whether
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` brings torch back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from torchport.execution.channel import Channel
+from torchport.execution.child import Child, LogFolder, Watchdog
+from torchport.records.result import error_value
+from torchport.timing import clock
+
+DOCTOR_TIMEOUT_S = 180.0
+AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+
+
+def _child(env: dict[str, str], timeout_s: float) -> dict:
+    logs = LogFolder(prefix="torchport-doctor-")
+    child = Child("torchport.runner.doctor", [], env=env, log_dir=logs.path, name="doctor")
+    try:
+        deadline = clock() + timeout_s
+        event = child.next_event(deadline)
+        if event is None:
+            timed_out = clock() >= deadline
+            child.kill()
+            return {"ok": False, "error": {
+                "type": "Timeout" if timed_out else "ChildDied",
+                "message": f"the check did not finish within {timeout_s:g} s" if timed_out else
+                f"the check process died ({child.exit_description()}): "
+                f"{child.tail(600).strip()[-400:]}"}}
+        return event
+    finally:
+        child.kill()
+        logs.close()
+
+
+def diagnose(timeout_s: float = DOCTOR_TIMEOUT_S) -> dict:
+    """{"torch": ..., "devices": [...]} or {"broken": {...}} when torch does not import."""
+    found = _child(dict(os.environ), timeout_s)
+    if found.get("ok"):
+        return found["info"]
+    error = found.get("error") or {}
+    broken = {"message": error.get("message", ""), "type": error.get("type"),
+              "backend": error.get("backend")}
+    if os.environ.get(AUTOLOAD_ENV) != "0":
+        retry = _child({**os.environ, AUTOLOAD_ENV: "0"}, timeout_s)
+        broken["autoload_off_helps"] = bool(retry.get("ok"))
+    return {"broken": broken}
+
+
+def _backend_of(exc: BaseException) -> str | None:
+    """The backend named by torch's autoload failure ("Failed to load the backend extension:
+    NAME"), read from the entry point torch was loading, not from the message."""
+    try:
+        from importlib.metadata import entry_points
+        names = [ep.name for ep in entry_points(group="torch.backends")]
+    except Exception:
+        return None
+    text = str(exc)
+    return next((n for n in names if n in text), names[0] if len(names) == 1 else None)
+
+
+def collect() -> dict:
+    import torch
+
+    import torchport
+    from torchport.devices import device_names, get_adapter
+    rows = []
+    for name in device_names():
+        try:
+            adapter = get_adapter(name)
+            ok, reason = adapter.availability()
+            versions = adapter.versions()
+        except Exception as exc:  # an adapter that breaks is reported, not fatal
+            ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
+        rows.append({"device": name, "usable": ok, "detail": reason, "versions": versions})
+    from importlib import metadata
+    return {"torchport": torchport.__version__, "torch": torch.__version__,
+            "transformers": metadata.version("transformers"), "devices": rows}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    channel = Channel(args.fd)
+    Watchdog()
+    try:
+        info = collect()
+    except Exception as exc:
+        channel.emit({"event": "result", "ok": False,
+                      "error": {**error_value(exc), "backend": _backend_of(exc)}})
+        return 0
+    channel.emit({"event": "result", "ok": True, "info": info})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

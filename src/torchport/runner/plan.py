@@ -1,0 +1,66 @@
+"""The plan of a run: which (case, mode) tasks, and how each one must be executed."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from torchport.cases.registry import load_suite, select
+from torchport.config import RunConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    """One (case, mode) of a run. ``cold``: run it in a fresh worker whose compile caches start
+    empty, so its first compiled step is a cold compile (``Probe.cold_worker``)."""
+
+    case: str
+    mode: str
+    case_version: int = 1
+    tags: tuple[str, ...] = ()
+    skip_reason: str | None = None
+    cold: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.case, self.mode)
+
+
+def cold_worker_modes(config: RunConfig) -> tuple[str, ...]:
+    """Modes whose tasks each get a fresh worker with empty compile caches: compile, when a
+    requested probe asks for it (``Probe.cold_worker``)."""
+    from torchport.probes.registry import load_probe
+    wanted = "compile" in config.modes and any(load_probe(name).cold_worker
+                                               for name in config.probes)
+    return ("compile",) if wanted else ()
+
+
+def expand(config: RunConfig) -> list[Task]:
+    cases = select(load_suite(config.suite, workload=config.workload), config.cases,
+                   config.exclude)
+    cold = cold_worker_modes(config)
+    return [Task(case=c.id, mode=mode, case_version=c.version, tags=tuple(c.tags),
+                 skip_reason=c.skip_reason, cold=mode in cold)
+            for c in cases for mode in config.modes]
+
+
+def worker_env(config: RunConfig, adapter, workload_path: str | None = None) -> dict[str, str]:
+    """Worker environment: fallback made visible per op; strict switches when asked.
+
+    Only the folder holding the user's workload module is added to the module path, and after
+    the standard library (PYTHONPATH entries come before it, so the folder is not put there:
+    ``TORCHPORT_WORKLOAD_PATH`` is appended to sys.path by the worker).
+    """
+    env = dict(os.environ)
+    env.update(adapter.debug_env)
+    if config.strict:
+        for key in adapter.strict_unset:
+            env.pop(key, None)
+        env.update(adapter.strict_env)
+    if workload_path:
+        env[WORKLOAD_PATH_ENV] = workload_path
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+WORKLOAD_PATH_ENV = "TORCHPORT_WORKLOAD_PATH"
