@@ -71,13 +71,13 @@ def main(argv=None) -> None:
             path = os.path.join(folder, "kb.db")
             fill(path, n)
 
-            def write_open():
+            def write_open(path=path):
                 open_store(path, write=True).close()
 
-            def read_open():
+            def read_open(path=path):
                 open_store(path, write=False).close()
 
-            def browse():
+            def browse(path=path):
                 with open_store(path, write=False) as store:
                     runs = store.list_runs()
                     store.results(run_id=runs[0]["id"])

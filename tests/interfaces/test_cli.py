@@ -85,10 +85,7 @@ def _digest(path):
     (["run", "--modes", "eager,jit"], "unknown mode jit"),
     (["run", "--dtype", "float8"], "unknown dtype"),
     (["run", "--workload", "no_such_module:f"], "cannot import 'no_such_module'"),
-    pytest.param(["run", "--workload", "badworkload:factory"], "factory returned int",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "issue 12 item 1: the installed script does not put the current folder "
-                     "on sys.path when it checks the factory; run_cmd's fix removes this"))),
+    (["run", "--workload", "badworkload:factory"], "factory returned int"),
     (["run", "--resume", "nope"], "no run 'nope'"),
     (["show", "nope"], "no run 'nope'"),
     (["results", "--run", "nope"], "no run 'nope'"),

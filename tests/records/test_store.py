@@ -12,7 +12,12 @@ import time
 import pytest
 
 from torchport.records import (
-    DuplicateResult, MalformedResult, RunInProgress, Store, StoreError, open_store,
+    DuplicateResult,
+    MalformedResult,
+    RunInProgress,
+    Store,
+    StoreError,
+    open_store,
 )
 from torchport.records.result import Result
 from torchport.records.sqlite_schema import SCHEMA_VERSION, migrations, statements

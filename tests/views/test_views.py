@@ -11,7 +11,17 @@ from torchport.interfaces import formats
 from torchport.interfaces.formats import brief_error, cell, safe, trim_middle
 from torchport.views import BUILTIN_ORDER, ViewError, build_views, view_names
 from torchport.views.base import (
-    Annotated, Breaks, Column, Copies, Exceeded, Fraction, Graphs, Outcome, Share, Span, View,
+    Annotated,
+    Breaks,
+    Column,
+    Copies,
+    Exceeded,
+    Fraction,
+    Graphs,
+    Outcome,
+    Share,
+    Span,
+    View,
 )
 
 RUN = {"id": "r1", "plan": kb.PLAN, "config": kb.CONFIG}

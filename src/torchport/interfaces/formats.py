@@ -12,7 +12,15 @@ import unicodedata
 from typing import Any
 
 from torchport.views.base import (
-    Annotated, Breaks, Copies, Exceeded, Fraction, Graphs, Outcome, Share, Span,
+    Annotated,
+    Breaks,
+    Copies,
+    Exceeded,
+    Fraction,
+    Graphs,
+    Outcome,
+    Share,
+    Span,
 )
 from torchport.views.listing import Tally
 

@@ -5,7 +5,11 @@ so another engine (PostgreSQL) can be added behind a URL scheme without changing
 """
 
 from torchport.records.base import (  # noqa: F401
-    DuplicateResult, RunInProgress, Store, StoreError, default_db_path,
+    DuplicateResult,
+    RunInProgress,
+    Store,
+    StoreError,
+    default_db_path,
 )
 from torchport.records.result import STATUSES as RESULT_STATUSES  # noqa: F401
 from torchport.records.result import MalformedResult  # noqa: F401

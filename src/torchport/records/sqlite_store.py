@@ -25,7 +25,10 @@ from typing import Any
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
 from torchport.records.base import (
-    RUN_STATES, DuplicateResult, RunInProgress, StoreError,
+    RUN_STATES,
+    DuplicateResult,
+    RunInProgress,
+    StoreError,
 )
 from torchport.records.result import MalformedResult, Result
 
@@ -175,10 +178,10 @@ class SQLiteStore:
         for conn in conns:
             conn.close()
 
-    def __enter__(self):
+    def __enter__(self) -> SQLiteStore:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @_guarded

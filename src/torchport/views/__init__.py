@@ -11,7 +11,7 @@ built-ins below are. A registered view that cannot be imported is an error, neve
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torchport import plugins
 from torchport.views.base import Column, View  # noqa: F401

@@ -3,13 +3,19 @@
 import click
 
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, problems, store_problems,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    problems,
+    store_problems,
 )
 
 
 def _last_status(db: str | None) -> dict[str, str]:
     """Statuses from the knowledge base: ``--db`` must be one; the default may be absent."""
     import os
+
     from torchport.records import default_db_path
     if db is None and not os.path.exists(default_db_path()):
         return {}

@@ -19,10 +19,10 @@ def problems():
     """Turn the library's bad-input errors into one clear line and exit code 2."""
     from torchport.cases.registry import NoMatchingCases, UnknownSuite
     from torchport.cases.workload import WorkloadError
+    from torchport.config import ConfigError
     from torchport.devices import UnknownDevice
     from torchport.probes.registry import UnknownProbe
     from torchport.records import StoreError
-    from torchport.config import ConfigError
     from torchport.views import ViewError
     try:
         yield

@@ -3,7 +3,11 @@
 import click
 
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, store_problems,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    store_problems,
 )
 
 

@@ -3,7 +3,12 @@
 import click
 
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, public_result, store_problems,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    public_result,
+    store_problems,
 )
 
 
