@@ -55,6 +55,8 @@ def _hostile_results():
          "findings": {"perf": {"step_kind": "[/x]", "notes": ["[/y]"]}}},
         {"case": "hf/huge", "mode": "eager", "status": "eager_fail", "stage": "run",
          "error": {"type": "E", "message": HUGE, "traceback": HUGE}},
+        # findings a view does not expect (a list where it reads a mapping)
+        {"case": "hf/odd", "mode": "eager", "status": "pass", "findings": {"train": ["?"]}},
     ]
 
 
@@ -84,6 +86,7 @@ def test_stored_text_prints_as_text(hostile_db, tmp_path, args):
         assert "hf/[bold]gpt2[/bold]" in out and "\\x1b[2J" in out
     if args[0] == "show":
         assert "[red]2.13[/red]" in out and "[/y]" in out and "[/x]" in out
+        assert "train (failed)" in out and "view 'train' failed on run r1" in out
     if args[:2] == ["search", "[/red]"]:
         assert "hf/llama" in out
     if args[:2] == ["results", "--case"]:

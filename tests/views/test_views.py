@@ -153,6 +153,14 @@ def test_a_view_that_cannot_be_imported_is_an_error(monkeypatch):
         build_views(RUN, kb.results())
 
 
+def test_a_view_that_fails_on_odd_records_says_so_and_the_others_still_show():
+    odd = [{"case": "a", "mode": "eager", "status": "pass", "findings": {"perf": "oops"}}]
+    built = build_views({"id": "r9", "plan": [["a", "eager"]], "config": {}}, odd)
+    assert built["matrix"].rows and built["perf"].title == "perf (failed)"
+    assert built["perf"].notes == ["view 'perf' failed on run r9: AttributeError: 'str' object "
+                                   "has no attribute 'get'; please report it"]
+
+
 def test_a_view_with_nothing_to_say_is_left_out():
     built = build_views({"plan": [["a", "eager"]], "config": {}},
                         [{"case": "a", "mode": "eager", "status": "pass"}])

@@ -39,7 +39,10 @@ def view_table(view: View) -> Table:
 
 
 def print_view(console: Console, view: View) -> None:
-    console.print(view_table(view))
+    if view.columns:
+        console.print(view_table(view))
+    else:  # a view that failed: its title and the note that says why
+        console.print(Text(safe(view.title)))
     for note in view.notes:
         console.print(Text(f"  {text_cell(note, 2000)}"))
 

@@ -43,9 +43,18 @@ def load_view(name: str) -> Callable[[dict, list[dict]], View | None]:
 
 
 def build_views(run: dict, results: list[dict]) -> dict[str, View]:
+    """Every registered view with something to say. A view that raises on this run's records
+    becomes a View with no rows and a note naming the error: the others still show."""
     built = {}
     for name in view_names():
-        view = load_view(name)(run, results)
+        build = load_view(name)
+        try:
+            view = build(run, results)
+        except Exception as exc:  # a bug or records it does not expect: say so, keep going
+            message = str(exc).splitlines()[0][:200] if str(exc) else ""
+            view = View(f"{name} (failed)", (), [], [
+                f"view '{name}' failed on run {run.get('id')}: {type(exc).__name__}: "
+                f"{message}; please report it"])
         if view is not None:
             built[name] = view
     return built
