@@ -1,4 +1,5 @@
-"""torchport show RUN: the matrix, the views and the environment of one run."""
+"""torchport show RUN: the matrix, the views and the environment of one run; a large run in
+summary (statuses and failures grouped by error signature) unless --all."""
 
 import click
 
@@ -11,27 +12,50 @@ from torchport.interfaces.cli.common import (
     store_problems,
 )
 
+# Past this many results the per-row views would print a page per thousand results: summary.
+SUMMARY_ABOVE = 1000
+
 
 @click.command("show")
 @click.argument("run_id", required=False)
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Every row even for a run of more than {SUMMARY_ABOVE} results.")
 @db_option
 @json_option
-def command(run_id, db, as_json):
+def command(run_id, show_all, db, as_json):
     """Show one run (default: the latest)."""
     from torchport.views import build_views
     store = open_db(db)
     with store_problems():
         run = store.get_run(run_id or store.latest_run_id())
-        results = store.results(run_id=run["id"])
         environments = [store.environment(e) for e in run["environment_ids"]]
-        views = build_views(run, results)
+        total = store.count_results(run_id=run["id"])
+        notes = store.notes(run_id=run["id"])
+        summary = total > SUMMARY_ABOVE and not show_all
+        if summary:
+            from torchport.views.run_summary import summary_views
+            views = summary_views(store, run)
+            results = None
+        else:
+            results = store.results(run_id=run["id"])
+            views = build_views(run, results)
     if as_json:
-        echo_json({"run": run, "environment": environments[0] if environments else {},
-                   "environments": environments, "views": views,
-                   "results": [public_result(r) for r in results]})
+        body = {"run": run, "environment": environments[0] if environments else {},
+                "environments": environments, "views": views, "notes": notes,
+                "summary": summary, "results_total": total}
+        if results is not None:
+            body["results"] = [public_result(r) for r in results]
+        echo_json(body)
         return
     from torchport.interfaces.render import make_console, print_run_header, print_views
+    from torchport.views.compare_tables import notes_view
     console = make_console()
     print_run_header(console, run, environments)
     console.print()
+    if notes:
+        views["notes"] = notes_view(notes)
     print_views(console, views)
+    if summary:
+        console.print(f"{total} results: a summary; --all for every row, or 'torchport "
+                      f"results --run {run['id']}' a page at a time", markup=False,
+                      highlight=False)
