@@ -111,7 +111,7 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
             paths.update(dict.fromkeys(str(p) for p in result.get("artifacts") or []))
             counts["results"] += 1
         known = {a["path"]: a for a in store.artifacts(run["id"])}
-        for path in paths:
+        for path in dict.fromkeys([*known, *paths]):
             found = known.get(path)
             if found is None:
                 hashed = _sha256_file(path)
