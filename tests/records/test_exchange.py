@@ -103,3 +103,12 @@ def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, dama
         with pytest.raises(StoreError, match=needle):
             import_file(target, path)
         assert target.list_runs() == [] and target.results() == []
+
+
+def test_a_run_still_going_is_not_exported(tmp_path):
+    path = str(tmp_path / "a.db")
+    with open_store(path, write=True) as store:  # this process is its live supervisor
+        store.create_run(run_id="live", command="c", suite="smoke", device="cpu", config={},
+                         plan=[], labels={})
+        with pytest.raises(ExchangeError, match="live is still running"):
+            export_runs(store, ["live"], io.StringIO())

@@ -124,21 +124,33 @@ def test_notes_on_runs_and_cases_are_searchable(store):
     assert [n["text"] for n in store.notes(run_id="r1", case="hf/llama")] == \
         ["parity drift explained by tf32"]
     assert [n["author"] for n in store.search_notes("cumsum")] == ["ana"]
-    assert [n["case"] for n in store.search_notes("tf3")] == ["hf/llama"]  # prefix match
+    assert store.search_notes("tf3") == []  # whole words ...
+    assert [n["case"] for n in store.search_notes("tf3*")] == ["hf/llama"]  # ... or a prefix
     assert store.search_notes('"NEAR(') == []
 
 
-def test_search_is_ranked_and_paged(store):
+def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
+    from torchport.records import sqlite_store
+    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 4)
     store.add_results("r1", [
-        {"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "E", "message": "cumsum " * (1 + (i == 3)) + "fell back"}}
-        for i in range(6)])
-    assert store.count_search("cumsum") == 6
-    first = store.search("cumsum", limit=1)
-    assert [r["case"] for r in first] == ["c3"]  # the term twice in a short text ranks first
-    pages = [r["case"] for o in range(0, 6, 4) for r in store.search("cumsum", limit=4,
+        {"case": "c0", "mode": "eager", "status": "eager_fail", "stage": "run",
+         "error": {"type": "E", "message": "cumsum fell back"}},
+        {"case": "hf/cumsum", "mode": "eager", "status": "pass"},  # a case-id hit, oldest
+        *({"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
+           "error": {"type": "E", "message": "the op fell back", "traceback": "in cumsum"}}
+          for i in range(2, 8))])
+    assert store.count_search("cumsum") == 8
+    # The newest four matches are ranked (a message hit above traceback hits, then newest);
+    # older ones follow newest first: the case-id hit is too old to be ranked.
+    order = [r["case"] for r in store.search("cumsum")]
+    assert order == ["c7", "c6", "c5", "c4", "c3", "c2", "hf/cumsum", "c0"]
+    pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3,
                                                                       offset=o)]
-    assert sorted(pages) == [f"c{i}" for i in range(6)]
+    assert pages == order
+    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 100)
+    assert [r["case"] for r in store.search("cumsum", limit=2)] == ["hf/cumsum", "c0"]
+    assert store.search("cums") == [] and len(store.search("cums*")) == 8
+    assert store.search('"NEAR( OR') == []
 
 
 def test_find_runs_by_device_suite_and_labels(store):
@@ -165,9 +177,10 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     plan = _plan(store, q.select_results(**dict(flags, case_glob=False, run_id=True),
                                          paged=True), ("r1", 10, 0))
     assert "USING INDEX results_run" in plan, plan
-    plan = _plan(store, q.select_results(**dict(flags, case_glob=False, run_id=True),
-                                         order="case", brief=True), ("r1",))
-    assert "sqlite_autoindex_results_1" in plan and "TEMP B-TREE" not in plan, plan
+    for sql in (q.outcomes(stored_figures=True), q.select_results(**dict(flags, case_glob=False, run_id=True),
+                                             order="case", with_ops=True)):
+        plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
+        assert "sqlite_autoindex_results_1" in plan and "TEMP B-TREE" not in plan, plan
     for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
         plan = _plan(store, sql, ("a", None, None))
         assert "results_case_mode" in plan and "SCAN r" not in plan, plan
@@ -175,6 +188,30 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     assert "COVERING INDEX results_run_status" in plan, plan
     plan = _plan(store, q.failure_groups(signature="signature", severity=()), ("r1", 10))
     assert "COVERING INDEX results_run_status" in plan, plan
-    plan = _plan(store, q.SEARCH_PAGE, ('"x"*', 50, 0))
-    assert "results_fts VIRTUAL TABLE INDEX" in plan and "SCAN results " not in plan \
-        and "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
+    plan = _plan(store, q.results_by_id(3), (1, 2, 3))
+    assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
+    for sql, args in ((q.SEARCH_WINDOW, ('"x"', 1000)), (q.SEARCH_BY_RECENCY, ('"x"', 50, 0))):
+        plan = _plan(store, sql, args)  # the FTS index in rowid order: stops at the page
+        assert "VIRTUAL TABLE INDEX" in plan and "B-TREE" not in plan, plan
+
+
+def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path):
+    metrics = {"perf_median_ms": 2.5, "perf_p10_ms": 2.0, "perf_p90_ms": 3.0,
+               "perf_samples": 31, "perf_peak_bytes": 1024, "parity_cosine": 1.0}
+    store.add_result("r1", {"case": "a", "mode": "eager", "metrics": metrics,
+                            "grade": "fallback",
+                            "findings": {"fallback_ops": {"aten.cumsum.default": 2}}})
+    store.add_result("r1", {"case": "b", "mode": "eager", "status": "eager_fail",
+                            "stage": "run", "grade": "on_device",
+                            "findings": {"fallback_ops": {}},
+                            "error": {"type": "E", "message": "first line\nsecond"}})
+    a, b = store.iter_outcomes("r1")
+    expected = {k: v for k, v in metrics.items() if k != "parity_cosine"}
+    assert a["figures"] == expected and type(a["figures"]["perf_samples"]) is int
+    assert a["host_ops"] == {"aten.cumsum.default": 2} and b["host_ops"] is None
+    assert b["error_line"] == "first line" and b["figures"] == {}
+    from tests.records.test_store import _v1_file
+    old = str(tmp_path / "v1.db")
+    _v1_file(old)
+    with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
+        assert [o["case"] for o in reader.iter_outcomes("old")] == ["a"]

@@ -122,11 +122,14 @@ class Store(Protocol):
 
     def iter_results(self, *, run_id: str | None = None, status: str | None = None,
                      case_glob: str | None = None, fallback_op: str | None = None,
-                     order: str = "id", brief: bool = False, with_ops: bool = False
-                     ) -> Iterator[dict[str, Any]]:
+                     order: str = "id", with_ops: bool = False) -> Iterator[dict[str, Any]]:
         """The same results streamed (never all in memory). ``order``: "id" or "case" (case,
-        mode); ``brief``: no traceback, findings reduced to ``fallback_ops``; ``with_ops``:
-        each carries its op table as ``ops``."""
+        mode); ``with_ops``: each carries its op table as ``ops``."""
+
+    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """A run's results in (case, mode) order, lean (compare, baseline, gate): ``case, mode,
+        status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
+        (dict or None), ``error_line``."""
 
     def count_results(self, *, run_id: str | None = None, status: str | None = None,
                       case_glob: str | None = None, fallback_op: str | None = None) -> int: ...

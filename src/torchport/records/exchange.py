@@ -91,6 +91,10 @@ def _sha256_file(path: str) -> tuple[str, int] | None:
 def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
     """Write ``run_ids`` to ``out`` (streamed); returns the counts written."""
     runs = [store.get_run(run_id) for run_id in dict.fromkeys(run_ids)]
+    for run in runs:
+        if run["state"] == "running":  # a snapshot would conflict with the finished run later
+            raise ExchangeError(f"run {run['id']} is still running; export it when it has "
+                                "finished (or was interrupted)")
     counts = {"runs": len(runs), "results": 0, "notes": 0, "artifacts": 0, "environments": 0}
 
     def write(obj: dict) -> None:

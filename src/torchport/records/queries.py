@@ -1,5 +1,7 @@
 """Every SQL statement the SQLite store runs, in one place (schema DDL is in migrations/)."""
 
+from torchport.records.figures import KEY_FIGURES
+
 # -- identity and schema -------------------------------------------------------------------
 USER_VERSION = "PRAGMA user_version"
 TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
@@ -32,8 +34,8 @@ FINISH_RUN = "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?"
 INSERT_RESULT = (
     "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
     " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
-    " started_at, finished_at, signature)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    f" started_at, finished_at, signature, {', '.join(KEY_FIGURES)})"
+    f" VALUES ({', '.join('?' * (18 + len(KEY_FIGURES)))})")
 INSERT_RESULT_OP = (
     "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)")
 
@@ -70,18 +72,34 @@ def where_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
 # Recorded order, or (case, mode) order: the (run_id, case_id, mode) index, so two runs can be
 # walked side by side without sorting either.
 ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
-# The columns a brief row carries: no traceback, and of the findings only the host-op table.
-BRIEF_COLUMNS = (
-    "id, run_id, case_id, case_version, mode, status, stage, grade, metrics, durations,"
-    " probe_versions, error_type, error_message, started_at, finished_at,"
-    " json_object('fallback_ops', json(COALESCE(json_extract(findings, '$.fallback_ops'),"
-    " '{}'))) AS findings, '[]' AS artifacts, NULL AS traceback")
+# What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
+# (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
+# placement was graded and found some) and the error's first line.
+def outcomes(*, stored_figures: bool) -> str:
+    """Parameter: run_id. ``stored_figures``: the key-figure columns exist (schema v3); an
+    older file reads them out of the JSON."""
+    figures = ", ".join(name if stored_figures else f"json_extract(metrics, '$.{name}')"
+                        for name in KEY_FIGURES)
+    return (
+        f"SELECT case_id, mode, status, stage, grade, {figures},"
+        " CASE WHEN grade IS NOT NULL THEN NULLIF(json_extract(findings, '$.fallback_ops'),"
+        " '{}') END AS host_ops,"
+        " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
+        " instr(error_message || char(10), char(10)) - 1) END AS error_line"
+        " FROM results WHERE run_id = ? ORDER BY case_id, mode")
+
+
+# A result's op table as one JSON array (export), built inside SQLite.
+OPS_JSON = (
+    "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
+    " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
+    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json")
 
 
 def select_results(*, run_id: bool, status: bool, fallback_op: bool, case_glob: bool = False,
-                   order: str = "id", brief: bool = False, paged: bool = False) -> str:
+                   order: str = "id", with_ops: bool = False, paged: bool = False) -> str:
     """Results filtered (``where_results``) in ``order``; ``paged`` adds LIMIT ? OFFSET ?."""
-    sql = f"SELECT {BRIEF_COLUMNS if brief else '*'} FROM results"
+    sql = f"SELECT *{', ' + OPS_JSON if with_ops else ''} FROM results"
     sql += where_results(run_id=run_id, status=status, case_glob=case_glob,
                          fallback_op=fallback_op) + ORDERS[order]
     return sql + " LIMIT ? OFFSET ?" if paged else sql
@@ -142,11 +160,22 @@ LAST_STATUS_EVERY_CASE_ANY_DEVICE = (
     "SELECT id, case_id, mode, status FROM results WHERE id IN (SELECT MAX(id) FROM results"
     " GROUP BY case_id, mode)")
 
-# Ranked full text: rank (bm25) inside the FTS index first, then only one page of rows is read.
-SEARCH_PAGE = (
-    "SELECT results.* FROM (SELECT rowid, rank FROM results_fts WHERE results_fts MATCH ?"
-    " ORDER BY rank LIMIT ? OFFSET ?) AS hit JOIN results ON results.id = hit.rowid"
-    " ORDER BY hit.rank")
+# Ranked full text. bm25 over every match costs a lookup per match (its length): 100 000 matches
+# of a common word take seconds. So the newest RANK_WINDOW matches are ranked by bm25 (a case-id
+# hit above an error-message hit above a traceback hit), and older matches follow, newest first;
+# both walk the FTS index in rowid order and stop at the page.
+SEARCH_WINDOW = (
+    "SELECT rowid, bm25(results_fts, 10.0, 4.0, 1.0) AS score FROM results_fts"
+    " WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ?")
+SEARCH_BY_RECENCY = (
+    "SELECT rowid FROM results_fts WHERE results_fts MATCH ? ORDER BY rowid DESC"
+    " LIMIT ? OFFSET ?")
+
+
+def results_by_id(n: int) -> str:
+    return f"SELECT * FROM results WHERE id IN ({', '.join('?' * n)})"
+
+
 SEARCH_COUNT = "SELECT COUNT(*) FROM results_fts WHERE results_fts MATCH ?"
 
 # -- decisions: notes and artifacts -----------------------------------------------------------
@@ -173,4 +202,3 @@ ARTIFACTS_OF_RUN = "SELECT path, sha256, bytes FROM artifacts WHERE run_id = ? O
 INSERT_RUN_AS_RECORDED = (
     "INSERT INTO runs(id, started_at, finished_at, state, pid, host, command, suite, device,"
     " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)")
-RESULT_OPS = "SELECT op, device, count, fallback FROM result_ops WHERE result_id = ? ORDER BY rowid"

@@ -17,12 +17,13 @@ from typing import Any
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
 from torchport.records.base import StoreError
+from torchport.records.figures import KEY_FIGURES
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.result import Result
 from torchport.records.signature import FAILURE_SEVERITY
 from torchport.records.sqlite_common import guarded, now_iso
 
-NOTES_FROM = 3  # schema version that added notes, artifacts and signatures
+NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
 ORDERS = tuple(q.ORDERS)
 
 
@@ -115,16 +116,33 @@ class KnowledgeBase:
     # -- streamed and paged reads ----------------------------------------------------------------
     def iter_results(self, *, run_id: str | None = None, status: str | None = None,
                      case_glob: str | None = None, fallback_op: str | None = None,
-                     order: str = "id", brief: bool = False, with_ops: bool = False
-                     ) -> Iterator[dict]:
+                     order: str = "id", with_ops: bool = False) -> Iterator[dict]:
         """Results one at a time, never all in memory. ``order``: "id" (recorded) or "case"
-        (case, mode; with ``run_id``, from the index). ``brief``: no traceback and, of the
-        findings, only ``fallback_ops``. ``with_ops``: each carries its op table as ``ops``."""
+        (case, mode; with ``run_id``, from the index). ``with_ops``: each carries its op table
+        as ``ops``."""
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}")
         return self._guard_iter(self._iter_results(
             run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op,
-            order=order, brief=brief, with_ops=with_ops))
+            order=order, with_ops=with_ops))
+
+    def iter_outcomes(self, run_id: str) -> Iterator[dict]:
+        """A run's results in (case, mode) order, lean: ``case, mode, status, stage, grade,
+        figures`` (the key figures, records/figures.py), ``host_ops`` (the host-op table where
+        placement found one, else None) and ``error_line``."""
+        return self._guard_iter(self._iter_outcomes(run_id))
+
+    def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
+        sql = q.outcomes(stored_figures=self._version >= NOTES_FROM)
+        first, n = 5, len(KEY_FIGURES)
+        for row in self._conn().execute(sql, (run_id,)):
+            figures = {name: v for name, v in zip(KEY_FIGURES, row[first:first + n])
+                       if v is not None}
+            host_ops, error_line = row[first + n], row[first + n + 1]
+            yield {"case": row[0], "mode": row[1], "status": row[2], "stage": row[3],
+                   "grade": row[4], "figures": figures,
+                   "host_ops": json.loads(host_ops) if host_ops else None,
+                   "error_line": error_line}
 
     def _guard_iter(self, rows: Iterator[dict]) -> Iterator[dict]:
         try:
@@ -147,11 +165,10 @@ class KnowledgeBase:
         return flags, args, exact
 
     def _iter_results(self, *, run_id=None, status=None, case_glob=None, fallback_op=None,
-                      order="id", brief=False, with_ops=False, limit=None, offset=0
-                      ) -> Iterator[dict]:
+                      order="id", with_ops=False, limit=None, offset=0) -> Iterator[dict]:
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         paged = exact and (limit is not None or offset)
-        sql = q.select_results(**flags, order=order, brief=brief, paged=bool(paged))
+        sql = q.select_results(**flags, order=order, with_ops=with_ops, paged=bool(paged))
         if paged:
             args += [-1 if limit is None else limit, offset]
         conn = self._conn()
@@ -168,9 +185,7 @@ class KnowledgeBase:
                 left -= 1
             out = self._result_dict(row)
             if with_ops:
-                out["ops"] = [{"op": o["op"], "device": o["device"], "count": o["count"],
-                               "fallback": bool(o["fallback"])}
-                              for o in conn.execute(q.RESULT_OPS, (row["id"],))]
+                out["ops"] = json.loads(row["ops_json"])
             yield out
 
     @guarded
@@ -180,8 +195,7 @@ class KnowledgeBase:
         if exact:
             return int(self._conn().execute(q.count_results(**flags), args).fetchone()[0])
         return sum(1 for _ in self._iter_results(run_id=run_id, status=status,
-                                                 case_glob=case_glob, fallback_op=fallback_op,
-                                                 brief=True))
+                                                 case_glob=case_glob, fallback_op=fallback_op))
 
     @guarded
     def count_search(self, text: str) -> int:

@@ -10,7 +10,6 @@ at its first use, so bad input found after the open leaves no empty database beh
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
@@ -18,12 +17,12 @@ import socket
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
 
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
 from torchport.records.base import RUN_STATES, RunInProgress, StoreError
 from torchport.records.result import Result
+from torchport.records.figures import key_figures
 from torchport.records.signature import error_signature
 from torchport.records.sqlite_common import JSON_COLUMNS as _JSON_COLUMNS
 from torchport.records.sqlite_common import guarded as _guarded
@@ -33,6 +32,8 @@ from torchport.records.sqlite_common import to_json as _to_json
 from torchport.records.sqlite_kb import KnowledgeBase
 
 BUSY_TIMEOUT_S = 30.0
+RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
+ID_CHUNK = 500      # ids per IN (...) query, under SQLite's bound-parameter limit
 
 
 def _alive(pid: int | None, host: str | None) -> bool:
@@ -216,7 +217,8 @@ class SQLiteStore(KnowledgeBase):
             run_id, value.case, value.case_version, value.mode, value.status, value.stage,
             value.grade, *blobs, error.get("type"), error.get("message"),
             error.get("traceback"), value.started_at, finished,
-            error_signature(error.get("type"), error.get("message"))))
+            error_signature(error.get("type"), error.get("message")),
+            *key_figures(value.metrics)))
         result_id = int(cur.lastrowid or 0)
         conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
         return result_id
@@ -276,19 +278,43 @@ class SQLiteStore(KnowledgeBase):
 
     @_guarded
     def search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
-        """Results ranked by relevance (bm25), best first; ``limit``/``offset`` page them."""
+        """Results for ``text``, best first: the newest RANK_WINDOW matches ranked by bm25 (a
+        case-id hit first, then an error message, then a traceback), then older matches,
+        newest first. ``limit``/``offset`` page them; pages never overlap."""
         query = self._fts_query(text)
         if query is None:
             return []
-        rows = self._conn().execute(q.SEARCH_PAGE, (query, -1 if limit is None else limit,
-                                                    offset)).fetchall()
-        return [self._result_dict(r) for r in rows]
+        conn = self._conn()
+        end = None if limit is None else offset + limit
+        ids: list[int] = []
+        if offset < RANK_WINDOW:
+            window = conn.execute(q.SEARCH_WINDOW, (query, RANK_WINDOW)).fetchall()
+            ranked = sorted(window, key=lambda row: (row[1], -row[0]))  # best, then newest
+            ids = [row[0] for row in ranked[offset:end]]
+            if len(window) == RANK_WINDOW and (end is None or end > RANK_WINDOW):
+                more = -1 if end is None else end - RANK_WINDOW
+                ids += [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY,
+                                                   (query, more, RANK_WINDOW))]
+        else:
+            ids = [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY, (
+                query, -1 if limit is None else limit, offset))]
+        rows: dict[int, sqlite3.Row] = {}
+        for start in range(0, len(ids), ID_CHUNK):
+            chunk = ids[start:start + ID_CHUNK]
+            rows.update((r["id"], r) for r in conn.execute(q.results_by_id(len(chunk)), chunk))
+        return [self._result_dict(rows[i]) for i in ids if i in rows]
 
     @staticmethod
     def _fts_query(text: str) -> str | None:
-        # Quote every term so user text cannot inject FTS5 syntax; prefix-match each term.
-        terms = [t for t in text.replace('"', " ").split() if t]
-        return " ".join(f'"{t}"*' for t in terms) if terms else None
+        """Every word must match, as a whole word, or as a prefix when it ends with ``*``.
+        Words are quoted, so user text is never FTS5 syntax. (Prefixes are opt-in: a prefix
+        query reads every posting of every word it covers, 100 000s for a common one.)"""
+        terms = []
+        for raw in text.replace('"', " ").split():
+            word = raw.rstrip("*")
+            if word:
+                terms.append(f'"{word}"' + ("*" if raw.endswith("*") else ""))
+        return " ".join(terms) if terms else None
 
     @_guarded
     def last_status_by_case(self, device: str | None = None,

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from torchport.views.compare import metrics
 from torchport.views.noise import FASTER, SLOWER, judge
 
 FORMAT = "torchport-baseline/1"
@@ -45,8 +46,8 @@ def make_baseline(run: dict, results: Iterable[dict], *, perf: bool = True,
         entry: dict = {"status": r["status"]}
         if r.get("stage") and r["status"] != "pass":
             entry["stage"] = r["stage"]
-        m = r.get("metrics") or {}
-        if perf and r["status"] == "pass" and m.get("perf_median_ms"):
+        m = metrics(r) if perf and r["status"] == "pass" else {}
+        if m.get("perf_median_ms"):
             entry.update({k: m[k] for k in PERF_KEYS if m.get(k) is not None})
         entries[_key(r["case"], r["mode"])] = entry
     return {"format": FORMAT, "from_run": run["id"], "suite": run["suite"],
@@ -156,7 +157,7 @@ def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
             continue
         if got["status"] == "pass" and expected.get("perf_median_ms"):
             tol = expected.get("perf_tolerance", baseline.get("perf_tolerance"))
-            judged = judge(expected, got.get("metrics") or {}, tolerance=tol,
+            judged = judge(expected, metrics(got), tolerance=tol,
                            names=("baseline", "run"))
             if judged is not None and judged.verdict in (SLOWER, FASTER):
                 item = {"case": got["case"], "mode": got["mode"], "kind": f"step {judged.verdict}",

@@ -99,13 +99,23 @@ def paired(results_a: Iterable[dict], results_b: Iterable[dict]
             a, b = next(it_a, None), next(it_b, None)
 
 
+def metrics(result: dict) -> dict:
+    """A result's metrics, or an outcome row's key figures (``store.iter_outcomes``: every
+    figure compare, baseline and gate read)."""
+    value = result["figures"] if "figures" in result else result.get("metrics")
+    return value if isinstance(value, dict) else {}
+
+
 def _first_line(result: dict) -> str | None:
+    if "error_line" in result:
+        return result["error_line"] or None
     message = ((result.get("error") or {}).get("message") or "").strip()
     return message.splitlines()[0] if message else None
 
 
 def _host_ops(result: dict) -> dict[str, Any]:
-    ops = (result.get("findings") or {}).get("fallback_ops") or {}
+    ops = result["host_ops"] if "host_ops" in result else \
+        (result.get("findings") or {}).get("fallback_ops")
     return ops if isinstance(ops, dict) else {}
 
 
@@ -172,7 +182,7 @@ def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pas
 def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iterable[dict],
             *, env_a: dict | None = None, env_b: dict | None = None,
             notes: list[dict] | None = None) -> Comparison:
-    """``results_*`` sorted by (case, mode) (``store.iter_results(order="case")``)."""
+    """``results_*`` sorted by (case, mode): results or outcome rows (``store.iter_outcomes``)."""
     out = Comparison(run_a=run_brief(run_a), run_b=run_brief(run_b),
                      environment=environment_diff(env_a or {}, env_b or {}),
                      notes=list(notes or []))
@@ -191,8 +201,7 @@ def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iter
         out.common += 1
         _statuses(out, case, mode, a, b)
         _placement(out, case, mode, a, b)
-        _figures(out, case, mode, a.get("metrics") or {}, b.get("metrics") or {},
-                 a["status"] == b["status"] == "pass")
+        _figures(out, case, mode, metrics(a), metrics(b), a["status"] == b["status"] == "pass")
     out.remarks = _remarks(out, run_a, run_b)
     return out
 
@@ -223,6 +232,5 @@ def compare_runs(store, run_a: str, run_b: str) -> Comparison:
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
     notes = store.notes(run_id=a["id"]) + (store.notes(run_id=b["id"]) if b["id"] != a["id"]
                                            else [])
-    return compare(a, store.iter_results(run_id=a["id"], order="case", brief=True),
-                   b, store.iter_results(run_id=b["id"], order="case", brief=True),
+    return compare(a, store.iter_outcomes(a["id"]), b, store.iter_outcomes(b["id"]),
                    env_a=env_a, env_b=env_b, notes=notes)

@@ -41,8 +41,7 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id)
-        baseline = make_baseline(run, store.iter_results(run_id=run_id, order="case",
-                                                         brief=True),
+        baseline = make_baseline(run, store.iter_outcomes(run_id),
                                  perf=not no_perf, perf_tolerance=perf_tolerance)
     try:
         with open(output, "w") as f:

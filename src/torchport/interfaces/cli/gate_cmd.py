@@ -48,8 +48,7 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id)
-        report = gate(baseline, run, store.iter_results(run_id=run_id, order="case",
-                                                        brief=True))
+        report = gate(baseline, run, store.iter_outcomes(run_id))
     if as_json:
         echo_json(report.to_dict())
     else:

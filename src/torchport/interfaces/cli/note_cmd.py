@@ -2,7 +2,7 @@
 
 import click
 
-from torchport.interfaces.cli.common import db_option, open_db, store_problems
+from torchport.interfaces.cli.common import db_option, open_db, resolve, store_problems
 
 
 def _default_author() -> str | None:
@@ -20,7 +20,8 @@ def _default_author() -> str | None:
 @click.option("--author", default=None, help="Who decided (default: your login name).")
 @db_option
 def command(run_id, words, mode, author, db):
-    """Attach a note to RUN (or to CASE in it): why a result was accepted or rejected.
+    """Attach a note to RUN (or to CASE in it): why a result was accepted or rejected. RUN is
+    a run id, 'latest' or a selector (device=cpu,release=a).
 
     Notes show in 'show' and 'compare' and are found by 'search'."""
     from torchport.interfaces.cli import UsageProblem
@@ -29,6 +30,7 @@ def command(run_id, words, mode, author, db):
                            "\"text\"")
     case, text = (None, words[0]) if len(words) == 1 else words
     store = open_db(db, write=True)
+    run_id = resolve(store, run_id, {})  # an id, 'latest' or a selector (release=2.14)
     with store_problems():
         note_id = store.add_note(run_id, text, case=case, mode=mode,
                                  author=author or _default_author())

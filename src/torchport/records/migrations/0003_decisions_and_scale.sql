@@ -7,6 +7,28 @@ ALTER TABLE results ADD COLUMN signature TEXT;
 UPDATE results SET signature = torchport_signature(error_type, error_message)
     WHERE error_type IS NOT NULL OR error_message IS NOT NULL;
 
+-- Key figures out of metrics (records/figures.py): a comparison reads numbers, not JSON.
+ALTER TABLE results ADD COLUMN perf_median_ms REAL;
+ALTER TABLE results ADD COLUMN perf_p10_ms REAL;
+ALTER TABLE results ADD COLUMN perf_p90_ms REAL;
+ALTER TABLE results ADD COLUMN perf_samples INTEGER;
+ALTER TABLE results ADD COLUMN parity_rmse_ratio REAL;
+ALTER TABLE results ADD COLUMN parity_max_rel_err REAL;
+ALTER TABLE results ADD COLUMN compile_cold_first_step_s REAL;
+ALTER TABLE results ADD COLUMN compile_warm_first_step_s REAL;
+ALTER TABLE results ADD COLUMN perf_peak_bytes INTEGER;
+UPDATE results SET
+    perf_median_ms = json_extract(metrics, '$.perf_median_ms'),
+    perf_p10_ms = json_extract(metrics, '$.perf_p10_ms'),
+    perf_p90_ms = json_extract(metrics, '$.perf_p90_ms'),
+    perf_samples = json_extract(metrics, '$.perf_samples'),
+    parity_rmse_ratio = json_extract(metrics, '$.parity_rmse_ratio'),
+    parity_max_rel_err = json_extract(metrics, '$.parity_max_rel_err'),
+    compile_cold_first_step_s = json_extract(metrics, '$.compile_cold_first_step_s'),
+    compile_warm_first_step_s = json_extract(metrics, '$.compile_warm_first_step_s'),
+    perf_peak_bytes = json_extract(metrics, '$.perf_peak_bytes')
+    WHERE metrics != '{}';
+
 -- A run's results in recorded order (paging), its counts and failure groups (covering), a
 -- case's newest result per mode (last status), case globs with a fixed prefix.
 CREATE INDEX results_run ON results(run_id);
