@@ -150,3 +150,24 @@ def test_results_and_search_are_paged(large_run, tmp_path):
     assert found["total"] == 300 and len(found["results"]) == 10
     assert "results 1-50 of 300, best match first" in _ok(
         torchport("search", "size", "--db", large_run, cwd=tmp_path))
+
+
+def test_stored_text_prints_as_text_in_compare_gate_and_notes(tmp_path):
+    from tests.interfaces.test_hostile import HUGE, _hostile_results
+    db = kb.build(tmp_path / "kb.db",
+                  results_=[dict(r, status="pass", stage=None, error=None)
+                            for r in _hostile_results()])
+    kb.build(db, run_id="bad\x1b[2J", results_=_hostile_results(), labels={"x": "[/bold]"},
+             environment={"torch": "[red]2.14[/red]", "cpu": "\x1b[31mred"})
+    expected = tmp_path / "expected.json"
+    _ok(torchport("baseline", "save", "r1", "-o", expected, "--db", db, cwd=tmp_path))
+    outputs = [_ok(torchport("compare", "r1", "bad\x1b[2J", "--db", db, cwd=tmp_path)),
+               torchport("gate", "bad\x1b[2J", "--baseline", expected, "--db", db,
+                         cwd=tmp_path).stdout,
+               _ok(torchport("note", "bad\x1b[2J", "hf/[bold]gpt2[/bold]", "ok [/red]",
+                             "--db", db, cwd=tmp_path))]
+    for out in outputs:
+        assert "\x1b" not in out and "\x07" not in out and len(out) < 100_000
+    assert "[red]2.14[/red]" in outputs[0] and "\\x1b[31mred" in outputs[0]
+    assert "hf/llama [eager]: now fails" in outputs[1] and HUGE not in outputs[1]
+    assert "hf/[bold]gpt2[/bold]" in outputs[2]

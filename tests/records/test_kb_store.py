@@ -177,10 +177,11 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     plan = _plan(store, q.select_results(**dict(flags, case_glob=False, run_id=True),
                                          paged=True), ("r1", 10, 0))
     assert "USING INDEX results_run" in plan, plan
-    for sql in (q.outcomes(stored_figures=True), q.select_results(**dict(flags, case_glob=False, run_id=True),
-                                             order="case", with_ops=True)):
+    by_case = q.select_results(**dict(flags, case_glob=False, run_id=True), order="case",
+                               with_ops=True)
+    for sql in (q.outcomes(stored_figures=True), by_case):
         plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
-        assert "sqlite_autoindex_results_1" in plan and "TEMP B-TREE" not in plan, plan
+        assert "USING INDEX" in plan and "(run_id=?)" in plan and "TEMP B-TREE" not in plan, plan
     for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
         plan = _plan(store, sql, ("a", None, None))
         assert "results_case_mode" in plan and "SCAN r" not in plan, plan
@@ -188,6 +189,15 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     assert "COVERING INDEX results_run_status" in plan, plan
     plan = _plan(store, q.failure_groups(signature="signature", severity=()), ("r1", 10))
     assert "COVERING INDEX results_run_status" in plan, plan
+    params = {"run_a": "r1", "run_b": "r2", "parity": 10, "compile": 1.15, "memory": 1.1,
+              "min_samples": 5}
+    for sql in (q.pairs_that_may_differ(stored_figures=True),
+                q.pair_counts(stored_figures=True)):
+        plan = _plan(store, sql, params)  # A walked on an index, B found by one
+        assert "SEARCH a USING" in plan and "SCAN" not in plan, plan
+        assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
+    assert "COVERING INDEX results_pairs" in _plan(store, q.pair_counts(stored_figures=True),
+                                                   params)
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))
     assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
     for sql, args in ((q.SEARCH_WINDOW, ('"x"', 1000)), (q.SEARCH_BY_RECENCY, ('"x"', 50, 0))):
@@ -215,3 +225,28 @@ def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path)
     _v1_file(old)
     with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
         assert [o["case"] for o in reader.iter_outcomes("old")] == ["a"]
+
+
+def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
+    import json as json_
+
+    from tests.records.test_store import _v1_file
+    old = str(tmp_path / "v1.db")
+    _v1_file(old)
+    findings = json_.dumps({"fallback_ops": {"aten.sort.default": 1, "aten.cumsum.default": 2}},
+                           sort_keys=True)
+    conn = sqlite3.connect(old)
+    conn.execute("UPDATE results SET grade = 'fallback', findings = ?, error_type = 'E',"
+                 " error_message = 'size 3 != 4', metrics = '{\"perf_median_ms\": 2.5}'",
+                 (findings,))
+    conn.commit()
+    conn.close()
+    with open_store(old, write=True) as store:  # migrates v1 -> v3
+        store.add_result("old", {"case": "b", "mode": "eager", "grade": "fallback",
+                                 "metrics": {"perf_median_ms": 2.5},
+                                 "findings": json_.loads(findings),
+                                 "error": {"type": "E", "message": "size 3 != 4"}})
+        rows = store._conn().execute(
+            "SELECT host_ops, signature, perf_median_ms FROM results ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows][0] == tuple(rows[1])
+    assert rows[0]["signature"] == "E: size N != N"

@@ -112,3 +112,55 @@ def test_the_environment_difference_comes_first_and_lists_are_capped():
     ops = next(v for v in views if v.title.startswith("Host ops"))
     assert len(ops.rows) == 1 and "1 more not shown" in ops.notes[-1]
     assert cmp.to_dict()["perf"][0]["verdict"] == "slower"  # the --json form
+
+
+def test_the_store_join_decides_exactly_what_the_stream_walk_decides(tmp_path):
+    """compare_runs lets SQLite return a superset of the pairs that may have changed; on
+    random runs its answer equals walking both runs pair by pair in Python."""
+    import random
+
+    from torchport.records import open_store
+    from torchport.views.compare import compare_runs
+
+    rng = random.Random(3)
+
+    def result(case):
+        status = rng.choice(("pass",) * 12 + ("eager_fail", "crash", "accuracy_fail"))
+        median = rng.choice((None, 0.0) + (rng.uniform(1, 1.2),) * 10)
+        spread = rng.choice((None, 0.001, 0.01, 0.05, 0.5))
+        metrics = {}
+        if median is not None:
+            metrics["perf_median_ms"] = median
+            metrics["perf_samples"] = rng.choice((3, 30, 30, 30))
+            if spread is not None:
+                metrics.update(perf_p10_ms=median * (1 - spread), perf_p90_ms=median * (1 + spread))
+        for name in ("parity_rmse_ratio", "compile_cold_first_step_s", "perf_peak_bytes"):
+            if rng.random() < 0.5:
+                metrics[name] = rng.choice((0.0, 1.0, 1.1, 1.3, 20.0))
+        ops = rng.choice(({}, {"aten.cumsum.default": 1}, {"aten.cumsum.default": 2}))
+        return {"case": case, "mode": "eager", "status": status,
+                "stage": None if status == "pass" else rng.choice(("run", "parity")),
+                "grade": rng.choice((None, "on_device", "fallback")), "metrics": metrics,
+                "findings": {"fallback_ops": ops},
+                "error": None if status == "pass" else {"type": "E", "message": "boom\nx"}}
+
+    path = str(tmp_path / "kb.db")
+    with open_store(path, write=True) as store:
+        for run_id in ("A", "B"):
+            cases = [f"c{i:03d}" for i in range(300) if rng.random() < 0.95]
+            store.create_run(run_id=run_id, command="c", suite="s", device="cpu", config={},
+                             plan=[[c, "eager"] for c in cases], labels={})
+            store.add_results(run_id, [result(c) for c in cases])
+            store.finish_run(run_id, "complete")
+    with open_store(path, write=False) as store:
+        joined = compare_runs(store, "A", "B").to_dict()
+        a, b = store.get_run("A"), store.get_run("B")
+        walked = compare(a, store.iter_outcomes("A"), b, store.iter_outcomes("B"),
+                         env_a={}, env_b={}).to_dict()
+    assert joined["perf"] and joined["newly_failing"] and joined["placement"]
+    assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
+    assert joined == walked
+    with open_store(path, write=False) as store:  # most pairs never left SQLite
+        shown = sum(1 for _ in store.compare_pairs("A", "B", parity_factor=10, compile_ratio=1.15,
+                                                   memory_ratio=1.1, min_samples=5)["pairs"])
+    assert 0 < shown < joined["common"]

@@ -131,13 +131,20 @@ class Store(Protocol):
         status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
         (dict or None), ``error_line``."""
 
+    def compare_pairs(self, run_a: str, run_b: str, *, parity_factor: float,
+                      compile_ratio: float, memory_ratio: float, min_samples: int) -> dict:
+        """Two runs joined by (case, mode): ``counts`` {(status A, status B): [pairs, pairs
+        timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B) for
+        a superset of the pairs that show a change past the given lines (the caller decides)."""
+
     def count_results(self, *, run_id: str | None = None, status: str | None = None,
                       case_glob: str | None = None, fallback_op: str | None = None) -> int: ...
 
     def search(self, text: str, *, limit: int | None = None, offset: int = 0
                ) -> list[dict[str, Any]]:
-        """Full text over case ids, error messages and tracebacks, ranked best first (bm25);
-        user text is never syntax."""
+        """Full text over case ids, error messages and tracebacks: every word, whole (``word*``
+        for a prefix); user text is never other syntax. Best first: the newest matches ranked
+        by relevance (bm25, a case-id hit first), then older ones newest first."""
 
     def count_search(self, text: str) -> int: ...
 

@@ -34,8 +34,8 @@ FINISH_RUN = "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?"
 INSERT_RESULT = (
     "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
     " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
-    f" started_at, finished_at, signature, {', '.join(KEY_FIGURES)})"
-    f" VALUES ({', '.join('?' * (18 + len(KEY_FIGURES)))})")
+    f" started_at, finished_at, signature, host_ops, {', '.join(KEY_FIGURES)})"
+    f" VALUES ({', '.join('?' * (19 + len(KEY_FIGURES)))})")
 INSERT_RESULT_OP = (
     "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)")
 
@@ -82,8 +82,7 @@ def outcomes(*, stored_figures: bool) -> str:
                         for name in KEY_FIGURES)
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
-        " CASE WHEN grade IS NOT NULL THEN NULLIF(json_extract(findings, '$.fallback_ops'),"
-        " '{}') END AS host_ops,"
+        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', stored_figures)} END,"
         " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
         " instr(error_message || char(10), char(10)) - 1) END AS error_line"
         " FROM results WHERE run_id = ? ORDER BY case_id, mode")
@@ -202,3 +201,85 @@ ARTIFACTS_OF_RUN = "SELECT path, sha256, bytes FROM artifacts WHERE run_id = ? O
 INSERT_RUN_AS_RECORDED = (
     "INSERT INTO runs(id, started_at, finished_at, state, pid, host, command, suite, device,"
     " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+# -- comparing two runs inside SQLite -----------------------------------------------------------
+# Two runs of 100 000 results are joined on (case_id, mode) by the unique index. SQLite returns
+# the transition counts and only the pairs that MAY show a change (a superset: status or stage
+# differ, placement differs, a parity, compile or memory figure past its line, or step times
+# whose p10-p90 ranges do not hold each other's medians, or that cannot be judged); the views
+# decide every returned pair (views/compare.py, views/noise.py). Named parameters: run_a, run_b,
+# parity, compile, memory (factors) and min_samples.
+_JOIN = (" FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.case_id"
+         " AND b.mode = a.mode WHERE a.run_id = :run_a")
+
+
+def _figure(alias: str, name: str, stored: bool) -> str:
+    return f"{alias}.{name}" if stored else f"json_extract({alias}.metrics, '$.{name}')"
+
+
+def _host_ops(alias: str, stored: bool) -> str:
+    return f"{alias}.host_ops" if stored else \
+        f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
+
+
+def _outcome_columns(alias: str, stored: bool) -> str:
+    figures = ", ".join(_figure(alias, n, stored) for n in KEY_FIGURES)
+    return (f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
+            f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, stored)}"
+            " END,"
+            f" CASE WHEN {alias}.error_message IS NOT NULL THEN substr({alias}.error_message, 1,"
+            f" instr({alias}.error_message || char(10), char(10)) - 1) END")
+
+
+def _both_timed(stored: bool) -> str:
+    a, b = (_figure(x, "perf_median_ms", stored) for x in "ab")
+    return (f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
+            f" AND {a} != 0 AND {b} != 0")
+
+
+def pairs_that_may_differ(*, stored_figures: bool) -> str:
+    s = stored_figures
+
+    def f(alias: str, name: str) -> str:
+        return _figure(alias, name, s)
+
+    def beyond(name: str, factor: str, both_ways: bool) -> str:
+        up = f"{f('b', name)} > :{factor} * {f('a', name)}"
+        return f"({up} OR {f('a', name)} > :{factor} * {f('b', name)})" if both_ways else up
+
+    unjudgeable = " OR ".join(
+        [f"{f(x, 'perf_samples')} < :min_samples" for x in "ab"]
+        + [f"{f(x, q)} IS NULL" for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")])
+    med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
+    outside = (f"({med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')})"
+               f" OR ({med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')})")
+    may_differ = " OR ".join([
+        "a.status != b.status OR a.stage IS NOT b.stage",
+        "(a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade OR"
+        f" {_host_ops('a', s)} IS NOT {_host_ops('b', s)}))",
+        beyond("parity_rmse_ratio", "parity", False),
+        beyond("parity_max_rel_err", "parity", False),
+        beyond("compile_cold_first_step_s", "compile", True),
+        beyond("compile_warm_first_step_s", "compile", True),
+        beyond("perf_peak_bytes", "memory", True),
+        f"({_both_timed(s)} AND ({unjudgeable} OR {outside}))"])
+    return (f"SELECT {_outcome_columns('a', s)}, {_outcome_columns('b', s)}{_JOIN}"
+            f" AND ({may_differ}) ORDER BY a.case_id, a.mode")
+
+
+def pair_counts(*, stored_figures: bool) -> str:
+    """Pairs per (A status, B status), and of them how many have a step time on both sides:
+    from the results_pairs index alone (schema v3; named, since an empty file's planner would
+    pick another)."""
+    join = _JOIN.replace("results a JOIN results b", "results a INDEXED BY results_pairs JOIN"
+                         " results b INDEXED BY results_pairs") if stored_figures else _JOIN
+    return (f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(stored_figures)})"
+            f"{join} GROUP BY a.status, b.status")
+
+
+# Pairs recorded in one run only (parameters: the run, the other run); the index alone answers.
+ONLY_IN = (
+    "SELECT a.case_id, a.mode FROM results a WHERE a.run_id = ? AND NOT EXISTS (SELECT 1 FROM"
+    " results b WHERE b.run_id = ? AND b.case_id = a.case_id AND b.mode = a.mode)"
+    " ORDER BY a.case_id, a.mode")

@@ -134,15 +134,30 @@ class KnowledgeBase:
 
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
         sql = q.outcomes(stored_figures=self._version >= NOTES_FROM)
-        first, n = 5, len(KEY_FIGURES)
         for row in self._conn().execute(sql, (run_id,)):
-            figures = {name: v for name, v in zip(KEY_FIGURES, row[first:first + n])
-                       if v is not None}
-            host_ops, error_line = row[first + n], row[first + n + 1]
-            yield {"case": row[0], "mode": row[1], "status": row[2], "stage": row[3],
-                   "grade": row[4], "figures": figures,
-                   "host_ops": json.loads(host_ops) if host_ops else None,
-                   "error_line": error_line}
+            yield _outcome(row)
+
+    @guarded
+    def compare_pairs(self, run_a: str, run_b: str, *, parity_factor: float,
+                      compile_ratio: float, memory_ratio: float, min_samples: int) -> dict:
+        """Two runs joined inside SQLite: ``counts`` {(status A, status B): [pairs, pairs with a
+        step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and ``pairs``,
+        an iterator of (outcome A, outcome B) for only the pairs that may show a change (see
+        queries.pairs_that_may_differ; the caller decides each)."""
+        stored = self._version >= NOTES_FROM
+        conn = self._conn()
+        counts = {(r[0], r[1]): [r[2], r[3] or 0]
+                  for r in conn.execute(q.pair_counts(stored_figures=stored),
+                                        {"run_a": run_a, "run_b": run_b})}
+        only_a = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_a, run_b))]
+        only_b = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_b, run_a))]
+        params = {"run_a": run_a, "run_b": run_b, "parity": parity_factor,
+                  "compile": compile_ratio, "memory": memory_ratio, "min_samples": min_samples}
+        width = 7 + len(KEY_FIGURES)
+        rows = conn.execute(q.pairs_that_may_differ(stored_figures=stored), params)
+        pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
+        return {"counts": counts, "only_a": only_a, "only_b": only_b,
+                "pairs": self._guard_iter(pairs)}
 
     def _guard_iter(self, rows: Iterator[dict]) -> Iterator[dict]:
         try:
@@ -294,6 +309,16 @@ class KnowledgeBase:
             return []
         rows = self._conn().execute(q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
+
+
+def _outcome(row) -> dict:
+    """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
+    first, n = 5, len(KEY_FIGURES)
+    host_ops, error_line = row[first + n], row[first + n + 1]
+    return {"case": row[0], "mode": row[1], "status": row[2], "stage": row[3], "grade": row[4],
+            "figures": {name: v for name, v in
+                        zip(KEY_FIGURES, row[first:first + n], strict=True) if v is not None},
+            "host_ops": json.loads(host_ops) if host_ops else None, "error_line": error_line}
 
 
 def _note_dict(row: sqlite3.Row) -> dict:

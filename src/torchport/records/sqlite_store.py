@@ -21,8 +21,8 @@ from pathlib import Path
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
 from torchport.records.base import RUN_STATES, RunInProgress, StoreError
-from torchport.records.result import Result
 from torchport.records.figures import key_figures
+from torchport.records.result import MalformedResult, Result
 from torchport.records.signature import error_signature
 from torchport.records.sqlite_common import JSON_COLUMNS as _JSON_COLUMNS
 from torchport.records.sqlite_common import guarded as _guarded
@@ -46,6 +46,18 @@ def _alive(pid: int | None, host: str | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _host_ops_text(findings: dict) -> str | None:
+    """findings' fallback_ops as stored in the ``host_ops`` column (None when none), in the
+    form SQLite's json_extract gives (sorted keys, no spaces), as migration 0003 filled it."""
+    ops = findings.get("fallback_ops")
+    if not ops:
+        return None
+    try:
+        return json.dumps(ops, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError) as exc:
+        raise MalformedResult(f"findings['fallback_ops'] cannot be stored: {exc}") from None
 
 
 class SQLiteStore(KnowledgeBase):
@@ -218,7 +230,7 @@ class SQLiteStore(KnowledgeBase):
             value.grade, *blobs, error.get("type"), error.get("message"),
             error.get("traceback"), value.started_at, finished,
             error_signature(error.get("type"), error.get("message")),
-            *key_figures(value.metrics)))
+            _host_ops_text(value.findings), *key_figures(value.metrics)))
         result_id = int(cur.lastrowid or 0)
         conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
         return result_id

@@ -6,8 +6,9 @@ matrix and lists), placement changes per host op, parity drift, step-time change
 measured noise (views/noise.py), compile-time changes past PyTorch HUD's 1.15x line, and peak
 memory. Interrupted runs compare on what they recorded; the denominators say so.
 
-Both runs are read as streams in (case, mode) order and walked side by side: two runs of
-100 000 results each never sit in memory, only what changed does.
+``compare`` walks two result streams in (case, mode) order side by side; ``compare_runs`` lets
+the store join two stored runs and decides only the pairs that may have changed (two runs of
+100 000 results never sit in memory, and most pairs never leave SQLite).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchport.views.noise import MIN_CHANGE, NOT_JUDGED, PerfJudgement, judge
+from torchport.views.noise import MIN_CHANGE, MIN_SAMPLES, NOT_JUDGED, WITHIN, PerfJudgement, judge
 
 COMPILE_RATIO = 1.15   # PyTorch HUD flags compile time above 1.15x
 PARITY_FACTOR = 10.0   # the error against the reference grew more than tenfold
@@ -125,9 +126,12 @@ def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
             "error": _first_line(b) or _first_line(a)}
 
 
+def _count(out: Comparison, before: str, after: str, n: int = 1) -> None:
+    row = out.transitions.setdefault(before, {})
+    row[after] = row.get(after, 0) + n
+
+
 def _statuses(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
-    row = out.transitions.setdefault(a["status"], {})
-    row[b["status"]] = row.get(b["status"], 0) + 1
     before, after = a["status"], b["status"]
     if before != "pass" and after == "pass":
         out.newly_passing.append(_status_entry(case, mode, a, b))
@@ -153,15 +157,17 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
         out.host_ops.setdefault(op, {"added": [], "removed": []})["removed"].append([case, mode])
 
 
-def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> None:
+def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> bool:
+    """Record what changed in the figures; returns whether a step time was judged."""
     for metric in PARITY_METRICS:
         x, y = ma.get(metric), mb.get(metric)
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 \
                 and y / x > PARITY_FACTOR:
             out.parity.append({"case": case, "mode": mode, "metric": metric, "before": x,
                                "after": y, "factor": y / x})
+    judged: PerfJudgement | None = None
     if both_pass:  # a step time is comparable only when both runs ran the whole ladder
-        judged: PerfJudgement | None = judge(ma, mb)
+        judged = judge(ma, mb)
         if judged is not None:
             out.perf_verdicts[judged.verdict] = out.perf_verdicts.get(judged.verdict, 0) + 1
             if judged.verdict in ("slower", "faster"):
@@ -177,6 +183,16 @@ def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pas
     if x and y and (y / x > MEMORY_RATIO or x / y > MEMORY_RATIO):
         out.memory.append({"case": case, "mode": mode, "before_bytes": x, "after_bytes": y,
                            "ratio": y / x})
+    return judged is not None
+
+
+def _pair(out: Comparison, a: dict, b: dict) -> bool:
+    """Everything one pair changed; returns whether its step time was judged."""
+    case, mode = a["case"], a["mode"]
+    _statuses(out, case, mode, a, b)
+    _placement(out, case, mode, a, b)
+    return _figures(out, case, mode, metrics(a), metrics(b),
+                    a["status"] == b["status"] == "pass")
 
 
 def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iterable[dict],
@@ -199,9 +215,8 @@ def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iter
             out.unrecorded_a += key in plan_a
             continue
         out.common += 1
-        _statuses(out, case, mode, a, b)
-        _placement(out, case, mode, a, b)
-        _figures(out, case, mode, metrics(a), metrics(b), a["status"] == b["status"] == "pass")
+        _count(out, a["status"], b["status"])
+        _pair(out, a, b)
     out.remarks = _remarks(out, run_a, run_b)
     return out
 
@@ -226,11 +241,31 @@ def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
 
 
 def compare_runs(store, run_a: str, run_b: str) -> Comparison:
-    """Compare two stored runs, streaming their results; notes of both runs come along."""
+    """Compare two stored runs. The store joins them and returns the transition counts and a
+    superset of the pairs that may have changed; each of those is decided here as
+    ``compare`` decides it, and every timed pair not returned was within the noise."""
     a, b = store.get_run(run_a), store.get_run(run_b)
     env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
     notes = store.notes(run_id=a["id"]) + (store.notes(run_id=b["id"]) if b["id"] != a["id"]
                                            else [])
-    return compare(a, store.iter_outcomes(a["id"]), b, store.iter_outcomes(b["id"]),
-                   env_a=env_a, env_b=env_b, notes=notes)
+    out = Comparison(run_a=run_brief(a), run_b=run_brief(b),
+                     environment=environment_diff(env_a, env_b), notes=notes)
+    joined = store.compare_pairs(a["id"], b["id"], parity_factor=PARITY_FACTOR,
+                                 compile_ratio=COMPILE_RATIO, memory_ratio=MEMORY_RATIO,
+                                 min_samples=MIN_SAMPLES)
+    timed = 0
+    for (before, after), (n, n_timed) in sorted(joined["counts"].items()):
+        _count(out, before, after, n)
+        out.common += n
+        timed += n_timed
+    judged = sum(_pair(out, x, y) for x, y in joined["pairs"])
+    if timed > judged:  # outside the superset: the medians sat inside each other's spread
+        out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
+    out.only_a, out.only_b = joined["only_a"], joined["only_b"]
+    plan_a = {tuple(item) for item in a.get("plan") or []}
+    plan_b = {tuple(item) for item in b.get("plan") or []}
+    out.unrecorded_b = sum(tuple(key) in plan_b for key in out.only_a)
+    out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
+    out.remarks = _remarks(out, a, b)
+    return out

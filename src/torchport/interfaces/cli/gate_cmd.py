@@ -17,7 +17,9 @@ REGRESSED_EXIT = 1
 
 
 def _line(item: dict) -> str:
-    where = f"{item['case']} [{item['mode']}]"
+    """One regression or improvement; stored text (case ids) printed as text, never obeyed."""
+    from torchport.interfaces.formats import safe
+    where = safe(f"{item['case']} [{item['mode']}]")
     if "test" in item:
         return (f"{where}: {item['kind']}: {item['expected']:.3g} -> {item['got']:.3g} ms "
                 f"({item['ratio']:.2f}x); {item['test']}")
@@ -25,7 +27,7 @@ def _line(item: dict) -> str:
                                    if item.get("expected_stage") else "")
     got = "nothing recorded" if item["got"] is None else \
         item["got"] + (f" @{item['got_stage']}" if item.get("got_stage") else "")
-    return f"{where}: {item['kind']}: expected {expected}, got {got}"
+    return f"{where}: {item['kind']}: expected {safe(expected)}, got {safe(got)}"
 
 
 @click.command("gate")

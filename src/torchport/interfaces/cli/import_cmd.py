@@ -31,9 +31,10 @@ def command(path, db, as_json):
     if as_json:
         echo_json(report.to_dict())
         return
+    from torchport.interfaces.formats import safe
     for run_id, n in report.added.items():
-        click.echo(f"added run {run_id} ({n} results)")
+        click.echo(f"added run {safe(run_id)} ({n} results)")
     for run_id in report.present:
-        click.echo(f"run {run_id} already present with the same content: skipped")
+        click.echo(f"run {safe(run_id)} already present with the same content: skipped")
     click.echo(f"{len(report.added)} runs added, {len(report.present)} already present, "
                f"{report.notes_added} notes added")

@@ -34,5 +34,6 @@ def command(run_id, words, mode, author, db):
     with store_problems():
         note_id = store.add_note(run_id, text, case=case, mode=mode,
                                  author=author or _default_author())
+    from torchport.interfaces.formats import safe
     where = f"run {run_id}" + (f", case {case}" if case else "") + (f" [{mode}]" if mode else "")
-    click.echo(f"note {note_id} added to {where}")
+    click.echo(f"note {note_id} added to {safe(where)}")

@@ -22,8 +22,11 @@ DEFAULT_LIMIT = 50
 @db_option
 @json_option
 def command(text, limit, offset, db, as_json):
-    """Find results whose case id, error or traceback mentions TEXT (every word, as a
-    prefix), best match first, and the decision notes that mention it."""
+    """Find results whose case id, error or traceback mentions every word of TEXT (whole
+    words; end one with * for a prefix: qwen*), best first, and the notes that mention it.
+
+    Ranking: the newest 1000 matches by relevance (a case-id hit before an error message
+    before a traceback), then older matches newest first."""
     query = " ".join(text)
     store = open_db(db)
     with store_problems():
