@@ -11,6 +11,7 @@ import pytest
 from torchport.records import StoreError, open_store
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.signature import error_signature
+from torchport.records.sqlite_schema import SCHEMA_VERSION
 
 
 def _run(store, run_id="r1", device="cpu", labels=None, plan=None):
@@ -179,7 +180,7 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     assert "USING INDEX results_run" in plan, plan
     by_case = q.select_results(**dict(flags, case_glob=False, run_id=True), order="case",
                                with_ops=True)
-    for sql in (q.outcomes(stored_figures=True), by_case):
+    for sql in (q.outcomes(version=SCHEMA_VERSION), by_case):
         plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
         assert "USING INDEX" in plan and "(run_id=?)" in plan and "TEMP B-TREE" not in plan, plan
     for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
@@ -191,12 +192,12 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     assert "COVERING INDEX results_run_status" in plan, plan
     params = {"run_a": "r1", "run_b": "r2", "parity": 10, "compile": 1.15, "memory": 1.1,
               "min_samples": 5}
-    for sql in (q.pairs_that_may_differ(stored_figures=True),
-                q.pair_counts(stored_figures=True)):
+    for sql in (q.pairs_that_may_differ(version=SCHEMA_VERSION),
+                q.pair_counts(version=SCHEMA_VERSION)):
         plan = _plan(store, sql, params)  # A walked on an index, B found by one
         assert "SEARCH a USING" in plan and "SCAN" not in plan, plan
         assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
-    assert "COVERING INDEX results_pairs" in _plan(store, q.pair_counts(stored_figures=True),
+    assert "COVERING INDEX results_pairs" in _plan(store, q.pair_counts(version=SCHEMA_VERSION),
                                                    params)
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))
     assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
@@ -250,3 +251,26 @@ def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
             "SELECT host_ops, signature, perf_median_ms FROM results ORDER BY id").fetchall()
     assert [tuple(r) for r in rows][0] == tuple(rows[1])
     assert rows[0]["signature"] == "E: size N != N"
+
+
+def test_a_v3_file_is_compared_as_it_is(tmp_path):
+    """Schema v3 had the key figures but not the host-op column: read-only, it is compared from
+    the JSON, with the same answer."""
+    from tests import kb
+    from torchport.views.compare import compare_runs
+    path = kb.build(tmp_path / "kb.db")
+    results = kb.results()
+    results[1]["findings"] = dict(results[1]["findings"], fallback_ops={"aten.sort.default": 1})
+    kb.build(path, run_id="r2", results_=results)
+    with open_store(path, write=False) as store:
+        latest = compare_runs(store, "r1", "r2").to_dict()
+    assert latest["host_ops"]
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX results_pairs")
+    conn.execute("ALTER TABLE results DROP COLUMN host_ops")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with open_store(path, write=False) as store:
+        assert store.schema_version() == 3
+        assert compare_runs(store, "r1", "r2").to_dict() == latest

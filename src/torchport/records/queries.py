@@ -75,14 +75,13 @@ ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
-def outcomes(*, stored_figures: bool) -> str:
-    """Parameter: run_id. ``stored_figures``: the key-figure columns exist (schema v3); an
-    older file reads them out of the JSON."""
-    figures = ", ".join(name if stored_figures else f"json_extract(metrics, '$.{name}')"
-                        for name in KEY_FIGURES)
+def outcomes(*, version: int) -> str:
+    """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
+    host ops from v4; an older file reads them out of the JSON)."""
+    figures = ", ".join(_figure("results", name, version) for name in KEY_FIGURES)
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
-        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', stored_figures)} END,"
+        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"
         " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
         " instr(error_message || char(10), char(10)) - 1) END AS error_line"
         " FROM results WHERE run_id = ? ORDER BY case_id, mode")
@@ -214,32 +213,36 @@ _JOIN = (" FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.
          " AND b.mode = a.mode WHERE a.run_id = :run_a")
 
 
-def _figure(alias: str, name: str, stored: bool) -> str:
-    return f"{alias}.{name}" if stored else f"json_extract({alias}.metrics, '$.{name}')"
+FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM = 3, 4  # schema versions
 
 
-def _host_ops(alias: str, stored: bool) -> str:
-    return f"{alias}.host_ops" if stored else \
+def _figure(alias: str, name: str, version: int) -> str:
+    return f"{alias}.{name}" if version >= FIGURE_COLUMNS_FROM else \
+        f"json_extract({alias}.metrics, '$.{name}')"
+
+
+def _host_ops(alias: str, version: int) -> str:
+    return f"{alias}.host_ops" if version >= HOST_OPS_COLUMN_FROM else \
         f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
 
 
-def _outcome_columns(alias: str, stored: bool) -> str:
-    figures = ", ".join(_figure(alias, n, stored) for n in KEY_FIGURES)
+def _outcome_columns(alias: str, version: int) -> str:
+    figures = ", ".join(_figure(alias, n, version) for n in KEY_FIGURES)
     return (f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
-            f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, stored)}"
+            f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
             " END,"
             f" CASE WHEN {alias}.error_message IS NOT NULL THEN substr({alias}.error_message, 1,"
             f" instr({alias}.error_message || char(10), char(10)) - 1) END")
 
 
-def _both_timed(stored: bool) -> str:
-    a, b = (_figure(x, "perf_median_ms", stored) for x in "ab")
+def _both_timed(version: int) -> str:
+    a, b = (_figure(x, "perf_median_ms", version) for x in "ab")
     return (f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
             f" AND {a} != 0 AND {b} != 0")
 
 
-def pairs_that_may_differ(*, stored_figures: bool) -> str:
-    s = stored_figures
+def pairs_that_may_differ(*, version: int) -> str:
+    s = version
 
     def f(alias: str, name: str) -> str:
         return _figure(alias, name, s)
@@ -268,13 +271,14 @@ def pairs_that_may_differ(*, stored_figures: bool) -> str:
             f" AND ({may_differ}) ORDER BY a.case_id, a.mode")
 
 
-def pair_counts(*, stored_figures: bool) -> str:
+def pair_counts(*, version: int) -> str:
     """Pairs per (A status, B status), and of them how many have a step time on both sides:
-    from the results_pairs index alone (schema v3; named, since an empty file's planner would
+    from the results_pairs index alone (schema v4; named, since an empty file's planner would
     pick another)."""
     join = _JOIN.replace("results a JOIN results b", "results a INDEXED BY results_pairs JOIN"
-                         " results b INDEXED BY results_pairs") if stored_figures else _JOIN
-    return (f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(stored_figures)})"
+                         " results b INDEXED BY results_pairs") \
+        if version >= HOST_OPS_COLUMN_FROM else _JOIN
+    return (f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(version)})"
             f"{join} GROUP BY a.status, b.status")
 
 

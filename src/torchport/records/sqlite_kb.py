@@ -133,7 +133,7 @@ class KnowledgeBase:
         return self._guard_iter(self._iter_outcomes(run_id))
 
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
-        sql = q.outcomes(stored_figures=self._version >= NOTES_FROM)
+        sql = q.outcomes(version=self._version)
         for row in self._conn().execute(sql, (run_id,)):
             yield _outcome(row)
 
@@ -144,17 +144,17 @@ class KnowledgeBase:
         step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and ``pairs``,
         an iterator of (outcome A, outcome B) for only the pairs that may show a change (see
         queries.pairs_that_may_differ; the caller decides each)."""
-        stored = self._version >= NOTES_FROM
+        version = self._version
         conn = self._conn()
         counts = {(r[0], r[1]): [r[2], r[3] or 0]
-                  for r in conn.execute(q.pair_counts(stored_figures=stored),
+                  for r in conn.execute(q.pair_counts(version=version),
                                         {"run_a": run_a, "run_b": run_b})}
         only_a = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_a, run_b))]
         only_b = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_b, run_a))]
         params = {"run_a": run_a, "run_b": run_b, "parity": parity_factor,
                   "compile": compile_ratio, "memory": memory_ratio, "min_samples": min_samples}
         width = 7 + len(KEY_FIGURES)
-        rows = conn.execute(q.pairs_that_may_differ(stored_figures=stored), params)
+        rows = conn.execute(q.pairs_that_may_differ(version=version), params)
         pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
         return {"counts": counts, "only_a": only_a, "only_b": only_b,
                 "pairs": self._guard_iter(pairs)}

@@ -28,19 +28,12 @@ UPDATE results SET
     compile_warm_first_step_s = json_extract(metrics, '$.compile_warm_first_step_s'),
     perf_peak_bytes = json_extract(metrics, '$.perf_peak_bytes')
     WHERE metrics != '{}';
--- The ops a result ran on the host (findings' fallback_ops), NULL when none: placement is
--- compared without parsing findings.
-ALTER TABLE results ADD COLUMN host_ops TEXT;
-UPDATE results SET host_ops = NULLIF(json_extract(findings, '$.fallback_ops'), '{}')
-    WHERE findings LIKE '%fallback_ops%';
 
 -- A run's results in recorded order (paging), its counts and failure groups (covering), a
 -- case's newest result per mode (last status), case globs with a fixed prefix.
 CREATE INDEX results_run ON results(run_id);
 CREATE INDEX results_run_status ON results(run_id, status, stage, signature);
 CREATE INDEX results_case_mode ON results(case_id, mode);
--- Two runs' transition counts are read from the index alone (views/compare.py).
-CREATE INDEX results_pairs ON results(run_id, case_id, mode, status, perf_median_ms);
 DROP INDEX results_case;
 
 -- Why a team accepted a trade-off or rejected a result: notes on a run or on one case of it.
