@@ -48,11 +48,13 @@ def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
 
 
 def registered_backends() -> list[str]:
+    """Every registered dynamo backend a user could name (torch's test-only ones left out)."""
     import torch
     try:
-        return sorted(torch._dynamo.list_backends(exclude_tags=()))
+        names = torch._dynamo.list_backends(exclude_tags=())
     except Exception:
-        return sorted(torch._dynamo.list_backends())
+        names = torch._dynamo.list_backends()
+    return sorted(n for n in names if "TESTING_ONLY" not in n and "minifier" not in n)
 
 
 def _backend_packages() -> set[str]:

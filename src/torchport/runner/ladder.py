@@ -2,6 +2,10 @@
 
 build -> place -> run -> compile -> compiled_run -> parity, then the requested probes, each in
 its own pass. The status is the first stage that failed; every stage's duration is recorded.
+
+The steps whose numbers parity compares are ``Compared`` steps (steps.py): training steps in
+training mode, starting from the placed state, dropout masks drawn the same way on every side,
+running statistics returned with the outputs. The probes get plain steps of the same model.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from typing import Callable
 
 from torchport.cases.base import Case, Size
 from torchport.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
-from torchport.execution.build import build_workload
-from torchport.execution.steps import first_compiled_step, make_step, place, to_cpu
+from torchport.execution.build import build_workload, step_info
+from torchport.execution.steps import Compared, first_compiled_step, make_step, place, to_cpu
 from torchport.probes import compile_metrics, parity
 from torchport.probes.base import Subject
 from torchport.records.result import (
@@ -59,12 +63,15 @@ class Ladder:
         if not ok:
             return self.out.to_dict()
         self.out.findings["workload"] = workload.meta
+        self.out.findings["step"] = step_info(workload)
         ok, placed = self.stage("place", lambda: place(workload, self.adapter.device(), dtype))
         if not ok:
             return self.out.to_dict()
         module = placed.model
+        compared = Compared(config.seed)
         eager_step = make_step(module, module, placed)
-        ok, result = self.stage("run", lambda: to_cpu(eager_step()))
+        ok, result = self.stage("run", lambda: to_cpu(make_step(
+            module, module, placed, compared=compared)()))
         if not ok:
             return self.out.to_dict()
         runner, step, cold_compile = module, eager_step, None
@@ -75,14 +82,17 @@ class Ladder:
             if cold:
                 compile_metrics.start_recording()
             ok, compiled = self.stage("compile", lambda: first_compiled_step(
-                self._compile, module, placed))
+                self._compile, module, placed, compared=compared))
             if not ok:
                 return self.out.to_dict()
-            runner, step = compiled
-            ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
+            runner, compared_step = compiled
+            step = make_step(runner, module, placed)
+            ok, result = self.stage("compiled_run", lambda: to_cpu(compared_step()))
             if not ok:
                 return self.out.to_dict()
-            if cold:
+            # Masked dropout calls are graph breaks the user's program does not have: then
+            # the compile probe measures the cold compile in a child of its own.
+            if cold and not compared.masked_calls:
                 d = self.out.durations
                 cold_compile = compile_metrics.first_step_record(
                     self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"])
@@ -94,8 +104,8 @@ class Ladder:
         ok, report = self.stage("parity", lambda: self._parity(result, *references,
                                                                workload.tolerance))
         if ok and not report.ok:
-            self.out.fail("accuracy_fail", "parity", error_note(
-                "ParityMismatch", "outside tolerance: " + ", ".join(report.failures()[:8])))
+            self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch",
+                                                                report.message()))
         subject = Subject(case=self.case, mode=self.mode, config=config, adapter=self.adapter,
                           device=self.adapter.device(), dtype=dtype, workload=placed,
                           model=module, runner=runner, step=step,
@@ -118,16 +128,34 @@ class Ladder:
         return cached["workload"]
 
     def _reference(self, workload, size: Size, dtype) -> tuple[dict, dict]:
-        """(CPU float64 reference, CPU baseline at the run's dtype) output tensors."""
+        """(CPU float64 reference, CPU baseline at the run's dtype) output tensors.
+
+        Both are compared steps like the device's. Only buffers the reference step changed
+        (running statistics) are compared; random ops left uncontrolled are recorded.
+        """
         import torch
+
+        from torchport.execution.randomness import DESCRIPTION, METHOD, watch_random_ops
         cached = self.reference_cache[self._key(size)]
         if "reference" not in cached:
             ref64 = place(workload, "cpu", torch.float64)
-            reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
+            compared = Compared(self.config.seed)
+            with watch_random_ops() as watch:
+                reference = to_cpu(make_step(ref64.model, ref64.model, ref64,
+                                             compared=compared)())
+            for name in [k for k in reference if k.startswith("buffer.")]:
+                if name not in compared.changed:
+                    del reference[name]
             # The baseline is the CPU at the run's dtype: the noise the device is allowed.
             base = place(workload, "cpu", dtype)
-            baseline = to_cpu(make_step(base.model, base.model, base)())
+            baseline = to_cpu(make_step(base.model, base.model, base,
+                                        compared=Compared(self.config.seed))())
             cached["reference"] = (reference, baseline)
+            cached["randomness"] = {"method": METHOD, "description": DESCRIPTION,
+                                    "masked_dropout_calls": compared.masked_calls,
+                                    "uncontrolled_random_ops": dict(watch.ops),
+                                    "compared_buffers": sorted(compared.changed)}
+        self.out.findings["step"]["randomness"] = cached["randomness"]
         return cached["reference"]
 
     def _choose_backend(self) -> bool:
@@ -149,11 +177,24 @@ class Ladder:
 
     def _parity(self, result, reference, baseline, tolerance):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
+        # On the CPU, the eager run at the run's dtype is the baseline itself: judged by the
+        # dtype's ceiling against float64, never passed against its own noise.
+        basis = "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") \
+            else "device"
         report = parity.compare(result, reference, baseline, atol=atol, rtol=rtol,
-                                low_precision=self.config.dtype in LOW_PRECISION)
+                                low_precision=self.config.dtype in LOW_PRECISION,
+                                dtype=self.config.dtype, basis=basis)
         self.out.probe_versions["parity"] = parity.PROBE_VERSION
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
+        self.out.findings["parity"] = report.findings()
+        uncontrolled = self.out.findings["step"].get("randomness", {}).get(
+            "uncontrolled_random_ops")
+        if uncontrolled and not report.ok:
+            self.out.findings["parity"]["note"] = (
+                "the step draws random numbers torchport does not control ("
+                + ", ".join(sorted(uncontrolled)) + "): a device's generator differs from the "
+                "CPU's, which alone can fail parity")
         return report
 
     def _probes(self, subject: Subject) -> None:
