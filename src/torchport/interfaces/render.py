@@ -33,6 +33,7 @@ def print_views(console: Console, views: dict[str, dict]) -> None:
 
 
 def environment_lines(env: dict) -> list[str]:
-    keys = ("device_name", "device_count", "torch", "transformers", "backend_packages",
+    keys = ("device_name", "device_count", "privateuse1_backend", "adapter", "dispatch_key",
+            "torch", "transformers", "backend_packages",
             "runtime", "driver", "cpu", "python", "os", "torchport", "torchport_git")
     return [f"{k}: {env[k]}" for k in keys if env.get(k) not in (None, {}, "")]

@@ -30,10 +30,12 @@ def row(result: dict) -> list:
         mfu = _pct(m["perf_mfu_6nt"]) + " (6NT)"
     else:
         mfu = "no peak" if info.get("peak_tflops") is None else "-"
-    return [result["case"], result["mode"], _num(m.get("perf_median_ms"), ".3g"), spread,
+    noisy = " (noisy)" if info.get("noisy") else ""
+    return [result["case"], result["mode"], _num(m.get("perf_median_ms"), ".3g") + noisy, spread,
             _num(m.get("perf_cv"), ".1%"), _num(m.get("perf_samples"), "d"),
             _num(m.get("perf_tokens_per_s"), ",.0f"), _num(m.get("perf_achieved_tflops"), ".3g"),
-            mfu, _num(m.get("perf_speedup"), ".2f") + ("x" if "perf_speedup" in m else ""),
+            mfu, _num(m.get("perf_speedup"), ".2f") + ("x" if "perf_speedup" in m else "") +
+            (" (noisy)" if "perf_speedup" in m and info.get("speedup_noisy") else ""),
             _bytes(m.get("perf_peak_bytes"))]
 
 
@@ -58,6 +60,14 @@ def build(run, results):
     missing = [f"{r['case']} [{r['mode']}]: {'; '.join(r['findings']['perf'].get('notes'))}"
                for r in measured if "perf_median_ms" not in (r.get("metrics") or {})]
     notes.extend(f"no step time for {m}" for m in missing)
+    for r in measured:
+        info = r["findings"]["perf"]
+        if info.get("noisy"):
+            load = info.get("host_load") or {}
+            notes.append(f"noisy: {r['case']} [{r['mode']}]: " + "; ".join(
+                f"{side} {', '.join(why)}" for side, why in info["noisy"].items()) +
+                (f" (host load {load.get('load_avg_1min')} on {load.get('cpu_count')} cores)"
+                 if load else ""))
     return {"title": "Performance", "columns": ["case", "mode", "median ms", "p10-p90 ms", "CV",
                                                 "n", "tokens/s", "TFLOP/s", "MFU", "speedup",
                                                 "peak mem"],

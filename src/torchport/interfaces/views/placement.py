@@ -8,10 +8,22 @@ def short_op(name: str) -> str:
     return name.removeprefix("aten.").removesuffix(".default")
 
 
-def host_ops(fallback_ops: dict, top: int = TOP_OPS) -> str:
-    """The top fallback ops with their calls per step: ``cumsum x2, flip x2``."""
+# How a host op was found, shortened for a table cell (full text in findings["host_ops"]).
+FOUND_BY = (("dispatcher", "dispatcher"), ("nested", "nested"), ("backend op list", "list"),
+            ("warning", "warning"), ("recorder", "host tensors"))
+
+
+def found_by(how: list[str]) -> str:
+    tags = [short for prefix, short in FOUND_BY if any(h.startswith(prefix) for h in how)]
+    return f" [{', '.join(tags)}]" if tags else ""
+
+
+def host_ops(fallback_ops: dict, top: int = TOP_OPS, how: dict | None = None) -> str:
+    """The top fallback ops with their calls per step and how each was found:
+    ``cumsum x2 [dispatcher, nested], flip x2``."""
     ranked = sorted(fallback_ops.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = ", ".join(f"{short_op(op)} x{n}" for op, n in ranked[:top])
+    shown = ", ".join(f"{short_op(op)} x{n}{found_by((how or {}).get(op, []))}"
+                      for op, n in ranked[:top])
     more = len(ranked) - top
     return shown + (f" (+{more} more)" if more > 0 else "")
 
@@ -56,8 +68,10 @@ def build(run, results):
     rows = []
     for r in observed:
         findings, metrics = r.get("findings") or {}, r.get("metrics") or {}
+        how = {h["op"]: h["found_by"] for h in findings.get("host_ops") or ()}
         rows.append([r["case"], r["mode"], r["status"], grade_cell(r),
-                     host_ops(findings.get("fallback_ops") or {}), copies_cell(metrics)])
+                     host_ops(findings.get("fallback_ops") or {}, how=how),
+                     copies_cell(metrics)])
     passes = [r for r in observed if r["status"] == "pass"]
     clean = sum(1 for r in passes if r.get("grade") == "on_device")
     fallback = sum(1 for r in passes if r.get("grade") == "fallback")
@@ -72,6 +86,13 @@ def build(run, results):
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
         notes.append("host ops across results: " + ", ".join(
             f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked))
+    for r in observed:
+        off = (r.get("findings") or {}).get("placement_off_device") or []
+        if off and r.get("grade") != "host":
+            notes.append(f"{r['case']} [{r['mode']}] left on the host: " + ", ".join(
+                f"{t['name']} ({t['kind']}" + (f", {t['copies_per_step']} copies per step"
+                                               if "copies_per_step" in t else "") + ")"
+                for t in off[:4]) + (f" (+{len(off) - 4} more)" if len(off) > 4 else ""))
     degraded = {f["placement_degraded"] for r in observed
                 if (f := r.get("findings") or {}).get("placement_degraded")}
     notes += [f"degraded: {d}" for d in sorted(degraded)]
