@@ -63,6 +63,7 @@ def observe(adapter, step, target: str | None = None) -> PassResult:
     result = PassResult(recording=r.recording, backend=adapter.fallback_ops(), messages=messages)
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
+        he.forget_registrations()  # kernels may have been registered since the last pass
         with signals.capture(adapter.fallback_patterns) as more:
             result.nested = he.observe_nested(step, target)
             adapter.synchronize()
