@@ -37,7 +37,7 @@ s.create_run(run_id="r1", command="c", suite="smoke", device="cpu", config={"mod
 s.add_result("r1", {"case": "a", "mode": "eager", "status": "eager_fail", "stage": "run",
                     "error": {"type": "E", "message": msg, "traceback": "tb"}})
 s.finish_run("r1", "complete")
-""" % OPEN
+""".replace("%s", OPEN)
 ONE_CASE = ["run", "--suite", "smoke", "--cases", "mlp", "--device", "cpu", "--probes", "none",
             "--modes", "eager"]
 
@@ -105,7 +105,8 @@ def main() -> None:
     for cmd in (["results", "--fallback-op", "aten.mm"], ONE_CASE):
         h = digest(p)
         rc, line, n, _ = cli(*cmd, "--db", p, cwd=d)
-        report("7", cmd[0] + " on a missing table", rc, line, n, f"| file changed: {digest(p) != h}")
+        report("7", cmd[0] + " on a missing table", rc, line, n,
+               f"| file changed: {digest(p) != h}")
     p = os.path.join(d, "corrupt.db")
     build(p)
     with open(p, "r+b") as f:
