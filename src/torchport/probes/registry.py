@@ -27,8 +27,9 @@ def load_probe(name: str):
 # What a plain ``torchport run`` measures besides the ladder: placement where the device is not
 # the host (the point of evaluating a backend) and a short perf pass. Compile economics (cold and
 # warm compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
-# for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
-DEFAULT_PROBES = ("placement", "perf")
+# for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it). ``flex``
+# applies to FlexAttention cases only (block-mask build time, SDPA parity).
+DEFAULT_PROBES = ("placement", "perf", "flex")
 
 
 def default_probes(device: str) -> tuple[str, ...]:

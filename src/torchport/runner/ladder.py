@@ -6,6 +6,7 @@ its own pass. The status is the first stage that failed; every stage's duration 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -98,9 +99,10 @@ class Ladder:
 
     def run(self) -> dict:
         import torch
-        if self.case.skip_reason:
+        reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
+        if reason:
             self.out.status, self.out.error = "skip", {
-                "type": "Skip", "message": self.case.skip_reason, "traceback": None}
+                "type": "Skip", "message": reason, "traceback": None}
             return self.out.to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
@@ -162,6 +164,8 @@ class Ladder:
             self.reference_cache.clear()  # keep one case's tensors alive at a time
             workload = self.case.build(seed=self.config.seed, size=size)
             workload.model.eval()  # dropout off: parity needs a deterministic step
+            if workload.reference_model is not None:
+                workload.reference_model.eval()
             cached = self.reference_cache[key] = {"workload": workload}
         return cached["workload"]
 
@@ -170,6 +174,8 @@ class Ladder:
         import torch
         cached = self.reference_cache[self._key(size)]
         if "reference" not in cached:
+            if workload.reference_model is not None:  # the same function, computed otherwise
+                workload = dataclasses.replace(workload, model=workload.reference_model)
             ref64 = place(workload, "cpu", torch.float64)
             reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
             # The baseline is the CPU at the run's dtype: the noise the device is allowed.

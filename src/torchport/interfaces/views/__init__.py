@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-VIEWS = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train", "profile")
+VIEWS = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train", "profile",
+         "flex")
 
 
 def build_views(run: dict, results: list[dict]) -> dict[str, dict]:
