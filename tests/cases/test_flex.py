@@ -213,8 +213,8 @@ def test_workload_carries_reference_alternatives_and_sizes():
     names = [n for n, _ in wl.model.named_parameters()]
     assert names == [n for n, _ in wl.reference_model.named_parameters()] == ["q", "k", "v"]
     assert torch.equal(wl.model.q, wl.reference_model.q)
-    perf = case.build(seed=0, size=Size(perf=True))
-    assert perf.meta["flex"]["seq"] == 512 and perf.samples == 2
+    perf = case.build(seed=0, size=Size(perf=True))  # the perf size is the parity size
+    assert perf.meta["flex"]["seq"] == 256 and perf.samples == 2
     assert case.build(seed=0, size=Size(seq=64, batch=3)).model.q.shape == (3, 4, 64, 64)
     assert FlexCase("sliding_window", SHAPES[0], "fwd").build(
         seed=0, size=Size()).alternatives == {}

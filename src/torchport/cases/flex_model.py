@@ -143,4 +143,6 @@ def backward_unsupported(device: str) -> str | None:
     except NotImplementedError as exc:
         return (f"FlexAttention backward is not supported on {device} in torch "
                 f"{torch.__version__}: {exc}")
+    except Exception:  # some other fault: not a declared gap; the case meets it and says so
+        return None
     return None

@@ -37,6 +37,8 @@ class Spec:
     def __post_init__(self):
         if min(self.batch, self.heads, self.seq, self.window, self.dilation, self.block) <= 0:
             raise ValueError(f"variant sizes must be positive: {self}")
+        if self.globals_ < 0 or self.radius < 0 or self.cap <= 0:
+            raise ValueError(f"globals_ and radius must be >= 0 and cap > 0: {self}")
 
 
 @dataclass(kw_only=True)

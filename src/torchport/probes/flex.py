@@ -1,8 +1,9 @@
 """FlexAttention extras for ``flex`` cases: the block-mask build, timed apart, and SDPA parity.
 
-block mask  The case is built again at its perf size (the size perf times steps at) and its
-            BlockMask built on the device REPEATS times between device synchronisations: the
-            wait before the first step that neither the compile time nor the step time holds.
+block mask  The case is built again at its perf size (the size perf times steps at; for flex
+            cases the parity size) and its BlockMask built on the device 1 + REPEATS times
+            between device synchronisations: the wait before the first step that neither the
+            compile time nor the step time holds.
 SDPA        Where the variant has an equivalent SDPA call, this mode's result (compiled in
             compile mode) is compared with SDPA's on the same device and dtype. The float64
             reference (the ladder's parity) stays the judge: a difference here is a finding,

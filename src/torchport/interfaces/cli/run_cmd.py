@@ -76,8 +76,8 @@ def _check_workload(path: str) -> None:
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
 @click.option("--probes", default=None,
               help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
-                   "alone.")
+                   "train, profile, flex (default: placement off-CPU, perf, flex for "
+                   "FlexAttention cases); 'none' for the ladder alone.")
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
