@@ -239,3 +239,14 @@ def test_block_full_mask_lists_only_full_blocks():
     assert mask.kv_num_blocks.sum().item() == 0
     assert mask.full_kv_num_blocks[0, 0].tolist() == [1, 2, 3]
     assert mask.seq_lengths == (300, 300)
+
+
+def test_eager_flex_refuses_a_dispatch_mode_it_has_no_rule_for_and_stays_usable():
+    from torch.utils.flop_counter import FlopCounterMode
+    model = build_workload("causal", Shape(batch=1, heads=2, kv_heads=2, seq=64, head_dim=8),
+                           trains=False, seed=0, size=Size()).model
+    expected = model()
+    with pytest.raises(NotImplementedError, match="no rule for dispatch mode"):
+        with FlopCounterMode(display=False):
+            model()
+    assert torch.equal(model(), expected)  # a failed attempt would break this call

@@ -61,6 +61,8 @@ class FlexAttentionModule(nn.Module):
     # -- FlexAttention ---------------------------------------------------------------
     def _flex(self):
         from torch.nn.attention.flex_attention import flex_attention
+        if not torch.compiler.is_compiling():
+            refuse_modes_without_a_flex_rule()
         if self._block_mask is None and self.mods.mask_mod is not None:
             self._block_mask = build_block_mask_outside_graph(self)
         score_mod = None
@@ -122,6 +124,30 @@ def index_grids(batch: int, heads: int, seq: int, device):
         return torch.arange(n, device=device)
     return (arange(batch).view(-1, 1, 1, 1), arange(heads).view(1, -1, 1, 1),
             arange(seq).view(1, 1, -1, 1), arange(seq).view(1, 1, 1, -1))
+
+
+def refuse_modes_without_a_flex_rule() -> None:
+    """Raise before eager FlexAttention meets a dispatch mode it has no rule for.
+
+    Eager flex_attention runs through an internal torch.compile; under a TorchDispatchMode its
+    operator has no rule for (PyTorch's FLOP counter, the placement recorder) it raises, and in
+    torch 2.13 that failed trace stays in dynamo's cache: every later eager call in the process
+    fails until dynamo is reset. Refusing first keeps the process usable and says why.
+    """
+    try:
+        from torch._higher_order_ops.flex_attention import flex_attention as flex_op
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+        rules = flex_op.python_key_table  # private: without it, nothing is checked
+    except (ImportError, AttributeError):
+        return
+    for mode in _get_current_dispatch_mode_stack():
+        # Only the modes with a rule of their own: a mode that merely accepts operators like
+        # this one (PyTorch's FLOP counter does) fails inside it the same way.
+        if type(mode) not in rules:
+            raise NotImplementedError(
+                f"eager FlexAttention has no rule for dispatch mode {type(mode).__name__} in "
+                f"torch {torch.__version__}; not attempted (a failed attempt breaks every later "
+                "eager FlexAttention call in this process)")
 
 
 @torch.compiler.disable
