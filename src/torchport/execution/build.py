@@ -19,6 +19,8 @@ def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
     """
     workload = case.build(seed=seed, size=size)
     workload.model.eval()
+    if workload.reference_model is not None:
+        workload.reference_model.eval()
     return workload
 
 

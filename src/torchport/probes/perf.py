@@ -9,12 +9,14 @@ Compile time is never in these figures: the first call of each side is made befo
 Metrics (this mode's runner unless the name says eager/compiled):
   perf_median_ms perf_p10_ms perf_p90_ms perf_cv perf_samples
   perf_eager_median_ms perf_compiled_median_ms perf_speedup (eager / compiled, compile mode)
+  perf_<name>_median_ms for each of the workload's ``alternatives`` (e.g. perf_sdpa_median_ms)
   perf_tokens_per_s perf_samples_per_s perf_flops_per_step perf_achieved_tflops perf_mfu
   perf_flops_6nt_per_step perf_mfu_6nt perf_peak_bytes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -74,6 +76,12 @@ def perf_setup(subject: Subject) -> PerfSetup:
     if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
         setup.mode_side = "compiled"
+    for name, other in workload.alternatives.items():  # e.g. SDPA for a FlexAttention case
+        if name in setup.sides:
+            raise ValueError(f"workload alternative '{name}' would hide the {name} side")
+        other.eval()
+        alt = place(dataclasses.replace(placed, model=other), subject.device, subject.dtype)
+        setup.sides[name] = make_step(alt.model, alt.model, alt)
     return setup
 
 

@@ -6,6 +6,7 @@ its own pass. The status is the first stage that failed; every stage's duration 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable
 
@@ -49,9 +50,10 @@ class Ladder:
 
     def run(self) -> dict:
         import torch
-        if self.case.skip_reason:
+        reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
+        if reason:
             return skipped(self.case.id, self.mode, case_version=self.case.version,
-                           reason=self.case.skip_reason, tags=tuple(self.case.tags)).to_dict()
+                           reason=reason, tags=tuple(self.case.tags)).to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
         ok, workload = self.stage("build", lambda: self._build(size))
@@ -119,6 +121,8 @@ class Ladder:
         import torch
         cached = self.reference_cache[self._key(size)]
         if "reference" not in cached:
+            if workload.reference_model is not None:  # the same function, computed otherwise
+                workload = dataclasses.replace(workload, model=workload.reference_model)
             ref64 = place(workload, "cpu", torch.float64)
             reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
             # The baseline is the CPU at the run's dtype: the noise the device is allowed.

@@ -51,8 +51,8 @@ def _shapes(value: str | None) -> dict:
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
 @click.option("--probes", default=None,
               help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
-                   "alone.")
+                   "train, profile, flex (default: placement off-CPU, perf, flex for "
+                   "FlexAttention cases); 'none' for the ladder alone.")
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
@@ -133,7 +133,7 @@ def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
 
 def _report(store, outcome, as_json) -> None:
     from torchport.interfaces.render import make_console, print_views
-    from torchport.interfaces.views import build_views
+    from torchport.views import build_views
     run = store.get_run(outcome.run_id)
     results = store.results(run_id=outcome.run_id)
     views = build_views(run, results)
