@@ -81,8 +81,23 @@ class Child:
         Raises BadEvent for a line that is not a JSON object with an "event" key.
         """
         line = self.reader.next_line(deadline)
-        if line is None:
-            return None
+        return None if line is None else self._parse(line)
+
+    def fileno(self) -> int | None:
+        """The event channel's fd, for ``select`` over many children; None once closed."""
+        return self.reader.fileno()
+
+    def read_available(self) -> bool:
+        """Read what the channel holds now (after ``select`` said so); False at end of stream."""
+        return self.reader.fill()
+
+    def buffered_event(self) -> dict | None:
+        """An event already read, never waiting (``next_event`` for a multiplexed parent)."""
+        line = self.reader.buffered_line()
+        return None if line is None else self._parse(line)
+
+    @staticmethod
+    def _parse(line: bytes) -> dict:
         try:
             event = json.loads(line)
         except ValueError:
