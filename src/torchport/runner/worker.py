@@ -42,6 +42,11 @@ def main(argv=None) -> int:
 
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
+    # Imported before "ready": a task's deadline starts when it is sent, and should not pay
+    # for the worker's own imports (slow on a busy host, with workers side by side).
+    from torchport.cases.registry import find_case
+    from torchport.config import RunConfig
+    from torchport.runner.ladder import Ladder
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
@@ -50,9 +55,6 @@ def main(argv=None) -> int:
         channel.emit({"event": "fatal", "error": error_value(exc)})
         return 3
 
-    from torchport.cases.registry import find_case
-    from torchport.config import RunConfig
-    from torchport.runner.ladder import Ladder
     reference_cache: dict = {}
     for line in sys.stdin:
         task = json.loads(line)
