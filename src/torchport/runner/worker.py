@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
+        _reset_compiler()  # the first one imports torch._dynamo: seconds on a busy host
         channel.emit({"event": "ready", "environment": fingerprint(adapter), "pid": os.getpid()})
     except Exception as exc:
         channel.emit({"event": "fatal", "error": error_value(exc)})
