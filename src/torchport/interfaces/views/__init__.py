@@ -1,25 +1,4 @@
-"""Views: named tables computed from a run and its results, shared by ``show`` and ``--json``.
+"""Moved to ``torchport.views`` (views are a layer below interfaces). This alias stays only
+until ``run_cmd`` imports ``torchport.views``; delete it then."""
 
-To add one: write a module here with ``build(run, results) -> dict | None`` returning
-``{"title", "columns", "rows", "notes"}`` (JSON-able), and add its name to ``VIEWS``.
-A view returns None when it has nothing to say about the run.
-"""
-
-from __future__ import annotations
-
-from importlib import import_module
-
-VIEWS = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train", "profile")
-
-
-def build_views(run: dict, results: list[dict]) -> dict[str, dict]:
-    built = {}
-    for name in VIEWS:
-        try:
-            module = import_module(f"torchport.interfaces.views.{name}")
-        except ModuleNotFoundError:
-            continue
-        view = module.build(run, results)
-        if view is not None:
-            built[name] = view
-    return built
+from torchport.views import build_views  # noqa: F401

@@ -1,6 +1,8 @@
 """Where the work ran: per result the placement grade, the host ops named, copies and bytes."""
 
-TOP_OPS = 3
+from __future__ import annotations
+
+from torchport.views.base import Annotated, Copies, View, columns
 
 
 def short_op(name: str) -> str:
@@ -8,47 +10,37 @@ def short_op(name: str) -> str:
     return name.removeprefix("aten.").removesuffix(".default")
 
 
-def host_ops(fallback_ops: dict, top: int = TOP_OPS) -> str:
-    """The top fallback ops with their calls per step: ``cumsum x2, flip x2``."""
+def host_ops(fallback_ops: dict) -> dict[str, int]:
+    """Every fallback op with its calls per step, most called first (the renderer shows the
+    top few)."""
     ranked = sorted(fallback_ops.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = ", ".join(f"{short_op(op)} x{n}" for op, n in ranked[:top])
-    more = len(ranked) - top
-    return shown + (f" (+{more} more)" if more > 0 else "")
+    return {short_op(op): n for op, n in ranked}
 
 
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def copies_cell(metrics: dict) -> str:
+def copies(metrics: dict) -> Copies | None:
     count = metrics.get("placement_copies")
     if count is None:
-        return ""
-    if not count:
-        return "none"
-    moved = [f"{d} {human_bytes(metrics[f'placement_{d}_bytes'])}" for d in ("h2d", "d2h", "d2d")
-             if metrics.get(f"placement_{d}_bytes")]
-    return f"{count}: " + ", ".join(moved) if moved else str(count)
+        return None
+    return Copies(count, *(int(metrics.get(f"placement_{d}_bytes") or 0)
+                           for d in ("h2d", "d2h", "d2d")))
 
 
-def grade_cell(result: dict) -> str:
+def grade(result: dict):
+    """The grade (with tensors left off the device), or why there is none."""
     findings = result.get("findings") or {}
     if result.get("grade"):
         off = findings.get("placement_off_device") or []
-        return result["grade"] + (f" ({len(off)} tensors off device)" if off else "")
+        return Annotated(result["grade"], f"{len(off)} tensors off device") if off else \
+            result["grade"]
     if "placement_unavailable" in findings:
-        return "unavailable: " + findings["placement_unavailable"]
+        return "unavailable: " + str(findings["placement_unavailable"])
     errors = [e for e in findings.get("probe_errors") or () if e.get("probe") == "placement"]
     if errors:
-        return f"probe error: {errors[0].get('type')}: {errors[0].get('message', '')[:60]}"
-    return "-"  # the ladder stopped before the probe (see the status)
+        return f"probe error: {errors[0].get('type')}: {errors[0].get('message', '')}"
+    return None  # the ladder stopped before the probe (see the status)
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     asked = "placement" in ((run.get("config") or {}).get("probes") or ())
     observed = results if asked else [r for r in results if r.get("grade")]
     if not observed:
@@ -56,8 +48,8 @@ def build(run, results):
     rows = []
     for r in observed:
         findings, metrics = r.get("findings") or {}, r.get("metrics") or {}
-        rows.append([r["case"], r["mode"], r["status"], grade_cell(r),
-                     host_ops(findings.get("fallback_ops") or {}), copies_cell(metrics)])
+        rows.append([r["case"], r["mode"], r["status"], grade(r),
+                     host_ops(findings.get("fallback_ops") or {}), copies(metrics)])
     passes = [r for r in observed if r["status"] == "pass"]
     clean = sum(1 for r in passes if r.get("grade") == "on_device")
     fallback = sum(1 for r in passes if r.get("grade") == "fallback")
@@ -66,7 +58,7 @@ def build(run, results):
              f"fallback, {host} pass on the host"]
     totals: dict[str, int] = {}
     for r in observed:
-        for op, n in ((r.get("findings") or {}).get("fallback_ops") or {}).items():
+        for op in ((r.get("findings") or {}).get("fallback_ops") or {}):
             totals[short_op(op)] = totals.get(short_op(op), 0) + 1
     if totals:
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
@@ -75,6 +67,6 @@ def build(run, results):
     degraded = {f["placement_degraded"] for r in observed
                 if (f := r.get("findings") or {}).get("placement_degraded")}
     notes += [f"degraded: {d}" for d in sorted(degraded)]
-    return {"title": "Placement (calls per step)",
-            "columns": ["case", "mode", "status", "grade", "host ops", "copies"],
-            "rows": rows, "notes": notes}
+    return View("Placement (calls per step)",
+                columns("case", "mode", "status", ("grade", "error"), ("host ops", "op_counts"),
+                        ("copies", "copies")), rows, notes)

@@ -1,0 +1,52 @@
+"""Perf per (case, mode): step time and spread, throughput, FLOP/s, MFU, speedup, memory."""
+
+from __future__ import annotations
+
+from torchport.views.base import Annotated, Span, View, columns
+
+COLUMNS = columns("case", "mode", ("median ms", "ms"), ("p10-p90 ms", "ms"), ("CV", "percent"),
+                  ("n", "count"), ("tokens/s", "rate"), ("TFLOP/s", "tflops"),
+                  ("MFU", "percent"), ("speedup", "ratio"), ("peak mem", "bytes"))
+NO_PEAK = "no peak"
+
+
+def mfu(metrics: dict, info: dict):
+    """MFU from counted FLOPs, else from the 6·N·T estimate (marked), else why there is none."""
+    if "perf_mfu" in metrics:
+        return metrics["perf_mfu"]
+    if "perf_mfu_6nt" in metrics:
+        return Annotated(metrics["perf_mfu_6nt"], "6NT")
+    return NO_PEAK if info.get("peak_tflops") is None else None
+
+
+def row(result: dict) -> list:
+    m = result.get("metrics") or {}
+    info = (result.get("findings") or {}).get("perf") or {}
+    spread = Span(m["perf_p10_ms"], m["perf_p90_ms"]) \
+        if "perf_p10_ms" in m and "perf_p90_ms" in m else None
+    return [result["case"], result["mode"], m.get("perf_median_ms"), spread, m.get("perf_cv"),
+            m.get("perf_samples"), m.get("perf_tokens_per_s"), m.get("perf_achieved_tflops"),
+            mfu(m, info), m.get("perf_speedup"), m.get("perf_peak_bytes")]
+
+
+def build(run: dict, results: list[dict]) -> View | None:
+    measured = [r for r in results if "perf" in (r.get("findings") or {})]
+    if not measured:
+        return None
+    rows = [row(r) for r in measured]
+    infos = [r["findings"]["perf"] or {} for r in measured]
+    kinds = sorted({(i.get("step_kind") or "?") for i in infos})
+    notes = ["step: " + ", ".join(kinds) + "; times are per step at each case's perf size, "
+             "median and p10-p90 of n interleaved samples"]
+    timers = sorted({str(i["timer"]) for i in infos if i.get("timer")})
+    if timers:
+        notes.append("timed with " + ", ".join(timers))
+    if any(r[8] == NO_PEAK for r in rows):
+        notes.append("MFU needs the device's peak: none is known for this device; pass "
+                     "--peak-tflops")
+    if any(str(i.get("peak_bytes_is") or "").startswith("peak resident") for i in infos):
+        notes.append("peak memory on the CPU is the worker process's peak resident set")
+    notes.extend(f"no step time for {r['case']} [{r['mode']}]: {'; '.join(i.get('notes') or ())}"
+                 for r, i in zip(measured, infos, strict=True)
+                 if "perf_median_ms" not in (r.get("metrics") or {}))
+    return View("Performance", COLUMNS, rows, notes)
