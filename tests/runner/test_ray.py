@@ -81,7 +81,7 @@ def test_faults_through_ray_are_results_and_each_node_has_its_environment(ray_ad
                         "planted/cumsum": ("pass", None)}
     assert "SIGSEGV" in next(r for r in out["results"]
                              if r["case"] == "planted/segfault")["error"]["message"]
-    store = open_store(str(db), create=False)
+    store = open_store(str(db), write=False)
     for result in out["results"]:
         share = result["findings"]["worker_share"]
         assert share["ray_node_id"] and share["threads"] == 1

@@ -49,6 +49,7 @@ class LineReader:
 
     def fill(self) -> bool:
         """Read what the pipe holds now (it is readable); False at end of stream."""
+        assert self.fd is not None, "read after close"
         chunk = os.read(self.fd, 65536)
         self.buffer += chunk
         return bool(chunk)

@@ -70,7 +70,7 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.child.alive
 
-    def execute(self, task: Task, config: dict, deadline: Deadline) -> dict:
+    def execute(self, task: Task, config: dict, deadline: Deadline) -> dict | None:
         """Send one task; return its result, or a timeout/crash result built here."""
         lost = self.begin(task, config, deadline)
         if lost is not None:
@@ -84,8 +84,8 @@ class WorkerProcess:
                 if self.child.alive and clock() >= self.wake_at():
                     return self.on_late()
                 return self.on_end()
-            result = self.on_event(event)
-            if result is not None:
+            finished, result = self.on_event(event)
+            if finished:
                 return result
 
     # One task in steps, so that a supervisor can watch many workers at once (runner.parallel):
@@ -108,26 +108,28 @@ class WorkerProcess:
             return self.case_deadline
         return min(self.case_deadline, self.compile_deadline)
 
-    def on_event(self, event: dict) -> dict | None:
+    def on_event(self, event: dict) -> tuple[bool, dict | None]:
+        """(finished, result): finished once the result event came (its result may be
+        missing or malformed: the api records that as a crash)."""
         if event["event"] == "stage":
             self.stage = event.get("stage")
             self.compile_deadline = (clock() + self.deadline.compile_s
                                      if self.stage == "compile" and self.deadline.compile_s
                                      else None)
-            return None
+            return False, None
         if event["event"] != "result":
-            return None
+            return False, None
         result = event.get("result")
         if not isinstance(result, dict) or (result.get("case"), result.get("mode")) \
-                != self.task.key:
+                != self._task().key:
             # Something in the worker wrote a result that is not this task's: nothing more
             # it sends can be trusted. The api records the mismatch as a crash.
             self.child.kill()
-        return result
+        return True, result
 
     def on_bad_event(self, exc: BadEvent) -> dict:
         self.child.kill()
-        return self._lost(self.task, self.stage, "crash", f"the worker wrote a malformed "
+        return self._lost(self._task(), self.stage, "crash", f"the worker wrote a malformed "
                           f"event ({exc}); it was killed")
 
     def on_late(self) -> dict:
@@ -137,7 +139,8 @@ class WorkerProcess:
         compile_hit = self.compile_deadline is not None and now >= self.compile_deadline
         seconds = self.deadline.compile_s if compile_hit else self.deadline.case_s
         what = "compilation" if compile_hit else "the case"
-        return self._lost(self.task, self.stage, "compile_timeout" if compile_hit else "timeout",
+        return self._lost(self._task(), self.stage, "compile_timeout" if compile_hit else
+                          "timeout",
                           f"{what} ran past its {seconds:g} s limit; the worker was killed "
                           "with its process group", elapsed_s=now - self.started)
 
@@ -145,7 +148,11 @@ class WorkerProcess:
         """The event stream ended: let the worker report how it ended."""
         self.child.wait_exit(10)
         self.child.kill()
-        return self._crashed(self.task, self.stage)
+        return self._crashed(self._task(), self.stage)
+
+    def _task(self) -> Task:
+        assert self.task is not None, "no task is running"
+        return self.task
 
     def _lost(self, task: Task, stage: str | None, status: str, message: str,
               elapsed_s: float | None = None) -> dict:

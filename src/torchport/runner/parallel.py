@@ -13,13 +13,18 @@ from __future__ import annotations
 import collections
 import select
 import tempfile
+from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, LogFolder
 from torchport.records.result import crashed, error_note, skipped
 from torchport.runner.executor import Deadline, ExecutorBroken, Finished
-from torchport.runner.local import (MAX_START_FAILURES, READY_TIMEOUT_S, WorkerProcess,
-                                    WorkerStartError)
+from torchport.runner.local import (
+    MAX_START_FAILURES,
+    READY_TIMEOUT_S,
+    WorkerProcess,
+    WorkerStartError,
+)
 from torchport.runner.plan import Task
 from torchport.runner.shares import Share
 from torchport.timing import clock
@@ -49,9 +54,9 @@ class ParallelExecutor:
                  config: dict, deadline: Deadline, cache_dirs=None,
                  ready_timeout_s: float = READY_TIMEOUT_S):
         self.env, self.config, self.deadline = env, config, deadline
-        self.cache_dirs = cache_dirs or (lambda root: {})
+        self.cache_dirs: Callable[[str], dict[str, str]] = cache_dirs or (lambda root: {})
         self.ready_timeout_s = ready_timeout_s
-        self.slots = [_Slot(share, device) for share, device in zip(shares, devices)]
+        self.slots = [_Slot(share, device) for share, device in zip(shares, devices, strict=True)]
         self.queue: collections.deque[Task] = collections.deque()
         self.done: collections.deque[Finished] = collections.deque()
         self.start_failures = 0
@@ -125,8 +130,11 @@ class ParallelExecutor:
         wake = min(slot.wake_at() for slot in busy)
         if end is not None:
             wake = min(wake, end)
-        by_fd = {slot.worker.child.fileno(): slot for slot in busy
-                 if slot.worker is not None and slot.worker.child.fileno() is not None}
+        by_fd: dict[int, _Slot] = {}
+        for slot in busy:
+            fd = slot.worker.child.fileno() if slot.worker is not None else None
+            if fd is not None:
+                by_fd[fd] = slot
         timeout = min(max(0.0, wake - clock()), MAX_WAIT_S)
         readable, _, _ = select.select(list(by_fd), [], [], timeout)
         for fd in readable:
@@ -157,8 +165,8 @@ class ParallelExecutor:
             if slot.ready_by is not None:
                 self._ready(slot, event)
             else:
-                result = slot.worker.on_event(event)
-                if result is not None:
+                finished, result = slot.worker.on_event(event)
+                if finished:
                     self._finish(slot, result)
 
     def _ready(self, slot: _Slot, event: dict | None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+from typing import Any
 
 from torchport.config import ConfigError, RunConfig
 from torchport.devices.base import usable_cores
@@ -89,8 +90,8 @@ def resource_request(adapter, *, jobs: int, cluster: dict[str, float],
 class _Slot:
     def __init__(self, index: int):
         self.index = index
-        self.actor = None
-        self.ref = None                  # the call in flight: start or run
+        self.actor: Any = None           # a Ray actor handle
+        self.ref: Any = None             # the call in flight (an ObjectRef): start or run
         self.starting = False
         self.task: Task | None = None
         self.wake_at = 0.0
@@ -99,7 +100,7 @@ class _Slot:
 
 class RayExecutor:
     @classmethod
-    def connect(cls, config: RunConfig, *, workload_folder: str | None = None) -> "RayExecutor":
+    def connect(cls, config: RunConfig, *, workload_folder: str | None = None) -> RayExecutor:
         """Join the cluster at ``config.ray_address`` (or start one on this host for the run)
         and check that it offers the run's device; ConfigError if not."""
         from torchport.devices import get_adapter

@@ -119,6 +119,7 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             label_map = previous["labels"]
         # Workers, or a connection to the Ray cluster: a cluster without the device is bad
         # input, refused here before the run is recorded.
+        assert config is not None
         executor = api.make_executor(config)
         outcome = _run_with_progress(api, store, config, resume, label_map, executor,
                                      quiet=as_json)
