@@ -65,6 +65,9 @@ class DeviceAdapter:
         if mod is not None and hasattr(mod, "synchronize"):
             mod.synchronize()
 
+    # True for a backend with no synchronise call: timing then waits on each step's results.
+    waits_by_reading_back: bool = False
+
     def wait_for(self, value) -> None:
         """Wait until ``value`` (a step's outputs) is computed. A backend with a synchronise
         call waits on the device; one without (torchax) reads the result back instead."""

@@ -44,6 +44,7 @@ def _arrays(value, found: list) -> list:
 class JaxAdapter(DeviceAdapter):
     name = torch_type = "jax"
     backend_packages = ("torchax", "jax", "jaxlib")
+    waits_by_reading_back = True
 
     def availability(self):
         try:

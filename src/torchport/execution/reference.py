@@ -64,6 +64,27 @@ class ReferenceSpec:
         return cls(**json.loads(text))
 
 
+def spec_for(case, config, size, task: str = "parity") -> ReferenceSpec:
+    """The spec of ``case`` under a run's config (``RunConfig``) at ``size`` (``Size``)."""
+    import torch
+    return ReferenceSpec(suite=config.suite, case=case.id, case_version=case.version,
+                         workload=config.workload, seed=config.seed, batch=size.batch,
+                         seq=size.seq, perf=size.perf, dtype=config.dtype,
+                         torch=torch.__version__, task=task)
+
+
+def rebuildable(case, config) -> bool:
+    """Whether a child can rebuild this very case from its suite (an ad-hoc case made in a
+    test cannot: its reference is then computed in-process, and the result says so)."""
+    from torchport.cases.registry import find_case
+    try:
+        found = find_case(config.suite, case.id, workload=config.workload)
+    except Exception:
+        return False
+    return (type(found) is type(case) and found.describe() == case.describe()
+            and getattr(found, "fn", None) is getattr(case, "fn", None))
+
+
 def cache_dir() -> str:
     root = os.environ.get(CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),

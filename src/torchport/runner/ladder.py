@@ -66,6 +66,8 @@ class Ladder:
         if placed.meta.get("placement_ties"):
             self.out.findings["placement_ties"] = placed.meta["placement_ties"]
         self._numerics()
+        if config.strict:
+            self.out.findings["strict"] = self.adapter.strict_note()
         module = placed.model
         eager_step = make_step(module, module, placed)
         ok, result = self.stage("run", lambda: self._outputs(eager_step))
@@ -160,23 +162,20 @@ class Ladder:
         return runner, step, outcome
 
     def _numerics(self) -> None:
+        self.out.findings["sync_method"] = self.adapter.sync_method
         try:
             self.out.findings["numerics"] = self.adapter.numerics()
         except Exception as exc:  # a backend that cannot say: recorded, not fatal
             self.out.findings["numerics"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
 
     def _reference_spec(self, size: Size) -> reference_mod.ReferenceSpec:
-        import torch
-        return reference_mod.ReferenceSpec(
-            suite=self.config.suite, case=self.case.id, case_version=self.case.version,
-            workload=self.config.workload, seed=self.config.seed, batch=size.batch,
-            seq=size.seq, perf=size.perf, dtype=self.config.dtype, torch=torch.__version__)
+        return reference_mod.spec_for(self.case, self.config, size)
 
     def _reference(self, size: Size) -> dict:
         """The CPU reference and baseline, from the clean child's disk cache (rule 8)."""
         cached = self.reference_cache[self._key(size)]
         if "reference" not in cached:
-            local = None if self._rebuildable() else self.case
+            local = None if reference_mod.rebuildable(self.case, self.config) else self.case
             with self.adapter.host_scope():
                 cached["reference"] = reference_mod.obtain(
                     self._reference_spec(size), local,
@@ -190,17 +189,6 @@ class Ladder:
             "rule": "float64 with CPU-baseline allowance" if kind == "float64" else
             parity_weak.RULE}
         return value
-
-    def _rebuildable(self) -> bool:
-        """Whether a child can rebuild this very case from its suite (an ad-hoc case made in
-        a test cannot: its reference is then computed here, and the result says so)."""
-        from torchport.cases.registry import find_case
-        try:
-            found = find_case(self.config.suite, self.case.id, workload=self.config.workload)
-        except Exception:
-            return False
-        return (type(found) is type(self.case) and found.describe() == self.case.describe()
-                and getattr(found, "fn", None) is getattr(self.case, "fn", None))
 
     def _compile(self, module):
         import torch
