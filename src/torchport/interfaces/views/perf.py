@@ -33,8 +33,20 @@ def row(result: dict) -> list:
     return [result["case"], result["mode"], _num(m.get("perf_median_ms"), ".3g"), spread,
             _num(m.get("perf_cv"), ".1%"), _num(m.get("perf_samples"), "d"),
             _num(m.get("perf_tokens_per_s"), ",.0f"), _num(m.get("perf_achieved_tflops"), ".3g"),
-            mfu, _num(m.get("perf_speedup"), ".2f") + ("x" if "perf_speedup" in m else ""),
-            _bytes(m.get("perf_peak_bytes"))]
+            mfu, speedup_cell(m, info), _bytes(m.get("perf_peak_bytes"))]
+
+
+def speedup_cell(m: dict, info: dict) -> str:
+    """The speedup with the two medians it was computed from (this task's interleaved
+    eager and compiled rounds), so it never reads against another row's eager median."""
+    if "perf_speedup" not in m:
+        return "-"
+    source = info.get("speedup_from") or {}
+    eager, compiled = source.get("eager_median_ms"), source.get("compiled_median_ms")
+    if eager is None or compiled is None:
+        eager, compiled = m.get("perf_eager_median_ms"), m.get("perf_compiled_median_ms")
+    medians = f" ({eager:.3g} / {compiled:.3g} ms)" if eager and compiled else ""
+    return f"{m['perf_speedup']:.2f}x{medians}"
 
 
 def build(run, results):
@@ -49,6 +61,11 @@ def build(run, results):
     timers = sorted({r["findings"]["perf"].get("timer") for r in measured} - {None})
     if timers:
         notes.append("timed with " + ", ".join(timers))
+    if any(r["mode"] == "compile" and "perf_speedup" in (r.get("metrics") or {})
+           for r in measured):
+        notes.append("speedup = eager median / compiled median of the compile row's own "
+                      "interleaved rounds (shown in brackets); the eager row is a separate "
+                      "measurement")
     if any(r[8] == "no peak" for r in rows):
         notes.append("MFU needs the device's peak: none is known for this device; pass "
                      "--peak-tflops")

@@ -44,7 +44,9 @@ def grade_cell(result: dict) -> str:
         return "unavailable: " + findings["placement_unavailable"]
     errors = [e for e in findings.get("probe_errors") or () if e.get("probe") == "placement"]
     if errors:
-        return f"probe error: {errors[0].get('type')}: {errors[0].get('message', '')[:60]}"
+        from torchport.interfaces.views.matrix import trim_middle
+        return f"probe error: {errors[0].get('type')}: " + trim_middle(
+            (errors[0].get("message") or "").strip())
     return "-"  # the ladder stopped before the probe (see the status)
 
 
