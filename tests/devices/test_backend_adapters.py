@@ -15,6 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch.utils._python_dispatch import (  # noqa: E402
+    TorchDispatchMode, _get_current_dispatch_mode_stack,
+)
+
 from torchport.devices import get_adapter, signals  # noqa: E402
 from torchport.devices.jax import JaxAdapter  # noqa: E402
 from torchport.devices.tpu import STRICT_ENV, TPUAdapter  # noqa: E402
@@ -52,8 +56,10 @@ def fake_torchax(monkeypatch):
     torchax.__version__ = "0.0.13"
     state = {"enabled": False}
 
-    def enable_globally():
+    def enable_globally():  # torchax pushes its torch-function and dispatch modes
         state["enabled"] = True
+        state["mode"] = GlobalMode()
+        state["mode"].__enter__()
         log.append(("enable_globally",))
 
     class disable_temporarily:  # torchax's is a contextmanager of the same behaviour
@@ -66,7 +72,14 @@ def fake_torchax(monkeypatch):
     torchax.enable_globally, torchax.disable_temporarily = enable_globally, disable_temporarily
     monkeypatch.setitem(sys.modules, "jax", jax)
     monkeypatch.setitem(sys.modules, "torchax", torchax)
-    return log, state
+    yield log, state
+    if "mode" in state:
+        state["mode"].__exit__(None, None, None)
+
+
+class GlobalMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
 
 
 def test_jax_is_activated_and_host_work_runs_with_the_modes_off(fake_torchax):
@@ -76,10 +89,22 @@ def test_jax_is_activated_and_host_work_runs_with_the_modes_off(fake_torchax):
     assert ok and "torchax 0.0.13 on jax 0.10.2" in reason
     adapter.prepare()
     assert ("enable_globally",) in log and state["enabled"]
-    with adapter.host_scope():
-        assert not state["enabled"]   # a deep copy or float64 math here is plain CPU work
-    assert state["enabled"]
+    assert _get_current_dispatch_mode_stack() == [state["mode"]]
+    with adapter.host_scope():   # a deep copy or float64 math here is plain CPU work
+        assert _get_current_dispatch_mode_stack() == []
+    assert _get_current_dispatch_mode_stack() == [state["mode"]]
     assert adapter.device() == "jax"
+
+
+def test_jax_names_why_training_cannot_run(fake_torchax):
+    def train():
+        x = torch.ones(2)  # no grad_fn, as torchax's function-level lowerings return
+        x.sum().backward()
+    try:
+        train()
+    except RuntimeError as exc:
+        note = JaxAdapter().explain_failure("run", exc)
+    assert note.startswith("torchax: the training backward cannot run through torch autograd")
 
 
 def test_jax_waits_by_reading_the_results_back(fake_torchax):

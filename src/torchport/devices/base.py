@@ -87,6 +87,11 @@ class DeviceAdapter:
         (copying a model, comparing numbers). Most backends need nothing."""
         return contextlib.nullcontext()
 
+    def explain_failure(self, stage: str, exc: BaseException) -> str | None:
+        """What a failure at ``stage`` means on this backend, where the adapter knows (judged
+        from the exception's type and where it was raised); None when it has nothing to add."""
+        return None
+
     def strict_note(self) -> str:
         """What ``--strict`` does on this backend (recorded with each strict result)."""
         switches = [f"{k}={v}" for k, v in self.strict_env.items()]

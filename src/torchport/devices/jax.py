@@ -41,6 +41,14 @@ def _arrays(value, found: list) -> list:
     return found
 
 
+@contextlib.contextmanager
+def _all_modes_off():
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes  # private: guarded
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
 class JaxAdapter(DeviceAdapter):
     name = torch_type = "jax"
     backend_packages = ("torchax", "jax", "jaxlib")
@@ -68,12 +76,14 @@ class JaxAdapter(DeviceAdapter):
         return "jax"
 
     def host_scope(self):
-        """torchax's global modes off for host work, back on after (if they were on)."""
-        try:
-            import torchax
-        except Exception:
-            return contextlib.nullcontext()
-        return torchax.disable_temporarily()
+        """Every Python mode off for host work (torchax's global torch-function and dispatch
+        modes among them), back on after.
+
+        Not ``torchax.disable_temporarily()``: it trusts ``env.enabled``, which torchax's own
+        ``model.to("jax")`` (``with env:``) sets to False on exit while the global modes stay
+        on the stacks, so after the first move it disables nothing.
+        """
+        return _all_modes_off()
 
     def synchronize(self):
         import jax
@@ -126,6 +136,25 @@ class JaxAdapter(DeviceAdapter):
             found["jax_default_matmul_precision"] = str(jax.config.jax_default_matmul_precision)
             found["jax_enable_x64"] = bool(jax.config.jax_enable_x64)
         return found
+
+    def explain_failure(self, stage: str, exc: BaseException) -> str | None:
+        """What a failure means on torchax, from the exception's type and where it was raised
+        (never from its words)."""
+        import traceback
+        try:
+            from torchax.tensor import OperatorNotFound
+        except Exception:
+            OperatorNotFound = ()  # noqa: N806
+        if OperatorNotFound and isinstance(exc, OperatorNotFound):
+            return ("torchax has no lowering for this op and no CPU fallback "
+                    "(OperatorNotFound)")
+        frames = traceback.extract_tb(exc.__traceback__)
+        if any(f.name == "backward" and "torch" in f.filename for f in frames) and \
+                isinstance(exc, RuntimeError):
+            return ("torchax: the training backward cannot run through torch autograd: ops "
+                    "lowered at the torch-function level (F.linear, einsum, SDPA) return "
+                    "tensors with no grad_fn")
+        return None
 
     def strict_note(self) -> str:
         return "always strict: torchax has no CPU fallback (a missing lowering raises " \

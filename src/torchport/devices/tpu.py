@@ -59,7 +59,8 @@ class TPUAdapter(DeviceAdapter):
         except Exception:
             count = getattr(mod, "device_count", lambda: 0)()
         if not count:
-            return False, f"torch_tpu {version} loaded but reports no TPU device"
+            return False, (f"torch_tpu {version} installed; no TPU chips found "
+                           f"({_chips_on_bus()}): torch.tpu is there but no 'tpu' device is")
         return True, f"torch_tpu {version}: {count} TPU chip(s)"
 
     def prepare(self):

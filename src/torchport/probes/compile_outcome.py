@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 
 SKIP_LOGGER = "torch._dynamo.convert_frame"
-SKIPFILES = "frame is in the Dynamo skipfiles list"
+
 REASON_CHARS = 300
 
 
@@ -33,7 +33,7 @@ class Outcome:
         """Why nothing was compiled, in dynamo's words where it gave them."""
         reasons = sorted({s.split(": ", 1)[-1] for s in self.skipped})
         if len(reasons) > 1:  # dynamo's own frames are always skipped: name the user's reason
-            reasons = [r for r in reasons if r != SKIPFILES] or reasons
+            reasons = [r for r in reasons if "skipfiles" not in r] or reasons
         if reasons:
             return ("not compiled: all frames skipped (dynamo: " + "; ".join(reasons[:3]) + ")")
         return ("not compiled: no graph reached the compile backend (dynamo traced "

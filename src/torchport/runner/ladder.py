@@ -45,8 +45,20 @@ class Ladder:
         self.out.durations[f"{name}_s"] = done.duration_s
         if not done.ok:
             self.out.fail_from(done)
+            self._explain(done)
             return False, None
         return True, done.value
+
+    def _explain(self, done) -> None:
+        """The adapter's reading of a failure, put first in the message a table shows."""
+        try:
+            note = self.adapter.explain_failure(done.stage, done.exc)
+        except Exception:
+            note = None
+        if note and self.out.error is not None:
+            self.out.findings["backend_explanation"] = note
+            self.out.error["message"] = f"{note} ({type(done.exc).__name__}: " \
+                f"{self.out.error['message']})"
 
     def run(self) -> dict:
         import torch
@@ -147,6 +159,7 @@ class Ladder:
         self.out.durations["determinism_run_s"] = again.duration_s
         if not again.ok:
             self.out.fail_from(again)
+            self._explain(again)
             return None
         with self.adapter.host_scope():
             found = determinism.compare_runs(first, again.value, self.config.dtype)
