@@ -69,11 +69,11 @@ def test_dynamo_skipping_every_frame_is_not_compiled():
     assert outcome.graphs == 1 and outcome.compiled
 
 
-def test_the_ladder_records_compile_fail_when_nothing_was_compiled(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+def test_the_ladder_records_compile_fail_when_nothing_was_compiled():
     config = RunConfig(device="cpu", compile_backend="eager", modes=("compile",))
-    out = Ladder(find_case("smoke", "smoke/mlp"), "compile", config, CPUAdapter(),
-                 lambda e: None, {}).run()
+    with torch._dynamo.config.patch(disable=True):   # dynamo traces nothing
+        out = Ladder(find_case("smoke", "smoke/mlp"), "compile", config, CPUAdapter(),
+                     lambda e: None, {}).run()
     assert out["status"] == "compile_fail" and out["stage"] == "compile"
     assert out["error"]["type"] == "NotCompiled"
     assert out["error"]["message"].startswith("not compiled:")
