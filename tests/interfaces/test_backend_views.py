@@ -38,7 +38,7 @@ def test_the_weaker_reference_is_labelled_and_counted_apart():
     run = {"plan": [["hf/xglm", "eager"], ["hf/gpt2", "eager"]]}
     assert matrix.cell(results[0]) == "pass (rel err 1.0e-06 vs float32 ref)"
     table = matrix.build(run, results)
-    assert table["notes"] == ["hf/xglm [eager]: reference: float32 (float64 failed: "
+    assert table["notes"] == ["hf/xglm (eager): reference: float32 (float64 failed: "
                               "RuntimeError: overflow)"]
     view = coverage.build(run, results)
     assert view["rows"][0][-1] == "1 / 2 (50.0%)"   # parity: the float64-judged case only

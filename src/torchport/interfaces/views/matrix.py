@@ -49,7 +49,7 @@ def build(run, results):
         by_case.setdefault(r["case"], {})[r["mode"]] = r
     rows = [[case] + [cell(row[m]) if m in row else "-" for m in modes]
             for case, row in by_case.items()]
-    notes = [f"{r['case']} [{r['mode']}]: reference: {r['findings']['reference']['label']}"
+    notes = [f"{r['case']} ({r['mode']}): reference: {r['findings']['reference']['label']}"
              for r in results if ((r.get("findings") or {}).get("reference") or {}).get("kind")
              == "float32"]
     return {"title": "Results", "columns": ["case"] + modes, "rows": rows, "notes": notes}
