@@ -28,7 +28,7 @@ REPEATS = 5
 
 def time_block_mask(subject: Subject) -> tuple[dict, dict]:
     """(metrics, facts) of building the case's BlockMask at its perf size on the device."""
-    from torchport.runner.execute import place
+    from torchport.execution.steps import place
     config = subject.config
     workload = subject.case.build(seed=config.seed, size=Size(perf=True, batch=config.batch,
                                                               seq=config.seq))
@@ -50,7 +50,7 @@ def time_block_mask(subject: Subject) -> tuple[dict, dict]:
 def compare_with_sdpa(subject: Subject) -> tuple[dict, dict]:
     """(metrics, facts) of this mode's result against SDPA's, same device and dtype."""
     import torch
-    from torchport.runner.execute import make_step, place, to_cpu
+    from torchport.execution.steps import make_step, place, to_cpu
     sdpa = subject.workload.alternatives.get("sdpa")
     call = subject.workload.meta["flex"].get("sdpa")
     if sdpa is None:

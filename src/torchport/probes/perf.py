@@ -26,7 +26,7 @@ from torchport.probes import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: FLOPs counted on the CPU reference; the timer's wait method
 WARMUP_ROUNDS = 3
 
 
@@ -67,7 +67,7 @@ def perf_setup(subject: Subject) -> PerfSetup:
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
     placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
-                          dtype=subject.dtype)
+                          dtype=subject.dtype, host_scope=subject.adapter.host_scope)
     model = placed.model
     setup = PerfSetup(workload=placed, model=model,
                       size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
@@ -139,6 +139,19 @@ def summary_dict(summary: Summary) -> dict:
             "min_ms": summary.min_s * 1e3, "cv": summary.cv}
 
 
+def reference_flops(subject: Subject) -> tuple[int | None, str]:
+    """FLOPs of one step at the perf size, counted once on the CPU (device independent), in
+    the reference child with its disk cache; (count, how it was counted)."""
+    from torchport.execution import reference
+    config = subject.config
+    size = Size(perf=True, batch=config.batch, seq=config.seq)
+    spec = reference.spec_for(subject.case, config, size, task="flops")
+    local = None if reference.rebuildable(subject.case, config) else subject.case
+    with subject.adapter.host_scope():
+        value = reference.obtain(spec, local)
+    return value["flops"], f"{value['counted_on']} ({value.get('process')})"
+
+
 class PerfProbe(Probe):
     name = "perf"
     version = PROBE_VERSION
@@ -181,7 +194,13 @@ class PerfProbe(Probe):
         metrics.update(perf_median_ms=main.median_s * 1e3, perf_p10_ms=main.p10_s * 1e3,
                        perf_p90_ms=main.p90_s * 1e3, perf_cv=main.cv, perf_samples=main.n)
         if "eager" in summaries and "compiled" in summaries:
-            metrics["perf_speedup"] = summaries["eager"].median_s / summaries["compiled"].median_s
+            eager_ms, compiled_ms = (summaries[s].median_s * 1e3 for s in ("eager", "compiled"))
+            metrics["perf_speedup"] = eager_ms / compiled_ms
+            # The two medians the speedup was computed from, from this task's interleaved
+            # rounds: a table shows them with it, never another task's eager median.
+            info["speedup_from"] = {"eager_median_ms": eager_ms, "compiled_median_ms":
+                                    compiled_ms, "measurement": "interleaved rounds of this "
+                                    "compile task"}
         if setup.workload.tokens:
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
@@ -197,16 +216,12 @@ class PerfProbe(Probe):
         info["peak_source"] = peak_source
         if peak is None:
             info["notes"].append(peak_source)
-        key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
-               config.dtype, subject.device)
-        eager = setup.sides.get("eager")
-        if eager is None:
-            info["notes"].append("no eager step to count FLOPs on: no FLOP figures")
+        counted = None
         try:
-            counted = flops_mod.count_flops(eager, key) if eager else None
-        except Exception as exc:  # the counter is a dispatch mode; a backend may refuse it
-            counted = None
-            info["notes"].append(f"FLOP counter failed: {type(exc).__name__}: {exc}")
+            counted, counted_on = reference_flops(subject)
+            info["flops_counted_on"] = counted_on
+        except Exception as exc:  # no count: say why, never a zero
+            info["notes"].append(f"FLOP count failed: {type(exc).__name__}: {str(exc)[:300]}")
         if counted:
             metrics["perf_flops_per_step"] = counted
             metrics["perf_achieved_tflops"] = flops_mod.achieved_tflops(counted, median_s)
@@ -226,11 +241,12 @@ class PerfProbe(Probe):
     def _memory(self, subject, setup, metrics, info):
         adapter = subject.adapter
         adapter.reset_peak_memory()
-        setup.sides[setup.mode_side]()
-        adapter.synchronize()
+        adapter.wait_for(setup.sides[setup.mode_side]())
         peak = adapter.peak_memory_bytes()
         if peak is None:
-            info["notes"].append(f"{adapter.name} reports no peak memory")
+            reason = adapter.peak_memory_reason()
+            info["peak_memory_unavailable"] = reason
+            info["notes"].append(f"no peak memory: {reason}")
             return
         metrics["perf_peak_bytes"] = peak
         if adapter.torch_type == "cpu":

@@ -16,17 +16,24 @@ another device, or when the backend says it ran a device op on the host; the bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from torchport.devices import signals
 from torchport.probes import dispatch_recorder as rec
+from torchport.probes import function_recorder as fr
 from torchport.probes.base import Probe, ProbeReport, Subject
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
 # Host ops that create or alias a tensor without computing (``torch.tensor(...)`` in a forward
 # is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
 HOST_NO_WORK = frozenset({"aten.lift_fresh", "aten.lift", "aten.lift_fresh_copy", "aten.detach",
-                          "aten.alias", "aten.empty", "aten.empty_strided"})
+                          "aten.alias", "aten.empty", "aten.empty_strided",
+                          "aten._local_scalar_dense"})
+# Reading a scalar back (``.item()``, a data-dependent Python branch) is a transfer, not host
+# compute (DESIGN rule 9): a backend that counts it as a host op (torch_xla's
+# ``aten::_local_scalar_dense`` counter) does not make the result ``fallback``.
+SCALAR_READS = frozenset({"aten._local_scalar_dense", "aten.item"})
 
 
 @dataclass
@@ -34,15 +41,32 @@ class PassResult:
     recording: rec.Recording
     backend: dict | None        # adapter.fallback_ops(): {backend op name: count or None}
     messages: signals.Messages  # fallback messages heard during the pass
+    functions: Counter = field(default_factory=Counter)  # (torch function, device) -> calls
 
 
 def observe(adapter, step) -> PassResult:
-    """One step under the recorder, with the backend's tracking cleared first."""
+    """One step under the recorders, with the backend's tracking cleared first.
+
+    An adapter may ask for warm-up steps under the same recorders first: the first step
+    under a new dispatch mode can recompile, and torch_xla clears its counters while it
+    compiles, so its accounting is read from a step that does not compile.
+    """
+    for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
+        with fr.FunctionRecorder(), rec.DispatchRecorder():
+            adapter.wait_for(step())
     adapter.start_fallback_tracking()
-    with signals.capture(adapter.fallback_patterns) as messages, rec.DispatchRecorder() as r:
-        step()
-    adapter.synchronize()
-    return PassResult(recording=r.recording, backend=adapter.fallback_ops(), messages=messages)
+    with signals.capture(adapter.fallback_patterns) as messages, \
+            fr.FunctionRecorder() as functions, rec.DispatchRecorder() as r:
+        value = step()
+    adapter.wait_for(value)
+    return PassResult(recording=r.recording, backend=adapter.fallback_ops(), messages=messages,
+                      functions=functions.calls)
+
+
+def scalar_reads(result: PassResult) -> dict[str, int | None]:
+    """Scalar reads the backend counted as host ops (graded as transfers)."""
+    return {name: n for name, n in (result.backend or {}).items()
+            if rec.packet_key(name) in SCALAR_READS}
 
 
 def op_table(result: PassResult, target: str) -> list[dict]:
@@ -77,6 +101,8 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
     # such a backend falls back per op type; an accounting backend is exact for the pass.
     signalled: dict[str, tuple[str, int | None, str]] = {}
     for name, n in (result.backend or {}).items():
+        if rec.packet_key(name) in SCALAR_READS:
+            continue  # a transfer (placement_scalar_reads), not host compute
         signalled[_family(name)] = (rec.packet_key(name), n, "backend op tracking")
     for name in result.messages.ops:
         if name != signals.UNNAMED:
@@ -119,10 +145,13 @@ def off_device(model, target: str) -> tuple[list[dict], int]:
     return found, total
 
 
-def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int) -> str:
+def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int,
+          functions_on_target: int = 0) -> str:
+    """``functions_on_target``: torch-function calls on device tensors (a backend that lowers
+    at that level shows no dispatch-level device ops, yet ran on the device)."""
     if target == "cpu":
         return "on_device"
-    on_target = sum(r["count"] for r in ops if r["device"] == target)
+    on_target = sum(r["count"] for r in ops if r["device"] == target) + functions_on_target
     on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
     if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
         return "host"
@@ -135,7 +164,7 @@ def fallback_ops(ops: list[dict]) -> dict[str, int]:
 
 class PlacementProbe(Probe):
     name = "placement"
-    version = 1
+    version = 2  # 2: scalar reads are transfers; torch-function inventory; warm-up steps
 
     def run(self, subject: Subject) -> ProbeReport:
         ok, reason = rec.availability()
@@ -153,10 +182,20 @@ class PlacementProbe(Probe):
         result = observe(subject.adapter, subject.step)
         ops = op_table(result, target)
         off, total = off_device(subject.model, target)
-        found_grade = grade(ops, target, off, total)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        found_grade = grade(ops, target, off, total, on_target_functions)
         moved = copies(result)
+        reads = scalar_reads(result)
+        if reads:
+            findings["placement_scalar_reads"] = {
+                "ops": reads, "note": "scalar reads back to the host (.item()): counted as "
+                "transfers, not host compute"}
+        warnings_of = getattr(subject.adapter, "backend_warnings", None)
+        if warnings_of is not None:
+            findings["backend_warnings"] = warnings_of()[:20]
         findings.update({
             "ops": ops, "fallback_ops": fallback_ops(ops), "placement_copies": moved,
+            "function_ops": fr.rows(result.functions),
             "placement_off_device": off,
             "placement_signals": {
                 "backend_fallback_ops": result.backend if result.backend is not None else
@@ -167,6 +206,7 @@ class PlacementProbe(Probe):
         if subject.mode == "compile":
             findings["placement_eager"] = self._eager_pass(subject, target, off, total)
         metrics = {"placement_copies": sum(c["count"] for c in moved),
+                   "placement_function_calls": sum(result.functions.values()),
                    # calls the recorder saw (rows a backend added are not double-counted)
                    "placement_op_calls": sum(r["count"] for r in ops
                                              if "->" not in r["device"] and "source" not in r),
@@ -180,5 +220,8 @@ class PlacementProbe(Probe):
         """The eager module of a compile-mode result, for comparison with the compiled one."""
         from torchport.execution.steps import make_step
         step = make_step(subject.model, subject.model, subject.workload)
-        ops = op_table(observe(subject.adapter, step), target)
-        return {"grade": grade(ops, target, off, total), "fallback_ops": fallback_ops(ops)}
+        result = observe(subject.adapter, step)
+        ops = op_table(result, target)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        return {"grade": grade(ops, target, off, total, on_target_functions),
+                "fallback_ops": fallback_ops(ops)}
