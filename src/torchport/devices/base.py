@@ -47,11 +47,11 @@ class DeviceAdapter:
         """Import or install what the backend needs in this process (worker side).
 
         Overrides call ``super().prepare()``: it starts listening for the backend's fallback
-        messages, which many backends print once per op per process, often before any probe.
+        messages (its own patterns and the generic ones), which many backends print once per
+        op per process, often before any probe.
         """
-        if self.fallback_patterns:
-            from torchport.devices import signals
-            signals.listen(self.fallback_patterns)
+        from torchport.devices import signals
+        signals.listen(self.fallback_patterns)
 
     # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
     index: int = 0

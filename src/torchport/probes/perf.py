@@ -56,7 +56,9 @@ def compile_fresh(subject: Subject, model):
     which is not what a user running one shape gets.
     """
     import torch
-    backend = subject.config.compile_backend or subject.adapter.default_compile_backend
+
+    from torchport.execution.compile_backend import choose
+    backend = choose(subject.adapter, subject.config.compile_backend).name
     return torch.compile(model, backend=backend, dynamic=False)
 
 

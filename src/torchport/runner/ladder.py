@@ -33,6 +33,7 @@ class Ladder:
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
         self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
+        self.backend = None  # the compile backend chosen (compile mode), with why
 
     def stage(self, name: str, fn: Callable[[], object]):
         """Run one stage; on an exception record the failure and return (False, None)."""
@@ -91,6 +92,8 @@ class Ladder:
         if noise is None:
             return self.out.to_dict()
         runner, step, cold_compile = module, eager_step, None
+        if self.mode == "compile" and not self._choose_backend():
+            return self.out.to_dict()
         if self.mode == "compile":
             cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
             if cold:
@@ -205,10 +208,22 @@ class Ladder:
             parity_weak.RULE}
         return value
 
+    def _choose_backend(self) -> bool:
+        """The compile backend for this device, recorded with why; False (compile_fail) when
+        none can compile for it."""
+        from torchport.execution.compile_backend import NoCompileBackend, choose
+        try:
+            self.backend = choose(self.adapter, self.config.compile_backend)
+        except NoCompileBackend as exc:
+            self.emit({"event": "stage", "stage": "compile"})
+            self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
+            return False
+        self.out.findings["compile_backend"] = self.backend.to_dict()
+        return True
+
     def _compile(self, module):
         import torch
-        backend = self.config.compile_backend or self.adapter.default_compile_backend
-        return torch.compile(module, backend=backend)
+        return torch.compile(module, backend=self.backend.name)
 
     def _parity(self, result, reference: dict, noise: dict, tolerance):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
