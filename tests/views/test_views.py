@@ -39,7 +39,8 @@ def _by_case(view, mode=None):
 
 def test_every_builtin_view_is_registered_and_built_in_order(views):
     assert view_names()[:len(BUILTIN_ORDER)] == list(BUILTIN_ORDER)
-    assert list(views) == list(BUILTIN_ORDER)
+    # The flex summary speaks only about flex/ cases, which this run has none of.
+    assert list(views) == [n for n in BUILTIN_ORDER if n != "flex"]
 
 
 def test_summary_and_matrix_values(views):
