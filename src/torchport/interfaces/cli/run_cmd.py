@@ -109,7 +109,7 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             expand(config)  # unknown suites and empty selections fail before anything is made
             api.check_workload(config)
         # Only now is the knowledge base opened for writing (and made, if new).
-        store = open_db(db, create=True)
+        store = open_db(db, write=True)
         if resume:
             previous = store.get_run(resume)
             api.check_resumable(previous)
@@ -131,7 +131,7 @@ def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: b
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     console = make_console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                   console=console, disable=quiet, transient=False) as progress:
         bar = progress.add_task("run", total=None)
