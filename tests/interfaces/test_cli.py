@@ -108,7 +108,7 @@ def test_unreadable_and_newer_databases(tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
     proc = torchport("runs", "--db", junk)
-    assert proc.returncode == 2 and "not a readable torchport database" in proc.stderr
+    assert proc.returncode == 2 and "is not an SQLite database" in proc.stderr
     newer = tmp_path / "newer.db"
     with sqlite3.connect(newer) as conn:
         conn.execute("PRAGMA user_version = 999")

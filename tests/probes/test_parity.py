@@ -84,7 +84,8 @@ def test_cosine_only_over_tensors_with_a_norm_and_failures_named_with_their_erro
     worst = report.findings()["worst"]
     assert [w["name"] for w in worst] == ["w"] and worst[0]["max_rel_err"] > 0.04
     assert worst[0]["excess"] > 10
-    assert report.message().startswith("1 / 3 tensors outside tolerance; worst w: max abs err")
+    assert report.message().startswith(
+        "1 / 3 tensors outside tolerance; worst w: rel err 0.05, RMSE ")
 
 
 def test_nan_fails_and_missing_tensor_is_reported():

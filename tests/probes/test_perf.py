@@ -1,11 +1,12 @@
 """The perf probe: synchronised, interleaved, honest about what it could not measure."""
 
 import logging
+import re
 
 import pytest
 import torch
 
-from torchport.interfaces.views import perf as perf_view
+from torchport.views import perf as perf_view
 from torchport.probes.perf import PerfProbe, RecompileLimitWatch
 from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
 
@@ -95,10 +96,13 @@ def test_perf_view_rows():
     result = {"case": "test/mlp", "mode": "compile", "status": "pass",
               "metrics": report.metrics, "findings": report.findings}
     view = perf_view.build({}, [result])
-    assert view["columns"][:4] == ["case", "mode", "median ms", "p10-p90 ms"]
-    row = dict(zip(view["columns"], view["rows"][0]))
-    assert row["MFU"] == "no peak" and row["speedup"].split(" ")[0].endswith("x")
-    assert any("--peak-tflops" in n for n in view["notes"])
+    assert view.names[:4] == ["case", "mode", "median ms", "p10-p90 ms"]
+    [row] = view.records()
+    # the speedup with the two medians it came from (this compile task's interleaved rounds)
+    assert row["MFU"] == "no peak" and row["median ms"] > 0
+    assert row["speedup"].value > 0 and re.fullmatch(r"\S+ / \S+ ms(, from a noisy side)?",
+                                                     row["speedup"].note)
+    assert any("--peak-tflops" in n for n in view.notes)
     assert perf_view.build({}, [{"case": "x", "mode": "eager", "status": "pass",
                                  "metrics": {}, "findings": {}}]) is None
 
@@ -159,12 +163,15 @@ def test_noisy_sides_are_flagged_with_the_host_load_and_the_speedup_says_so():
               "metrics": {"perf_median_ms": 5.0, "perf_speedup": 5.01},
               "findings": {"perf": {"noisy": {"eager": ["CV 238% > 10%", "n = 3 < 10"]},
                                     "speedup_noisy": "from a noisy side: eager (...)",
+                                    "speedup_from": {"eager_median_ms": 10.0,
+                                                     "compiled_median_ms": 2.0},
                                     "host_load": {"load_avg_1min": 7.5, "cpu_count": 2}}}}
     view = perf_view.build({}, [result])
-    row = dict(zip(view["columns"], view["rows"][0]))
-    assert row["median ms"] == "5 (noisy)" and row["speedup"] == "5.01x (noisy)"
-    assert any(n.startswith("noisy: c [compile]: eager CV 238% > 10%, n = 3 < 10 (host load "
-                            "7.5 on 2 cores)") for n in view["notes"])
+    [row] = view.records()
+    assert row["noisy"] == "eager CV 238% > 10%, n = 3 < 10"
+    assert row["speedup"].note == "10 / 2 ms, from a noisy side"
+    assert any(n.startswith("noisy: outside CV <= 10% and n >= 10; host load then: c (compile) "
+                            "7.5 on 2 cores") for n in view.notes)
 
 
 def test_the_probe_flags_a_side_outside_the_limits(monkeypatch):

@@ -7,12 +7,15 @@ from torchport.devices.base import DeviceAdapter, cpu_model
 
 class CPUAdapter(DeviceAdapter):
     name = torch_type = "cpu"
+    host_backed = True
 
     def availability(self):
         return True, f"{cpu_model()}, {os.cpu_count()} logical cores"
 
     def synchronize(self):
         pass  # CPU kernels finish before they return
+
+    sync_method = "none needed: CPU kernels finish before they return"
 
     def reset_peak_memory(self):
         pass

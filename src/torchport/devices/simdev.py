@@ -11,6 +11,7 @@ class SimdevAdapter(DeviceAdapter):
     name = torch_type = "simdev"
     default_compile_backend = "simdev"
     strict_env = {"TORCHPORT_SIMDEV_STRICT": "1"}
+    host_backed = True  # its kernels are CPU kernels: workers share the cores
     # simdev_backend warns "Operator 'aten::X' executed via CPU fallback on simdev" (Neuron's line)
     fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 

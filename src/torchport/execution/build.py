@@ -21,6 +21,8 @@ def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
     """
     workload = case.build(seed=seed, size=size)
     workload.model.train(workload.trains)
+    if workload.reference_model is not None:
+        workload.reference_model.train(workload.trains)
     return workload
 
 
@@ -30,9 +32,15 @@ def step_info(workload: Workload) -> dict:
             "mode": "train" if workload.trains else "eval"}
 
 
-def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype) -> Workload:
+def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype,
+                 host_scope=None) -> Workload:
+    """Built on the CPU (under ``host_scope``: see ``DeviceAdapter.host_scope``), placed."""
+    import contextlib
+
     from torchport.execution.steps import place
-    return place(build_workload(case, seed=seed, size=size), device, dtype)
+    with (host_scope or contextlib.nullcontext)():
+        workload = build_workload(case, seed=seed, size=size)
+    return place(workload, device, dtype, host_scope=host_scope)
 
 
 class StageFailed(Exception):

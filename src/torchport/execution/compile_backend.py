@@ -38,7 +38,9 @@ def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
     """(True/False, why), or (None, why) when Inductor's registry cannot be read."""
     try:
         from torch._inductor.codegen.common import (
-            get_scheduling_for_device, init_backend_registration)
+            get_scheduling_for_device,
+            init_backend_registration,
+        )
         init_backend_registration()
         found = get_scheduling_for_device(device_type) is not None
     except Exception as exc:

@@ -21,6 +21,7 @@ What this does not cover, recorded so a reader can weigh it:
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 
 METHOD = "cpu-masks"
@@ -66,6 +67,7 @@ def _mask_fn():
 def _masked(name: str, original):
     feature_dims = _FEATURE_DIMS.get(name)
 
+    @functools.wraps(original)   # also sets __wrapped__: the original, for nested blocks
     def dropout(input, p=0.5, training=True, inplace=False):
         if not (training and 0.0 < p < 1.0) or not getattr(_state, "active", False):
             return original(input, p, training, inplace)
@@ -74,7 +76,6 @@ def _masked(name: str, original):
             shape = shape[:len(shape) - feature_dims] + (1,) * feature_dims
         scale = _mask_fn()(shape, p, input.device, input.dtype) / (1.0 - p)
         return input.mul_(scale) if inplace else input * scale
-    dropout.__wrapped__ = original
     return dropout
 
 
@@ -115,15 +116,13 @@ def watch_random_ops():
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from torchport.probes.dispatch_recorder import packet_key
-
     class RandomOpWatch(TorchDispatchMode):
         def __init__(self):
             super().__init__()
             self.ops: Counter = Counter()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = packet_key(str(func))
+            name = ".".join(str(func).split(".")[:2])   # aten.rand.default -> aten.rand
             if name in RANDOM_OPS and not making_mask():
                 self.ops[name] += 1
             return func(*args, **(kwargs or {}))

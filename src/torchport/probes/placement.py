@@ -26,17 +26,23 @@ are matched to the recorder's by packet (aten.cumsum).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from torchport.devices import signals
 from torchport.probes import dispatch_recorder as rec
+from torchport.probes import function_recorder as fr
 from torchport.probes import host_evidence as he
 from torchport.probes.base import Probe, ProbeReport, Subject
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
 # Host ops that create, alias or view a tensor without computing (``torch.tensor(...)`` in a
 # forward is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
-HOST_NO_WORK = he.NO_WORK
+HOST_NO_WORK = he.NO_WORK | {"aten._local_scalar_dense"}
+# Reading a scalar back (``.item()``, a data-dependent Python branch) is a transfer, not host
+# compute (DESIGN rule 9): a backend that counts it as a host op (torch_xla's
+# ``aten::_local_scalar_dense`` counter) does not make the result ``fallback``.
+SCALAR_READS = frozenset({"aten._local_scalar_dense", "aten.item"})
 RECORDER = "recorder: ran on host tensors"
 DISPATCHER_FALLBACK = "dispatcher: served by the backend's fallback"
 BACKEND_LIST = "backend op list"
@@ -49,27 +55,44 @@ class PassResult:
     recording: rec.Recording
     backend: dict | None        # adapter.fallback_ops(): {backend op name: count or None}
     messages: signals.Messages  # fallback messages heard during the pass
+    functions: Counter = field(default_factory=Counter)  # (torch function, device) -> calls
     key: str | None = None      # the device's dispatch key; None: no dispatcher evidence
     nested: he.Nested | None = None  # host work nested in device ops (a profiled step)
 
 
 def observe(adapter, step, target: str | None = None) -> PassResult:
-    """One step under the recorder, with the backend's tracking cleared first; then, off the
-    CPU, one step under the profiler for host work nested inside device ops."""
+    """One step under the recorders, with the backend's tracking cleared first; then, off the
+    CPU, one step under the profiler for host work nested inside device ops.
+
+    An adapter may ask for warm-up steps under the same recorders first: the first step
+    under a new dispatch mode can recompile, and torch_xla clears its counters while it
+    compiles, so its accounting is read from a step that does not compile.
+    """
+    for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
+        with fr.FunctionRecorder(), rec.DispatchRecorder():
+            adapter.wait_for(step())
     adapter.start_fallback_tracking()
-    with signals.capture(adapter.fallback_patterns) as messages, rec.DispatchRecorder() as r:
-        step()
-    adapter.synchronize()
-    result = PassResult(recording=r.recording, backend=adapter.fallback_ops(), messages=messages)
+    with signals.capture(adapter.fallback_patterns) as messages, \
+            fr.FunctionRecorder() as functions, rec.DispatchRecorder() as r:
+        value = step()
+    adapter.wait_for(value)
+    result = PassResult(recording=r.recording, backend=adapter.fallback_ops(),
+                        messages=messages, functions=functions.calls)
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
         he.forget_registrations()  # kernels may have been registered since the last pass
         with signals.capture(adapter.fallback_patterns) as more:
             result.nested = he.observe_nested(step, target)
             adapter.synchronize()
-        for op, n in more.ops.items():  # heard again: the sources count, not the calls
+        for op in more.ops:  # heard again: the sources count, not the calls
             result.messages.sources.setdefault(op, set()).update(more.sources.get(op, ()))
     return result
+
+
+def scalar_reads(result: PassResult) -> dict[str, int | None]:
+    """Scalar reads the backend counted as host ops (graded as transfers)."""
+    return {name: n for name, n in (result.backend or {}).items()
+            if rec.packet_key(name) in SCALAR_READS}
 
 
 def op_table(result: PassResult, target: str) -> list[dict]:
@@ -175,6 +198,8 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
                                                     "count": count, "source": source,
                                                     "found_by": []})
     for name, n in (result.backend or {}).items():
+        if rec.packet_key(name) in SCALAR_READS:
+            continue  # a transfer (placement_scalar_reads), not host compute
         entry(name, n, "backend op tracking")["found_by"].append(BACKEND_LIST)
     for name in result.messages.ops:
         if name != signals.UNNAMED:
@@ -238,11 +263,14 @@ def off_device(model, target: str, recording: rec.Recording | None = None
     return found, total
 
 
-def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int) -> str:
-    """Parameters or buffers left on the host are a fallback finding, like host ops."""
+def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int,
+          functions_on_target: int = 0) -> str:
+    """Parameters or buffers left on the host are a fallback finding, like host ops.
+    ``functions_on_target``: torch-function calls on device tensors (a backend that lowers
+    at that level shows no dispatch-level device ops, yet ran on the device)."""
     if target == "cpu":
         return "on_device"
-    on_target = sum(r["count"] for r in ops if r["device"] == target)
+    on_target = sum(r["count"] for r in ops if r["device"] == target) + functions_on_target
     on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
     if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
         return "host"
@@ -277,7 +305,7 @@ def evidence(result: PassResult, target: str, adapter) -> dict:
 
 class PlacementProbe(Probe):
     name = "placement"
-    version = 1
+    version = 2  # 2: scalar reads are transfers; torch-function inventory; warm-up steps
 
     def run(self, subject: Subject) -> ProbeReport:
         ok, reason = rec.availability()
@@ -295,11 +323,21 @@ class PlacementProbe(Probe):
         result = observe(subject.adapter, subject.step, target)
         ops = op_table(result, target)
         off, total = off_device(subject.model, target, result.recording)
-        found_grade = grade(ops, target, off, total)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        found_grade = grade(ops, target, off, total, on_target_functions)
         moved = copies(result)
+        reads = scalar_reads(result)
+        if reads:
+            findings["placement_scalar_reads"] = {
+                "ops": reads, "note": "scalar reads back to the host (.item()): counted as "
+                "transfers, not host compute"}
+        warnings_of = getattr(subject.adapter, "backend_warnings", None)
+        if warnings_of is not None:
+            findings["backend_warnings"] = warnings_of()[:20]
         findings.update({
             "ops": ops, "fallback_ops": fallback_ops(ops), "host_ops": host_ops(ops),
-            "placement_copies": moved, "placement_off_device": off,
+            "placement_copies": moved, "function_ops": fr.rows(result.functions),
+            "placement_off_device": off,
             "placement_evidence": evidence(result, target, subject.adapter),
             "placement_signals": {
                 "backend_fallback_ops": result.backend if result.backend is not None else
@@ -310,6 +348,7 @@ class PlacementProbe(Probe):
         if subject.mode == "compile":
             findings["placement_eager"] = self._eager_pass(subject, target, off, total)
         metrics = {"placement_copies": sum(c["count"] for c in moved),
+                   "placement_function_calls": sum(result.functions.values()),
                    "placement_off_device_tensors": len(off),
                    # calls the recorder saw (rows a backend added are not double-counted)
                    "placement_op_calls": sum(r["count"] for r in ops
@@ -324,6 +363,8 @@ class PlacementProbe(Probe):
         """The eager module of a compile-mode result, for comparison with the compiled one."""
         from torchport.execution.steps import make_step
         step = make_step(subject.model, subject.model, subject.workload)
-        ops = op_table(observe(subject.adapter, step, target), target)
-        return {"grade": grade(ops, target, off, total), "fallback_ops": fallback_ops(ops),
-                "host_ops": host_ops(ops)}
+        result = observe(subject.adapter, step, target)
+        ops = op_table(result, target)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        return {"grade": grade(ops, target, off, total, on_target_functions),
+                "fallback_ops": fallback_ops(ops), "host_ops": host_ops(ops)}

@@ -40,19 +40,22 @@ def main(argv=None) -> int:
     if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
         sys.path.append(os.environ[WORKLOAD_PATH_ENV])
 
+    # Imported before "ready": a task's deadline starts when it is sent, and should not pay
+    # for the worker's own imports (slow on a busy host, with workers side by side).
+    from torchport.cases.registry import find_case
+    from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
+    from torchport.runner.ladder import Ladder
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
+        _reset_compiler()  # the first one imports torch._dynamo: seconds on a busy host
         channel.emit({"event": "ready", "environment": fingerprint(adapter), "pid": os.getpid()})
     except Exception as exc:
         channel.emit({"event": "fatal", "error": error_value(exc)})
         return 3
 
-    from torchport.cases.registry import find_case
-    from torchport.config import RunConfig
-    from torchport.runner.ladder import Ladder
     reference_cache: dict = {}
     for line in sys.stdin:
         task = json.loads(line)
