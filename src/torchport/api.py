@@ -32,7 +32,7 @@ from torchport.runner.plan import Task, expand, worker_env
 # (the point of evaluating a backend) and a short perf pass. Compile economics (cold and warm
 # compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
 # for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
-DEFAULT_PROBES = ("placement", "perf")
+DEFAULT_PROBES = ("placement", "perf", "flex")
 
 
 class RunRefused(ConfigError):

@@ -27,15 +27,31 @@ def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> 
 
 
 class StepTimer:
-    """Times one call: device synchronised, then the host clock (any device)."""
+    """Times one call: device synchronised, then the host clock (any device).
+
+    ``wait(value)``, when given, waits for the call's own result instead of a second
+    synchronisation: a backend without a synchronise call (torchax) is waited on by reading
+    the result back, and ``kind`` says so.
+    """
 
     kind = "host clock between device synchronisations"
 
-    def __init__(self, sync: Callable[[], None] = lambda: None):
-        self.sync = sync
+    def __init__(self, sync: Callable[[], None] = lambda: None,
+                 wait: Callable[[object], None] | None = None, method: str | None = None):
+        self.sync, self.wait = sync, wait
+        if method and wait is not None:
+            self.kind = f"host clock; device waited on by {method}"
+        elif method:
+            self.kind = f"host clock between device synchronisations ({method})"
 
     def __call__(self, fn: Callable[[], object]) -> tuple[object, float]:
-        return timed(fn, self.sync)
+        if self.wait is None:
+            return timed(fn, self.sync)
+        self.sync()
+        start = clock()
+        value = fn()
+        self.wait(value)
+        return value, clock() - start
 
 
 class CudaEventTimer(StepTimer):
@@ -71,7 +87,9 @@ def step_timer(adapter) -> StepTimer:
                 return CudaEventTimer(adapter.synchronize)
         except (ImportError, AttributeError, RuntimeError):
             pass
-    return StepTimer(adapter.synchronize)
+    reads_back = getattr(adapter, "waits_by_reading_back", False)
+    return StepTimer(adapter.synchronize, wait=adapter.wait_for if reads_back else None,
+                     method=getattr(adapter, "sync_method", None))
 
 
 def round_order(names: list[str], round_index: int) -> list[str]:

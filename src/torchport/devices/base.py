@@ -47,11 +47,11 @@ class DeviceAdapter:
         """Import or install what the backend needs in this process (worker side).
 
         Overrides call ``super().prepare()``: it starts listening for the backend's fallback
-        messages, which many backends print once per op per process, often before any probe.
+        messages (its own patterns and the generic ones), which many backends print once per
+        op per process, often before any probe.
         """
-        if self.fallback_patterns:
-            from torchport.devices import signals
-            signals.listen(self.fallback_patterns)
+        from torchport.devices import signals
+        signals.listen(self.fallback_patterns)
 
     # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
     index: int = 0
@@ -86,6 +86,51 @@ class DeviceAdapter:
         if mod is not None and hasattr(mod, "synchronize"):
             mod.synchronize()
 
+    # True for a backend with no synchronise call: timing then waits on each step's results.
+    waits_by_reading_back: bool = False
+
+    def wait_for(self, value) -> None:
+        """Wait until ``value`` (a step's outputs) is computed. A backend with a synchronise
+        call waits on the device; one without (torchax) reads the result back instead."""
+        self.synchronize()
+
+    @property
+    def sync_method(self) -> str:
+        """How this adapter waits on the device: the record and the perf table say it."""
+        mod = self.module()
+        if mod is not None and hasattr(mod, "synchronize"):
+            return f"torch.{self.torch_type}.synchronize()"
+        return (f"none: torch.{self.torch_type} has no synchronize (figures may time the "
+                "launch, not the work)")
+
+    def host_scope(self):
+        """A context in which host (CPU) work runs untouched by the backend's global state
+        (copying a model, comparing numbers). Most backends need nothing."""
+        return contextlib.nullcontext()
+
+    def explain_failure(self, stage: str, exc: BaseException) -> str | None:
+        """What a failure at ``stage`` means on this backend, where the adapter knows (judged
+        from the exception's type and where it was raised); None when it has nothing to add."""
+        return None
+
+    def strict_note(self) -> str:
+        """What ``--strict`` does on this backend (recorded with each strict result)."""
+        switches = [f"{k}={v}" for k, v in self.strict_env.items()]
+        switches += [f"unset {k}" for k in self.strict_unset]
+        if switches:
+            return "host fallback made an error: " + ", ".join(switches)
+        return f"unavailable: the {self.name} adapter knows no switch that makes host " \
+               "fallback an error; host ops are named and graded instead"
+
+    def numerics(self) -> dict:
+        """Settings that change a device's numbers (recorded with every result)."""
+        import torch
+        return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+    # How many steps the placement pass runs before the one it records: a backend whose op
+    # accounting is reset by compilation (torch_xla) is read from a step that does not compile.
+    placement_warmup_steps: int = 0
+
     def reset_peak_memory(self) -> None:
         mod = self.module()
         with contextlib.suppress(Exception):
@@ -98,6 +143,13 @@ class DeviceAdapter:
             return int(mod.max_memory_allocated())
         except Exception:
             return None
+
+    def peak_memory_reason(self) -> str:
+        """Why ``peak_memory_bytes`` answered None (recorded instead of a figure)."""
+        mod = self.module()
+        if mod is None or not hasattr(mod, "max_memory_allocated"):
+            return f"torch.{self.torch_type} has no max_memory_allocated()"
+        return f"{self.name} reports no peak memory"
 
     def device_info(self) -> dict:
         return {"device_type": self.torch_type, "device_count": 0}

@@ -15,6 +15,8 @@ class CPUAdapter(DeviceAdapter):
     def synchronize(self):
         pass  # CPU kernels finish before they return
 
+    sync_method = "none needed: CPU kernels finish before they return"
+
     def reset_peak_memory(self):
         pass
 

@@ -19,12 +19,20 @@ def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
     """
     workload = case.build(seed=seed, size=size)
     workload.model.eval()
+    if workload.reference_model is not None:
+        workload.reference_model.eval()
     return workload
 
 
-def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype) -> Workload:
+def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype,
+                 host_scope=None) -> Workload:
+    """Built on the CPU (under ``host_scope``: see ``DeviceAdapter.host_scope``), placed."""
+    import contextlib
+
     from torchport.execution.steps import place
-    return place(build_workload(case, seed=seed, size=size), device, dtype)
+    with (host_scope or contextlib.nullcontext)():
+        workload = build_workload(case, seed=seed, size=size)
+    return place(workload, device, dtype, host_scope=host_scope)
 
 
 class StageFailed(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 
@@ -20,11 +21,54 @@ def _move(value, device, dtype):
     return value
 
 
-def place(workload: Workload, device: str, dtype) -> Workload:
-    """A copy of the workload with model and inputs on ``device`` in ``dtype``."""
-    model = copy.deepcopy(workload.model).to(device=device, dtype=dtype)
+def shared_parameters(model) -> list[list[str]]:
+    """Names of parameters that are one tensor (tied), per group: [["wte.weight",
+    "lm_head.weight"]]. The first name is the one ``named_parameters()`` keeps."""
+    groups: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def retie(model, groups: list[list[str]]) -> list[str]:
+    """Make every group in ``groups`` one parameter again; the names that had to be re-tied.
+
+    Some backends replace parameters when a module moves (torch_xla: ``model.to("xla")``
+    builds new ones), which unties shared weights: the device would train a different model
+    from the reference. The first name's parameter is set on the other names' modules.
+    """
+    retied = []
+    for names in groups:
+        first = model.get_parameter(names[0])
+        for name in names[1:]:
+            if model.get_parameter(name) is first:
+                continue
+            owner, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(owner), leaf, first)
+            retied.append(name)
+    return retied
+
+
+def place(workload: Workload, device: str, dtype, *, host_scope=None) -> Workload:
+    """A copy of the workload with model and inputs on ``device`` in ``dtype``.
+
+    ``host_scope``: a context manager factory under which host-side work runs (the adapter's
+    ``host_scope``; torchax's global modes would otherwise catch the deep copy). Tied
+    parameters stay tied: a move that untied them is undone, and ``meta["placement_ties"]``
+    names the groups and what was re-tied.
+    """
+    with (host_scope or contextlib.nullcontext)():
+        model = copy.deepcopy(workload.model)
+        ties = shared_parameters(model)
+    model = model.to(device=device, dtype=dtype)
+    meta = dict(workload.meta)
+    if ties:
+        retied = retie(model, ties)
+        meta["placement_ties"] = {"groups": ties, "retied": retied, "note": (
+            f"the move to {device} untied {', '.join(retied)}: re-tied" if retied else
+            "still tied after the move")}
     return dataclasses.replace(workload, model=model, args=_move(workload.args, device, dtype),
-                               kwargs=_move(workload.kwargs, device, dtype))
+                               kwargs=_move(workload.kwargs, device, dtype), meta=meta)
 
 
 def flatten_output(value, prefix: str = "out") -> dict:

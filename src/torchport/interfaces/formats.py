@@ -76,8 +76,8 @@ def number(value: float, kind: str) -> str:
     """A number in the unit of its column."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if kind == "ms" or kind == "tflops":
-        return f"{value:.3g}"
+    if kind == "ms" or kind == "tflops":  # 3 significant digits, never 1.07e+03
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     if kind == "s":
         return f"{value:.2f} s"
     if kind == "percent":  # a tiny 0.0021% must not read as 0.0%

@@ -27,7 +27,9 @@ import shutil
 import tempfile
 
 from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.probes.compile_metrics import is_unavailable, unavailable, warm_verdict
+from torchport.probes.compile_metrics import (
+    backend_warm_verdict, is_unavailable, unavailable, warm_verdict,
+)
 from torchport.probes.compile_run import Child, ChildOutcome
 from torchport.timing import clock
 
@@ -46,8 +48,9 @@ class CompileProbe(Probe):
         return subject.mode == "compile"
 
     def run(self, subject: Subject) -> ProbeReport:
+        from torchport.execution.compile_backend import choose
         config, adapter = subject.config, subject.adapter
-        backend = config.compile_backend or adapter.default_compile_backend
+        backend = choose(adapter, config.compile_backend).name
         spec = {"suite": config.suite, "workload": config.workload, "case": subject.case.id,
                 "device": config.device, "dtype": config.dtype, "seed": config.seed,
                 "batch": config.batch, "seq": config.seq, "backend": backend}
@@ -148,6 +151,12 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
         metrics["compile_warm_first_step_s"] = warm["first_step_s"]
         findings["warm_proven"], findings["warm_check"] = warm_verdict(
             warm["cache"], cold.get("cache", unavailable("no cold run")))
+        backend = backend_warm_verdict(warm.get("backend_cache"))
+        if backend is not None and not findings["warm_proven"]:
+            # A backend that compiles outside Inductor (openxla, tpu) proves warmth with its
+            # own cache; Inductor's counters had nothing to say.
+            findings["warm_proven"], findings["warm_check"] = backend[0], \
+                f"{backend[1]} (dynamo/Inductor: {findings['warm_check']})"
     if config.shapes:
         findings["shapes"] = shapes_findings(found.get("shapes"))
         metrics.update(shapes_metrics(findings["shapes"]))

@@ -32,10 +32,10 @@ from torchport.probes import compile_metrics as cm
 from torchport.records.result import classify, error_value
 
 
-def place_on(workload, spec: dict, device: str):
+def place_on(workload, spec: dict, device: str, host_scope=None):
     import torch
     from torchport.execution.steps import place
-    return place(workload, device, getattr(torch, spec["dtype"]))
+    return place(workload, device, getattr(torch, spec["dtype"]), host_scope=host_scope)
 
 
 def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
@@ -51,7 +51,8 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     workload = staged(emit, "build", lambda: build_workload(
         case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))))
     ready()
-    placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device()))
+    placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device(),
+                                                    adapter.host_scope))
     model = placed.model
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
     cm.start_recording()

@@ -92,6 +92,25 @@ def warm_verdict(warm: dict | str, cold: dict | str) -> tuple[bool, str]:
     return True, f"{hits} cache hits, no misses on what the cold run saved"
 
 
+# The backend's own compile-cache counters (adapter.compile_cache_counters): hit and miss keys.
+BACKEND_CACHE_KEYS = (("persistent_cache_hit", "persistent_cache_miss"),   # torch_xla
+                      ("hits", "misses"))                                    # TorchTPU
+
+
+def backend_warm_verdict(warm) -> tuple[bool, str] | None:
+    """(proven, why) from the backend's own cache counters of the warm run; None when it
+    keeps none (the dynamo/Inductor counters then decide alone)."""
+    if not isinstance(warm, dict):
+        return None
+    for hit_key, miss_key in BACKEND_CACHE_KEYS:
+        if hit_key in warm:
+            hits, misses = int(warm.get(hit_key) or 0), int(warm.get(miss_key) or 0)
+            if hits and not misses:
+                return True, f"backend cache: {hits} hits ({hit_key}), no misses"
+            return False, f"backend cache: {hits} hits, {misses} misses ({hit_key}/{miss_key})"
+    return None
+
+
 # -- compilation metrics ---------------------------------------------------------------------
 def clear_compilation_metrics() -> None:
     try:

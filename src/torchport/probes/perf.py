@@ -9,12 +9,14 @@ Compile time is never in these figures: the first call of each side is made befo
 Metrics (this mode's runner unless the name says eager/compiled):
   perf_median_ms perf_p10_ms perf_p90_ms perf_cv perf_samples
   perf_eager_median_ms perf_compiled_median_ms perf_speedup (eager / compiled, compile mode)
+  perf_<name>_median_ms for each of the workload's ``alternatives`` (e.g. perf_sdpa_median_ms)
   perf_tokens_per_s perf_samples_per_s perf_flops_per_step perf_achieved_tflops perf_mfu
   perf_flops_6nt_per_step perf_mfu_6nt perf_peak_bytes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from torchport.probes import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: FLOPs counted on the CPU reference; the timer's wait method
 WARMUP_ROUNDS = 3
 
 
@@ -54,7 +56,9 @@ def compile_fresh(subject: Subject, model):
     which is not what a user running one shape gets.
     """
     import torch
-    backend = subject.config.compile_backend or subject.adapter.default_compile_backend
+
+    from torchport.execution.compile_backend import choose
+    backend = choose(subject.adapter, subject.config.compile_backend).name
     return torch.compile(model, backend=backend, dynamic=False)
 
 
@@ -65,7 +69,7 @@ def perf_setup(subject: Subject) -> PerfSetup:
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
     placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
-                          dtype=subject.dtype)
+                          dtype=subject.dtype, host_scope=subject.adapter.host_scope)
     model = placed.model
     setup = PerfSetup(workload=placed, model=model,
                       size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
@@ -74,6 +78,12 @@ def perf_setup(subject: Subject) -> PerfSetup:
     if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
         setup.mode_side = "compiled"
+    for name, other in workload.alternatives.items():  # e.g. SDPA for a FlexAttention case
+        if name in setup.sides:
+            raise ValueError(f"workload alternative '{name}' would hide the {name} side")
+        other.eval()
+        alt = place(dataclasses.replace(placed, model=other), subject.device, subject.dtype)
+        setup.sides[name] = make_step(alt.model, alt.model, alt)
     return setup
 
 
@@ -131,6 +141,19 @@ def summary_dict(summary: Summary) -> dict:
             "min_ms": summary.min_s * 1e3, "cv": summary.cv}
 
 
+def reference_flops(subject: Subject) -> tuple[int | None, str]:
+    """FLOPs of one step at the perf size, counted once on the CPU (device independent), in
+    the reference child with its disk cache; (count, how it was counted)."""
+    from torchport.execution import reference
+    config = subject.config
+    size = Size(perf=True, batch=config.batch, seq=config.seq)
+    spec = reference.spec_for(subject.case, config, size, task="flops")
+    local = None if reference.rebuildable(subject.case, config) else subject.case
+    with subject.adapter.host_scope():
+        value = reference.obtain(spec, local)
+    return value["flops"], f"{value['counted_on']} ({value.get('process')})"
+
+
 class PerfProbe(Probe):
     name = "perf"
     version = PROBE_VERSION
@@ -173,7 +196,13 @@ class PerfProbe(Probe):
         metrics.update(perf_median_ms=main.median_s * 1e3, perf_p10_ms=main.p10_s * 1e3,
                        perf_p90_ms=main.p90_s * 1e3, perf_cv=main.cv, perf_samples=main.n)
         if "eager" in summaries and "compiled" in summaries:
-            metrics["perf_speedup"] = summaries["eager"].median_s / summaries["compiled"].median_s
+            eager_ms, compiled_ms = (summaries[s].median_s * 1e3 for s in ("eager", "compiled"))
+            metrics["perf_speedup"] = eager_ms / compiled_ms
+            # The two medians the speedup was computed from, from this task's interleaved
+            # rounds: a table shows them with it, never another task's eager median.
+            info["speedup_from"] = {"eager_median_ms": eager_ms, "compiled_median_ms":
+                                    compiled_ms, "measurement": "interleaved rounds of this "
+                                    "compile task"}
         if setup.workload.tokens:
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
@@ -189,16 +218,12 @@ class PerfProbe(Probe):
         info["peak_source"] = peak_source
         if peak is None:
             info["notes"].append(peak_source)
-        key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
-               config.dtype, subject.device)
-        eager = setup.sides.get("eager")
-        if eager is None:
-            info["notes"].append("no eager step to count FLOPs on: no FLOP figures")
+        counted = None
         try:
-            counted = flops_mod.count_flops(eager, key) if eager else None
-        except Exception as exc:  # the counter is a dispatch mode; a backend may refuse it
-            counted = None
-            info["notes"].append(f"FLOP counter failed: {type(exc).__name__}: {exc}")
+            counted, counted_on = reference_flops(subject)
+            info["flops_counted_on"] = counted_on
+        except Exception as exc:  # no count: say why, never a zero
+            info["notes"].append(f"FLOP count failed: {type(exc).__name__}: {str(exc)[:300]}")
         if counted:
             metrics["perf_flops_per_step"] = counted
             metrics["perf_achieved_tflops"] = flops_mod.achieved_tflops(counted, median_s)
@@ -218,11 +243,12 @@ class PerfProbe(Probe):
     def _memory(self, subject, setup, metrics, info):
         adapter = subject.adapter
         adapter.reset_peak_memory()
-        setup.sides[setup.mode_side]()
-        adapter.synchronize()
+        adapter.wait_for(setup.sides[setup.mode_side]())
         peak = adapter.peak_memory_bytes()
         if peak is None:
-            info["notes"].append(f"{adapter.name} reports no peak memory")
+            reason = adapter.peak_memory_reason()
+            info["peak_memory_unavailable"] = reason
+            info["notes"].append(f"no peak memory: {reason}")
             return
         metrics["perf_peak_bytes"] = peak
         if adapter.torch_type == "cpu":

@@ -7,6 +7,7 @@ QUICK_CHECK = "PRAGMA quick_check(1)"
 SET_WAL = "PRAGMA journal_mode = WAL"
 FOREIGN_KEYS_ON = "PRAGMA foreign_keys = ON"
 QUERY_ONLY_ON = "PRAGMA query_only = ON"
+BEGIN = "BEGIN"  # deferred: a read snapshot from its first read on
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"

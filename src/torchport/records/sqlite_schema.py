@@ -85,8 +85,18 @@ def is_read_only_file(path: str) -> bool:
 
 
 def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
-    version = conn.execute(q.USER_VERSION).fetchone()[0]
-    return version, {row[0] for row in conn.execute(q.TABLES)}
+    """The schema version and the tables, read from one snapshot: another process may commit
+    a migration between two separate reads (version 0, yet the tables)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute(q.BEGIN)
+    try:
+        version = conn.execute(q.USER_VERSION).fetchone()[0]
+        tables = {row[0] for row in conn.execute(q.TABLES)}
+    finally:
+        if own:
+            conn.execute(q.COMMIT)
+    return version, tables
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
@@ -115,7 +125,9 @@ def check_identity(path: str, version: int, tables: set[str], *, write: bool) ->
 def check_integrity(conn: sqlite3.Connection, path: str) -> None:
     verdict = conn.execute(q.QUICK_CHECK).fetchone()[0]
     if verdict != "ok":
-        raise StoreError(f"'{path}' is damaged ({verdict.splitlines()[0][:120]}); restore it "
+        # The report opens with a "*** in database main ***" header; the finding follows.
+        found = [line for line in verdict.splitlines() if not line.startswith("***")]
+        raise StoreError(f"'{path}' is damaged ({(found or [verdict])[0][:120]}); restore it "
                          f"from a copy, or move it aside and {FIX}")
 
 

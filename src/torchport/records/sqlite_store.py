@@ -98,9 +98,9 @@ class SQLiteStore:
         self._closed = False
         self._version = schema.SCHEMA_VERSION  # what this file holds once opened
         exists = schema.check_path(self.path, write=write)
-        header = schema.header_user_version(self.path) if exists else None
         if self.read_only:
-            schema.refuse_unless_torchport(self.path, header)
+            # Refuse from the raw header first: SQLite never opens another application's file.
+            schema.refuse_unless_torchport(self.path, schema.header_user_version(self.path))
             self._open_checked(write=False)
         elif exists and Path(self.path).stat().st_size > 0:
             if schema.is_read_only_file(self.path):

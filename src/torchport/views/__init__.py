@@ -18,8 +18,8 @@ from torchport.views.base import Column, View  # noqa: F401
 
 GROUP = "torchport.views"
 # Built-ins print in this order; views from other packages follow, by name.
-BUILTIN_ORDER = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train",
-                 "profile")
+BUILTIN_ORDER = ("summary", "matrix", "coverage", "flex", "placement", "compile", "perf",
+                 "train", "profile")
 
 
 class ViewError(LookupError):

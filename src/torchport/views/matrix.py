@@ -13,5 +13,8 @@ def build(run: dict, results: list[dict]) -> View | None:
         by_case.setdefault(r["case"], {})[r["mode"]] = r
     rows = [[case] + [outcome(row[m]) if m in row else None for m in modes]
             for case, row in by_case.items()]
+    notes = [f"{r['case']} ({r['mode']}): reference: {r['findings']['reference']['label']}"
+             for r in results if ((r.get("findings") or {}).get("reference") or {}).get("kind")
+             == "float32"]
     return View("Results", (Column("case"),) + tuple(Column(m, "outcome") for m in modes),
-                rows)
+                rows, notes)

@@ -43,12 +43,11 @@ def store_problems():
         raise UsageProblem(str(exc)) from None
 
 
-def open_db(db: str | None, *, write: bool = False, create: bool = False):
-    """The knowledge base for a command: read-only unless ``write`` (``create`` is the old
-    name of ``write``, kept until run_cmd moves to ``torchport.api``)."""
+def open_db(db: str | None, *, write: bool = False):
+    """The knowledge base for a command: read-only unless ``write``."""
     from torchport.records import open_store
     with store_problems():
-        return open_store(db, write=write or create)
+        return open_store(db, write=write)
 
 
 def _jsonable(value):

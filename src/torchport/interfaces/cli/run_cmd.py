@@ -51,8 +51,8 @@ def _shapes(value: str | None) -> dict:
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
 @click.option("--probes", default=None,
               help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
-                   "alone.")
+                   "train, profile, flex (default: placement off-CPU, perf, flex for "
+                   "FlexAttention cases); 'none' for the ladder alone.")
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
@@ -109,7 +109,7 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             expand(config)  # unknown suites and empty selections fail before anything is made
             api.check_workload(config)
         # Only now is the knowledge base opened for writing (and made, if new).
-        store = open_db(db, create=True)
+        store = open_db(db, write=True)
         if resume:
             previous = store.get_run(resume)
             api.check_resumable(previous)
@@ -131,7 +131,7 @@ def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: b
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     console = make_console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                   console=console, disable=quiet, transient=False) as progress:
         bar = progress.add_task("run", total=None)
@@ -154,7 +154,7 @@ def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: b
 
 def _report(store, outcome, as_json) -> None:
     from torchport.interfaces.render import make_console, print_views
-    from torchport.interfaces.views import build_views
+    from torchport.views import build_views
     run = store.get_run(outcome.run_id)
     results = store.results(run_id=outcome.run_id)
     views = build_views(run, results)
