@@ -36,7 +36,7 @@ from torchport.runner.executor import Finished  # noqa: E402
 
 
 def load() -> str:
-    return "load %.1f/%.1f/%.1f" % os.getloadavg()
+    return "load {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
 
 
 class InstantExecutor:
@@ -135,27 +135,42 @@ def throughput(folder: str, lines: list[str], rounds: int, cases: int, ray: bool
                                  f"{o['wall_s']:.1f} s, {o['load']}" for o in outs))
 
 
-def row_sizes(folder: str, lines: list[str]) -> None:
+def row_sizes(folder: str, lines: list[str], copies: int) -> None:
+    """Real rows (smoke cases, eager and compile, with the perf probe), then the same rows
+    stored ``copies`` times over into a second database: its growth per result is what a
+    result costs once the fixed pages (schema, indexes, full-text tables) are paid."""
     config = RunConfig(suite="smoke", cases=("mlp", "convnet", "llama", "gpt2"),
                        modes=("eager", "compile"), device="cpu", probes=("perf",),
                        perf_budget_s=0.3)
     path = os.path.join(folder, "rows.db")
     with open_store(path, write=True) as store:
-        empty_bytes = os.path.getsize(path) if os.path.exists(path) else 0
         outcome = api.run(config, store, command="benchmarks/parallel_overhead.py")
+        results = store.results(run_id=outcome.run_id)
+        run = store.get_run(outcome.run_id)
     conn = sqlite3.connect(path)
-    rows = conn.execute(
-        "SELECT COUNT(*), AVG(length(metrics) + length(findings) + length(durations) + "
+    stored = conn.execute(
+        "SELECT AVG(length(metrics) + length(findings) + length(durations) + "
         "length(artifacts) + coalesce(length(error_message), 0) + "
-        "coalesce(length(traceback), 0) + length(case_id) + 60) FROM results").fetchone()
-    ops = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+        "coalesce(length(traceback), 0) + length(case_id)) FROM results").fetchone()[0]
     conn.close()
-    grown = (os.path.getsize(path) - empty_bytes) / max(1, rows[0])
-    lines.append(f"row size: {rows[0]} smoke results (eager+compile, perf probe; run "
-                 f"{outcome.state}): {rows[1]:.0f} bytes of stored values per result; "
-                 f"database file {os.path.getsize(path) / 1024:.0f} KiB = {grown:.0f} bytes per "
-                 f"result with indexes, pages and the run/environment rows (tables: "
-                 f"{', '.join(t[0] for t in ops)})")
+    grown_path = os.path.join(folder, "grown.db")
+    with open_store(grown_path, write=True) as store:
+        store.create_run(run_id="base", command="rows", suite="smoke", device="cpu",
+                         config=run["config"], plan=[], labels={})
+        before = os.path.getsize(grown_path)
+        for i in range(copies):
+            run_id = f"copy{i}"
+            store.create_run(run_id=run_id, command="rows", suite="smoke", device="cpu",
+                             config=run["config"], plan=[], labels={})
+            for result in results:
+                store.add_result(run_id, result)
+            store.finish_run(run_id, "complete")
+    n = copies * len(results)
+    per_result = (os.path.getsize(grown_path) - before) / n
+    lines.append(f"row size: {len(results)} real smoke results (eager+compile, perf probe; run "
+                 f"{outcome.state}): {stored:.0f} bytes of stored values per result; the same "
+                 f"rows stored {copies} times ({n} results, a run per copy): the database grew "
+                 f"{per_result:.0f} bytes per result (row, op table, indexes, full-text index)")
 
 
 def main() -> None:
@@ -164,7 +179,9 @@ def main() -> None:
     parser.add_argument("--busy-cases", type=int, default=60)
     parser.add_argument("--writer-repeats", type=int, default=5)
     parser.add_argument("--no-ray", action="store_true")
-    parser.add_argument("--no-rows", action="store_true")
+    parser.add_argument("--parts", default="writer,overhead,throughput,rows",
+                        help="comma-separated: writer, overhead, throughput, rows")
+    parser.add_argument("--row-copies", type=int, default=250)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     out = os.path.abspath(args.out) if args.out else None
@@ -175,11 +192,15 @@ def main() -> None:
              f"taken as it started."]
     with tempfile.TemporaryDirectory(prefix="torchport-bench-") as folder:
         os.chdir(folder)  # artifacts and Ray's working folder stay out of the repository
-        writer_ceiling(folder, lines, args.writer_repeats)
-        driver_overhead(folder, lines)
-        throughput(folder, lines, args.rounds, args.busy_cases, ray=not args.no_ray)
-        if not args.no_rows:
-            row_sizes(folder, lines)
+        parts = set(args.parts.split(","))
+        if "writer" in parts:
+            writer_ceiling(folder, lines, args.writer_repeats)
+        if "overhead" in parts:
+            driver_overhead(folder, lines)
+        if "throughput" in parts:
+            throughput(folder, lines, args.rounds, args.busy_cases, ray=not args.no_ray)
+        if "rows" in parts:
+            row_sizes(folder, lines, args.row_copies)
     emit(lines, out)
 
 

@@ -61,8 +61,10 @@ def test_a_segfault_a_hang_and_a_sigkill_in_one_worker_leave_the_others_alone():
     from torchport import api
     from torchport.config import RunConfig
     from torchport.runner.plan import expand
+    # The perf probe records the thread count torch really ran with: the share must hold.
     config = RunConfig(suite="planted", cases=("hang", "segfault", "cumsum", "graph_break"),
-                       modes=("eager",), device="cpu", probes=(), timeout_s=120, jobs=2)
+                       modes=("eager",), device="cpu", probes=("perf",), perf_budget_s=0.1,
+                       timeout_s=120, jobs=2)
     executor = api.make_executor(config)
     started = time.monotonic()
     try:
@@ -74,6 +76,9 @@ def test_a_segfault_a_hang_and_a_sigkill_in_one_worker_leave_the_others_alone():
             assert finished is not None, "a result is missing"
             assert finished.task.case != "planted/hang", finished.result
             others[finished.task.case] = finished.result["status"]
+            if finished.result["status"] == "pass":
+                threads = finished.result["findings"]["worker_share"]["threads"]
+                assert f'"torch_threads": {threads},' in json.dumps(finished.result["findings"])
         assert others == {"planted/segfault": "crash", "planted/cumsum": "pass",
                           "planted/graph_break": "pass"}
         assert time.monotonic() - started < 100  # not waiting for the hang's deadline

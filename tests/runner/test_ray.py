@@ -67,12 +67,12 @@ def _ray_run(address, db, cwd, *args):
                      "--probes", "none", *args, "--db", db, "--json", cwd=cwd, env=NO_AUTH)
 
 
-def test_faults_through_ray_are_results_and_each_node_has_its_environment(ray_address,
-                                                                           tmp_path):
+def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_environment(
+        ray_address, tmp_path):
     db = tmp_path / "kb.db"
     proc = _ray_run(ray_address, db, tmp_path, "--suite", "planted", "--cases",
                     "hang,segfault,cumsum", "--modes", "eager", "--timeout", "8",
-                    "--jobs", "2")
+                    "--jobs", "2", "--profile")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     statuses = {r["case"]: (r["status"], r["stage"]) for r in out["results"]}
@@ -81,6 +81,10 @@ def test_faults_through_ray_are_results_and_each_node_has_its_environment(ray_ad
                         "planted/cumsum": ("pass", None)}
     assert "SIGSEGV" in next(r for r in out["results"]
                              if r["case"] == "planted/segfault")["error"]["message"]
+    # The trace written on the actor's node came back to this run's artifact folder.
+    traces = next(r for r in out["results"] if r["case"] == "planted/cumsum")["artifacts"]
+    assert len(traces) == 1 and traces[0].startswith(str(tmp_path / "artifacts"))
+    assert os.path.getsize(traces[0]) > 1000
     store = open_store(str(db), write=False)
     for result in out["results"]:
         share = result["findings"]["worker_share"]

@@ -68,3 +68,21 @@ def test_a_device_that_cannot_be_split_refuses_jobs():
 def test_config_validates_the_executor_fields(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**kwargs)
+
+
+def test_ray_asks_for_its_own_resource_or_a_custom_one():
+    from torchport.runner.ray_executor import resource_request
+    cluster = {"CPU": 16.0, "GPU": 4.0, "device:simdev": 2.0}
+    options, threads = resource_request(FakeGPUs(4).adapter, jobs=4, cluster=cluster,
+                                        node_cpus=8)
+    assert options == {"num_cpus": 1, "num_gpus": 1} and threads == 4
+    options, _ = resource_request(get_adapter("simdev"), jobs=2, cluster=cluster, node_cpus=8)
+    assert options == {"num_cpus": 8, "resources": {"device:simdev": 1}}
+    options, threads = resource_request(get_adapter("cpu"), jobs=4, cluster=cluster,
+                                        node_cpus=8)
+    assert options == {"num_cpus": 4} and threads == 4
+    with pytest.raises(ConfigError, match="offers 4"):
+        resource_request(FakeGPUs(8).adapter, jobs=5, cluster=cluster, node_cpus=8)
+    with pytest.raises(ConfigError, match="no node of the Ray cluster offers resource "
+                                          "'neuron_cores'"):
+        resource_request(get_adapter("neuron"), jobs=1, cluster=cluster, node_cpus=8)

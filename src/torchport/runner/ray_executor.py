@@ -78,8 +78,10 @@ def resource_request(adapter, *, jobs: int, cluster: dict[str, float],
     if jobs > offered:
         raise ConfigError(f"--jobs {jobs} needs {jobs} x '{name}'; the Ray cluster offers "
                           f"{offered} (lower --jobs)")
-    threads = max(1, total_cpus // offered) if adapter.host_backed else 1
-    options: dict = {"num_cpus": threads}
+    # The host's part of the work (the float64 reference, host ops) gets the cores per device;
+    # Ray reserves them only for a host-backed device, whose kernels are those cores.
+    threads = max(1, total_cpus // offered)
+    options: dict = {"num_cpus": threads if adapter.host_backed else 1}
     if name == "GPU":
         options["num_gpus"] = 1  # Ray refuses resources={"GPU": ...}
     else:
