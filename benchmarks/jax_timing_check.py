@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-N = 60
+N = 200
 WARMUP = 10
 
 
