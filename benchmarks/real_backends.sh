@@ -93,6 +93,15 @@ run_all() {
   keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
 
   xglm "$work"
+  broken_npu "$work"
+}
+
+# A broken backend install: torch_npu 2.9.0 (for torch 2.9.0) without the Ascend libraries,
+# put on the xla venv's path in a folder of its own (the venv itself is left alone): its
+# autoload breaks `import torch`, and doctor must say so in one line.
+broken_npu() {  # work folder
+  "$VENVS/xla/bin/python" -m pip install -q --no-deps --target "$1/npu_site" "torch_npu==2.9.0"
+  PYTHONPATH="$1/npu_site" keep npu doctor_broken "$VENVS/xla/bin/torchport" doctor
 }
 
 # The weaker reference: transformers' XGLM overflows in float64 on the CPU. Run in the TorchTPU
@@ -108,6 +117,7 @@ case "${1:-all}" in
   setup) setup ;;
   run) run_all ;;
   xglm) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" xglm "$w"; rm -rf "$w" ;;
+  npu) w=$(mktemp -d); broken_npu "$w"; rm -rf "$w" ;;
   all) setup; run_all ;;
-  *) echo "usage: $0 [setup|run|xglm|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [setup|run|xglm|npu|all]" >&2; exit 2 ;;
 esac
