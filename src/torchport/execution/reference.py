@@ -66,7 +66,7 @@ class ReferenceSpec:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "ReferenceSpec":
+    def from_json(cls, text: str) -> ReferenceSpec:
         return cls(**json.loads(text))
 
 
