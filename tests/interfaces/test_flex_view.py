@@ -64,6 +64,10 @@ def test_no_limit_and_eager_only_runs():
     assert built["title"].startswith("FlexAttention (bfloat16): eager: 2 of 3 passed, 0 past "
                                      "the compile limit (none set)")
     assert dict(zip(view.COLUMNS, built["rows"][0]))["first call s"] == "0.5"
+    same = [result("flex/causal/s1/fwd", "compile", "pass", compile_s=1.0, step_ms=16.1),
+            result("flex/causal/s2/fwd", "compile", "pass", compile_s=1.0, step_ms=16.12)]
+    row = dict(zip(view.COLUMNS, view.build(RUN, same)["rows"][0]))
+    assert (row["first call s"], row["step ms"], row["vs SDPA"]) == ("1.0", "16.1", "-")
 
 
 def test_not_shown_without_flex_results_and_registered():

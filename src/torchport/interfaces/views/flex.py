@@ -74,8 +74,8 @@ def step_cells(results: list[dict]) -> tuple[str, str]:
         m = r.get("metrics") or {}
         if isinstance(m.get("perf_median_ms"), (int, float)) and m.get("perf_sdpa_median_ms"):
             ratios.append(m["perf_median_ms"] / m["perf_sdpa_median_ms"])
-    step = "-" if not steps else (f"{min(steps):.3g}" if len(steps) == 1 else
-                                  f"{min(steps):.3g}-{max(steps):.3g}")
+    low, high = (f"{min(steps):.3g}", f"{max(steps):.3g}") if steps else ("-", "-")
+    step = low if low == high else f"{low}-{high}"
     return step, f"{statistics.median(ratios):.2f}x" if ratios else "-"
 
 
@@ -117,6 +117,9 @@ def build(run, results):
                     else "first eager call") + ", median (min-max) over the variant's cases; "
                  "step ms: perf size, min-max over cases; vs SDPA: step time / SDPA's where an "
                  "equivalent SDPA call exists (median); mask build: BlockMask at perf size")
+    if mode == "compile":
+        notes.append("the first compiled case in a worker process also waits for the compiler "
+                     "to load (dynamo, Inductor): a cost every new process meets once")
     planned = sum(1 for case, _ in run.get("plan") or [] if case.startswith("flex/"))
     if planned > len(flex):
         notes.append(f"{planned - len(flex)} planned flex results not recorded (interrupted?)")
