@@ -346,7 +346,10 @@ class PlacementProbe(Probe):
                 "message_texts": result.messages.texts[:5]},
         })
         if subject.mode == "compile":
-            findings["placement_eager"] = self._eager_pass(subject, target, off, total)
+            try:  # a comparison only: its failure must not cost the compiled pass's findings
+                findings["placement_eager"] = self._eager_pass(subject, target, off, total)
+            except Exception as exc:
+                findings["placement_eager"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         metrics = {"placement_copies": sum(c["count"] for c in moved),
                    "placement_function_calls": sum(result.functions.values()),
                    "placement_off_device_tensors": len(off),

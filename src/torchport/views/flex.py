@@ -117,6 +117,9 @@ def build(run: dict, results: list[dict]) -> View | None:
                     else "first eager call") + ", median (min-max) over the variant's cases; "
                  "step ms: perf size, min-max over cases; vs SDPA: step time / SDPA's where an "
                  "equivalent SDPA call exists (median); mask build: BlockMask at perf size")
+    if mode == "compile":
+        notes.append("the first compiled case in a worker process also waits for the compiler "
+                     "to load (dynamo, Inductor): a cost every new process meets once")
     planned = sum(1 for case, _ in run.get("plan") or [] if case.startswith("flex/"))
     if planned > len(flex):
         notes.append(f"{planned - len(flex)} planned flex results not recorded (interrupted?)")
