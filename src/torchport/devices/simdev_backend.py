@@ -25,6 +25,10 @@ Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_
 (``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``); and
 ``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
 Strict mode is read at each fallback, so it can be switched within a process.
+
+Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
+names as for the native set, read at install) makes those native kernels return wrong values:
+floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from torch.utils._pytree import tree_map
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
+WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
@@ -267,6 +272,27 @@ def _native_kernel(op, *args, **kwargs):
     return _execute(op, args, kwargs)
 
 
+def _wrong_kernel(op, *args, **kwargs):
+    """A planted faulty kernel: the native result, then every tensor it returns made wrong."""
+    value = _native_kernel(op, *args, **kwargs)
+
+    def spoil(x):
+        if _is_simdev(x) and x.dtype == torch.bool:
+            _host_view(x).logical_not_()
+        elif _is_simdev(x):
+            _host_view(x).add_(1)
+        return x
+    tree_map(spoil, value)
+    return value
+
+
+def _planted_wrong(overload) -> bool:
+    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    base = overload._schema.name.removeprefix("aten::")
+    return bool(names & {base, base.removesuffix("_"),
+                         f"{base}.{overload._overloadname}"})
+
+
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
     """Host <-> device copies (``.to``, ``.cpu()``, ``copy_``); always synchronous."""
     _record("aten::_copy_from", fallback=False)
@@ -422,7 +448,8 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
             if torch._C._dispatch_has_kernel_for_dispatch_key(
                     overload.name(), "CompositeImplicitAutograd"):
                 continue
-            kernels.append((overload, functools.partial(_native_kernel, overload)))
+            kernel = _wrong_kernel if _planted_wrong(overload) else _native_kernel
+            kernels.append((overload, functools.partial(kernel, overload)))
     return kernels
 
 
@@ -441,6 +468,10 @@ def _device_module() -> types.SimpleNamespace:
         device_count=lambda: 1, current_device=lambda: 0,
         synchronize=lambda device=None: None,  # kernels finish before they return
         manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        # ... so the device's generator state is the CPU's (torch.testing's freeze_rng_state
+        # saves and restores the current accelerator's state around seeded ops)
+        get_rng_state=lambda device="simdev": torch.get_rng_state(),
+        set_rng_state=lambda state, device="simdev": torch.set_rng_state(state),
         memory_allocated=memory_allocated,
     )
 

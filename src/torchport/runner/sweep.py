@@ -14,7 +14,7 @@ from typing import Callable
 
 from torchport.cases.registry import load_suite, select
 from torchport.devices import get_adapter
-from torchport.runner.config import COLD_WORKER_ENV, RunConfig
+from torchport.runner.config import COLD_WORKER_ENV, ConfigError, RunConfig
 from torchport.runner.pool import Deadline, Worker, WorkerStartError
 
 MAX_START_FAILURES = 2
@@ -32,8 +32,13 @@ class Item:
 def expand(config: RunConfig) -> list[Item]:
     cases = select(load_suite(config.suite, workload=config.workload), config.cases,
                    config.exclude)
-    return [Item(c.id, mode, c.version, c.skip_reason, tuple(c.tags)) for c in cases
-            for mode in config.modes]
+    items = [Item(c.id, mode, c.version, c.skip_reason, tuple(c.tags)) for c in cases
+             for mode in config.modes if c.modes is None or mode in c.modes]
+    if not items:
+        can = sorted({m for c in cases for m in (c.modes or ())})
+        raise ConfigError(f"the chosen cases run in mode {', '.join(can)} only, not "
+                          f"{', '.join(config.modes)}; pass --modes {','.join(can)}")
+    return items
 
 
 def new_run_id() -> str:

@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     from torchport.cases.registry import find_case
     from torchport.runner.config import RunConfig
     from torchport.runner.ladder import Ladder
+    from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
     reference_cache: dict = {}
     for line in sys.stdin:
         task = json.loads(line)
@@ -54,7 +55,8 @@ def main(argv=None) -> int:
         _reset_compiler()
         try:
             case = find_case(config.suite, task["case"], workload=config.workload)
-            result = Ladder(case, task["mode"], config, adapter, channel.emit,
+            ladder = OpLadder if getattr(case, "ladder", None) == "op" else Ladder
+            result = ladder(case, task["mode"], config, adapter, channel.emit,
                             reference_cache).run()
         except Exception as exc:  # a bug outside the ladder's stages: still a result
             result = {"case": task["case"], "mode": task["mode"], "status": "crash",

@@ -22,11 +22,13 @@ def command(suite, params, db, as_json):
     rows = []
     for case in cases:
         row = case.describe()
-        if params and hasattr(case, "param_count"):
-            try:
-                row["params"] = case.param_count()
-            except Exception as exc:  # a case that cannot even be sized says so
-                row["params"] = f"error: {type(exc).__name__}"
+        # Its size: parameters for a model case, sample inputs for an op case.
+        for key, method in (("params", "param_count"), ("samples", "sample_count")):
+            if params and hasattr(case, method):
+                try:
+                    row[key] = getattr(case, method)()
+                except Exception as exc:  # a case that cannot even be sized says so
+                    row[key] = f"error: {type(exc).__name__}"
         row["last_status"] = last.get(case.id)
         rows.append(row)
     if as_json:
@@ -35,12 +37,21 @@ def command(suite, params, db, as_json):
     from torchport.interfaces.render import make_console
     from rich.table import Table
     table = Table(title=f"suite {suite}: {len(rows)} cases", title_justify="left")
-    columns = ["case", "tags"] + (["params"] if params else []) + ["last status", "note"]
+    sizes = [k for k in ("params", "samples") if any(k in row for row in rows)] if params \
+        else []
+    columns = ["case", "tags"] + sizes + ["last status", "note"]
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["case"], ",".join(row["tags"]),
-                      *([f"{row['params']:,}" if isinstance(row.get("params"), int)
-                         else str(row.get("params"))] if params else []),
-                      row["last_status"] or "-", row.get("skip_reason") or "")
+                      *[f"{row[k]:,}" if isinstance(row.get(k), int) else str(row.get(k, "-"))
+                        for k in sizes],
+                      row["last_status"] or "-", row.get("skip_reason") or _note(row))
     make_console().print(table)
+
+
+def _note(row: dict) -> str:
+    """Op cases: whether backward is checked too."""
+    if "autograd" in row:
+        return "forward + backward" if row["autograd"] else "forward"
+    return ""

@@ -9,9 +9,11 @@ from torchport.interfaces.cli.common import (
 
 @click.command("show")
 @click.argument("run_id", required=False)
+@click.option("--csv", "csv_view", default=None, metavar="VIEW",
+              help="Print one view as CSV (e.g. 'ops', the operator compatibility table).")
 @db_option
 @json_option
-def command(run_id, db, as_json):
+def command(run_id, db, as_json, csv_view):
     """Show one run (default: the latest)."""
     from torchport.interfaces.views import build_views
     store = open_db(db)
@@ -20,6 +22,9 @@ def command(run_id, db, as_json):
     results = store.results(run_id=run["id"])
     environment = store.environment(run["environment_id"])
     views = build_views(run, results)
+    if csv_view:
+        _print_csv(views, csv_view)
+        return
     if as_json:
         echo_json({"run": run, "environment": environment, "views": views,
                    "results": [public_result(r) for r in results]})
@@ -35,3 +40,15 @@ def command(run_id, db, as_json):
         console.print(f"  {line}")
     console.print()
     print_views(console, views)
+
+
+def _print_csv(views: dict, name: str) -> None:
+    import csv
+    import sys
+    from torchport.interfaces.cli import UsageProblem
+    if name not in views:
+        raise UsageProblem(f"--csv {name}: this run has no view '{name}'; it has "
+                           f"{', '.join(views) or 'none'}")
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(views[name]["columns"])
+    writer.writerows(views[name]["rows"])

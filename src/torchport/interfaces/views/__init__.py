@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-VIEWS = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train", "profile")
+VIEWS = ("summary", "ops", "matrix", "coverage", "placement", "compile", "perf", "train",
+         "profile")
 
 
 def build_views(run: dict, results: list[dict]) -> dict[str, dict]:
@@ -22,4 +23,9 @@ def build_views(run: dict, results: list[dict]) -> dict[str, dict]:
         view = module.build(run, results)
         if view is not None:
             built[name] = view
+    # A view may stand in for others on its kind of run (the ops table for the per-result
+    # matrix and placement rows of thousands of op results): {"supersedes": [names]}.
+    for view in list(built.values()):
+        for name in view.get("supersedes") or ():
+            built.pop(name, None)
     return built
