@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchport.probes.op_parity import compare  # noqa: E402
+from torchport.probes.op_parity import compare
 
 
 def test_integer_outputs_compare_exactly_whatever_the_tolerance():

@@ -7,10 +7,10 @@ else pays its ~4 s import. Every lookup is guarded: a torch whose op_db moved ra
 
 Which of OpInfo's per-test decorations apply: the upstream test that does what the ops suite does
 is ``TestCommon.test_compare_cpu`` (device result against the CPU). A ``unittest.skip`` aimed at it
-(or at every test) for this device type and dtype skips the case, with OpInfo's reason; an
-``expectedFailure`` aimed at it is kept as a finding (the case still runs). Tolerances: an
-override aimed at ``test_compare_cpu`` wins; otherwise the loosest override OpInfo declares for
-this dtype on any test (the op's authors say errors that large are expected for it).
+(or at TestCommon, or at every test) for this device type and dtype skips the case, with
+OpInfo's reason; an ``expectedFailure`` aimed at it is kept as a finding (the case still runs).
+Tolerance overrides (``toleranceOverride``; ``precisionOverride`` gives atol only) are taken from
+the same aims, the most specific first; overrides for other tests are not ours.
 """
 
 from __future__ import annotations
@@ -96,12 +96,14 @@ def _marks(decorator) -> dict:
 
 
 def decorations(op, device_type: str, dtype_name: str) -> Decorations:
-    """Skip, expected failure and tolerance OpInfo declares for ``op`` on this device type."""
+    """Skip, expected failure and tolerance OpInfo declares for ``op`` on this device type,
+    from the decorations aimed at every test, at TestCommon or at test_compare_cpu (others,
+    such as Inductor's or MPS's consistency tests, compare something else)."""
     import torch
     from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
     from torch.testing._internal.opinfo.core import DecorateInfo
     dtype = getattr(torch, dtype_name)
-    skip, xfail, compare_tol, other_tols = None, False, None, []
+    skip, xfail, tolerances = None, False, {}
     for entry in op.decorators:
         if isinstance(entry, DecorateInfo):
             if not _applies(entry, device_type, dtype):
@@ -109,35 +111,27 @@ def decorations(op, device_type: str, dtype_name: str) -> Decorations:
             test, decorators = (entry.cls_name, entry.test_name), entry.decorators
         else:  # a bare decorator applies to every test
             test, decorators = (None, None), [entry]
-        aimed = test[0] in (None, COMPARE_TEST[0]) and test[1] in (None, COMPARE_TEST[1])
+        if test[0] not in (None, COMPARE_TEST[0]) or test[1] not in (None, COMPARE_TEST[1]):
+            continue
         for decorator in decorators:
-            if isinstance(decorator, (toleranceOverride, precisionOverride)):
-                value = decorator.d.get(dtype)
-                if value is None:
-                    continue
-                atol, rtol = ((value.atol, value.rtol) if isinstance(decorator, toleranceOverride)
-                              else (float(value), 0.0))
-                found = (atol, rtol, ".".join(t for t in test if t) or "every test")
-                if test == COMPARE_TEST:
-                    compare_tol = found
-                else:
-                    other_tols.append(found)
-                continue
-            if not aimed:
-                continue
-            marks = _marks(decorator)
-            if marks.get("skip") is not None and skip is None:
-                skip = marks["skip"] or "skipped"
-            xfail = xfail or (marks.get("xfail", False) and test == COMPARE_TEST)
-    if compare_tol is None and other_tols:
-        atol = max(t[0] for t in other_tols)
-        rtol = max(t[1] for t in other_tols)
-        sources = sorted({t[2] for t in other_tols})
-        compare_tol = (atol, rtol, f"loosest of {len(other_tols)} overrides ({', '.join(sources[:3])}"
-                                   + (", ..." if len(sources) > 3 else "") + ")")
-    atol, rtol, source = compare_tol or (None, None, None)
-    return Decorations(skip=skip, expected_failure=xfail, atol=atol, rtol=rtol,
-                       tolerance_source=f"OpInfo {source}" if source else None)
+            if isinstance(decorator, toleranceOverride) and dtype in decorator.d:
+                value = decorator.d[dtype]
+                tolerances[test] = (value.atol, value.rtol)
+            elif isinstance(decorator, precisionOverride) and dtype in decorator.d:
+                tolerances.setdefault(test, (float(decorator.d[dtype]), None))  # atol only
+            else:
+                marks = _marks(decorator)
+                if marks.get("skip") is not None and skip is None:
+                    skip = marks["skip"] or "skipped"
+                xfail = xfail or (marks.get("xfail", False) and test == COMPARE_TEST)
+    # the most specific aim wins: test_compare_cpu, then TestCommon, then every test
+    for aim in (COMPARE_TEST, (COMPARE_TEST[0], None), (None, None)):
+        if aim in tolerances:
+            atol, rtol = tolerances[aim]
+            where = ".".join(t for t in aim if t) or "every test"
+            return Decorations(skip=skip, expected_failure=xfail, atol=atol, rtol=rtol,
+                               tolerance_source=f"OpInfo override for {where}")
+    return Decorations(skip=skip, expected_failure=xfail)
 
 
 def samples(op, device: str, dtype_name: str, *, requires_grad: bool, seed: int) -> list:

@@ -260,6 +260,10 @@ def _execute(op, args, kwargs):
         d = returned.get(id(x))
         if d is not None:
             return d
+        if x._is_zerotensor():
+            # an efficient zero tensor (e.g. the gradient of sgn) has no bytes: adopting its
+            # storage as device memory made every later read of it a segfault
+            return _to_device(torch.zeros(x.shape, dtype=x.dtype))
         if x.untyped_storage()._cdata in cpu_args:
             x = x.clone()  # never adopt the bytes of a caller's CPU tensor as device memory
         return _to_device(x)

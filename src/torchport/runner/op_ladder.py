@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from torchport.probes import placement
 from torchport.runner.config import RunConfig
@@ -74,6 +74,7 @@ class OpLadder:
     # -- the ladder -----------------------------------------------------------------------
     def run(self) -> dict:
         import torch
+
         from torchport.cases import opinfo
         case = self.case
         self.out.findings.update({"tags": list(case.tags), "op": case.op_key,
@@ -308,8 +309,8 @@ class OpLadder:
         return self._finish()
 
     def _finish(self) -> dict:
-        from torchport.probes.placement import HOST_NO_WORK
         from torchport.probes import dispatch_recorder as rec
+        from torchport.probes.placement import HOST_NO_WORK
         rows = sorted(self.rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
         if rows:
             self.out.findings["ops"] = rows

@@ -57,10 +57,20 @@ def convert(sample, tensor_fn, device_fn=lambda d: d):
 
 
 def leaf(t, device=None, dtype=None):
-    """``t`` detached, moved/cast, a leaf with the same ``requires_grad``."""
-    out = t.detach().to(device=device, dtype=dtype)
-    return out.requires_grad_(t.requires_grad) if (out.is_floating_point() or
-                                                   out.is_complex()) else out
+    """``t`` detached, moved/cast, a leaf with the same ``requires_grad`` and the same memory
+    layout: a view with an offset, gaps or overlaps (OpInfo's partial views, expanded inputs)
+    is copied with its whole storage and viewed the same way, so an op that reads storage
+    outside the view (as_strided) sees the same bytes on both sides. ``.to()`` alone would
+    make it dense."""
+    grad, t = t.requires_grad, t.detach()
+    elements = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+    # copy=True: a side never shares memory with another (ops may write into their inputs)
+    if t.is_contiguous() and t.storage_offset() == 0 and elements == t.numel():
+        out = t.to(device=device, dtype=dtype, copy=True)
+    else:
+        whole = t.as_strided((elements,), (1,), 0).to(device=device, dtype=dtype, copy=True)
+        out = whole.as_strided(t.size(), t.stride(), t.storage_offset())
+    return out.requires_grad_(grad) if (out.is_floating_point() or out.is_complex()) else out
 
 
 def wider(dtype):
