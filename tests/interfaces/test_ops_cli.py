@@ -99,6 +99,14 @@ def test_compatibility_table_summary_and_csv(simdev_run):
     assert bad.returncode == 2 and "no view 'nope'" in bad.stderr
 
 
+def test_results_answer_which_ops_an_aten_overload_falls_back_for(simdev_run):
+    db, tmp, _, _ = simdev_run
+    found = torchport("results", "--db", db, "--fallback-op", "aten::cumsum.default", "--json",
+                      cwd=tmp)
+    assert found.returncode == 0, found.stderr
+    assert {r["case"] for r in json.loads(found.stdout)} == {"ops/cumsum/float32"}
+
+
 def test_compile_mode_is_refused_and_cases_list(tmp_path):
     refused = torchport("run", "--suite", "ops", "--cases", "ops/add/float32", "--modes",
                         "compile", "--db", tmp_path / "kb.db", cwd=tmp_path)

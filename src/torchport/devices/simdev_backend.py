@@ -194,7 +194,12 @@ def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor aliasing the bytes of simdev tensor ``t`` (same size, stride, offset)."""
     host = _host_storage(t.untyped_storage())
-    return torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    h = torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    # A lazy conjugate or negative view reads its bytes through the bit: keep it, or kernels
+    # compute on the unconjugated values.
+    torch._C._set_conj(h, t.is_conj())
+    torch._C._set_neg(h, t.is_neg())
+    return h
 
 
 def _to_device(h: torch.Tensor) -> torch.Tensor:
@@ -207,6 +212,8 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
     _grow(device, host.nbytes())
     out = torch._C._acc.create_empty_tensor([0], h.dtype)
     _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
+    torch._C._set_conj(out, h.is_conj())
+    torch._C._set_neg(out, h.is_neg())
     return out
 
 

@@ -26,6 +26,7 @@ class Side:
     forward_error: BaseException | None = None
     backward_error: BaseException | None = None
     cotangents: list | None = None       # CPU tensors the device side used, for the others
+    sparse: bool = False                 # the op returned a sparse (non-strided) tensor
 
 
 def convert(sample, tensor_fn, device_fn=lambda d: d):
@@ -128,18 +129,34 @@ def flatten(value, prefix: str = "out") -> dict:
     return {prefix: value}
 
 
+def read_back(t):
+    """``t`` on the CPU. A lazy conjugate (or negative) view is read with its bit undone on the
+    device and redone on the host: materialising it is the backend's transfer, not the op
+    under test (simdev recurses until it crashes on it)."""
+    import torch
+    t = t.detach()
+    if t.is_conj():
+        return t.conj().to("cpu").conj().resolve_conj()
+    if t.is_neg():
+        return torch._neg_view(torch._neg_view(t).to("cpu")).resolve_neg()
+    return t.to("cpu")
+
+
 def to_host(values: dict) -> dict:
     import torch
-    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v
-            for k, v in values.items()}
+    return {k: read_back(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
 def forward(op, sample) -> Side:
     """The op on one sample, then OpInfo's output processing; outputs stay where they are."""
+    import torch
     side = Side()
     try:
-        side.live = flatten(sample.output_process_fn_grad(
-            op(sample.input, *sample.args, **sample.kwargs)))
+        raw = op(sample.input, *sample.args, **sample.kwargs)
+        side.sparse = any(isinstance(v, torch.Tensor) and (v.layout != torch.strided or
+                                                           v.is_nested)
+                          for v in flatten(raw).values())
+        side.live = flatten(sample.output_process_fn_grad(raw))
     except Exception as exc:
         side.forward_error = exc
     return side
@@ -194,7 +211,7 @@ def to_host_side(side: Side) -> Side:
     if side.live is not None:
         side.outputs = to_host(side.live)
     if side.live_grads is not None:
-        side.grads = {k: (v.detach().to("cpu") if v is not None else None)
+        side.grads = {k: (read_back(v) if v is not None else None)
                       for k, v in side.live_grads.items()}
     return side
 

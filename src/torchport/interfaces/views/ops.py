@@ -56,7 +56,7 @@ def _cells(rows: list[dict]) -> list:
             skipped.append(f"{dtype} ({findings.get('skip', 'skip')})")
         else:
             failed.append(f"{dtype} ({FAIL_KIND.get(status, status)})")
-        way = runs_as(r["result"])
+        way = runs_as(r["result"]) if status != "skip" else None  # a skip's ops are no verdict
         if way and way not in ways:
             ways.append(way)
         host.update(short_op(op) for op in findings.get("fallback_ops") or {})
@@ -103,7 +103,7 @@ def _notes(run: dict, results: list[dict], by_op: dict) -> list[str]:
                if sample_skips else ""))
     ways = Counter()
     for rows in by_op.values():
-        found = {runs_as(r["result"]) for r in rows} - {None}
+        found = {runs_as(r["result"]) for r in rows if r["result"]["status"] != "skip"} - {None}
         for way in ("host", "fallback", "composite", "device"):
             if way in found:
                 ways[way] += 1
