@@ -80,3 +80,16 @@ def test_complex_outputs_compare_as_real_pairs():
     base = ref.to(torch.complex64)
     assert compare("out", base.clone(), base, ref).ok
     assert not compare("out", base * 1j, base, ref).ok
+
+
+def test_nonfinite_is_judged_per_element():
+    ref = torch.tensor([1e5, 7e4, 2.0], dtype=torch.float64)   # float16 max is 65504
+    cpu = torch.tensor([math.inf, math.inf, 2.0], dtype=torch.float16)
+    # 7e4 does not fit float16 either: where the CPU and the truth overflow, so must the device
+    assert not compare("out", torch.tensor([math.inf, 65504.0, 2.0], dtype=torch.float16),
+                       cpu, ref).ok
+    ref = torch.tensor([1e5, 6e4, 2.0], dtype=torch.float64)   # 6e4 fits: the CPU overflowed
+    better = torch.tensor([math.inf, 6e4, 2.0], dtype=torch.float16)
+    assert compare("out", better, cpu, ref).ok                 # fewer overflows than the CPU
+    assert not compare("out", torch.tensor([math.inf, 5e4, 2.0], dtype=torch.float16), cpu,
+                       ref).ok                                 # finite, but wrong
