@@ -61,7 +61,8 @@ def first_call(results: list[dict], mode: str) -> tuple[float | None, Span | Non
     secs = [s for s in secs if isinstance(s, (int, float))]
     if not secs:
         return None, None
-    return statistics.median(secs), Span(min(secs), max(secs)) if len(secs) > 1 else None
+    low, high = min(secs), max(secs)
+    return statistics.median(secs), Span(low, high) if high - low >= 0.05 else None
 
 
 def step_values(results: list[dict]) -> tuple[Span | float | None, float | None]:
