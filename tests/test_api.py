@@ -91,8 +91,9 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
 
 def test_resolve_probes():
     from torchport import api
-    assert api.resolve_probes("cpu", None) == ("perf",)
-    assert api.resolve_probes("simdev", None) == ("placement", "perf")
+    # flex applies to FlexAttention cases only (block-mask build, SDPA comparison).
+    assert api.resolve_probes("cpu", None) == ("perf", "flex")
+    assert api.resolve_probes("simdev", None) == ("placement", "perf", "flex")
     assert api.resolve_probes("cpu", "none", shapes=True) == ("compile",)
     assert api.resolve_probes("cpu", "perf,train") == ("perf", "train")
 
