@@ -47,4 +47,6 @@ def test_causal_after_perf_mask_timed_sdpa_compared_and_timed():
     assert m["perf_eager_median_ms"] > 0 and m["perf_sdpa_median_ms"] > 0
     assert "perf_peak_bytes" in m
     notes = result["findings"]["perf"]["notes"]
-    assert any("FLOP counter failed: NotImplementedError" in n for n in notes)
+    # FLOPs are counted once on the CPU reference (a child): FlexAttention has no rule there.
+    assert "perf_flops_per_step" not in m
+    assert any(n.startswith(("FLOP count failed", "the FLOP counter saw no")) for n in notes)

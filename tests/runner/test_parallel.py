@@ -121,7 +121,7 @@ def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_
     # workers alive, one of them mid-task.
     proc = subprocess.Popen(
         [TORCHPORT, "run", "--suite", "planted", "--cases", "hang,compile_bomb,graph_break",
-         "--modes", "eager", "--device", "cpu", "--probes", "none", "--timeout", "8",
+         "--modes", "eager", "--device", "cpu", "--probes", "none", "--timeout", "30",
          "--jobs", "2", "--db", str(db), "--json"], cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 240
