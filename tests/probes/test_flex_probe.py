@@ -46,5 +46,7 @@ def test_causal_after_perf_mask_timed_sdpa_compared_and_timed():
     assert m["flex_sdpa_max_abs_err"] < 1e-5
     assert m["perf_eager_median_ms"] > 0 and m["perf_sdpa_median_ms"] > 0
     assert "perf_peak_bytes" in m
+    # FLOPs: a figure, or a note saying why there is none (where the counter ran the eager
+    # FlexAttention step, it was refused), never a silent gap
     notes = result["findings"]["perf"]["notes"]
-    assert any("FLOP counter failed: NotImplementedError" in n for n in notes)
+    assert "perf_flops_per_step" in m or any("FLOP" in n for n in notes)
