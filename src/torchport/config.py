@@ -91,7 +91,7 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
         for key, value in data.items():

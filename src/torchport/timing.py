@@ -11,8 +11,8 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 clock = time.perf_counter
 
@@ -150,7 +150,7 @@ class Summary:
     cv: float  # coefficient of variation (stdev / mean), unitless
 
     @classmethod
-    def of(cls, samples_s: list[float]) -> "Summary":
+    def of(cls, samples_s: list[float]) -> Summary:
         if not samples_s:
             raise ValueError("no samples")
         ordered = sorted(samples_s)

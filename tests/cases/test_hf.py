@@ -12,8 +12,16 @@ from torchport.cases.base import Size  # noqa: E402
 from torchport.cases.hf import TAG_VOCABULARY, HFCase, hf_suite, param_count  # noqa: E402
 from torchport.cases.hf_exclusions import EXCLUSIONS  # noqa: E402
 from torchport.cases.hf_shrink import (  # noqa: E402
-    HIDDEN, LAYERS, MAX_PARAMS, VOCAB, TooManyParams, causal_lm_class, check_param_budget,
-    make_config, shrink_config)
+    HIDDEN,
+    LAYERS,
+    MAX_PARAMS,
+    VOCAB,
+    TooManyParams,
+    causal_lm_class,
+    check_param_budget,
+    make_config,
+    shrink_config,
+)
 
 # One architecture per family (model type -> a tag it must carry).
 FAMILIES = {

@@ -14,12 +14,12 @@ import pytest
 
 from tests.conftest import torchport
 from torchport.devices import signals
-from torchport.views import placement as view
 from torchport.interfaces.formats import cell
-from torchport.views.base import Copies
 from torchport.probes import dispatch_recorder as rec
 from torchport.probes import placement
 from torchport.probes.placement import PassResult, PlacementProbe
+from torchport.views import placement as view
+from torchport.views.base import Copies
 
 torch = pytest.importorskip("torch")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -194,11 +194,11 @@ def test_without_dispatch_modes_the_probe_says_unavailable(monkeypatch):
 
 
 def cpu_subject(mode: str):
-    from torchport.devices.cpu import CPUAdapter
-    from torchport.probes.base import Subject
-    from torchport.config import RunConfig
-    from torchport.execution.steps import make_step
     from torchport.cases.base import Workload
+    from torchport.config import RunConfig
+    from torchport.devices.cpu import CPUAdapter
+    from torchport.execution.steps import make_step
+    from torchport.probes.base import Subject
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)
     workload = Workload(model=model, args=(torch.randn(2, 8),),

@@ -28,7 +28,10 @@ import tempfile
 
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.probes.compile_metrics import (
-    backend_warm_verdict, is_unavailable, unavailable, warm_verdict,
+    backend_warm_verdict,
+    is_unavailable,
+    unavailable,
+    warm_verdict,
 )
 from torchport.probes.compile_run import Child, ChildOutcome
 from torchport.timing import clock

@@ -276,7 +276,7 @@ def recompile_limit() -> int | str:
     try:
         import torch._dynamo.config as dynamo_config  # private: guarded
         return int(getattr(dynamo_config, "recompile_limit",
-                           getattr(dynamo_config, "cache_size_limit")))
+                           dynamo_config.cache_size_limit))
     except (ImportError, AttributeError) as exc:
         return unavailable(f"torch._dynamo.config.recompile_limit is missing ({exc})")
 

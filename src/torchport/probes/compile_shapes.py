@@ -55,6 +55,7 @@ def plan(shapes: dict, builds_differ) -> list[dict]:
 def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -> dict:
     """Every study of ``spec["shapes"]``; each entry is also emitted as a record event."""
     import torch
+
     from torchport.cases.base import Size
     device, dtype = adapter.device(), getattr(torch, spec["dtype"])
     built: dict[tuple, object] = {}
@@ -93,6 +94,7 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
 def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, emit) -> dict:
     """Compile the first build's model once and step it at each size."""
     import torch
+
     from torchport.execution.steps import make_step
     from torchport.timing import timed
     cm.reset_dynamo()

@@ -71,6 +71,7 @@ class TrainProbe(Probe):
 
     def run(self, subject: Subject) -> ProbeReport:
         import torch
+
         from torchport.execution.steps import place
         report = ProbeReport()
         config, steps = subject.config, subject.config.train_steps

@@ -24,8 +24,8 @@ import collections
 import traceback
 from collections.abc import Callable
 
-from torchport.probes import placement
 from torchport.config import RunConfig
+from torchport.probes import placement
 from torchport.records.result import Result, error_value, is_oom
 from torchport.timing import clock
 

@@ -6,7 +6,13 @@ import click
 
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, problems, public_result, split_csv,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    problems,
+    public_result,
+    split_csv,
 )
 
 
@@ -127,9 +133,16 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
 
 
 def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: bool):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from torchport.interfaces.render import make_console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
     console = make_console(stderr=True)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
