@@ -17,7 +17,8 @@ from dataclasses import dataclass
 clock = time.perf_counter
 
 
-def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> tuple[object, float]:
+def timed(fn: Callable[[], object],
+          sync: Callable[[], None] = lambda: None) -> tuple[object, float]:
     """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
     sync()
     start = clock()

@@ -86,7 +86,7 @@ def test_overrides_apply_after_the_shrink():
 def test_same_seed_same_workload():
     first, second = (HFCase("llama").build(seed=7, size=Size()) for _ in range(2))
     assert torch.equal(first.kwargs["input_ids"], second.kwargs["input_ids"])
-    for a, b in zip(first.model.parameters(), second.model.parameters()):
+    for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
         assert torch.equal(a, b)
     other = HFCase("llama").build(seed=8, size=Size())
     assert not torch.equal(first.kwargs["input_ids"], other.kwargs["input_ids"])

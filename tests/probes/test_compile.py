@@ -142,7 +142,7 @@ def check_static_recompiles(result: dict, input_name: str) -> None:
     assert [s["compiles"] for s in static["sizes"]] == [1, 1, 1, 1]
     assert static["recompiles"] == 3
     assert static["sizes"][0]["reasons"] == []
-    for previous, size in zip([8, 16, 32], static["sizes"][1:]):
+    for previous, size in zip([8, 16, 32], static["sizes"][1:], strict=True):
         [reason] = size["reasons"]  # the guard that failed: the sequence length changed
         assert input_name in reason
         assert f"expected {previous}, actual {size['value']}" in reason

@@ -150,7 +150,7 @@ def timed_functions() -> dict | str:
     try:
         from torch._dynamo.utils import compile_times  # private: guarded
         names, values = compile_times(repr="csv", aggregate=True)
-        return {name: float(value) for name, value in zip(names, values)}
+        return {name: float(value) for name, value in zip(names, values, strict=False)}
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         return unavailable(f"torch._dynamo.utils.compile_times is missing or changed in torch "
                            f"{_torch_version()} ({exc})")

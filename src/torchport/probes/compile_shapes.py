@@ -103,13 +103,14 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
     watch = cm.RecompileLimitWatch()
     sizes, limit_hit = [], False
     try:
-        for value, workload in zip(values, placed):
+        for value, workload in zip(values, placed, strict=True):
             # This size's inputs and loss, stepped through the one compiled model.
             step = make_step(runner, model, dataclasses.replace(workload, model=model))
             cm.clear_compilation_metrics()
             cm.clear_counters()
             hits_before = len(watch.hits)
-            _, first_s = staged(emit, "compile", lambda: timed(step, adapter.synchronize))
+            _, first_s = staged(emit, "compile",
+                                lambda step=step: timed(step, adapter.synchronize))
             emit({"event": "stage", "stage": "collect"})
             sizes.append(size_record(value, first_s, cm.compilation_metrics(),
                                      cm.counters_snapshot(), watch, hits_before, limit_hit))

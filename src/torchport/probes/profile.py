@@ -124,7 +124,7 @@ def breakdown(events: list[dict]) -> dict:
         host = spans
     layers = [clip(compute), clip(comm), clip(copies), clip(host)]
     parts, covered, so_far = {}, [], 0.0
-    for name, layer in zip(PARTS, layers):
+    for name, layer in zip(PARTS, layers, strict=False):
         covered += layer
         total = _union_us(covered)
         parts[name] = (total - so_far) / 1e3

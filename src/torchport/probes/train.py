@@ -54,7 +54,7 @@ def train_losses(model, runner, workload, steps: int, side: str, sync=lambda: No
 def divergence(losses: list, reference: list) -> list:
     """Relative divergence per step; inf where the loss was not finite."""
     out = []
-    for got, want in zip(losses, reference):
+    for got, want in zip(losses, reference, strict=True):
         if not (math.isfinite(got) and math.isfinite(want)):
             out.append(math.inf)
         else:

@@ -190,7 +190,7 @@ def cotangents(side: Side, sample, seed: int) -> list | None:
 def placed_cotangents(side: Side, sample, cots: list) -> list:
     """``cots`` moved and cast to the differentiable outputs' devices and dtypes."""
     _, outs = differentiable(side, sample)
-    return [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cots, outs)]
+    return [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cots, outs, strict=False)]
 
 
 def backward(side: Side, sample, cots: list) -> None:
@@ -203,7 +203,7 @@ def backward(side: Side, sample, cots: list) -> None:
     except Exception as exc:
         side.backward_error = exc
         return
-    side.live_grads = {f"grad.{n}": g for (n, _), g in zip(inputs, grads)}
+    side.live_grads = {f"grad.{n}": g for (n, _), g in zip(inputs, grads, strict=True)}
 
 
 def to_host_side(side: Side) -> Side:
