@@ -52,7 +52,7 @@ class HFCase(Case):
         self.skip_reason = EXCLUSIONS.get(model_type)
 
     @functools.cached_property
-    def tags(self) -> tuple[str, ...]:
+    def tags(self) -> tuple[str, ...]:  # type: ignore[override]
         """Family tags, read from the shrunk config (imports transformers, builds no model)."""
         try:
             return case_tags(self.model_type)
@@ -256,7 +256,7 @@ def _is_multimodal(cfg: Any) -> bool:
 
 def _layer_kinds(text: Any) -> set[str]:
     """{"attention"}, {"recurrent"} or both, from the layer pattern a config declares."""
-    names = set()
+    names: set[str] = set()
     for name in ("layer_types", "layers_block_type", "block_types"):
         value = read_field(text, name)
         if isinstance(value, (list, tuple)):
