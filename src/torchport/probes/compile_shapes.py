@@ -15,6 +15,7 @@ and says so.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from torchport.execution.build import StageFailed, build_placed, staged
 from torchport.probes import compile_metrics as cm
@@ -110,7 +111,7 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
             cm.clear_counters()
             hits_before = len(watch.hits)
             _, first_s = staged(emit, "compile",
-                                lambda step=step: timed(step, adapter.synchronize))
+                                functools.partial(timed, step, adapter.synchronize))
             emit({"event": "stage", "stage": "collect"})
             sizes.append(size_record(value, first_s, cm.compilation_metrics(),
                                      cm.counters_snapshot(), watch, hits_before, limit_hit))
@@ -128,6 +129,9 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
 
 def size_record(value, first_s: float, entries, snapshot, watch, hits_before: int,
                 limit_hit_before: bool) -> dict:
+    compiles: int | str
+    reasons: list | str
+    compile_s: float | str
     if cm.is_unavailable(entries):
         compiles = reasons = compile_s = entries
     else:
