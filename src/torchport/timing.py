@@ -13,12 +13,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 clock = time.perf_counter
+T = TypeVar("T")
 
 
-def timed(fn: Callable[[], object],
-          sync: Callable[[], None] = lambda: None) -> tuple[object, float]:
+def timed(fn: Callable[[], T], sync: Callable[[], None] = lambda: None) -> tuple[T, float]:
     """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
     sync()
     start = clock()

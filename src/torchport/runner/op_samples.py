@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # aten tags that say what kind of op ran (read from the ops the device side dispatched).
 RANDOM_TAG = "nondeterministic_seeded"
@@ -82,7 +86,7 @@ def wider(dtype):
     return torch.float64 if dtype.is_floating_point else None
 
 
-def named_tensors(sample) -> list[tuple[str, object]]:
+def named_tensors(sample) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for every tensor of a sample: input, args.0, kwargs.weight, args.1.0..."""
     import torch
     found = []

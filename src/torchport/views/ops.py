@@ -49,7 +49,8 @@ def runs_as(result: dict) -> str | None:
 
 
 def _cells(rows: list[dict]) -> list:
-    passed, failed, skipped, ways, host, worst = [], [], [], [], Counter(), None
+    passed, failed, skipped, ways, worst = [], [], [], [], None
+    host: Counter[str] = Counter()
     for r in rows:
         dtype = SHORT.get(r["dtype"], r["dtype"])
         status, findings = r["result"]["status"], r["result"].get("findings") or {}

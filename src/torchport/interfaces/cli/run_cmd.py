@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from torchport.interfaces.cli import UsageProblem
@@ -28,7 +30,7 @@ def _labels(values) -> dict:
 
 def _shapes(value: str | None) -> dict:
     """'seq=64,128 batch=1,2' or 'seq=64,128;batch=2' -> {'seq': [64, 128], 'batch': [1, 2]}."""
-    shapes = {}
+    shapes: dict[str, Any] = {}
     for part in (value or "").replace(";", " ").split():
         key, sep, nums = part.partition("=")
         try:
