@@ -120,9 +120,9 @@ def write_views(store, run_id: str, path: str) -> dict:
 
 # -- 1. the smoke suite through torchport's pipeline ------------------------------------------
 def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
-    from torchport.records import open_store
-    from torchport.config import RunConfig
     from torchport import api
+    from torchport.config import RunConfig
+    from torchport.records import open_store
     config = RunConfig(**{"suite": "smoke", "device": args.device, "dtype": args.dtype,
                           "modes": ("eager", "compile"), "perf_budget_s": args.budget_s,
                           "timeout_s": 300.0,
@@ -183,11 +183,11 @@ def llama_case(args, batch: int, seq: int, device: str):
 def llama_check(args, report: Report) -> None:
     import torch
 
+    from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.probes.base import Subject
     from torchport.probes.flops import flops_6nt
     from torchport.probes.perf import PerfProbe
-    from torchport.config import RunConfig
     adapter = get_adapter(args.device)
     adapter.prepare()
     batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)

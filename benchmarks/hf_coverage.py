@@ -130,12 +130,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    import transformers
     from transformers.utils import logging as hf_logging
 
     from torchport.cases.base import Size
     from torchport.cases.hf import hf_suite
-
-    import transformers
 
     hf_logging.set_verbosity_error()
     warnings.filterwarnings("ignore")

@@ -55,8 +55,8 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=0.05)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    from torchport.records import open_store
     from torchport.config import RunConfig
+    from torchport.records import open_store
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the workers
     config = RunConfig(suite=args.suite, cases=tuple(args.cases.split(",")),

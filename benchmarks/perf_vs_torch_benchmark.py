@@ -56,7 +56,7 @@ def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
     ours, theirs = got["torchport"], got["torch.utils.benchmark"]
     return {"torchport_ms": statistics.median(ours) * 1e3,
             "torch_benchmark_ms": statistics.median(theirs) * 1e3,
-            "ratio": statistics.median(a / b for a, b in zip(ours, theirs)),
+            "ratio": statistics.median(a / b for a, b in zip(ours, theirs, strict=True)),
             "ratio_of_medians": statistics.median(ours) / statistics.median(theirs),
             "rounds_torchport_ms": [x * 1e3 for x in ours],
             "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs]}

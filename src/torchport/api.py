@@ -19,9 +19,9 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from torchport.config import ConfigError, RunConfig
 from torchport.records.result import MalformedResult, Result, crashed, error_note

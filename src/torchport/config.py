@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 MODES = ("eager", "compile")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -91,9 +92,9 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         known = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in known:
                 kwargs[key] = tuple(value) if isinstance(value, list) else value

@@ -11,13 +11,15 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TypeVar
 
 clock = time.perf_counter
+T = TypeVar("T")
 
 
-def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> tuple[object, float]:
+def timed(fn: Callable[[], T], sync: Callable[[], None] = lambda: None) -> tuple[T, float]:
     """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
     sync()
     start = clock()
@@ -150,7 +152,7 @@ class Summary:
     cv: float  # coefficient of variation (stdev / mean), unitless
 
     @classmethod
-    def of(cls, samples_s: list[float]) -> "Summary":
+    def of(cls, samples_s: list[float]) -> Summary:
         if not samples_s:
             raise ValueError("no samples")
         ordered = sorted(samples_s)

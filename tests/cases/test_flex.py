@@ -12,7 +12,12 @@ from torchport.cases.base import Size  # noqa: E402
 from torchport.cases.flex import SHAPES, FlexCase, Shape, build_workload, flex_suite  # noqa: E402
 from torchport.cases.flex_model import FlexAttentionModule, index_grids  # noqa: E402
 from torchport.cases.flex_variants import (  # noqa: E402
-    VARIANTS, Spec, alibi_slopes, build_mods, document_ids, image_width,
+    VARIANTS,
+    Spec,
+    alibi_slopes,
+    build_mods,
+    document_ids,
+    image_width,
 )
 
 

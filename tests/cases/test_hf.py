@@ -12,8 +12,16 @@ from torchport.cases.base import Size  # noqa: E402
 from torchport.cases.hf import TAG_VOCABULARY, HFCase, hf_suite, param_count  # noqa: E402
 from torchport.cases.hf_exclusions import EXCLUSIONS  # noqa: E402
 from torchport.cases.hf_shrink import (  # noqa: E402
-    HIDDEN, LAYERS, MAX_PARAMS, VOCAB, TooManyParams, causal_lm_class, check_param_budget,
-    make_config, shrink_config)
+    HIDDEN,
+    LAYERS,
+    MAX_PARAMS,
+    VOCAB,
+    TooManyParams,
+    causal_lm_class,
+    check_param_budget,
+    make_config,
+    shrink_config,
+)
 
 # One architecture per family (model type -> a tag it must carry).
 FAMILIES = {
@@ -78,7 +86,7 @@ def test_overrides_apply_after_the_shrink():
 def test_same_seed_same_workload():
     first, second = (HFCase("llama").build(seed=7, size=Size()) for _ in range(2))
     assert torch.equal(first.kwargs["input_ids"], second.kwargs["input_ids"])
-    for a, b in zip(first.model.parameters(), second.model.parameters()):
+    for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
         assert torch.equal(a, b)
     other = HFCase("llama").build(seed=8, size=Size())
     assert not torch.equal(first.kwargs["input_ids"], other.kwargs["input_ids"])

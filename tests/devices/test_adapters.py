@@ -53,8 +53,9 @@ def clean_signals(monkeypatch):
 def test_each_backend_message_names_its_op(adapter_cls, clean_signals):
     text, op = MESSAGES[adapter_cls]
     with signals.capture(adapter_cls.fallback_patterns) as heard:
-        warnings.warn(text, UserWarning)
-        warnings.warn("an unrelated warning mentioning operator 'aten::mm'", UserWarning)
+        warnings.warn(text, UserWarning, stacklevel=2)
+        warnings.warn("an unrelated warning mentioning operator 'aten::mm'", UserWarning,
+                      stacklevel=2)
     assert dict(heard.ops) == {op: 1}
     assert heard.texts == [text]
 
@@ -62,7 +63,7 @@ def test_each_backend_message_names_its_op(adapter_cls, clean_signals):
 def test_xpu_warning_without_debug_switch_counts_as_unnamed(clean_signals):
     with signals.capture(XPUAdapter.fallback_patterns) as heard:
         warnings.warn("Aten Op fallback from XPU to CPU happends. This may have performance "
-                      "implications.", UserWarning)
+                      "implications.", UserWarning, stacklevel=2)
     assert dict(heard.ops) == {signals.UNNAMED: 1}
 
 
@@ -72,7 +73,7 @@ def test_capture_hears_log_lines_and_repeated_warnings(clean_signals):
         logging.getLogger("torch_neuronx.fake").warning("Operator 'aten::sort' executed via CPU "
                                                      "fallback")
         for _ in range(2):  # same location twice: "always" keeps the second
-            warnings.warn("Operator 'aten::cumsum' executed via CPU fallback")
+            warnings.warn("Operator 'aten::cumsum' executed via CPU fallback", stacklevel=2)
     assert dict(heard.ops) == {"aten::sort": 1, "aten::cumsum": 2}
     assert set(signals.heard().ops) == {"aten::sort", "aten::cumsum"}
 
@@ -83,7 +84,7 @@ def test_listen_hears_for_the_whole_process_and_still_shows(clean_signals):
     adapter = SimdevAdapter()
     DeviceAdapter.prepare(adapter)          # the base prepare starts listening
     DeviceAdapter.prepare(adapter)          # idempotent
-    warnings.warn("Operator 'aten::cumsum' executed via CPU fallback on simdev")
+    warnings.warn("Operator 'aten::cumsum' executed via CPU fallback on simdev", stacklevel=2)
     logging.getLogger("x").warning("Operator 'aten::flip' executed via CPU fallback")
     assert set(signals.heard().ops) == {"aten::cumsum", "aten::flip"}
     assert shown == ["Operator 'aten::cumsum' executed via CPU fallback on simdev"]
@@ -95,8 +96,10 @@ def test_adapter_without_patterns_listens_with_the_generic_ones(clean_signals):
     from torchport.devices.privateuse1 import PrivateUse1Adapter
     DeviceAdapter.prepare(PrivateUse1Adapter())
     assert list(signals._listening) == [()]
-    warnings.warn("[acme] aten::cumsum.out has no device kernel; falling back to the CPU")
-    warnings.warn("torch.compile falls back to eager for this frame")   # no op, no host
+    warnings.warn("[acme] aten::cumsum.out has no device kernel; falling back to the CPU",
+                  stacklevel=2)
+    warnings.warn("torch.compile falls back to eager for this frame",  # no op, no host
+                  stacklevel=2)
     assert dict(signals.heard().ops) == {"aten::cumsum.out": 1}
     assert signals.heard().sources == {"aten::cumsum.out": {signals.GENERIC}}
 

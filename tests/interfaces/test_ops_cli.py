@@ -86,7 +86,7 @@ def test_compatibility_table_summary_and_csv(simdev_run):
     assert "matrix" not in out["views"] and "placement" not in out["views"]
     assert view["notes"][0] == "4 results: 2 passed, 2 failed (accuracy 2), 0 skipped"
     names = [c["name"] for c in view["columns"]]
-    rows = {row[0]: dict(zip(names, row)) for row in view["rows"]}
+    rows = {row[0]: dict(zip(names, row, strict=True)) for row in view["rows"]}
     assert rows["add"]["pass"] == "f32" and rows["add"]["runs as"] == "device"
     assert rows["cumsum"]["host ops"] == "cumsum"
     assert rows["exp"]["fail"] == "f32 (accuracy)"

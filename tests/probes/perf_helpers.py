@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from torchport.cases.base import FunctionCase, Size, Workload
+from torchport.config import RunConfig
 from torchport.devices.cpu import CPUAdapter
 from torchport.probes.base import Subject
-from torchport.config import RunConfig
 
 
 class RecordingAdapter(CPUAdapter):

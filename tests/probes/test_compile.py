@@ -10,27 +10,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import torchport
-
 import pytest
+
+from tests.conftest import torchport
 
 torch = pytest.importorskip("torch")
 
 from torchport.cases.base import FunctionCase, Size, Workload  # noqa: E402
 from torchport.cases.registry import find_case  # noqa: E402
+from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.views import compile as compile_view  # noqa: E402
-from torchport.views.base import Annotated, Breaks, Exceeded, Graphs  # noqa: E402
 from torchport.probes import compile_metrics as cm  # noqa: E402
 from torchport.probes.base import Subject  # noqa: E402
-from torchport.probes.compile import (CompileProbe, build_report, child_findings,  # noqa: E402
-                                      cold_metrics)
+from torchport.probes.compile import CompileProbe, build_report, child_findings, cold_metrics  # noqa: E402
 from torchport.probes.compile_child import measure  # noqa: E402
 from torchport.probes.compile_run import Child  # noqa: E402
 from torchport.probes.compile_shapes import study  # noqa: E402
-from torchport.config import RunConfig  # noqa: E402
 from torchport.runner.plan import cold_worker_modes  # noqa: E402
 from torchport.timing import clock  # noqa: E402
+from torchport.views import compile as compile_view  # noqa: E402
+from torchport.views.base import Annotated, Breaks, Exceeded, Graphs  # noqa: E402
 
 TINY = "tests.probes.test_compile:tiny_forward"
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +142,7 @@ def check_static_recompiles(result: dict, input_name: str) -> None:
     assert [s["compiles"] for s in static["sizes"]] == [1, 1, 1, 1]
     assert static["recompiles"] == 3
     assert static["sizes"][0]["reasons"] == []
-    for previous, size in zip([8, 16, 32], static["sizes"][1:]):
+    for previous, size in zip([8, 16, 32], static["sizes"][1:], strict=True):
         [reason] = size["reasons"]  # the guard that failed: the sequence length changed
         assert input_name in reason
         assert f"expected {previous}, actual {size['value']}" in reason

@@ -5,8 +5,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torchport.cases.flex import SHAPES, FlexCase  # noqa: E402
-from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
+from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.runner.ladder import Ladder  # noqa: E402
 
 

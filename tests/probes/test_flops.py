@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from torchport.config import RunConfig
 from torchport.devices.base import DeviceAdapter
 from torchport.probes import flops
-from torchport.config import RunConfig
 
 
 def test_linear_forward_is_2_b_in_out():

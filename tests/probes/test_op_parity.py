@@ -1,4 +1,5 @@
-"""Operator parity: integer and bool outputs exactly, floats against float64 within the CPU's noise."""
+"""Operator parity: integer and bool outputs exactly, floats against float64 within the CPU's
+noise."""
 
 from __future__ import annotations
 

@@ -4,11 +4,10 @@ import logging
 import re
 
 import pytest
-import torch
 
-from torchport.views import perf as perf_view
-from torchport.probes.perf import PerfProbe, RecompileLimitWatch
 from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
+from torchport.probes.perf import PerfProbe, RecompileLimitWatch
+from torchport.views import perf as perf_view
 
 KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_cv", "perf_samples",
         "perf_eager_median_ms", "perf_tokens_per_s", "perf_samples_per_s",

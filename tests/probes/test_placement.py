@@ -14,12 +14,12 @@ import pytest
 
 from tests.conftest import torchport
 from torchport.devices import signals
-from torchport.views import placement as view
 from torchport.interfaces.formats import cell
-from torchport.views.base import Copies
 from torchport.probes import dispatch_recorder as rec
 from torchport.probes import placement
 from torchport.probes.placement import PassResult, PlacementProbe
+from torchport.views import placement as view
+from torchport.views.base import Copies
 
 torch = pytest.importorskip("torch")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -194,11 +194,11 @@ def test_without_dispatch_modes_the_probe_says_unavailable(monkeypatch):
 
 
 def cpu_subject(mode: str):
-    from torchport.devices.cpu import CPUAdapter
-    from torchport.probes.base import Subject
-    from torchport.config import RunConfig
-    from torchport.execution.steps import make_step
     from torchport.cases.base import Workload
+    from torchport.config import RunConfig
+    from torchport.devices.cpu import CPUAdapter
+    from torchport.execution.steps import make_step
+    from torchport.probes.base import Subject
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)
     workload = Workload(model=model, args=(torch.randn(2, 8),),
@@ -238,9 +238,10 @@ def test_view_names_grades_host_ops_and_copies():
                              Copies(2, h2d_bytes=2048)]
     assert rows["a"][3:] == ["on_device", {}, Copies(0)]
     assert rows["c"][2:4] == ["eager_fail", None]
-    shown = [cell(v, c.kind) for v, c in zip(rows["b"], built.columns)]
+    shown = [cell(v, c.kind) for v, c in zip(rows["b"], built.columns, strict=True)]
     assert shown[3:] == ["fallback", "cumsum x2, flip x2, all x1 (+1 more)", "2: h2d 2.0 KiB"]
-    assert [cell(v, c.kind) for v, c in zip(rows["a"], built.columns)][4:] == ["", "none"]
+    shown_a = [cell(v, c.kind) for v, c in zip(rows["a"], built.columns, strict=True)]
+    assert shown_a[4:] == ["", "none"]
     assert built.notes[0].startswith("1 / 2 passes ran on the device (clean), 1 pass + "
                                      "fallback")
     assert view.build({"config": {"probes": []}}, [results[2]]) is None

@@ -6,10 +6,10 @@ import os
 import pytest
 from torch.profiler import ProfilerActivity
 
-from torchport.views import profile as profile_view
+from tests.probes.perf_helpers import make_subject
 from torchport.probes import profile
 from torchport.probes.profile import ProfileProbe, breakdown
-from tests.probes.perf_helpers import make_subject
+from torchport.views import profile as profile_view
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ import statistics
 
 import pytest
 
+from tests.probes.perf_helpers import RecordingAdapter
 from torchport import timing
 from torchport.timing import StepTimer, Summary, round_order, sample_interleaved, step_timer
-from tests.probes.perf_helpers import RecordingAdapter
 
 
 def test_timed_synchronises_before_and_after_the_call():

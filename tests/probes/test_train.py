@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
+from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
 from torchport.cases.registry import find_case
-from torchport.views import train as train_view
+from torchport.config import RunConfig
 from torchport.probes import train
 from torchport.probes.train import TrainProbe, divergence
-from torchport.config import RunConfig
 from torchport.runner.ladder import Ladder
-from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
+from torchport.views import train as train_view
 
 
 def test_divergence_is_relative_and_unbounded_when_not_finite():

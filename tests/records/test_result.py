@@ -7,7 +7,12 @@ import math
 import pytest
 
 from torchport.records.result import (
-    MalformedResult, Result, capture, classify, error_value, is_oom,
+    MalformedResult,
+    Result,
+    capture,
+    classify,
+    error_value,
+    is_oom,
 )
 from torchport.timing import clock
 

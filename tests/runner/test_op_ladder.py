@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 
 from torchport.cases.ops import SKIP_REASONS, OpCase, ops_suite
 from torchport.cases.registry import select
-from torchport.devices import get_adapter
 from torchport.config import ConfigError, RunConfig
+from torchport.devices import get_adapter
 from torchport.runner.op_ladder import OpLadder
 
 CASES = ("ops/add/float32", "ops/add/bfloat16", "ops/add/int64", "ops/eq/bool",

@@ -12,8 +12,9 @@ float64 reference from the same workload. Heavy imports (torch, transformers) ha
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -70,6 +70,7 @@ class FlexCase(Case):
 def build_workload(variant: str, shape: Shape, *, trains: bool, seed: int,
                    size: Size) -> Workload:
     import torch
+
     from torchport.cases.flex_model import FlexAttentionModule
     from torchport.cases.flex_variants import Spec, build_mods
     torch.manual_seed(seed)

@@ -14,8 +14,8 @@ captures (document ids, bias tables) go in ``Mods.tensors``: the model keeps the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 BLOCK = 128  # FlexAttention's default block size; the full-blocks variant is built on it
 

@@ -17,10 +17,21 @@ from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 from torchport.cases.hf_exclusions import EXCLUSIONS
+
 # hf_shrink imports torch and transformers only inside its functions.
 from torchport.cases.hf_shrink import (
-    EXPERT_FIELDS, causal_lm_class, causal_lm_config, check_param_budget, count_params_meta,
-    make_config, read_field, shrink_config, special_token_ids, sub_configs, text_vocab_size)
+    EXPERT_FIELDS,
+    causal_lm_class,
+    causal_lm_config,
+    check_param_budget,
+    count_params_meta,
+    make_config,
+    read_field,
+    shrink_config,
+    special_token_ids,
+    sub_configs,
+    text_vocab_size,
+)
 
 PARITY_BATCH, PARITY_SEQ = 2, 16
 PERF_BATCH, PERF_SEQ = 4, 128
@@ -41,7 +52,7 @@ class HFCase(Case):
         self.skip_reason = EXCLUSIONS.get(model_type)
 
     @functools.cached_property
-    def tags(self) -> tuple[str, ...]:
+    def tags(self) -> tuple[str, ...]:  # type: ignore[override]
         """Family tags, read from the shrunk config (imports transformers, builds no model)."""
         try:
             return case_tags(self.model_type)
@@ -177,7 +188,7 @@ def config_dict(cfg: Any) -> dict:
     return json.loads(cfg.to_json_string(use_diff=False))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def param_count(model_type: str) -> int:
     """Parameters of ``hf/<model_type>``, counted on the meta device (``torchport cases hf``)."""
     return _count_params(model_type, {})
@@ -245,7 +256,7 @@ def _is_multimodal(cfg: Any) -> bool:
 
 def _layer_kinds(text: Any) -> set[str]:
     """{"attention"}, {"recurrent"} or both, from the layer pattern a config declares."""
-    names = set()
+    names: set[str] = set()
     for name in ("layer_types", "layers_block_type", "block_types"):
         value = read_field(text, name)
         if isinstance(value, (list, tuple)):

@@ -181,7 +181,8 @@ def sub_configs(cfg: Any) -> list[Any]:
     """The config and every config nested in it (text, vision, audio towers...), depth first."""
     from transformers import PretrainedConfig
 
-    found, stack = [], [cfg]
+    found: list[Any] = []
+    stack = [cfg]
     while stack:
         node = stack.pop()
         if any(node is seen for seen in found):

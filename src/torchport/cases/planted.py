@@ -112,7 +112,7 @@ SLOW_COMPILE_S = 30.0
 
 def _slow_compile(*, seed: int, size: Size) -> Workload:
     import time
-    slept = []
+    slept: list[bool] = []
 
     def sleep_once():  # tracing calls the fake kernel several times per compile: wait once
         if not slept:

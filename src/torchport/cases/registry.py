@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from typing import cast
 
 from torchport import plugins
 from torchport.cases.base import Case
@@ -35,7 +36,8 @@ def suite_doc(name: str) -> str:
 def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
     if name == WORKLOAD_SUITE:
         from torchport.cases.workload import WorkloadCase
-        return [WorkloadCase(workload)]
+        # None only when the suite is listed (``torchport cases workload``).
+        return [WorkloadCase(cast(str, workload))]
     target = _suite_targets().get(name)
     if target is None:
         raise UnknownSuite(f"unknown suite '{name}'; known: {', '.join(suite_names())} "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+from collections.abc import Mapping
 
 from torchport.cases.base import Case, Size, Tolerance, Workload
 
@@ -97,7 +98,7 @@ def size_kwargs(factory, size: Size, path: str) -> dict:
     if not asked:
         return {}
     try:
-        params = inspect.signature(factory).parameters
+        params: Mapping[str, inspect.Parameter] = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -39,6 +39,6 @@ class CUDAAdapter(DeviceAdapter):
 def _driver_version() -> str | None:
     try:
         import torch
-        return str(torch._C._cuda_getDriverVersion())  # private: guarded
+        return str(torch._C._cuda_getDriverVersion())  # type: ignore[attr-defined]  # private: guarded
     except Exception:
         return None

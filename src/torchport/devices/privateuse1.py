@@ -48,7 +48,7 @@ class PrivateUse1Adapter(DeviceAdapter):
             self.name = by_name
 
     @property
-    def torch_type(self) -> str:
+    def torch_type(self) -> str:  # type: ignore[override]
         import torch
         return torch._C._get_privateuse1_backend_name()
 

@@ -164,7 +164,7 @@ def _forget(device_key: int, host_key: int) -> None:
     _by_host.pop(host_key, None)
 
 
-def _set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> None:
+def _set_metadata(t: torch.Tensor, storage, offset: int | torch.SymInt, size, stride) -> None:
     # The Meta kernel of set_ only swaps storage and metadata and grows the storage's byte
     # count; it never touches the (null) data pointer, so it works on a simdev tensor.
     _set_storage.redispatch(_META, t, storage, offset, list(size), list(stride))
@@ -172,7 +172,8 @@ def _set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> None:
 
 def _grow(device: torch.UntypedStorage, nbytes: int) -> None:
     if device.nbytes() < nbytes:
-        _set_metadata(torch._C._acc.create_empty_tensor([0], torch.uint8), device, 0, [nbytes], [1])
+        empty = torch._C._acc.create_empty_tensor([0], torch.uint8)  # type: ignore[arg-type]
+        _set_metadata(empty, device, 0, [nbytes], [1])
 
 
 def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entry:
@@ -186,7 +187,7 @@ def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entr
 
 def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
     """A simdev storage whose bytes are ``host`` (adopted, not copied)."""
-    device = torch._C._acc.create_empty_tensor([0], torch.uint8).untyped_storage()
+    device = torch._C._acc.create_empty_tensor([0], torch.uint8).untyped_storage()  # type: ignore[arg-type]
     _grow(device, host.nbytes())
     _register(host, device)
     return device
@@ -195,7 +196,7 @@ def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
     entry = _table.get(device._cdata)
     if entry is None:  # made outside simdev's kernels (create_empty_tensor): zeroed bytes
-        entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)
+        entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)  # type: ignore[attr-defined]
     if entry.host.nbytes() < device.nbytes():
         entry.host.resize_(device.nbytes())
     return entry.host
@@ -220,7 +221,7 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
     if device is None:
         device = _new_device_storage(host)
     _grow(device, host.nbytes())
-    out = torch._C._acc.create_empty_tensor([0], h.dtype)
+    out = torch._C._acc.create_empty_tensor([0], h.dtype)  # type: ignore[arg-type]
     _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
     torch._C._set_conj(out, h.is_conj())
     torch._C._set_neg(out, h.is_neg())

@@ -6,7 +6,8 @@ the computation parity checked.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 

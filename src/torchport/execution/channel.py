@@ -36,6 +36,7 @@ class LineReader:
             remaining = deadline - clock()
             if remaining <= 0:
                 return None
+            assert self.fd is not None, "read after close"
             ready, _, _ = select.select([self.fd], [], [], min(remaining, 1.0))
             if not ready:
                 continue

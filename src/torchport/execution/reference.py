@@ -207,6 +207,7 @@ def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
                   env=child_env(), log_dir=logs.path, name="reference")
     try:
         deadline = clock() + timeout_s
+        detail: str | None
         try:
             event = child.next_event(deadline)
         except BadEvent as exc:

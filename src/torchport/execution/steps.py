@@ -100,6 +100,7 @@ def make_step(runner, module, workload: Workload, *, compared: Compared | None =
         output = runner(*workload.args, **workload.kwargs)
         tensors = {k: v.detach() for k, v in flatten_output(output).items()}
         if workload.trains:
+            assert workload.loss_fn is not None  # trains: it has a loss
             loss = workload.loss_fn(output)
             loss.backward()
             tensors["loss"] = loss.detach()

@@ -25,10 +25,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.probes.compile_metrics import (
-    backend_warm_verdict, is_unavailable, unavailable, warm_verdict,
+    backend_warm_verdict,
+    is_unavailable,
+    unavailable,
+    warm_verdict,
 )
 from torchport.probes.compile_run import Child, ChildOutcome
 from torchport.timing import clock
@@ -51,13 +55,14 @@ class CompileProbe(Probe):
         from torchport.execution.compile_backend import choose
         config, adapter = subject.config, subject.adapter
         backend = choose(adapter, config.compile_backend).name
-        spec = {"suite": config.suite, "workload": config.workload, "case": subject.case.id,
-                "device": config.device, "dtype": config.dtype, "seed": config.seed,
-                "batch": config.batch, "seq": config.seq, "backend": backend}
+        spec: dict[str, Any] = {
+            "suite": config.suite, "workload": config.workload, "case": subject.case.id,
+            "device": config.device, "dtype": config.dtype, "seed": config.seed,
+            "batch": config.batch, "seq": config.seq, "backend": backend}
         deadline = case_deadline(subject)
         # The child's own watchdog: it ends itself a little after the deadline it is held to.
         spec["deadline_s"] = max(deadline - clock(), 1.0) + DEADLINE_MARGIN_S
-        tasks = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
+        tasks: tuple[str, ...] = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
         root = tempfile.mkdtemp(prefix="torchport-compile-")
         found: dict[str, dict] = {}
         if subject.cold_compile is not None:
@@ -106,6 +111,7 @@ def case_deadline(subject: Subject) -> float:
 def child_findings(outcome: ChildOutcome, config) -> dict:
     """What one child gave, or why it gave nothing: always data, with the time it took."""
     if outcome.ended == "result":
+        assert outcome.result is not None  # a child that reported gave its result
         found = dict(outcome.result)
         if found.get("status") != "ok" and found.get("error"):
             found["error"] = {**found["error"], "traceback": (found["error"].get("traceback")
@@ -151,12 +157,12 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
         metrics["compile_warm_first_step_s"] = warm["first_step_s"]
         findings["warm_proven"], findings["warm_check"] = warm_verdict(
             warm["cache"], cold.get("cache", unavailable("no cold run")))
-        backend = backend_warm_verdict(warm.get("backend_cache"))
-        if backend is not None and not findings["warm_proven"]:
+        own = backend_warm_verdict(warm.get("backend_cache"))
+        if own is not None and not findings["warm_proven"]:
             # A backend that compiles outside Inductor (openxla, tpu) proves warmth with its
             # own cache; Inductor's counters had nothing to say.
-            findings["warm_proven"], findings["warm_check"] = backend[0], \
-                f"{backend[1]} (dynamo/Inductor: {findings['warm_check']})"
+            findings["warm_proven"], findings["warm_check"] = own[0], \
+                f"{own[1]} (dynamo/Inductor: {findings['warm_check']})"
     if config.shapes:
         findings["shapes"] = shapes_findings(found.get("shapes"))
         metrics.update(shapes_metrics(findings["shapes"]))

@@ -35,6 +35,7 @@ from torchport.records.result import classify, error_value
 
 def place_on(workload, spec: dict, device: str, host_scope=None):
     import torch
+
     from torchport.execution.steps import place
     return place(workload, device, getattr(torch, spec["dtype"]), host_scope=host_scope)
 
@@ -45,6 +46,7 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     ``ready()`` is called once the case is built, before anything is placed or timed.
     """
     import torch
+
     from torchport.cases.base import Size
     from torchport.execution.steps import first_compiled_step, make_step
     from torchport.timing import timed
@@ -88,6 +90,7 @@ def main(argv=None) -> int:
         case = find_case(spec["suite"], spec["case"], workload=spec.get("workload"))
         if spec["task"] == "shapes":
             import torch  # noqa: F401 - imported while held, not after the go
+
             from torchport.probes.compile_shapes import study
             ready()
             result = study(case, spec, adapter, channel.emit)

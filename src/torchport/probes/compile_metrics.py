@@ -6,6 +6,8 @@ missing the answer is ``unavailable("...")``, a string that says why, never a ze
 
 from __future__ import annotations
 
+from typing import TypeGuard, cast
+
 CACHE_COUNTERS = {
     "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass"),
     "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss", "autograd_cache_saved",
@@ -36,7 +38,7 @@ def unavailable(reason: str) -> str:
     return f"unavailable: {reason}"
 
 
-def is_unavailable(value) -> bool:
+def is_unavailable(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and value.startswith("unavailable:")
 
 
@@ -68,6 +70,7 @@ def cache_counts(snapshot: dict | str) -> dict | str:
     """Cache hit/miss/bypass counts. A counter that never fired counted no event: 0 is real."""
     if is_unavailable(snapshot):
         return snapshot
+    snapshot = cast(dict, snapshot)
     return {name: int(snapshot.get(group, {}).get(name, 0))
             for group, names in CACHE_COUNTERS.items() for name in names}
 
@@ -79,6 +82,7 @@ def warm_verdict(warm: dict | str, cold: dict | str) -> tuple[bool, str]:
     for cache in (warm, cold):
         if is_unavailable(cache):
             return False, cache
+    warm, cold = cast(dict, warm), cast(dict, cold)
     hits = sum(warm[k] for k in HITS)
     unsaved_aot = cold["autograd_cache_miss"] - cold["autograd_cache_saved"]
     missed = {"fxgraph_cache_miss": warm["fxgraph_cache_miss"],
@@ -150,7 +154,8 @@ def timed_functions() -> dict | str:
     try:
         from torch._dynamo.utils import compile_times  # private: guarded
         names, values = compile_times(repr="csv", aggregate=True)
-        return {name: float(value) for name, value in zip(names, values)}
+        return {name: float(value)  # type: ignore[arg-type]
+                for name, value in zip(names, values, strict=False)}
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         return unavailable(f"torch._dynamo.utils.compile_times is missing or changed in torch "
                            f"{_torch_version()} ({exc})")
@@ -170,6 +175,7 @@ def summarize(entries: list | str, snapshot: dict | str) -> dict:
                   else None)
         return {"phases_s": entries, "graph_count": graphs if graphs is not None else entries,
                 "graphs": entries, "eager_frames": entries}
+    entries = cast(list, entries)
     phases: dict[str, float] = {}
     for entry in entries:
         for phase, us in entry["phases_us"].items():
@@ -236,6 +242,7 @@ def graph_breaks(snapshot: dict | str) -> list | str:
 def _breaks_from_counters(snapshot: dict | str, why: str) -> list | str:
     if is_unavailable(snapshot):
         return snapshot
+    snapshot = cast(dict, snapshot)
     return [{"reason": reason[:REASON_CHARS], "stack": unavailable(why), "count": count}
             for reason, count in snapshot.get("graph_break", {}).items()]
 
@@ -276,7 +283,7 @@ def recompile_limit() -> int | str:
     try:
         import torch._dynamo.config as dynamo_config  # private: guarded
         return int(getattr(dynamo_config, "recompile_limit",
-                           getattr(dynamo_config, "cache_size_limit")))
+                           dynamo_config.cache_size_limit))
     except (ImportError, AttributeError) as exc:
         return unavailable(f"torch._dynamo.config.recompile_limit is missing ({exc})")
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from torchport.execution.child import BadEvent, Child as SupervisedChild
+from torchport.execution.child import BadEvent
+from torchport.execution.child import Child as SupervisedChild
 from torchport.timing import clock
 
 TAIL_CHARS = 3000

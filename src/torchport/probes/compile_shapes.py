@@ -15,6 +15,7 @@ and says so.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from torchport.execution.build import StageFailed, build_placed, staged
 from torchport.probes import compile_metrics as cm
@@ -55,6 +56,7 @@ def plan(shapes: dict, builds_differ) -> list[dict]:
 def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -> dict:
     """Every study of ``spec["shapes"]``; each entry is also emitted as a record event."""
     import torch
+
     from torchport.cases.base import Size
     device, dtype = adapter.device(), getattr(torch, spec["dtype"])
     built: dict[tuple, object] = {}
@@ -93,6 +95,7 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
 def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, emit) -> dict:
     """Compile the first build's model once and step it at each size."""
     import torch
+
     from torchport.execution.steps import make_step
     from torchport.timing import timed
     cm.reset_dynamo()
@@ -101,13 +104,14 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
     watch = cm.RecompileLimitWatch()
     sizes, limit_hit = [], False
     try:
-        for value, workload in zip(values, placed):
+        for value, workload in zip(values, placed, strict=True):
             # This size's inputs and loss, stepped through the one compiled model.
             step = make_step(runner, model, dataclasses.replace(workload, model=model))
             cm.clear_compilation_metrics()
             cm.clear_counters()
             hits_before = len(watch.hits)
-            _, first_s = staged(emit, "compile", lambda: timed(step, adapter.synchronize))
+            _, first_s = staged(emit, "compile",
+                                functools.partial(timed, step, adapter.synchronize))
             emit({"event": "stage", "stage": "collect"})
             sizes.append(size_record(value, first_s, cm.compilation_metrics(),
                                      cm.counters_snapshot(), watch, hits_before, limit_hit))
@@ -125,6 +129,9 @@ def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, e
 
 def size_record(value, first_s: float, entries, snapshot, watch, hits_before: int,
                 limit_hit_before: bool) -> dict:
+    compiles: int | str
+    reasons: list | str
+    compile_s: float | str
     if cm.is_unavailable(entries):
         compiles = reasons = compile_s = entries
     else:

@@ -30,7 +30,7 @@ try:  # private module, stable for years, but guarded like every private API
     from torch.utils._python_dispatch import TorchDispatchMode
     _IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - very old torch
-    TorchDispatchMode, _IMPORT_ERROR = object, exc
+    TorchDispatchMode, _IMPORT_ERROR = object, exc  # type: ignore[misc, assignment]
 
 
 def availability() -> tuple[bool, str]:

@@ -50,6 +50,7 @@ def time_block_mask(subject: Subject) -> tuple[dict, dict]:
 def compare_with_sdpa(subject: Subject) -> tuple[dict, dict]:
     """(metrics, facts) of this mode's result against SDPA's, same device and dtype."""
     import torch
+
     from torchport.execution.steps import make_step, place, to_cpu
     sdpa = subject.workload.alternatives.get("sdpa")
     call = subject.workload.meta["flex"].get("sdpa")

@@ -13,7 +13,7 @@ MFU = achieved FLOP/s / the device's peak for the dtype.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 # (case id, case version, seed, size, dtype, device) -> FLOPs per step
 _COUNTED: dict[tuple, int] = {}

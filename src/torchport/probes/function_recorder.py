@@ -15,7 +15,7 @@ try:  # public since 1.x, guarded like every torch API the tool leans on
     from torch.overrides import TorchFunctionMode
     _IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - very old torch
-    TorchFunctionMode, _IMPORT_ERROR = object, exc
+    TorchFunctionMode, _IMPORT_ERROR = object, exc  # type: ignore[misc, assignment]
 
 # Tensor attribute reads and plumbing, not ops: left out of the inventory.
 SKIP = frozenset({"__get__", "__set__", "size", "dim", "stride", "numel", "is_floating_point",

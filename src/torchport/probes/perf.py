@@ -28,8 +28,9 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
-from torchport.cases.base import Size
+from torchport.cases.base import Size, Workload
 from torchport.probes import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
@@ -47,8 +48,8 @@ NOISE_LIMITS = {"max_cv": 0.10, "min_samples": 10}
 class PerfSetup:
     """The case at its perf size on the device: the steps to time, by side."""
 
-    workload: object
-    model: object
+    workload: Workload
+    model: Any
     sides: dict = field(default_factory=dict)    # "eager" / "compiled" -> zero-arg step
     mode_side: str = "eager"                      # the side this mode's runner is
     size: dict = field(default_factory=dict)
@@ -188,9 +189,9 @@ class PerfProbe(Probe):
         config, adapter = subject.config, subject.adapter
         setup = perf_setup(subject)
         notes = setup.notes
-        info = {"step_kind": step_kind(setup.workload),
-                "step_mode": "train" if setup.workload.trains else "eval",
-                "size": setup.size, "notes": notes}
+        info: dict[str, Any] = {"step_kind": step_kind(setup.workload),
+                                "step_mode": "train" if setup.workload.trains else "eval",
+                                "size": setup.size, "notes": notes}
         report.findings["perf"] = info
         with RecompileLimitWatch() as watch:
             failed = first_calls(setup)

@@ -79,7 +79,7 @@ def profile_steps(step, sync, acts, steps: int = STEPS):
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of (start, end) intervals."""
-    total, cur_start, cur_end = 0.0, None, None
+    total, cur_start, cur_end = 0.0, 0.0, None  # cur_start is read only once cur_end is set
     for start, end in sorted(intervals):
         if cur_end is None or start > cur_end:
             if cur_end is not None:
@@ -124,7 +124,7 @@ def breakdown(events: list[dict]) -> dict:
         host = spans
     layers = [clip(compute), clip(comm), clip(copies), clip(host)]
     parts, covered, so_far = {}, [], 0.0
-    for name, layer in zip(PARTS, layers):
+    for name, layer in zip(PARTS, layers, strict=False):
         covered += layer
         total = _union_us(covered)
         parts[name] = (total - so_far) / 1e3

@@ -14,6 +14,7 @@ noise-relative rule parity uses.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from torchport.cases.base import Size
 from torchport.probes.base import Probe, ProbeReport, Subject
@@ -54,7 +55,7 @@ def train_losses(model, runner, workload, steps: int, side: str, sync=lambda: No
 def divergence(losses: list, reference: list) -> list:
     """Relative divergence per step; inf where the loss was not finite."""
     out = []
-    for got, want in zip(losses, reference):
+    for got, want in zip(losses, reference, strict=True):
         if not (math.isfinite(got) and math.isfinite(want)):
             out.append(math.inf)
         else:
@@ -71,14 +72,16 @@ class TrainProbe(Probe):
 
     def run(self, subject: Subject) -> ProbeReport:
         import torch
+
         from torchport.execution.steps import place
         report = ProbeReport()
         config, steps = subject.config, subject.config.train_steps
         from torchport.execution.randomness import DESCRIPTION
-        info = {"steps": steps, "step_kind": "training step with optimizer",
-                "step_mode": "train", "randomness": DESCRIPTION,
-                "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
-                "data": "the parity-size batch, the same every step", "notes": []}
+        info: dict[str, Any] = {"steps": steps, "step_kind": "training step with optimizer",
+                                "step_mode": "train", "randomness": DESCRIPTION,
+                                "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
+                                "data": "the parity-size batch, the same every step",
+                                "notes": []}
         report.findings["train"] = info
         from torchport.execution.build import build_workload
         workload = build_workload(subject.case, seed=config.seed,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 STATUSES = (
     "pass", "build_fail", "place_fail", "eager_fail", "compile_fail", "compile_timeout",
@@ -143,7 +144,7 @@ class Result:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Result":
+    def from_dict(cls, data: dict) -> Result:
         """A validated Result; raises MalformedResult naming what is wrong."""
         if not isinstance(data, dict):
             raise MalformedResult(f"a result must be a JSON object, got {type(data).__name__}")

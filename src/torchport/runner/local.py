@@ -13,6 +13,7 @@ import collections
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, Child, LogFolder
@@ -186,7 +187,7 @@ class LocalExecutor:
     """Serial: ``next_result`` runs the next queued task to its end (or its deadline)."""
 
     def __init__(self, *, device: str, env: dict[str, str], config: dict, deadline: Deadline,
-                 cache_dirs=None):
+                 cache_dirs: Callable[[str], dict[str, str]] | None = None):
         self.device, self.env, self.config, self.deadline = device, env, config, deadline
         self.cache_dirs = cache_dirs or (lambda root: {})
         self.queue: collections.deque[Task] = collections.deque()

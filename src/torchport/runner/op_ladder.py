@@ -24,8 +24,8 @@ import collections
 import traceback
 from collections.abc import Callable
 
-from torchport.probes import placement
 from torchport.config import RunConfig
+from torchport.probes import placement
 from torchport.records.result import Result, error_value, is_oom
 from torchport.timing import clock
 
@@ -50,7 +50,7 @@ class OpLadder:
         self.rows: dict[tuple, dict] = {}
         self.tags: set[str] = set()
         self.errors = {"abs": 0.0, "rel": 0.0}
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
 
     # -- outcome helpers --------------------------------------------------------------------
     def _skip(self, reason: str, message: str) -> dict:
@@ -201,6 +201,7 @@ class OpLadder:
                 self._fail(index, "forward", "error", _error(device.forward_error), aten,
                            device.forward_error)
             return
+        assert base.outputs is not None  # no forward error: it made outputs
         ref = ops.run_side(op, ref_sample, backward_with=cots, seed=seed, grad=backward) \
             if ref_sample is not None else None
         if ref is not None and ref.forward_error is not None:

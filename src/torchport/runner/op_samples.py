@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # aten tags that say what kind of op ran (read from the ops the device side dispatched).
 RANDOM_TAG = "nondeterministic_seeded"
@@ -82,7 +86,7 @@ def wider(dtype):
     return torch.float64 if dtype.is_floating_point else None
 
 
-def named_tensors(sample) -> list[tuple[str, object]]:
+def named_tensors(sample) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for every tensor of a sample: input, args.0, kwargs.weight, args.1.0..."""
     import torch
     found = []
@@ -190,7 +194,7 @@ def cotangents(side: Side, sample, seed: int) -> list | None:
 def placed_cotangents(side: Side, sample, cots: list) -> list:
     """``cots`` moved and cast to the differentiable outputs' devices and dtypes."""
     _, outs = differentiable(side, sample)
-    return [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cots, outs)]
+    return [c.to(device=o.device, dtype=o.dtype) for c, o in zip(cots, outs, strict=False)]
 
 
 def backward(side: Side, sample, cots: list) -> None:
@@ -203,7 +207,7 @@ def backward(side: Side, sample, cots: list) -> None:
     except Exception as exc:
         side.backward_error = exc
         return
-    side.live_grads = {f"grad.{n}": g for (n, _), g in zip(inputs, grads)}
+    side.live_grads = {f"grad.{n}": g for (n, _), g in zip(inputs, grads, strict=True)}
 
 
 def to_host_side(side: Side) -> Side:

@@ -57,8 +57,8 @@ def first_call(results: list[dict], mode: str) -> tuple[float | None, Span | Non
     stage = "compile_s" if mode == "compile" else "run_s"
     got_through = [r for r in results if r["status"] != "skip" and not (
         mode == "compile" and r.get("stage") == "compile")]
-    secs = [(r.get("durations") or {}).get(stage) for r in got_through]
-    secs = [s for s in secs if isinstance(s, (int, float))]
+    raw = [(r.get("durations") or {}).get(stage) for r in got_through]
+    secs: list[float] = [s for s in raw if isinstance(s, (int, float))]
     if not secs:
         return None, None
     low, high = min(secs), max(secs)
@@ -67,8 +67,8 @@ def first_call(results: list[dict], mode: str) -> tuple[float | None, Span | Non
 
 def step_values(results: list[dict]) -> tuple[Span | float | None, float | None]:
     """(this mode's step ms, min-max over the family's cases; flex / SDPA, median ratio)."""
-    steps = [(r.get("metrics") or {}).get("perf_median_ms") for r in results]
-    steps = [s for s in steps if isinstance(s, (int, float))]
+    raw = [(r.get("metrics") or {}).get("perf_median_ms") for r in results]
+    steps: list[float] = [s for s in raw if isinstance(s, (int, float))]
     ratios = []
     for r in results:
         m = r.get("metrics") or {}

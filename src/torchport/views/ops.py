@@ -49,7 +49,8 @@ def runs_as(result: dict) -> str | None:
 
 
 def _cells(rows: list[dict]) -> list:
-    passed, failed, skipped, ways, host, worst = [], [], [], [], Counter(), None
+    passed, failed, skipped, ways, worst = [], [], [], [], None
+    host: Counter[str] = Counter()
     for r in rows:
         dtype = SHORT.get(r["dtype"], r["dtype"])
         status, findings = r["result"]["status"], r["result"].get("findings") or {}
@@ -97,7 +98,8 @@ def _notes(run: dict, results: list[dict], by_op: dict) -> list[str]:
         for r in results:
             sample_skips.update((r.get("findings") or {}).get("sample_skips") or {})
         notes.append(
-            f"samples: {total} in ran cases, {sum(m.get('ops_samples_checked', 0) for m in metrics)}"
+            f"samples: {total} in ran cases, "
+            f"{sum(m.get('ops_samples_checked', 0) for m in metrics)}"
             f" checked forward ({sum(m.get('ops_backward_checked', 0) for m in metrics)} also "
             f"backward), {sum(m.get('ops_samples_failed', 0) for m in metrics)} failed, "
             f"{sum(sample_skips.values())} skipped"

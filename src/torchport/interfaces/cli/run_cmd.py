@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, problems, public_result, split_csv,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    problems,
+    public_result,
+    split_csv,
 )
 
 
@@ -22,7 +30,7 @@ def _labels(values) -> dict:
 
 def _shapes(value: str | None) -> dict:
     """'seq=64,128 batch=1,2' or 'seq=64,128;batch=2' -> {'seq': [64, 128], 'batch': [1, 2]}."""
-    shapes = {}
+    shapes: dict[str, Any] = {}
     for part in (value or "").replace(";", " ").split():
         key, sep, nums = part.partition("=")
         try:
@@ -127,9 +135,16 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
 
 
 def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: bool):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from torchport.interfaces.render import make_console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
     console = make_console(stderr=True)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

@@ -45,6 +45,7 @@ def command(run_id, db, as_json, csv_view):
 def _print_csv(views: dict, name: str) -> None:
     import csv
     import sys
+
     from torchport.interfaces.cli import UsageProblem
     if name not in views:
         raise UsageProblem(f"--csv {name}: this run has no view '{name}'; it has "
