@@ -1,9 +1,10 @@
 """Does torchport's timer on ``jax`` time the work, not its launch? (issue 21)
 
-A 4 x 2048 MLP forward on torchax: torchport's perf timer (``timing.step_timer`` on the jax
-adapter, which waits by reading the step's outputs back) against a plain loop that calls
-``jax.block_until_ready`` on the output array itself, and a loop that does not wait at all
-(what "timed with host clock between synchronisations" measured when synchronise did nothing).
+A 4 x 2048 MLP forward on torchax, the same step three ways in interleaved rounds:
+torchport's perf timer (``timing.step_timer`` on the jax adapter, which waits by reading the
+step's outputs back), a hand-written ``jax.block_until_ready`` on the output array, and no
+wait at all (what "timed with host clock between synchronisations" measured when the
+synchronise call did nothing).
 
     python benchmarks/jax_timing_check.py    # in a venv with torchax + jax[cpu] (torch <= 2.12)
 """
@@ -14,7 +15,7 @@ import statistics
 import sys
 import time
 
-N = 60
+N = 200
 WARMUP = 10
 
 
@@ -25,10 +26,10 @@ def main() -> int:
     sys.path.insert(0, __file__.rsplit("/", 1)[0] + "/workloads")
     from mlp_forward import make
 
+    from torchport.cases.base import Workload
     from torchport.devices import get_adapter
     from torchport.execution.steps import make_step, place
     from torchport.timing import step_timer
-    from torchport.cases.base import Workload
 
     adapter = get_adapter("jax")
     adapter.prepare()
@@ -40,29 +41,33 @@ def main() -> int:
     step = make_step(placed.model, placed.model, placed)
 
     timer = step_timer(adapter)
+
+    def manual_wait():   # the same step, waited on by hand: its output array, ready
+        start = time.perf_counter()
+        out = step()
+        jax.block_until_ready(out["out"]._elem)
+        return time.perf_counter() - start
+
+    def no_wait():       # the launch only: what a no-op synchronize timed
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    methods = {"torchport timer": lambda: timer(step)[1],
+               "block_until_ready loop": manual_wait, "no wait (launch only)": no_wait}
     for _ in range(WARMUP):
-        timer(step)
-    torchport_s = [timer(step)[1] for _ in range(N)]
-
-    def manual_wait():
-        out = placed.model(*placed.args)
-        jax.block_until_ready(out._elem)
-
-    def no_wait():
-        placed.model(*placed.args)
-
-    results = {}
-    for name, fn in (("block_until_ready loop", manual_wait), ("no wait (launch only)", no_wait)):
-        for _ in range(WARMUP):
+        for fn in methods.values():
             fn()
-        jax.effects_barrier()
-        samples = []
-        for _ in range(N):
-            start = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - start)
-        manual_wait()  # drain what the no-wait loop queued
-        results[name] = samples
+    results = {name: [] for name in methods}
+    for i in range(N):   # interleaved rounds, order rotated: drift falls on every method
+        names = list(methods)
+        names = names[i % 3:] + names[:i % 3]
+        for name in names:
+            results[name].append(methods[name]())
+            jax.effects_barrier()
+            out = step()  # drain whatever a no-wait sample left queued before the next
+            jax.block_until_ready(out["out"]._elem)
+    torchport_s = results.pop("torchport timer")
     torchport_ms = statistics.median(torchport_s) * 1e3
     ref_ms = statistics.median(results["block_until_ready loop"]) * 1e3
     print(f"torch {torch.__version__}, jax {jax.__version__}; 4 x 2048 MLP forward, "

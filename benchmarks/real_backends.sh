@@ -92,15 +92,32 @@ run_all() {
   # TorchTPU 0.2.0: installs and autoloads here; no TPU chips, so no device.
   keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
 
-  # The weaker reference: transformers' XGLM overflows in float64 on the CPU.
-  keep cpu xglm "$VENVS/tpu/bin/torchport" run --suite hf --cases xglm --device cpu \
-    --modes eager,compile --db "$work/cpu.db"
-  summary cpu "$work/cpu.db"
+  xglm "$work"
+  broken_npu "$work"
+}
+
+# A broken backend install: torch_npu 2.9.0 (for torch 2.9.0) without the Ascend libraries,
+# put on the xla venv's path in a folder of its own (the venv itself is left alone): its
+# autoload breaks `import torch`, and doctor must say so in one line.
+broken_npu() {  # work folder
+  "$VENVS/xla/bin/python" -m pip install -q --no-deps --target "$1/npu_site" "torch_npu==2.9.0"
+  PYTHONPATH="$1/npu_site" keep npu doctor_broken "$VENVS/xla/bin/torchport" doctor
+}
+
+# The weaker reference: transformers' XGLM overflows in float64 on the CPU. Run in the TorchTPU
+# venv (torch 2.13) with backend autoload off: with torch_tpu loaded and no TPU, libtpu's
+# lookups of GCP instance metadata (30 tries per variable) stall a CPU run for many minutes.
+xglm() {  # work folder
+  TORCH_DEVICE_BACKEND_AUTOLOAD=0 keep cpu xglm "$VENVS/tpu/bin/torchport" run --suite hf \
+    --cases xglm --device cpu --modes eager,compile --db "$1/cpu.db"
+  summary cpu "$1/cpu.db"
 }
 
 case "${1:-all}" in
   setup) setup ;;
   run) run_all ;;
+  xglm) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" xglm "$w"; rm -rf "$w" ;;
+  npu) w=$(mktemp -d); broken_npu "$w"; rm -rf "$w" ;;
   all) setup; run_all ;;
-  *) echo "usage: $0 [setup|run|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [setup|run|xglm|npu|all]" >&2; exit 2 ;;
 esac

@@ -16,7 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import (  # noqa: E402
-    TorchDispatchMode, _get_current_dispatch_mode_stack,
+    TorchDispatchMode,
+    _get_current_dispatch_mode_stack,
 )
 
 from torchport.devices import get_adapter, signals  # noqa: E402
@@ -183,10 +184,10 @@ def test_tpu_keeps_its_prefixed_warnings_and_names_fallback_ops(fake_tpu, monkey
             "Falling back to CPU")
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        warnings.warn(text, UserWarning)
+        warnings.warn(text, UserWarning, stacklevel=1)
         warnings.warn("<TorchTpu/ApiStage/ExperimentalApi/> eager_mode is experimental",
-                      UserWarning)
-        warnings.warn("an unrelated warning", UserWarning)
+                      UserWarning, stacklevel=1)
+        warnings.warn("an unrelated warning", UserWarning, stacklevel=1)
     assert dict(signals.heard().ops) == {"aten::nonzero": 1}
     assert len(adapter.backend_warnings()) == 2
     assert all(w.startswith("<TorchTpu/") for w in adapter.backend_warnings())
@@ -247,3 +248,12 @@ def test_xla_sync_counters_and_reasons(fake_xla):
     assert adapter.strict_note().startswith("unavailable: torch_xla has no switch")
     assert adapter.placement_warmup_steps == 1   # counters are read from a step that does
                                                  # not compile
+
+
+def test_warm_compile_is_proven_by_the_backends_own_cache():
+    from torchport.probes.compile_metrics import backend_warm_verdict
+    assert backend_warm_verdict({"persistent_cache_hit": 3, "persistent_cache_miss": 0})[0]
+    assert not backend_warm_verdict({"persistent_cache_hit": 1, "persistent_cache_miss": 2})[0]
+    assert backend_warm_verdict({"hits": 5, "misses": 0}) == (
+        True, "backend cache: 5 hits (hits), no misses")
+    assert backend_warm_verdict("unavailable: no counters") is None

@@ -66,7 +66,8 @@ def test_show_and_runs(recorded):
 def test_suites_cases_doctor():
     assert "smoke" in torchport("suites").stdout
     cases = json.loads(torchport("cases", "smoke", "--json").stdout)
-    assert [c["case"] for c in cases] == ["smoke/mlp", "smoke/convnet", "hf/llama", "hf/gpt2",
+    assert [c["case"] for c in cases] == ["smoke/mlp", "smoke/convnet", "smoke/bnnet", "hf/llama",
+                                          "hf/gpt2",
                                           "hf/qwen3_moe"]
     doctor = json.loads(torchport("doctor", "--json").stdout)
     rows = {d["device"]: d for d in doctor["devices"]}

@@ -40,7 +40,8 @@ def test_compile_past_the_limit_is_compile_timeout(tmp_path):
 @pytest.mark.slow
 def test_compiled_variants_pass_with_perf_and_sdpa(tmp_path):
     out = run_flex(tmp_path, "--cases", "causal/b2h4s256d64/fwd,block_full/b1h8kv2s200d128/fwd",
-                   "--modes", "compile", "--compile-timeout", "300", "--perf-budget", "0.3")
+                   "--modes", "compile", "--compile-timeout", "300", "--perf-budget", "0.3",
+                   "--probes", "placement,perf,flex")
     got = {r["case"].split("/")[1]: r for r in out["results"]}
     assert {r["status"] for r in got.values()} == {"pass"}, [r["error"] for r in got.values()]
     causal, full = got["causal"]["metrics"], got["block_full"]["metrics"]
@@ -48,5 +49,11 @@ def test_compiled_variants_pass_with_perf_and_sdpa(tmp_path):
     assert causal["flex_sdpa_max_abs_err"] < 1e-5
     assert "perf_sdpa_median_ms" not in full and full["flex_block_mask_build_ms"] > 0
     assert full["parity_max_abs_err"] < 1e-5  # the compiled kernel's full-block path
+    # the recorder observes the compiled runner; eager FlexAttention refuses it (torch 2.13),
+    # which costs only the eager comparison pass
+    findings = got["causal"]["findings"]
+    assert got["causal"]["grade"] == "on_device"
+    assert findings["placement_observed"] == "compiled runner"
+    assert "no rule for dispatch mode" in findings["placement_eager"]["error"]
     assert out["views"]["flex"]["title"].startswith("FlexAttention (float32): compile: 2 of 2 "
                                                     "passed, 0 past the compile limit (300 s)")

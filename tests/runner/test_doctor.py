@@ -26,6 +26,7 @@ def test_doctor_names_a_backend_whose_autoload_breaks_import_torch(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert "fake_npu" in lines[0] and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in lines[0]
+    assert "cause: ImportError: libhccl.so: cannot open shared object file" in lines[0]
 
 
 def test_doctor_lists_devices(tmp_path):

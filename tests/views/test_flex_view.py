@@ -65,6 +65,11 @@ def test_no_limit_and_eager_only_runs():
     assert built.title.startswith("FlexAttention (bfloat16): eager: 2 of 3 passed, 0 past "
                                      "the compile limit (none set)")
     assert built.records()[0]["first call s"] == 0.5
+    same = [result("flex/causal/s1/fwd", "compile", "pass", compile_s=1.0, step_ms=16.1),
+            result("flex/causal/s2/fwd", "compile", "pass", compile_s=1.0, step_ms=16.12)]
+    row = view.build(RUN, same).records()[0]
+    assert (row["first call s"], row["first call range s"]) == (1.0, None)
+    assert row["step ms"] == Span(16.1, 16.12) and row["vs SDPA"] is None
 
 
 def test_not_shown_without_flex_results_and_registered():

@@ -83,6 +83,8 @@ class Case:
     tags: tuple[str, ...] = ()
     # A case may declare that it cannot run, as data: the runner records ``skip`` with this reason.
     skip_reason: str | None = None
+    # Modes the case can run in (None: every mode); a run plans only these for it.
+    modes: tuple[str, ...] | None = None
 
     def build(self, *, seed: int, size: Size) -> Workload:  # pragma: no cover - interface
         raise NotImplementedError

@@ -57,17 +57,20 @@ def _host_inside(op, *args, **kwargs):
 def _batch_norm_training_wrong(op, native_kernel, *args, **kwargs):
     """native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
     eps): in training mode the running statistics are left as they were."""
-    args = list(args)
-    if len(args) > 5 and args[5] and args[3] is not None:
-        args[3], args[4] = args[3].clone(), args[4].clone()  # updates land on copies
-    return native_kernel(*args, **kwargs)
+    given = list(args)
+    if len(given) > 5 and given[5] and given[3] is not None:
+        given[3], given[4] = given[3].clone(), given[4].clone()  # updates land on copies
+    return native_kernel(*given, **kwargs)
 
 
 def _patch_module_to() -> None:
     """Its ``Module.to`` leaves non-persistent buffers where they were (on the host)."""
+    import functools
+
     import torch
     original = torch.nn.Module.to
 
+    @functools.wraps(original)
     def to(self, *args, **kwargs):
         device = torch._C._nn._parse_to(*args, **kwargs)[0]
         if device is None or device.type != NAME:
@@ -78,8 +81,7 @@ def _patch_module_to() -> None:
         for module, name, buffer in kept:
             module._buffers[name] = buffer
         return moved
-    to.__wrapped__ = original
-    torch.nn.Module.to = to
+    setattr(torch.nn.Module, "to", to)  # noqa: B010 - patching is this quirk's point
 
 
 def install() -> None:

@@ -34,6 +34,10 @@ real backend's ``cpu_fallback`` looks to the profiler.
 The same machinery makes other test backends (``install(name=..., fallback_message=...,
 silent_fallback=...)``): a backend under another PrivateUse1 name, one that words its fallback
 warning its own way, or one that falls back without any word (see ``devices/quirkdev.py``).
+
+Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
+names as for the native set, read at install) makes those native kernels return wrong values:
+floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from torch.utils._pytree import tree_map
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
+WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
@@ -199,7 +204,12 @@ def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor aliasing the bytes of simdev tensor ``t`` (same size, stride, offset)."""
     host = _host_storage(t.untyped_storage())
-    return torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    h = torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    # A lazy conjugate or negative view reads its bytes through the bit: keep it, or kernels
+    # compute on the unconjugated values.
+    torch._C._set_conj(h, t.is_conj())
+    torch._C._set_neg(h, t.is_neg())
+    return h
 
 
 def _to_device(h: torch.Tensor) -> torch.Tensor:
@@ -212,6 +222,8 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
     _grow(device, host.nbytes())
     out = torch._C._acc.create_empty_tensor([0], h.dtype)
     _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
+    torch._C._set_conj(out, h.is_conj())
+    torch._C._set_neg(out, h.is_neg())
     return out
 
 
@@ -288,6 +300,10 @@ def _execute(op, args, kwargs):
         d = returned.get(id(x))
         if d is not None:
             return d
+        if x._is_zerotensor():
+            # an efficient zero tensor (e.g. the gradient of sgn) has no bytes: adopting its
+            # storage as device memory made every later read of it a segfault
+            return _to_device(torch.zeros(x.shape, dtype=x.dtype))
         if x.untyped_storage()._cdata in cpu_args:
             x = x.clone()  # never adopt the bytes of a caller's CPU tensor as device memory
         return _to_device(x)
@@ -299,6 +315,27 @@ def _native_kernel(op, *args, **kwargs):
     _record(op._schema.name, fallback=False)
     with _device_compute():
         return _execute(op, args, kwargs)
+
+
+def _wrong_kernel(op, *args, **kwargs):
+    """A planted faulty kernel: the native result, then every tensor it returns made wrong."""
+    value = _native_kernel(op, *args, **kwargs)
+
+    def spoil(x):
+        if _is_simdev(x) and x.dtype == torch.bool:
+            _host_view(x).logical_not_()
+        elif _is_simdev(x):
+            _host_view(x).add_(1)
+        return x
+    tree_map(spoil, value)
+    return value
+
+
+def _planted_wrong(overload) -> bool:
+    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    base = overload._schema.name.removeprefix("aten::")
+    return bool(names & {base, base.removesuffix("_"),
+                         f"{base}.{overload._overloadname}"})
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
@@ -462,7 +499,8 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
             if torch._C._dispatch_has_kernel_for_dispatch_key(
                     overload.name(), "CompositeImplicitAutograd"):
                 continue
-            kernels.append((overload, functools.partial(_native_kernel, overload)))
+            kernel = _wrong_kernel if _planted_wrong(overload) else _native_kernel
+            kernels.append((overload, functools.partial(kernel, overload)))
     return kernels
 
 
@@ -481,6 +519,10 @@ def _device_module() -> types.SimpleNamespace:
         device_count=lambda: 1, current_device=lambda: 0,
         synchronize=lambda device=None: None,  # kernels finish before they return
         manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        # ... so the device's generator state is the CPU's (torch.testing's freeze_rng_state
+        # saves and restores the current accelerator's state around seeded ops)
+        get_rng_state=lambda device="simdev": torch.get_rng_state(),
+        set_rng_state=lambda state, device="simdev": torch.set_rng_state(state),
         memory_allocated=memory_allocated,
     )
 

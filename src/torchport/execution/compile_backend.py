@@ -38,7 +38,9 @@ def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
     """(True/False, why), or (None, why) when Inductor's registry cannot be read."""
     try:
         from torch._inductor.codegen.common import (
-            get_scheduling_for_device, init_backend_registration)
+            get_scheduling_for_device,
+            init_backend_registration,
+        )
         init_backend_registration()
         found = get_scheduling_for_device(device_type) is not None
     except Exception as exc:
@@ -48,11 +50,13 @@ def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
 
 
 def registered_backends() -> list[str]:
+    """Every registered dynamo backend a user could name (torch's test-only ones left out)."""
     import torch
     try:
-        return sorted(torch._dynamo.list_backends(exclude_tags=()))
+        names = torch._dynamo.list_backends(exclude_tags=())
     except Exception:
-        return sorted(torch._dynamo.list_backends())
+        names = torch._dynamo.list_backends()
+    return sorted(n for n in names if "TESTING_ONLY" not in n and "minifier" not in n)
 
 
 def _backend_packages() -> set[str]:

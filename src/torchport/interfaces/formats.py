@@ -99,6 +99,8 @@ def number(value: float, kind: str) -> str:
 
 
 def outcome_metric(o: Outcome) -> str:
+    if o.status not in ("pass", "skip") and o.error:   # a failure says why before how fast
+        return safe(brief_error(o.error))
     if o.step_ms is not None:
         return f"{number(o.step_ms, 'ms')} ms/step"
     if o.status == "pass" and o.max_rel_err is not None:

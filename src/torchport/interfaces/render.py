@@ -14,7 +14,8 @@ from rich.text import Text
 from torchport.interfaces.formats import cell, safe, text_cell
 from torchport.views.base import View
 
-ENVIRONMENT_KEYS = ("device_name", "device_count", "torch", "transformers", "backend_packages",
+ENVIRONMENT_KEYS = ("device_name", "device_count", "privateuse1_backend", "adapter",
+                    "dispatch_key", "torch", "transformers", "backend_packages",
                     "runtime", "driver", "cpu", "python", "os", "torchport", "torchport_git")
 
 

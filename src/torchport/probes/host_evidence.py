@@ -100,6 +100,12 @@ def served_by_packet(name: str, key: str) -> str:
     return "kernel" if "kernel" in served else "composite"
 
 
+def forget_registrations() -> None:
+    """Drop the cached dispatch-table answers (a backend may register kernels at any time)."""
+    served_by.cache_clear()
+    served_by_packet.cache_clear()
+
+
 @dataclass
 class Inside:
     """Host work nested inside one device op (by packet), over one step."""

@@ -50,7 +50,7 @@ def diagnose(timeout_s: float = DOCTOR_TIMEOUT_S) -> dict:
         return found["info"]
     error = found.get("error") or {}
     broken = {"message": error.get("message", ""), "type": error.get("type"),
-              "backend": error.get("backend")}
+              "backend": error.get("backend"), "cause": error.get("cause")}
     if os.environ.get(AUTOLOAD_ENV) != "0":
         retry = _child({**os.environ, AUTOLOAD_ENV: "0"}, timeout_s)
         broken["autoload_off_helps"] = bool(retry.get("ok"))
@@ -67,6 +67,15 @@ def _backend_of(exc: BaseException) -> str | None:
         return None
     text = str(exc)
     return next((n for n in names if n in text), names[0] if len(names) == 1 else None)
+
+
+def _cause_of(exc: BaseException) -> str | None:
+    """The exception torch's autoload failure wraps (e.g. ``ImportError: libhccl.so ...``)."""
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return None
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__
 
 
 def collect() -> dict:
@@ -115,7 +124,8 @@ def main(argv=None) -> int:
         info = collect()
     except Exception as exc:
         channel.emit({"event": "result", "ok": False,
-                      "error": {**error_value(exc), "backend": _backend_of(exc)}})
+                      "error": {**error_value(exc), "backend": _backend_of(exc),
+                                "cause": _cause_of(exc)}})
         return 0
     channel.emit({"event": "result", "ok": True, "info": info})
     return 0

@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
     from torchport.runner.ladder import Ladder
+    from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
@@ -64,7 +65,8 @@ def main(argv=None) -> int:
         try:
             config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
-            result = Ladder(case, task["mode"], config, adapter, channel.emit,
+            ladder = OpLadder if getattr(case, "ladder", None) == "op" else Ladder
+            result = ladder(case, task["mode"], config, adapter, channel.emit,
                             reference_cache).run()
         except Exception as exc:  # a bug outside the ladder's stages: still a result
             result = crashed(task["case"], task["mode"], stage="worker",

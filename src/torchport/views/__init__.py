@@ -18,7 +18,7 @@ from torchport.views.base import Column, View  # noqa: F401
 
 GROUP = "torchport.views"
 # Built-ins print in this order; views from other packages follow, by name.
-BUILTIN_ORDER = ("summary", "matrix", "coverage", "flex", "placement", "compile", "perf",
+BUILTIN_ORDER = ("summary", "ops", "matrix", "coverage", "flex", "placement", "compile", "perf",
                  "train", "profile")
 
 
@@ -57,4 +57,7 @@ def build_views(run: dict, results: list[dict]) -> dict[str, View]:
                 f"{message}; please report it"])
         if view is not None:
             built[name] = view
+    for view in list(built.values()):
+        for name in view.supersedes:
+            built.pop(name, None)
     return built

@@ -37,6 +37,9 @@ class View:
     columns: tuple[Column, ...]
     rows: list[list[Any]]
     notes: list[str] = field(default_factory=list)
+    # Views this one stands in for on its kind of run (the ops compatibility table for the
+    # per-result matrix and placement rows of thousands of op results).
+    supersedes: tuple[str, ...] = ()
 
     def __post_init__(self):
         width = len(self.columns)

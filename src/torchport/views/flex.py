@@ -61,7 +61,8 @@ def first_call(results: list[dict], mode: str) -> tuple[float | None, Span | Non
     secs = [s for s in secs if isinstance(s, (int, float))]
     if not secs:
         return None, None
-    return statistics.median(secs), Span(min(secs), max(secs)) if len(secs) > 1 else None
+    low, high = min(secs), max(secs)
+    return statistics.median(secs), Span(low, high) if high - low >= 0.05 else None
 
 
 def step_values(results: list[dict]) -> tuple[Span | float | None, float | None]:
@@ -117,6 +118,9 @@ def build(run: dict, results: list[dict]) -> View | None:
                     else "first eager call") + ", median (min-max) over the variant's cases; "
                  "step ms: perf size, min-max over cases; vs SDPA: step time / SDPA's where an "
                  "equivalent SDPA call exists (median); mask build: BlockMask at perf size")
+    if mode == "compile":
+        notes.append("the first compiled case in a worker process also waits for the compiler "
+                     "to load (dynamo, Inductor): a cost every new process meets once")
     planned = sum(1 for case, _ in run.get("plan") or [] if case.startswith("flex/"))
     if planned > len(flex):
         notes.append(f"{planned - len(flex)} planned flex results not recorded (interrupted?)")

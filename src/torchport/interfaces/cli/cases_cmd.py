@@ -37,11 +37,13 @@ def command(suite, params, db, as_json):
     rows = []
     for case in cases:
         row = case.describe()
-        if params and hasattr(case, "param_count"):
-            try:
-                row["params"] = case.param_count()
-            except Exception as exc:  # a case that cannot even be sized says so
-                row["params"] = f"error: {type(exc).__name__}"
+        # Its size: parameters for a model case, sample inputs for an op case.
+        for key, method in (("params", "param_count"), ("samples", "sample_count")):
+            if params and hasattr(case, method):
+                try:
+                    row[key] = getattr(case, method)()
+                except Exception as exc:  # a case that cannot even be sized says so
+                    row[key] = f"error: {type(exc).__name__}"
         row["last_status"] = last.get(case.id)
         rows.append(row)
     if as_json:

@@ -18,8 +18,9 @@ def command(as_json):
         fix = ("; TORCH_DEVICE_BACKEND_AUTOLOAD=0 makes torch import without it"
                if broken.get("autoload_off_helps") else "")
         first = (broken.get("message") or "").strip().splitlines()
+        cause = f"; cause: {broken['cause']}" if broken.get("cause") else ""
         raise UsageProblem(f"'import torch' fails: backend {name} does not load "
-                           f"({first[0] if first else broken.get('type')}); repair or "
+                           f"({first[0] if first else broken.get('type')}{cause}); repair or "
                            f"uninstall it{fix}")
     if as_json:
         echo_json(info)
