@@ -55,7 +55,8 @@ def _busy(*, seed: int, size: Size) -> Workload:
 
 def synthetic_suite() -> list[Case]:
     """Many identical small cases (noop, 50 ms of CPU) for measuring torchport's own costs."""
-    return ([FunctionCase(f"synthetic/noop_{i:03d}", _noop, tags=("synthetic",))
-             for i in range(NOOP_CASES)]
-            + [FunctionCase(f"synthetic/busy50_{i:03d}", _busy, tags=("synthetic",))
-               for i in range(BUSY_CASES)])
+    cases: list[Case] = [FunctionCase(f"synthetic/noop_{i:03d}", _noop, tags=("synthetic",))
+                         for i in range(NOOP_CASES)]
+    cases += [FunctionCase(f"synthetic/busy50_{i:03d}", _busy, tags=("synthetic",))
+              for i in range(BUSY_CASES)]
+    return cases
