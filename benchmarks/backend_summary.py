@@ -65,7 +65,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     from torchport.records import open_store
-    store = open_store(args.db, create=False)
+    store = open_store(args.db, write=False)
     run_id = args.run or store.latest_run_id()
     run = store.get_run(run_id)
     env = store.environment(run["environment_id"])

@@ -95,9 +95,10 @@ class Report:
 
 
 def write_views(store, run_id: str, path: str) -> dict:
-    from torchport.interfaces.views import build_views
+    from torchport.views import build_views
     run, results = store.get_run(run_id), store.results(run_id=run_id)
-    views = build_views(run, results)
+    built = build_views(run, results)
+    views = {name: view.to_dict() for name, view in built.items()}  # typed values, JSON-able
     with open(path, "w") as f:
         try:
             from rich.console import Console
@@ -105,12 +106,13 @@ def write_views(store, run_id: str, path: str) -> dict:
             from torchport.interfaces.render import print_views
         except ImportError:  # a bare GPU machine may lack rich: plain text will do
             for view in views.values():
-                f.write(f"{view['title']}\n" + " | ".join(view["columns"]) + "\n")
+                f.write(f"{view['title']}\n" + " | ".join(c["name"] for c in view["columns"])
+                        + "\n")
                 f.writelines(" | ".join(map(str, row)) + "\n" for row in view["rows"])
                 f.writelines(f"  {note}\n" for note in view.get("notes") or ())
                 f.write("\n")
         else:
-            print_views(Console(file=f, width=220), views)
+            print_views(Console(file=f, width=220, markup=False), built)
     with open(path.replace(".txt", ".json"), "w") as f:
         json.dump({"views": views, "results": results}, f, indent=1, default=str)
     return views
@@ -138,7 +140,8 @@ def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
     report.add(f"{name}: run {run_id} {state}; views in {name}.txt")
     for view in ("perf", "train", "profile"):
         if view in views:
-            report.add(f"  {views[view]['title']}: " + " | ".join(views[view]["columns"]))
+            report.add(f"  {views[view]['title']}: " + " | ".join(
+                c["name"] for c in views[view]["columns"]))
             for row in views[view]["rows"]:
                 report.add("    " + " | ".join("" if v is None else str(v) for v in row))
 

@@ -15,7 +15,7 @@ from torchport import api
 from torchport.config import RunConfig
 from torchport.records import open_store
 
-store = open_store("kb.db", create=True)
+store = open_store("kb.db", write=True)
 config = RunConfig(suite="smoke", cases=("mlp",), modes=("eager",), device="cpu", probes=())
 outcome = api.run(config, store, labels={"from": "script"})
 print(outcome.run_id, outcome.state, outcome.counts)
@@ -32,7 +32,7 @@ def test_a_ten_line_script_runs_and_records_a_smoke_run(tmp_path):
     run_id, state, counts = out.stdout.split(" ", 2)
     assert state == "complete" and counts.strip() == "{'pass': 1}"
     from torchport.records import open_store
-    results = open_store(str(tmp_path / "kb.db"), create=False).results(run_id=run_id)
+    results = open_store(str(tmp_path / "kb.db"), write=False).results(run_id=run_id)
     assert [(r["case"], r["mode"], r["status"]) for r in results] == [
         ("smoke/mlp", "eager", "pass")]
 
@@ -71,7 +71,7 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
         return Result(case=task.case, mode=task.mode, status="pass",
                       metrics={"perf_median_ms": 1.5}).to_dict()
 
-    store = open_store(str(tmp_path / "kb.db"), create=True)
+    store = open_store(str(tmp_path / "kb.db"), write=True)
     executor = FakeExecutor(answers)
     config = RunConfig(suite="smoke", cases=("mlp", "convnet"), device="cpu", probes=())
     seen = []

@@ -32,7 +32,7 @@ from torchport.runner.plan import Task, expand, worker_env
 # (the point of evaluating a backend) and a short perf pass. Compile economics (cold and warm
 # compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
 # for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
-DEFAULT_PROBES = ("placement", "perf")
+DEFAULT_PROBES = ("placement", "perf", "flex")
 
 
 class RunRefused(ConfigError):
@@ -114,6 +114,34 @@ def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> 
                          cache_dirs=adapter.cache_dirs)
 
 
+def parallel_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
+    """``config.jobs`` workers on this host, each with its share (``runner.shares``)."""
+    from torchport.devices import get_adapter
+    from torchport.runner.parallel import ParallelExecutor
+    from torchport.runner.shares import worker_device, worker_shares
+    adapter = get_adapter(config.device)
+    folder = (workload_folder or os.getcwd()) if config.workload else None
+    env = worker_env(config, adapter, folder)
+    shares = worker_shares(adapter, config.jobs, env)
+    return ParallelExecutor(shares=shares,
+                            devices=[worker_device(config.device, adapter, s) for s in shares],
+                            env=env, config=config.to_dict(),
+                            deadline=Deadline(case_s=config.timeout_s,
+                                              compile_s=config.compile_timeout_s),
+                            cache_dirs=adapter.cache_dirs)
+
+
+def make_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
+    """The executor ``config`` asks for: Ray, ``jobs`` local workers, or the serial one.
+    Raises ConfigError when it cannot be had (no such devices, no Ray, no node with them)."""
+    if config.executor == "ray":
+        from torchport.runner.ray_executor import RayExecutor
+        return RayExecutor.connect(config, workload_folder=workload_folder)
+    if config.jobs > 1:
+        return parallel_executor(config, workload_folder=workload_folder)
+    return local_executor(config, workload_folder=workload_folder)
+
+
 def check_resumable(run: dict) -> None:
     """Raise RunRefused unless ``run`` can be resumed (not complete, not still going)."""
     if run["state"] == "complete":
@@ -183,7 +211,7 @@ def run(config: RunConfig | None, store, *, resume: str | None = None,
                          device=config.device, config=config.to_dict(),
                          plan=[list(t.key) for t in tasks], labels=labels or {})
     on_plan(todo)
-    executor = executor or local_executor(config)
+    executor = executor or make_executor(config)
     outcome = RunOutcome(run_id=run_id, state="complete")
     environments: set[str] = set()
 

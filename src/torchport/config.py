@@ -13,6 +13,7 @@ DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2), "float16
 # Set (to its compile cache root) in a worker started for one compile-mode task with empty
 # compile caches: the ladder's first compiled step there is a cold compile in a fresh process.
 COLD_WORKER_ENV = "TORCHPORT_COLD_WORKER"
+EXECUTORS = ("local", "ray")
 
 
 class ConfigError(ValueError):
@@ -43,6 +44,13 @@ class RunConfig:
     peak_tflops: float | None = None
     perf_budget_s: float = 2.0           # time budget per side of the perf probe
     artifacts_dir: str = "artifacts"
+    # Where tasks run: ``jobs`` workers at once, on this host (local) or on a Ray cluster
+    # (ray; ``ray_address`` None starts a Ray instance on this host for the run). A task whose
+    # Ray worker or node is lost is run again up to ``ray_retries`` times (each loss recorded).
+    jobs: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_retries: int = 1
 
     def __post_init__(self):
         bad = [m for m in self.modes if m not in MODES]
@@ -65,6 +73,15 @@ class RunConfig:
                 raise ConfigError(f"--{name} must be a positive integer")
         if self.train_steps < 0:
             raise ConfigError("--train-steps must be >= 0")
+        if not isinstance(self.jobs, int) or self.jobs < 1:
+            raise ConfigError(f"--jobs must be a positive integer; got {self.jobs}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"unknown executor '{self.executor}'; choose from "
+                              f"{', '.join(EXECUTORS)}")
+        if self.ray_address is not None and self.executor != "ray":
+            raise ConfigError("--ray-address needs --executor ray")
+        if self.ray_retries < 0:
+            raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

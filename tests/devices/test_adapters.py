@@ -90,10 +90,36 @@ def test_listen_hears_for_the_whole_process_and_still_shows(clean_signals):
     assert len(signals._listening) == 1
 
 
-def test_adapter_without_patterns_does_not_listen(clean_signals):
-    from torchport.devices.cpu import CPUAdapter
-    CPUAdapter().prepare()
-    assert signals._listening == {}
+def test_adapter_without_patterns_listens_with_the_generic_ones(clean_signals):
+    # A backend torchport has never seen words its fallback its own way: still heard.
+    from torchport.devices.privateuse1 import PrivateUse1Adapter
+    DeviceAdapter.prepare(PrivateUse1Adapter())
+    assert list(signals._listening) == [()]
+    warnings.warn("[acme] aten::cumsum.out has no device kernel; falling back to the CPU")
+    warnings.warn("torch.compile falls back to eager for this frame")   # no op, no host
+    assert dict(signals.heard().ops) == {"aten::cumsum.out": 1}
+    assert signals.heard().sources == {"aten::cumsum.out": {signals.GENERIC}}
+
+
+@pytest.mark.parametrize("text,op", [
+    ("Operator 'cumsum' is not implemented for TPU. Falling back to CPU", "cumsum"),
+    ("CAUTION: The operator 'aten::sort.values' is not currently supported on the NPU backend "
+     "and will fall back to run on the CPU.", "aten::sort.values"),
+    ("CPU fallback for aten.index_put_ (no kernel)", "aten.index_put_"),
+    ("[quirkdev] aten::cumsum has no device implementation yet; falling back to the CPU",
+     "aten::cumsum"),
+])
+def test_generic_patterns_read_any_wording_that_names_an_op_and_the_host(text, op):
+    heard = signals.Messages()
+    assert heard.feed(signals.compile_patterns(()), text)
+    assert dict(heard.ops) == {op: 1}
+
+
+@pytest.mark.parametrize("text", ["TF32 is off; the CPU path is slower",
+                                  "aten::mm is slow on this device",
+                                  "falling back to eager for aten::add"])
+def test_generic_patterns_ignore_what_is_not_a_host_fallback(text):
+    assert not signals.Messages().feed(signals.compile_patterns(()), text)
 
 
 def test_strict_switches():

@@ -66,7 +66,8 @@ def test_show_and_runs(recorded):
 def test_suites_cases_doctor():
     assert "smoke" in torchport("suites").stdout
     cases = json.loads(torchport("cases", "smoke", "--json").stdout)
-    assert [c["case"] for c in cases] == ["smoke/mlp", "smoke/convnet", "hf/llama", "hf/gpt2",
+    assert [c["case"] for c in cases] == ["smoke/mlp", "smoke/convnet", "smoke/bnnet", "hf/llama",
+                                          "hf/gpt2",
                                           "hf/qwen3_moe"]
     doctor = json.loads(torchport("doctor", "--json").stdout)
     rows = {d["device"]: d for d in doctor["devices"]}
@@ -107,7 +108,7 @@ def test_unreadable_and_newer_databases(tmp_path):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
     proc = torchport("runs", "--db", junk)
-    assert proc.returncode == 2 and "not a readable torchport database" in proc.stderr
+    assert proc.returncode == 2 and "is not an SQLite database" in proc.stderr
     newer = tmp_path / "newer.db"
     with sqlite3.connect(newer) as conn:
         conn.execute("PRAGMA user_version = 999")

@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 from torchport.cases.base import FunctionCase, Size, Workload  # noqa: E402
 from torchport.cases.registry import find_case  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.interfaces.views import compile as compile_view  # noqa: E402
+from torchport.views import compile as compile_view  # noqa: E402
+from torchport.views.base import Annotated, Breaks, Exceeded, Graphs  # noqa: E402
 from torchport.probes import compile_metrics as cm  # noqa: E402
 from torchport.probes.base import Subject  # noqa: E402
 from torchport.probes.compile import (CompileProbe, build_report, child_findings,  # noqa: E402
@@ -210,8 +211,8 @@ def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json, probes):
     assert by_case["planted/compile_wrong"]["status"] == "accuracy_fail"  # it still ran
     if probes == "compile":
         rows = {row[0]: row for row in out["views"]["compile"]["rows"]}
-        assert rows["planted/slow_compile"][1] == "> 3 s (compile_timeout)"
-        assert rows["planted/compile_wrong"][1].endswith(" s")  # its cold figure
+        assert rows["planted/slow_compile"][1] == {"limit": 3, "status": "compile_timeout"}
+        assert rows["planted/compile_wrong"][1] > 0  # its cold figure, a number in seconds
 
 
 # -- cold and warm in fresh processes ------------------------------------------------------------
@@ -267,7 +268,8 @@ def test_run_records_compile_findings_and_show_prints_them(run_json):
     assert result["metrics"]["compile_graph_break_count"] == 1
     view = out["views"]["compile"]
     [row] = view["rows"]
-    assert row[0] == "planted/graph_break" and row[5].startswith("1 @ planted.py:")
+    assert row[0] == "planted/graph_break" and row[5]["count"] == 1
+    assert row[5]["where"].startswith("planted.py:")
     assert any("needed more than one graph" in n and n.startswith("1 / 1") for n in view["notes"])
 
 
@@ -289,12 +291,13 @@ def test_view_summarises_cold_compile_and_multi_graph_cases():
                {"case": "e", "mode": "compile", "status": "compile_timeout", "findings": {
                    "compile": {"cold": {"status": "compile_timeout"}, "compile_timeout_s": 3}}}]
     view = compile_view.build({"config": {}}, results)
-    assert [r[0] for r in view["rows"]] == ["a", "b", "c", "e"]
-    assert view["rows"][1][1:5] == ["30.00 s", "1.00 s (3 hits)", "0.10 s", "3 (3+3+3)"]
-    assert view["rows"][0][6] == "seq 32,64: static 1, dynamic 0"
-    assert view["rows"][3][1] == "> 3 s (compile_timeout)"
-    notes = " | ".join(view["notes"])
+    assert [r[0] for r in view.rows] == ["a", "b", "c", "e"]
+    assert view.rows[1][1:5] == [30.0, Annotated(1.0, "3 hits"), 0.1, Graphs(3, [3, 3, 3])]
+    assert view.rows[0][5] == 0 and view.rows[0][6] == "seq 32,64: static 1, dynamic 0"
+    assert view.rows[3][1] == Exceeded(3, "compile_timeout")
+    notes = " | ".join(view.notes)
     assert "median 20.00 s, max 30.00 s over 3 / 4 cases" in notes
     assert "2 / 3 cases needed more than one graph" in notes
     assert compile_view.build({"config": {}}, results[3:4]) is None
-    json.dumps(view)  # the --json form
+    json.dumps(view.to_dict())  # the --json form
+    assert Breaks(3, 2, "x.py:1") == Breaks(3, 2, "x.py:1")

@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from torchport.interfaces.views import perf as perf_view
+from torchport.views import perf as perf_view
 from torchport.probes.perf import PerfProbe, RecompileLimitWatch
 from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
 
@@ -96,12 +96,13 @@ def test_perf_view_rows():
     result = {"case": "test/mlp", "mode": "compile", "status": "pass",
               "metrics": report.metrics, "findings": report.findings}
     view = perf_view.build({}, [result])
-    assert view["columns"][:4] == ["case", "mode", "median ms", "p10-p90 ms"]
-    row = dict(zip(view["columns"], view["rows"][0]))
+    assert view.names[:4] == ["case", "mode", "median ms", "p10-p90 ms"]
+    [row] = view.records()
     # the speedup with the two medians it came from (this compile task's interleaved rounds)
-    assert row["MFU"] == "no peak" and re.fullmatch(r"\d+\.\d\dx \(\S+ / \S+ ms\)",
-                                                     row["speedup"])
-    assert any("--peak-tflops" in n for n in view["notes"])
+    assert row["MFU"] == "no peak" and row["median ms"] > 0
+    assert row["speedup"].value > 0 and re.fullmatch(r"\S+ / \S+ ms(, from a noisy side)?",
+                                                     row["speedup"].note)
+    assert any("--peak-tflops" in n for n in view.notes)
     assert perf_view.build({}, [{"case": "x", "mode": "eager", "status": "pass",
                                  "metrics": {}, "findings": {}}]) is None
 
@@ -147,3 +148,37 @@ def test_gpu_check_script_runs_end_to_end_on_the_cpu(tmp_path):
     assert "compiled" in report and "MFU (6·N·T" in report
     for name in ("llama_perf.json", "smoke_perf.txt", "smoke_train_profile.txt"):
         assert (tmp_path / name).exists(), name
+
+
+def test_noisy_sides_are_flagged_with_the_host_load_and_the_speedup_says_so():
+    from torchport.probes.perf import NOISE_LIMITS, noisy
+    from torchport.timing import Summary
+    steady = Summary.of([0.010] * 12)
+    scattered = Summary.of([0.001, 0.05] * 6)             # CV far above the limit
+    few = Summary.of([0.010] * 3)
+    assert noisy(steady) == []
+    assert noisy(scattered)[0].startswith("CV ") and noisy(few) == [
+        f"n = 3 < {NOISE_LIMITS['min_samples']}"]
+    result = {"case": "c", "mode": "compile", "status": "pass",
+              "metrics": {"perf_median_ms": 5.0, "perf_speedup": 5.01},
+              "findings": {"perf": {"noisy": {"eager": ["CV 238% > 10%", "n = 3 < 10"]},
+                                    "speedup_noisy": "from a noisy side: eager (...)",
+                                    "speedup_from": {"eager_median_ms": 10.0,
+                                                     "compiled_median_ms": 2.0},
+                                    "host_load": {"load_avg_1min": 7.5, "cpu_count": 2}}}}
+    view = perf_view.build({}, [result])
+    [row] = view.records()
+    assert row["noisy"] == "eager CV 238% > 10%, n = 3 < 10"
+    assert row["speedup"].note == "10 / 2 ms, from a noisy side"
+    assert any(n.startswith("noisy: outside CV <= 10% and n >= 10; host load then: c (compile) "
+                            "7.5 on 2 cores") for n in view.notes)
+
+
+def test_the_probe_flags_a_side_outside_the_limits(monkeypatch):
+    from torchport.probes import perf
+    monkeypatch.setitem(perf.NOISE_LIMITS, "min_samples", 10 ** 9)   # no run has that many
+    report = PerfProbe().safe_run(make_subject(mode="compile"))
+    info = report.findings["perf"]
+    assert set(info["noisy"]) == {"eager", "compiled"}
+    assert info["speedup_noisy"].startswith("from a noisy side: eager (")
+    assert info["noise_limits"]["min_samples"] == 10 ** 9 and "load_avg_1min" in info["host_load"]

@@ -14,7 +14,9 @@ import pytest
 
 from tests.conftest import torchport
 from torchport.devices import signals
-from torchport.interfaces.views import placement as view
+from torchport.views import placement as view
+from torchport.interfaces.formats import cell
+from torchport.views.base import Copies
 from torchport.probes import dispatch_recorder as rec
 from torchport.probes import placement
 from torchport.probes.placement import PassResult, PlacementProbe
@@ -81,7 +83,7 @@ def test_backend_op_the_recorder_did_not_see_gets_its_own_row():
                     backend={"aten::_index_put_impl_": 4})
     ops = placement.op_table(result, "simdev")
     assert {"op": "aten._index_put_impl_", "device": "simdev", "count": 4, "fallback": True,
-            "source": "backend op tracking"} in ops
+            "source": "backend op tracking", "found_by": ["backend op list"]} in ops
 
 
 def test_warning_only_op_is_a_lower_bound_never_a_made_up_count():
@@ -231,12 +233,16 @@ def test_view_names_grades_host_ops_and_copies():
          "metrics": {}, "findings": {}},
     ]
     built = view.build({"config": {"probes": ["placement"]}}, results)
-    rows = {r[0]: r for r in built["rows"]}
-    assert rows["b"][3:] == ["fallback", "cumsum x2, flip x2, all x1 (+1 more)", "2: h2d 2.0 KiB"]
-    assert rows["a"][3:] == ["on_device", "", "none"]
-    assert rows["c"][2:4] == ["eager_fail", "-"]
-    assert built["notes"][0].startswith("1 / 2 passes ran on the device (clean), 1 pass + "
-                                        "fallback")
+    rows = {r[0]: r for r in built.rows}
+    assert rows["b"][3:] == ["fallback", {"cumsum": 2, "flip": 2, "all": 1, "sort": 1},
+                             Copies(2, h2d_bytes=2048)]
+    assert rows["a"][3:] == ["on_device", {}, Copies(0)]
+    assert rows["c"][2:4] == ["eager_fail", None]
+    shown = [cell(v, c.kind) for v, c in zip(rows["b"], built.columns)]
+    assert shown[3:] == ["fallback", "cumsum x2, flip x2, all x1 (+1 more)", "2: h2d 2.0 KiB"]
+    assert [cell(v, c.kind) for v, c in zip(rows["a"], built.columns)][4:] == ["", "none"]
+    assert built.notes[0].startswith("1 / 2 passes ran on the device (clean), 1 pass + "
+                                     "fallback")
     assert view.build({"config": {"probes": []}}, [results[2]]) is None
 
 
@@ -357,22 +363,31 @@ def test_op_outside_the_native_set_is_fallback_named_with_its_count(simdev, key)
     assert r["findings"]["fallback_ops"] == {"aten.cumsum.default": 2}
     assert r["metrics"]["placement_fallback_calls"] == 2
     fallback_rows = [o for o in r["findings"]["ops"] if o["fallback"]]
-    assert fallback_rows == [{"op": "aten.cumsum.default", "device": "simdev", "count": 2,
-                              "fallback": True}]
+    assert [(o["op"], o["device"], o["count"], o["served_by"]) for o in fallback_rows] == [
+        ("aten.cumsum.default", "simdev", 2, "composite")]
+    # found three ways: two need nothing from the backend, one is simdev's own op list
+    found_by = fallback_rows[0]["found_by"]
+    assert found_by[0].startswith("dispatcher: composite calling aten.cumsum, served by the "
+                                  "backend's fallback")
+    assert found_by[1] == "nested: aten.cumsum on the host x2 inside the device op"
+    assert found_by[2] == "backend op list"
+    assert r["findings"]["host_ops"] == [{"op": "aten.cumsum.default", "device": "simdev",
+                                          "count": 2, "found_by": found_by}]
 
 
 def test_compile_mode_observes_the_compiled_runner_and_the_eager_one(simdev):
     findings = simdev["cumsum/compile"]["findings"]
     assert findings["placement_observed"] == "compiled runner"
-    assert findings["placement_eager"] == {"grade": "fallback",
-                                           "fallback_ops": {"aten.cumsum.default": 2}}
+    assert findings["placement_eager"]["grade"] == "fallback"
+    assert findings["placement_eager"]["fallback_ops"] == {"aten.cumsum.default": 2}
 
 
 def test_model_that_stays_on_the_host_grades_host(simdev):
     r = simdev["host/eager"]
     assert (r["status"], r["grade"]) == ("pass", "host"), r.get("error")
     assert r["findings"]["placement_off_device"] == [
-        {"name": "weight", "kind": "parameter", "device": "cpu", "bytes": 16 * 16 * 4}]
+        {"name": "weight", "kind": "parameter", "device": "cpu", "bytes": 16 * 16 * 4,
+         "copies_per_step": 0}]   # the input comes to it; its own bytes never move
     assert r["findings"]["fallback_ops"]["aten.mm.default"] >= 1
     assert r["metrics"]["placement_d2h_bytes"] == 4 * 16 * 4    # the input, sent back
 
@@ -471,6 +486,9 @@ def test_smoke_suite_graded_on_simdev_and_on_device_on_cpu(tmp_path):
         assert (r["grade"] == "fallback") == bool(r["findings"]["fallback_ops"])
     assert {r["grade"] for r in graded["cpu"]["results"]} == {"on_device"}
     rows = graded["simdev"]["views"]["placement"]["rows"]
-    assert all(row[4] for row in rows if row[3] == "fallback")     # host ops named
+    grades = [row[3]["value"] if isinstance(row[3], dict) else row[3] for row in rows]
+    assert "fallback" in grades                                      # annotated or plain
+    assert all(row[4] for row, grade in zip(rows, grades, strict=True)
+               if grade == "fallback")                               # host ops named, by count
     shown = torchport("show", graded["simdev"]["run_id"], "--db", db)
     assert "Placement" in shown.stdout

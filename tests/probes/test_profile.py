@@ -6,7 +6,7 @@ import os
 import pytest
 from torch.profiler import ProfilerActivity
 
-from torchport.interfaces.views import profile as profile_view
+from torchport.views import profile as profile_view
 from torchport.probes import profile
 from torchport.probes.profile import ProfileProbe, breakdown
 from tests.probes.perf_helpers import make_subject
@@ -49,8 +49,8 @@ def test_profile_view(profiled):
     result = {"case": "test/mlp", "mode": "eager", "status": "pass",
               "metrics": profiled.metrics, "findings": profiled.findings}
     view = profile_view.build({}, [result])
-    assert view["rows"][0][-1] == profiled.artifacts[0]
-    assert "device compute" in view["columns"]
+    assert view.rows[0][-1] == profiled.artifacts[0]
+    assert "device compute" in view.names
 
 
 def _x(name, cat, ts, dur):

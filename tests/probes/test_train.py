@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torchport.cases.registry import find_case
-from torchport.interfaces.views import train as train_view
+from torchport.views import train as train_view
 from torchport.probes import train
 from torchport.probes.train import TrainProbe, divergence
 from torchport.config import RunConfig
@@ -50,7 +50,7 @@ def test_divergence_fails_the_result_through_the_ladder(monkeypatch):
                  lambda event: None, {}).run()
     assert out["status"] == "accuracy_fail" and out["stage"] == "train"
     view = train_view.build({}, [out])
-    assert view["rows"][0][0] == "smoke/mlp" and view["rows"][0][-1] == "diverged"
+    assert view.rows[0][0] == "smoke/mlp" and view.rows[0][-1] == "diverged"
 
 
 def test_no_verdict_when_the_cpu_baseline_diverges_too(monkeypatch):
@@ -66,7 +66,7 @@ def test_no_verdict_when_the_cpu_baseline_diverges_too(monkeypatch):
     assert None in info["device_losses"]  # nan is not JSON: recorded as None
     view = train_view.build({}, [{"case": "test/mlp", "mode": "eager", "status": "pass",
                                   "metrics": report.metrics, "findings": report.findings}])
-    assert view["rows"][0][-1] == "no verdict"
+    assert view.rows[0][-1] == "no verdict"
 
 
 def test_compile_mode_trains_through_a_compiled_runner():

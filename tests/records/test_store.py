@@ -1,44 +1,82 @@
-"""The knowledge base: migrations, one-by-one commits, queries, search, and no torch import."""
+"""The knowledge base through its Store protocol: migrations, one-by-one commits, queries,
+search, read-only opens, threads, and no torch import."""
 
+import hashlib
+import os
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from torchport.records import StoreError, open_store
-from torchport.records.store import SCHEMA_VERSION
+from torchport.records import (
+    DuplicateResult,
+    MalformedResult,
+    RunInProgress,
+    Store,
+    StoreError,
+    open_store,
+)
+from torchport.records.result import Result
+from torchport.records.sqlite_schema import SCHEMA_VERSION, migrations, statements
 
 
 def _result(case, mode="eager", status="pass", **extra):
     return {"case": case, "mode": mode, "status": status, **extra}
 
 
+def _run(store, run_id="r1", **extra):
+    store.create_run(run_id=run_id, command="torchport run", suite="smoke", device="cpu",
+                     config={"modes": ["eager"]}, plan=[["a", "eager"]], labels={"k": "v"},
+                     **extra)
+
+
+def _digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
 @pytest.fixture
 def store(tmp_path):
-    s = open_store(str(tmp_path / "kb.db"))
-    s.create_run(run_id="r1", command="torchport run", suite="smoke", device="cpu",
-                 config={"modes": ["eager"]}, plan=[["a", "eager"]], labels={"k": "v"})
-    return s
+    s = open_store(str(tmp_path / "kb.db"), write=True)
+    _run(s)
+    yield s
+    s.close()
 
 
-def test_schema_is_migrated_to_the_latest(store):
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+def test_store_satisfies_the_protocol_and_is_migrated_to_the_latest(store):
+    assert isinstance(store, Store)
+    assert store.schema_version() == SCHEMA_VERSION >= 2
 
 
 def test_results_round_trip_and_filters(store):
-    store.add_result("r1", _result("hf/llama", metrics={"parity_cosine": 1.0}))
-    store.add_result("r1", _result("hf/gpt2", status="eager_fail", stage="run",
-                                   error={"type": "RuntimeError", "message": "shape mismatch",
-                                          "traceback": "Traceback: in gpt2_attention"}))
+    store.add_result("r1", _result("hf/llama", metrics={"parity_cosine": 1.0},
+                                   probe_versions={"compile": 2, "perf": 1}))
+    store.add_result("r1", Result(case="hf/gpt2", mode="eager", status="eager_fail", stage="run",
+                                  error={"type": "RuntimeError", "message": "shape mismatch",
+                                         "traceback": "Traceback: in gpt2_attention"}))
     assert [r["case"] for r in store.results(run_id="r1")] == ["hf/llama", "hf/gpt2"]
     assert store.results(status="eager_fail")[0]["error"]["message"] == "shape mismatch"
     assert [r["case"] for r in store.results(case_glob="hf/l*")] == ["hf/llama"]
-    assert store.results(run_id="r1")[0]["metrics"] == {"parity_cosine": 1.0}
+    llama = store.results(run_id="r1")[0]
+    assert llama["metrics"] == {"parity_cosine": 1.0}
+    assert llama["probe_versions"] == {"compile": 2, "perf": 1}
+    assert store.results(status="eager_fail")[0]["probe_versions"] == {}
 
 
-def test_unknown_status_is_refused(store):
-    with pytest.raises(ValueError):
-        store.add_result("r1", _result("x", status="kinda"))
+@pytest.mark.parametrize("bad", [
+    _result("x", status="kinda"),
+    _result("x", grade="somewhere"),
+    _result("x", metrics={"step_ms": "fast"}),
+    {"mode": "eager", "status": "pass"},
+    _result("x", findings={"ops": [{"op": "aten.mm"}]}),  # no device, no count
+    _result("x", findings={1: "a", "b": 2}),  # keys JSON cannot sort
+])
+def test_a_malformed_result_is_refused_before_anything_is_written(store, bad):
+    with pytest.raises(MalformedResult):
+        store.add_result("r1", bad)
+    assert store.results() == []
 
 
 def test_full_text_search(store):
@@ -49,20 +87,35 @@ def test_full_text_search(store):
     assert [r["case"] for r in store.search("attention")] == ["hf/gpt2"]
     assert [r["case"] for r in store.search("llama")] == ["hf/llama"]
     assert store.search('"unbalanced') == []  # user text cannot break the FTS syntax
+    assert store.search("NEAR( OR AND *") == []
 
 
-def test_fallback_op_query(store):
+def test_fallback_op_query_is_an_exact_prefix_not_a_pattern(store):
     store.add_result("r1", _result("a", findings={"ops": [
         {"op": "aten.cumsum.default", "device": "cpu", "count": 3, "fallback": True},
+        {"op": "aten._index_put_impl_.default", "device": "cpu", "count": 1, "fallback": True},
         {"op": "aten.mm.default", "device": "simdev", "count": 9, "fallback": False}]}))
     store.add_result("r1", _result("b"))
     assert [r["case"] for r in store.results(fallback_op="aten.cumsum")] == ["a"]
+    assert [r["case"] for r in store.results(fallback_op="aten::cumsum")] == ["a"]
+    assert [r["case"] for r in store.results(fallback_op="aten._index_put_impl_")] == ["a"]
+    assert store.results(fallback_op="aten.Xindex_put_impl_") == []  # '_' is no wildcard
+    assert store.results(fallback_op="aten.cum") == []  # a name, not a prefix of one
     assert store.results(fallback_op="aten.mm") == []
+
+
+def test_case_glob_reads_underscore_and_brackets_as_fnmatch_does(store):
+    for case in ("hf/qwen3_moe", "hf/qwen3Xmoe", "hf/Llama"):
+        store.add_result("r1", _result(case))
+    assert [r["case"] for r in store.results(case_glob="hf/qwen3_moe")] == ["hf/qwen3_moe"]
+    assert [r["case"] for r in store.results(case_glob="hf/[q]wen3?moe")] == [
+        "hf/qwen3_moe", "hf/qwen3Xmoe"]
+    assert store.results(case_glob="hf/llama") == []  # case-sensitive
 
 
 def test_same_item_twice_is_refused(store):
     store.add_result("r1", _result("a"))
-    with pytest.raises(Exception):
+    with pytest.raises(DuplicateResult, match="already has a result"):
         store.add_result("r1", _result("a"))
     assert len(store.results()) == 1
 
@@ -72,16 +125,151 @@ def test_unknown_run_names_the_latest(store):
         store.get_run("zzz")
 
 
-def test_environment_stored_once(store):
+def test_environments_are_stored_once_and_every_distinct_one_is_kept(store):
     a = store.put_environment({"torch": "2.13"})
-    b = store.put_environment({"torch": "2.13"})
-    assert a == b
-    assert store.conn.execute("SELECT COUNT(*) FROM environments").fetchone()[0] == 1
+    assert store.put_environment({"torch": "2.13"}) == a
+    store.set_environment("r1", a)
+    store.set_environment("r1", a)
+    b = store.put_environment({"torch": "2.14"})
+    store.set_environment("r1", b)
+    run = store.get_run("r1")
+    assert run["environment_id"] == a and run["environment_ids"] == [a, b]
+    assert store.environment(b) == {"torch": "2.14"}
+
+
+def test_last_status_prefers_eager_then_the_newest(store):
+    store.add_result("r1", _result("a", mode="compile", status="compile_fail"))
+    store.add_result("r1", _result("a", status="pass"))
+    store.add_result("r1", _result("b", mode="compile", status="crash"))
+    _run(store, "r2")
+    store.add_result("r2", _result("a", mode="compile", status="oom"))
+    assert store.last_status_by_case() == {"a": "pass", "b": "crash"}
+    assert store.last_status_by_case(device="cuda") == {}
+
+
+_LIVE_RUN = """
+import sys, time
+from torchport.records import open_store
+s = open_store(sys.argv[1], write=True)
+s.create_run(run_id="live", command="c", suite="smoke", device="cpu", config={}, plan=[],
+             labels={})
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_resume_of_a_live_run_is_refused_naming_its_process(tmp_path):
+    path = str(tmp_path / "kb.db")
+    child = subprocess.Popen([sys.executable, "-c", _LIVE_RUN, path], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        store = open_store(path, write=True)
+        with pytest.raises(RunInProgress, match=f"process {child.pid}"):
+            store.reopen_run("live")
+        assert store.get_run("live")["state"] == "running"
+    finally:
+        child.kill()
+        child.wait()
+    assert store.get_run("live")["state"] == "interrupted"  # its supervisor died
+    store.reopen_run("live")
+    assert store.get_run("live")["pid"] == os.getpid()
+    with pytest.raises(StoreError, match="no run 'nope'"):
+        store.reopen_run("nope")
+
+
+def test_read_only_store_refuses_writes_and_never_creates(tmp_path, store):
+    store.add_result("r1", _result("a"))
+    reader = open_store(store.path, write=False)
+    assert reader.read_only and [r["case"] for r in reader.results()] == ["a"]
+    with pytest.raises(StoreError, match="opened read-only"):
+        reader.add_result("r1", _result("b"))
+    missing = tmp_path / "missing.db"
+    with pytest.raises(StoreError, match="no knowledge base"):
+        open_store(str(missing), write=False)
+    assert not missing.exists()
+
+
+def test_a_write_store_creates_its_file_at_the_first_write(tmp_path):
+    path = tmp_path / "new.db"
+    store = open_store(str(path), write=True)
+    assert not path.exists()  # bad input found after the open leaves nothing behind
+    _run(store)
+    assert path.exists() and store.get_run("r1")["labels"] == {"k": "v"}
+    with pytest.raises(StoreError, match="does not exist"):
+        open_store(str(tmp_path / "no" / "such" / "kb.db"), write=True)
+
+
+def test_reads_from_many_threads_while_one_writes(store):
+    errors, stop = [], threading.Event()
+
+    def read():
+        reader = open_store(store.path, write=False)
+        try:
+            while not stop.is_set():
+                reader.results(run_id="r1")
+                reader.list_runs()
+        except Exception as exc:  # any lock or thread error fails the test
+            errors.append(exc)
+
+    shared = open_store(store.path, write=False)  # one store object shared by threads too
+
+    def read_shared():
+        try:
+            for _ in range(50):
+                shared.results(run_id="r1")
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(3)] + \
+        [threading.Thread(target=read_shared) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(40):
+        store.add_result("r1", _result(f"c{i}"))
+    time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(shared.results()) == 40
+
+
+def _v1_file(path):
+    """A knowledge base as torchport wrote it at schema v1 (one run, one result)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statement in statements(dict(migrations())[1]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO environments VALUES ('e1', '{\"torch\": \"2.12\"}', 't')")
+    conn.execute("INSERT INTO runs(id, started_at, state, command, suite, device, config, plan,"
+                 " labels, environment_id) VALUES ('old', 't', 'complete', 'c', 'smoke', 'cpu',"
+                 " '{}', '[[\"a\", \"eager\"]]', '{}', 'e1')")
+    conn.execute("INSERT INTO results(run_id, case_id, case_version, mode, status, finished_at)"
+                 " VALUES ('old', 'a', 1, 'eager', 'pass', 't')")
+    conn.close()
+
+
+def test_an_older_schema_is_read_as_it_is_and_upgraded_by_a_write(tmp_path):
+    path = str(tmp_path / "v1.db")
+    _v1_file(path)
+    before = _digest(path)
+    reader = open_store(path, write=False)
+    [result] = reader.results()
+    assert result["probe_versions"] == {} and reader.schema_version() == 1
+    assert reader.get_run("old")["environment_ids"] == ["e1"]
+    reader.close()
+    assert _digest(path) == before
+    writer = open_store(path, write=True)
+    assert writer.schema_version() == SCHEMA_VERSION
+    assert writer.get_run("old")["environment_ids"] == ["e1"]  # backfilled
+    assert writer.results()[0]["case"] == "a"
 
 
 def test_records_and_views_never_import_torch():
-    code = ("import sys, torchport.records, torchport.interfaces.views as v, "
-            "torchport.interfaces.cli.show_cmd, torchport.interfaces.cli.runs_cmd; "
+    code = ("import sys, torchport.records, torchport.views as v, torchport.interfaces.render, "
+            "torchport.interfaces.cli.show_cmd, torchport.interfaces.cli.runs_cmd, "
+            "torchport.interfaces.cli.results_cmd, torchport.interfaces.cli.search_cmd; "
             "v.build_views({'plan': []}, []); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

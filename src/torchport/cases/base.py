@@ -40,6 +40,11 @@ class Workload:
     tokens:   tokens per step for token models (batch * seq), None otherwise.
     samples:  samples per step (the batch).
     meta:     JSON-serialisable facts worth keeping with the result (e.g. a shrunk config).
+    reference_model: the same function computed another way (same parameter names), e.g.
+              explicit attention for a FlexAttention case: when set, the CPU float64 reference
+              and the CPU baseline run it instead of ``model``.
+    alternatives: other implementations of the same function, by name (same parameter names,
+              same inputs), e.g. {"sdpa": ...}: the perf probe times each as a side of its own.
     """
 
     model: Any
@@ -50,6 +55,8 @@ class Workload:
     tokens: int | None = None
     samples: int | None = None
     meta: dict = field(default_factory=dict)
+    reference_model: Any = None
+    alternatives: dict = field(default_factory=dict)
 
     @property
     def trains(self) -> bool:
@@ -76,9 +83,16 @@ class Case:
     tags: tuple[str, ...] = ()
     # A case may declare that it cannot run, as data: the runner records ``skip`` with this reason.
     skip_reason: str | None = None
+    # Modes the case can run in (None: every mode); a run plans only these for it.
+    modes: tuple[str, ...] | None = None
 
     def build(self, *, seed: int, size: Size) -> Workload:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def skip_reason_for(self, *, mode: str, device: str) -> str | None:
+        """Why this case cannot run in ``mode`` on ``device`` (asked in the worker, before the
+        build; may ask the device), or None. Default: the static ``skip_reason``."""
+        return self.skip_reason
 
     def describe(self) -> dict:
         """Cheap facts for ``torchport cases`` (no torch import)."""

@@ -77,11 +77,44 @@ class HFCase(Case):
         if _accepts(model, "use_cache"):
             kwargs["use_cache"] = False
         return Workload(model=model, kwargs=kwargs, loss_fn=_loss, tokens=batch * seq,
-                        samples=batch, meta={"config": config_dict(cfg), "params": params})
+                        samples=batch, meta={"config": config_dict(cfg), "params": params,
+                                             "reference_loss": precise_loss(model)})
 
 
 def _loss(out: Any) -> Any:
     return out.loss
+
+
+def causal_lm_loss(logits, labels, vocab_size: int, num_items_in_batch=None,
+                   ignore_index: int = -100, shift_labels=None, **kwargs):
+    """transformers' ``ForCausalLMLoss``, but upcasting logits only *to* float32: float64
+    logits (the reference) keep float64, where ``logits.float()`` would make the reference
+    loss, and every gradient through it, only float32-deep. Same numbers for float32 and
+    below."""
+    import torch
+    from transformers.loss.loss_utils import fixed_cross_entropy
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    if shift_labels is None:  # tokens < n predict n
+        labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)
+        shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)                        # (B * T, vocab)
+    shift_labels = shift_labels.view(-1).to(logits.device)
+    return fixed_cross_entropy(logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+
+
+def precise_loss(model: Any) -> str:
+    """Give a model that uses transformers' causal-LM loss the float64-preserving one; say
+    how deep the reference loss is."""
+    try:
+        from transformers.loss.loss_utils import ForCausalLMLoss
+        uses_default = model.loss_function is ForCausalLMLoss
+    except Exception:  # noqa: BLE001 - an architecture without the property keeps its own
+        uses_default = False
+    if not uses_default:
+        return "the model's own loss function (may cast logits to float32: the reference " \
+               "loss can be only float32-deep)"
+    model.loss_function = causal_lm_loss
+    return "float64 from float64 logits (ForCausalLMLoss without its float32 cast)"
 
 
 def _input_shape(size: Size) -> tuple[int, int]:

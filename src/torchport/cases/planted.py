@@ -14,6 +14,8 @@ oom          raises an out-of-memory error in its forward (oom)
 cpu_oom      asks the CPU allocator for more memory than exists (oom, not eager_fail)
 nan_loss     a model whose loss is NaN on every device and in the reference (accuracy_fail:
              a reference that is not finite vouches for nothing)
+fp32_grad_error  gradients 1% off in float32 only, on every device, the CPU included
+             (accuracy_fail on --device cpu: the CPU's float32 run is no allowance for itself)
 orphan       starts a background process in the worker's group, then dies (crash); the
              process must not outlive the task's worker
 garbage_event writes a line that is not JSON on the worker's event channel (crash)
@@ -190,6 +192,26 @@ def _nan_loss(*, seed: int, size: Size) -> Workload:
     return _linear_workload(_module(forward), seed=seed)
 
 
+def _fp32_grad_error(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    class OnePercentOffInFloat32(torch.autograd.Function):
+        """Identity forward; the backward scales float32 gradients by 1.01 (float64 is
+        right), as a float32-only kernel bug would."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.01 if grad.dtype == torch.float32 else grad
+
+    def forward(self, x):
+        return OnePercentOffInFloat32.apply(self.linear(x))
+    return _linear_workload(_module(forward), seed=seed)
+
+
 ORPHAN_MARKER = "torchport-planted-orphan"
 
 
@@ -234,5 +256,6 @@ def planted_suite() -> list[Case]:
            "compile_wrong": _compile_wrong, "graph_break": _graph_break,
            "host_model": _host_model, "cumsum": _cumsum, "oom": _oom,
            "slow_compile": _slow_compile, "cpu_oom": _cpu_oom, "nan_loss": _nan_loss,
-           "orphan": _orphan, "garbage_event": _garbage_event, "forged_result": _forged_result}
+           "orphan": _orphan, "garbage_event": _garbage_event, "forged_result": _forged_result,
+           "fp32_grad_error": _fp32_grad_error}
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

@@ -28,6 +28,16 @@ class DeviceAdapter:
     # Regular expressions for the backend's own fallback messages (warnings or log lines), with
     # a named group ``op`` where the message names the op; see devices/signals.py.
     fallback_patterns: tuple[str, ...] = ()
+    # How a worker is given its own devices (``--jobs``): the variable the backend reads to
+    # choose which devices a process sees (CUDA_VISIBLE_DEVICES, ...). None: the device cannot
+    # be split between workers, unless it is ``host_backed`` (its work runs on the host CPUs,
+    # so workers share the cores instead).
+    visible_devices_env: str | None = None
+    host_backed: bool = False
+    # Ray's own resource for this family, which Ray hands out by index and exports the
+    # backend's way (GPU, neuron_cores, NPU, TPU); None: a custom ``device:<name>`` resource
+    # that the nodes declare (``ray start --resources '{"device:simdev": 1}'``).
+    ray_resource: str | None = None
 
     def availability(self) -> tuple[bool, str]:
         """(usable, reason). The reason says why not, or what was found."""
@@ -37,11 +47,11 @@ class DeviceAdapter:
         """Import or install what the backend needs in this process (worker side).
 
         Overrides call ``super().prepare()``: it starts listening for the backend's fallback
-        messages, which many backends print once per op per process, often before any probe.
+        messages (its own patterns and the generic ones), which many backends print once per
+        op per process, often before any probe.
         """
-        if self.fallback_patterns:
-            from torchport.devices import signals
-            signals.listen(self.fallback_patterns)
+        from torchport.devices import signals
+        signals.listen(self.fallback_patterns)
 
     # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
     index: int = 0
@@ -55,6 +65,17 @@ class DeviceAdapter:
         if self.index and self.index >= count:
             return False, f"index {self.index} out of range: {count} device(s) visible"
         return True, ""
+
+    def visible_env(self, indices: tuple[int, ...], parent: dict[str, str]) -> dict[str, str]:
+        """Environment that shows a worker only the devices ``indices`` (as numbered in the
+        parent, whose own restriction, e.g. CUDA_VISIBLE_DEVICES=2,3, is kept: index 0 is 2).
+        Inside the worker they are numbered from 0."""
+        if self.visible_devices_env is None:
+            return {}
+        already = parent.get(self.visible_devices_env)
+        names = [n.strip() for n in already.split(",")] if already else None
+        chosen = [names[i] if names else str(i) for i in indices]
+        return {self.visible_devices_env: ",".join(chosen)}
 
     def module(self):
         import torch
@@ -167,6 +188,22 @@ class DeviceAdapter:
     def peak_tflops(self, dtype: str) -> float | None:
         from torchport.devices.peaks import lookup_peak_tflops
         return lookup_peak_tflops(self.device_info().get("device_name", ""), dtype)
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment that holds a worker to ``threads`` host threads: torch's intra-op pool
+    (OMP/MKL read at import) and Inductor's compile workers, which default to every core."""
+    value = str(threads)
+    return {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": value,
+            "TORCHINDUCTOR_COMPILE_THREADS": value}
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask), not every core of the host."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def cpu_model() -> str:

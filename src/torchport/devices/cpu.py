@@ -7,6 +7,7 @@ from torchport.devices.base import DeviceAdapter, cpu_model
 
 class CPUAdapter(DeviceAdapter):
     name = torch_type = "cpu"
+    host_backed = True
 
     def availability(self):
         return True, f"{cpu_model()}, {os.cpu_count()} logical cores"

@@ -5,6 +5,9 @@ from torchport.devices.base import DeviceAdapter
 
 class CUDAAdapter(DeviceAdapter):
     name = torch_type = "cuda"
+    # ROCm builds read CUDA_VISIBLE_DEVICES too (HIP_VISIBLE_DEVICES is applied first when set).
+    visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    ray_resource = "GPU"
     backend_packages = ("triton", "nvidia-cuda-runtime", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
 
     def availability(self):

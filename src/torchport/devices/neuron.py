@@ -21,6 +21,8 @@ class NeuronAdapter(DeviceAdapter):
     default_compile_backend = "neuron"
     strict_env = {"TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "1"}
     cache_env_var = "TORCH_NEURONX_NEFF_CACHE_DIR"
+    visible_devices_env = "NEURON_RT_VISIBLE_CORES"
+    ray_resource = "neuron_cores"
     backend_packages = ("torch-neuronx", "neuronx-cc", "libneuronxla")
     fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 

@@ -12,6 +12,8 @@ class NPUAdapter(DeviceAdapter):
     name = torch_type = "npu"
     strict_env = {"TORCH_NPU_FALLBACK_CPU_DISABLE": "1"}
     backend_packages = ("torch-npu", "torchair")
+    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+    ray_resource = "NPU"
     fallback_patterns = (r"operator '(?P<op>[^']+)' is not currently supported on the NPU "
                          r"backend and will fall back",)
 

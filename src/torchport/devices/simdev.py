@@ -11,6 +11,7 @@ class SimdevAdapter(DeviceAdapter):
     name = torch_type = "simdev"
     default_compile_backend = "simdev"
     strict_env = {"TORCHPORT_SIMDEV_STRICT": "1"}
+    host_backed = True  # its kernels are CPU kernels: workers share the cores
     # simdev_backend warns "Operator 'aten::X' executed via CPU fallback on simdev" (Neuron's line)
     fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 
@@ -20,6 +21,12 @@ class SimdevAdapter(DeviceAdapter):
             import torch
             return False, (f"torch {torch.__version__} lacks the PrivateUse1 Python-backend hooks "
                            "(torch 2.10+ needed)")
+        import torch
+        claimed = torch._C._get_privateuse1_backend_name()
+        if claimed not in ("privateuseone", "simdev"):
+            return False, (f"PrivateUse1 is already claimed by '{claimed}' in this process "
+                           "(autoloaded, or named by TORCHPORT_PRIVATEUSE1_MODULE); simdev "
+                           "needs it unclaimed")
         return True, "simulated device (PrivateUse1 Python backend, CPU-backed)"
 
     def prepare(self):

@@ -25,11 +25,25 @@ Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_
 (``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``); and
 ``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
 Strict mode is read at each fallback, so it can be switched within a process.
+
+Device compute is invisible to observers, as on real hardware: own kernels and transfers run
+their host arithmetic with RecordFunction off, so torch.profiler sees the device op and nothing
+inside it. The CPU fallback stays visible (a host op nested in a device op), which is how a
+real backend's ``cpu_fallback`` looks to the profiler.
+
+The same machinery makes other test backends (``install(name=..., fallback_message=...,
+silent_fallback=...)``): a backend under another PrivateUse1 name, one that words its fallback
+warning its own way, or one that falls back without any word (see ``devices/quirkdev.py``).
+
+Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
+names as for the native set, read at install) makes those native kernels return wrong values:
+floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import threading
@@ -44,6 +58,7 @@ from torch.utils._pytree import tree_map
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
+WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
@@ -189,7 +204,12 @@ def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor aliasing the bytes of simdev tensor ``t`` (same size, stride, offset)."""
     host = _host_storage(t.untyped_storage())
-    return torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    h = torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    # A lazy conjugate or negative view reads its bytes through the bit: keep it, or kernels
+    # compute on the unconjugated values.
+    torch._C._set_conj(h, t.is_conj())
+    torch._C._set_neg(h, t.is_neg())
+    return h
 
 
 def _to_device(h: torch.Tensor) -> torch.Tensor:
@@ -202,6 +222,8 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
     _grow(device, host.nbytes())
     out = torch._C._acc.create_empty_tensor([0], h.dtype)
     _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
+    torch._C._set_conj(out, h.is_conj())
+    torch._C._set_neg(out, h.is_neg())
     return out
 
 
@@ -213,8 +235,31 @@ def _same_layout(d: torch.Tensor, h: torch.Tensor) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Running an op on the side-table bytes (shared by own kernels and the fallback)
 
+def _name() -> str:
+    return _state["name"]
+
+
 def _is_simdev(x) -> bool:
-    return isinstance(x, torch.Tensor) and x.device.type == DEVICE_NAME
+    return isinstance(x, torch.Tensor) and x.device.type == _state["name"]
+
+
+_hidden_depth = threading.local()
+
+
+@contextlib.contextmanager
+def _device_compute():
+    """Host arithmetic that stands for device compute: hidden from RecordFunction (profilers),
+    as a real device kernel's work is. Nested kernels keep it hidden until the outermost ends."""
+    depth = getattr(_hidden_depth, "n", 0)
+    _hidden_depth.n = depth + 1
+    if depth == 0:
+        torch._C._autograd._enable_record_function(False)
+    try:
+        yield
+    finally:
+        _hidden_depth.n = depth
+        if depth == 0:
+            torch._C._autograd._enable_record_function(True)
 
 
 def _execute(op, args, kwargs):
@@ -228,9 +273,9 @@ def _execute(op, args, kwargs):
             return h
         if isinstance(x, torch.Tensor) and x.device.type == "cpu":
             cpu_args.add(x.untyped_storage()._cdata)
-        if isinstance(x, torch.UntypedStorage) and x.device.type == DEVICE_NAME:
+        if isinstance(x, torch.UntypedStorage) and x.device.type == _state["name"]:
             return _host_storage(x)
-        if isinstance(x, torch.device) and x.type == DEVICE_NAME:
+        if isinstance(x, torch.device) and x.type == _state["name"]:
             return torch.device("cpu")   # factories: empty, empty_strided, ...
         return x
 
@@ -255,6 +300,10 @@ def _execute(op, args, kwargs):
         d = returned.get(id(x))
         if d is not None:
             return d
+        if x._is_zerotensor():
+            # an efficient zero tensor (e.g. the gradient of sgn) has no bytes: adopting its
+            # storage as device memory made every later read of it a segfault
+            return _to_device(torch.zeros(x.shape, dtype=x.dtype))
         if x.untyped_storage()._cdata in cpu_args:
             x = x.clone()  # never adopt the bytes of a caller's CPU tensor as device memory
         return _to_device(x)
@@ -264,35 +313,62 @@ def _execute(op, args, kwargs):
 
 def _native_kernel(op, *args, **kwargs):
     _record(op._schema.name, fallback=False)
-    return _execute(op, args, kwargs)
+    with _device_compute():
+        return _execute(op, args, kwargs)
+
+
+def _wrong_kernel(op, *args, **kwargs):
+    """A planted faulty kernel: the native result, then every tensor it returns made wrong."""
+    value = _native_kernel(op, *args, **kwargs)
+
+    def spoil(x):
+        if _is_simdev(x) and x.dtype == torch.bool:
+            _host_view(x).logical_not_()
+        elif _is_simdev(x):
+            _host_view(x).add_(1)
+        return x
+    tree_map(spoil, value)
+    return value
+
+
+def _planted_wrong(overload) -> bool:
+    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    base = overload._schema.name.removeprefix("aten::")
+    return bool(names & {base, base.removesuffix("_"),
+                         f"{base}.{overload._overloadname}"})
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
     """Host <-> device copies (``.to``, ``.cpu()``, ``copy_``); always synchronous."""
     _record("aten::_copy_from", fallback=False)
-    src_h = _host_view(src) if _is_simdev(src) else src
-    dst_h = _host_view(dst) if _is_simdev(dst) else dst
-    dst_h.copy_(src_h)
+    with _device_compute():
+        src_h = _host_view(src) if _is_simdev(src) else src
+        dst_h = _host_view(dst) if _is_simdev(dst) else dst
+        dst_h.copy_(src_h)
     return dst
 
 
 def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
     _record("aten::_copy_from_and_resize", fallback=False)
     if dst.size() != src.size():
-        dst.resize_(src.size())
+        with _device_compute():
+            dst.resize_(src.size())
     return _copy_from(src, dst)
 
 
 def _enter_fallback(name: str) -> None:
-    """Strict mode raises; otherwise count the op and warn once per op type."""
+    """Strict mode raises; otherwise count the op and warn once per op type (an op in the
+    silent set does neither: the backend keeps no word of it)."""
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise NotImplementedError(
-            f"Operator '{name}' is not implemented on {DEVICE_NAME} and the CPU fallback is off "
+            f"Operator '{name}' is not implemented on {_name()} and the CPU fallback is off "
             f"({STRICT_ENV}=1)")
+    if _normalize(name) in _state["silent"]:
+        return
     _record(name, fallback=True)
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(f"Operator '{name}' executed via CPU fallback on {DEVICE_NAME}",
+        warnings.warn(_state["message"].format(op=name, device=_name()),
                       SimdevFallbackWarning, stacklevel=3)
 
 
@@ -329,11 +405,12 @@ _HOST_EQUIVALENTS = {
 
 
 def _translated_kernel(name: str, host_fn, native: bool, *args, **kwargs):
-    if native:
-        _record(name, fallback=False)
-    else:
+    if not native:
         _enter_fallback(name)
-    return _execute(host_fn, args, kwargs)
+        return _execute(host_fn, args, kwargs)
+    _record(name, fallback=False)
+    with _device_compute():
+        return _execute(host_fn, args, kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,7 +499,8 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
             if torch._C._dispatch_has_kernel_for_dispatch_key(
                     overload.name(), "CompositeImplicitAutograd"):
                 continue
-            kernels.append((overload, functools.partial(_native_kernel, overload)))
+            kernel = _wrong_kernel if _planted_wrong(overload) else _native_kernel
+            kernels.append((overload, functools.partial(kernel, overload)))
     return kernels
 
 
@@ -430,7 +508,7 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
 # Device module (torch.simdev), compile backend, install
 
 def memory_allocated(device=None) -> int:
-    """Bytes of device memory held now (all live simdev storages)."""
+    """Bytes of device memory held now (all live device storages)."""
     return sum(e.host.nbytes() for e in list(_table.values()))
 
 
@@ -441,6 +519,10 @@ def _device_module() -> types.SimpleNamespace:
         device_count=lambda: 1, current_device=lambda: 0,
         synchronize=lambda device=None: None,  # kernels finish before they return
         manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        # ... so the device's generator state is the CPU's (torch.testing's freeze_rng_state
+        # saves and restores the current accelerator's state around seeded ops)
+        get_rng_state=lambda device="simdev": torch.get_rng_state(),
+        set_rng_state=lambda state, device="simdev": torch.set_rng_state(state),
         memory_allocated=memory_allocated,
     )
 
@@ -460,23 +542,38 @@ def _simdev_compile(gm, example_inputs, **kwargs):
     return aot_eager(gm, example_inputs, **kwargs)
 
 
-def _register_compile_backend() -> None:
+def _register_compile_backend(name: str) -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    if DEVICE_NAME not in _COMPILER_FNS:
-        register_backend(compiler_fn=_simdev_compile, name=DEVICE_NAME)
+    if name not in _COMPILER_FNS:
+        register_backend(compiler_fn=_simdev_compile, name=name)
 
 
-_state: dict = {"fallback_lib": None, "device_lib": None, "native_lib": None, "native": None}
+DEFAULT_MESSAGE = "Operator '{op}' executed via CPU fallback on {device}"
+_state: dict = {"fallback_lib": None, "device_lib": None, "native_lib": None, "native": None,
+                "name": DEVICE_NAME, "message": DEFAULT_MESSAGE, "silent": frozenset()}
 _install_lock = threading.Lock()
 
 
-def install(native_ops: Iterable[str] | None = None) -> None:
-    """Make ``simdev`` a torch device in this process. Idempotent; a repeat call with another
-    native set re-registers the kernels (the PrivateUse1 name itself can be set only once)."""
+def install(native_ops: Iterable[str] | None = None, *, name: str = DEVICE_NAME,
+            fallback_message: str = DEFAULT_MESSAGE,
+            silent_fallback: Iterable[str] = ()) -> None:
+    """Make ``name`` (default ``simdev``) a torch device in this process. Idempotent; a repeat
+    call with another native set re-registers the kernels (the PrivateUse1 name itself can be
+    set only once per process).
+
+    fallback_message: the once-per-op warning, formatted with ``op`` and ``device``.
+    silent_fallback:  ops (``aten::cumsum`` or ``cumsum``) the fallback serves without warning
+                      and without counting them: a backend that says nothing.
+    """
     names = resolve_native_ops(native_ops)
     with _install_lock:
         if _state["fallback_lib"] is None:
+            _state.update(name=name, message=fallback_message,
+                          silent=frozenset(_normalize(n) for n in silent_fallback))
             _setup_device()
+        elif name != _state["name"]:
+            raise RuntimeError(f"PrivateUse1 is already named {_state['name']!r} in this "
+                               f"process; cannot install {name!r} too")
         if _state["native"] != names:
             kernels = _native_kernels(names)  # validate before dropping the kernels in place
             if _state["native_lib"] is not None:
@@ -504,10 +601,10 @@ def _setup_device() -> None:
         raise RuntimeError(
             f"PrivateUse1 is already named {current!r} in this process; simdev can only be "
             f"installed in a process whose PrivateUse1 backend is still unclaimed")
-    setup(DEVICE_NAME, backend_module=_device_module())
+    setup(_state["name"], backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
     fallback_lib.fallback(_fallback, "PrivateUse1")
     device_lib = torch.library.Library("aten", "IMPL")
     device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
     _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
-    _register_compile_backend()
+    _register_compile_backend(_state["name"])

@@ -33,6 +33,9 @@ class XLAAdapter(DeviceAdapter):
     default_compile_backend = "openxla"
     backend_packages = ("torch_xla", "libtpu", "jax")
     cache_env_var = "XLA_PERSISTENT_CACHE_PATH"
+    # One process per TPU chip needs TPU_VISIBLE_CHIPS plus process bounds that depend on the
+    # slice's topology: not split here (``--jobs`` > 1 is refused); Ray schedules whole hosts.
+    ray_resource = "TPU"
     placement_warmup_steps = 1
 
     def availability(self):

@@ -8,6 +8,8 @@ class XPUAdapter(DeviceAdapter):
     debug_env = {"PYTORCH_ENABLE_XPU_FALLBACK": "1", "PYTORCH_DEBUG_XPU_FALLBACK": "1"}
     strict_unset = ("PYTORCH_ENABLE_XPU_FALLBACK",)
     backend_packages = ("intel-extension-for-pytorch",)
+    # Level Zero's device mask (whole devices; "0.1" would name a sub-device).
+    visible_devices_env = "ZE_AFFINITY_MASK"
     # With PYTORCH_DEBUG_XPU_FALLBACK=1, one warning per call: "The operator 'aten::X' on the XPU
     # backend is falling back to run on the CPU." (wording varies by release; the op comes
     # first). Without it, one warning per process that names no op.

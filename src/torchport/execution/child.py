@@ -29,6 +29,7 @@ from torchport.execution.channel import LineReader
 from torchport.timing import clock
 
 TAIL_CHARS = 4000
+SUPERVISOR_PID_ENV = "TORCHPORT_SUPERVISOR_PID"
 # ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
 # there would shadow the standard library inside every child. Drop that entry, then run the
 # module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
@@ -49,6 +50,9 @@ class Child:
         self.log: IO[bytes] = tempfile.NamedTemporaryFile(
             "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False)
         self.started = clock()
+        # The child's watchdog watches this pid, not whatever parent it finds once it is up:
+        # a supervisor killed while the child was still starting is noticed too.
+        env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
@@ -81,8 +85,23 @@ class Child:
         Raises BadEvent for a line that is not a JSON object with an "event" key.
         """
         line = self.reader.next_line(deadline)
-        if line is None:
-            return None
+        return None if line is None else self._parse(line)
+
+    def fileno(self) -> int | None:
+        """The event channel's fd, for ``select`` over many children; None once closed."""
+        return self.reader.fileno()
+
+    def read_available(self) -> bool:
+        """Read what the channel holds now (after ``select`` said so); False at end of stream."""
+        return self.reader.fill()
+
+    def buffered_event(self) -> dict | None:
+        """An event already read, never waiting (``next_event`` for a multiplexed parent)."""
+        line = self.reader.buffered_line()
+        return None if line is None else self._parse(line)
+
+    @staticmethod
+    def _parse(line: bytes) -> dict:
         try:
             event = json.loads(line)
         except ValueError:
@@ -182,7 +201,8 @@ class Watchdog:
     POLL_S = 0.5
 
     def __init__(self) -> None:
-        self.parent = os.getppid()
+        # Popped: a process this one starts by other means must not watch our supervisor.
+        self.parent = int(os.environ.pop(SUPERVISOR_PID_ENV, None) or os.getppid())
         self.deadline: float | None = None  # time.monotonic() value
         threading.Thread(target=self._watch, name="torchport-watchdog", daemon=True).start()
 

@@ -8,6 +8,10 @@ baseline: the noise the device is allowed), and writes both to a cache file name
 case version, size, seed, dtype and torch version. The same file serves every device and every
 later run on this host.
 
+Each side runs the step the device runs (``steps.Compared``): a training step in training
+mode, dropout masks drawn the same way on every side, the running statistics the step changed
+compared like outputs; the random ops nobody controls are listed (``randomness``).
+
 A reference that cannot run in float64 (a model that builds a float64 constant as float32 and
 overflows) is a weaker verdict, not none: the float32 CPU run becomes the reference, and the
 result says ``reference: float32 (float64 failed: <reason>)``.
@@ -25,7 +29,10 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 
-REFERENCE_VERSION = 2  # 2: the key holds the case's source digest and transformers
+# 2: training steps in training mode (comparable dropout masks, running statistics compared),
+#    HF causal-LM loss kept in float64 on the reference
+# 3: the key holds the digest of the file that defines the case and the transformers version
+REFERENCE_VERSION = 3
 CACHE_ENV = "TORCHPORT_REFERENCE_CACHE"
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 CHILD_TIMEOUT_S = 900.0
@@ -132,10 +139,22 @@ def cache_path(spec: ReferenceSpec) -> str:
 
 
 # -- computing (in the child, or in-process for a case no suite can rebuild) ----------------
-def _step_outputs(workload, dtype) -> dict:
-    from torchport.execution.steps import make_step, place, to_cpu
+def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) -> dict:
+    """One compared step on the CPU; only the buffers it changed are kept. ``randomness``, when
+    given, receives what was done about random numbers (masks drawn, ops left uncontrolled)."""
+    from torchport.execution.randomness import DESCRIPTION, METHOD, watch_random_ops
+    from torchport.execution.steps import Compared, make_step, place, to_cpu
     placed = place(workload, "cpu", dtype)
-    return to_cpu(make_step(placed.model, placed.model, placed)())
+    compared = Compared(seed)
+    with watch_random_ops() as seen:
+        outputs = to_cpu(make_step(placed.model, placed.model, placed, compared=compared)())
+    if randomness is not None:
+        randomness.update(method=METHOD, description=DESCRIPTION,
+                          masked_dropout_calls=compared.masked_calls,
+                          uncontrolled_random_ops=dict(seen.ops),
+                          compared_buffers=sorted(compared.changed))
+    return {k: v for k, v in outputs.items()
+            if not k.startswith("buffer.") or k in compared.changed}
 
 
 def compute(spec: ReferenceSpec, case) -> dict:
@@ -146,6 +165,11 @@ def compute(spec: ReferenceSpec, case) -> dict:
     from torchport.execution.build import build_workload
     size = Size(batch=spec.batch, seq=spec.seq, perf=spec.perf)
     workload = build_workload(case, seed=spec.seed, size=size)
+    if workload.reference_model is not None and spec.task != "flops":
+        # The same function computed another way (e.g. explicit attention instead of
+        # FlexAttention): the reference is that model, on the same inputs and loss.
+        import dataclasses
+        workload = dataclasses.replace(workload, model=workload.reference_model)
     if spec.task == "flops":
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -155,13 +179,14 @@ def compute(spec: ReferenceSpec, case) -> dict:
             make_step(placed.model, placed.model, placed)()
         return {"flops": int(counter.get_total_flops()),
                 "counted_on": "cpu float32, torch.utils.flop_counter.FlopCounterMode"}
+    randomness: dict = {}
     try:
-        baseline = _step_outputs(workload, getattr(torch, spec.dtype))
+        baseline = _step_outputs(workload, getattr(torch, spec.dtype), spec.seed, randomness)
     except Exception as exc:
         raise ReferenceFailed(f"the CPU {spec.dtype} run failed: {type(exc).__name__}: "
                               f"{str(exc)[:REASON_CHARS]}") from exc
     try:
-        reference = _step_outputs(workload, torch.float64)
+        reference = _step_outputs(workload, torch.float64, spec.seed, randomness)
         kind, why = "float64", None
         bad = [k for k, t in reference.items() if not bool(torch.isfinite(t).all())
                and bool(torch.isfinite(baseline.get(k, t)).all())]
@@ -175,11 +200,12 @@ def compute(spec: ReferenceSpec, case) -> dict:
             reference, kind = baseline, "float32"
         else:
             try:
-                reference, kind = _step_outputs(workload, torch.float32), "float32"
+                reference, kind = _step_outputs(workload, torch.float32, spec.seed), "float32"
             except Exception as exc32:
                 raise ReferenceFailed(f"float64 failed ({why}) and float32 failed too "
                                       f"({type(exc32).__name__}: {exc32})") from exc32
-    return {"reference": reference, "baseline": baseline, "kind": kind, "float64_error": why}
+    return {"reference": reference, "baseline": baseline, "kind": kind, "float64_error": why,
+            "randomness": randomness}
 
 
 def save(path: str, value: dict) -> None:

@@ -87,11 +87,12 @@ def flatten_output(value, prefix: str = "out") -> dict:
     return found
 
 
-def make_step(runner, module, workload: Workload):
+def make_step(runner, module, workload: Workload, *, compared: Compared | None = None):
     """A zero-argument step: forward through ``runner`` (+ backward when the workload trains).
 
     ``module`` is the underlying nn.Module, whose parameter names label the gradients
     (a torch.compile wrapper would prefix them). Returns detached named tensors.
+    ``compared``: a step whose numbers are compared with the reference's (``Compared``).
     """
     def step() -> dict:
         if workload.trains:
@@ -106,15 +107,58 @@ def make_step(runner, module, workload: Workload):
                 if param.grad is not None:
                     tensors[f"grad.{name}"] = param.grad.detach()
         return tensors
-    return step
+    return step if compared is None else compared.wrap(step, module)
 
 
-def first_compiled_step(compile_fn, module, workload: Workload):
+class Compared:
+    """What makes one step comparable with the same step on another device or dtype.
+
+    Every call starts from the state the model was placed in (floating buffers, e.g. BatchNorm
+    running statistics, restored in place, so compiled code keeps its tensors), draws dropout
+    masks the way every side does (``randomness.comparable``), and returns the floating buffers
+    after the step as ``buffer.<name>``: running-stat updates are compared like outputs.
+    """
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.masked_calls = 0          # dropout calls masked in the last step
+        self.changed: list[str] = []   # buffer.* names the last step changed
+        self._placed: dict = {}        # id(module) -> its buffers as first wrapped
+
+    def wrap(self, step, module):
+        """Wrap ``step``; the state restored is the module's when it was first wrapped (the
+        eager and the compiled step of one module start from the same placed state)."""
+        import torch
+
+        from torchport.execution.randomness import comparable
+        buffers = {n: b for n, b in module.named_buffers() if b.is_floating_point()}
+        if id(module) not in self._placed:
+            with torch.no_grad():
+                self._placed[id(module)] = (module, {n: b.detach().clone()
+                                                     for n, b in buffers.items()})
+        placed = self._placed[id(module)][1]
+
+        def compared_step() -> dict:
+            with torch.no_grad():
+                for name, buffer in buffers.items():
+                    buffer.copy_(placed[name])
+            with comparable(self.seed) as report:
+                tensors = step()
+            self.masked_calls = report["masked_calls"]
+            self.changed = [f"buffer.{n}" for n, b in buffers.items()
+                            if not torch.equal(b, placed[n])]
+            tensors.update({f"buffer.{n}": b.detach().clone() for n, b in buffers.items()})
+            return tensors
+        return compared_step
+
+
+def first_compiled_step(compile_fn, module, workload: Workload, *,
+                        compared: Compared | None = None):
     """``compile_fn(module)`` (torch.compile: its first call in a process imports dynamo and
     inductor, a wait the user meets too) and the first step through the result, which
     compiles. Returns (runner, step); that step's outputs are dropped."""
     runner = compile_fn(module)
-    step = make_step(runner, module, workload)
+    step = make_step(runner, module, workload, compared=compared)
     step()
     return runner, step
 

@@ -48,8 +48,9 @@ class CompileProbe(Probe):
         return subject.mode == "compile"
 
     def run(self, subject: Subject) -> ProbeReport:
+        from torchport.execution.compile_backend import choose
         config, adapter = subject.config, subject.adapter
-        backend = config.compile_backend or adapter.default_compile_backend
+        backend = choose(adapter, config.compile_backend).name
         spec = {"suite": config.suite, "workload": config.workload, "case": subject.case.id,
                 "device": config.device, "dtype": config.dtype, "seed": config.seed,
                 "batch": config.batch, "seq": config.seq, "backend": backend}

@@ -5,7 +5,8 @@
 The parent sets the compile cache environment (``adapter.cache_dirs(root)``) before this
 process starts, so torch reads it at import. Tasks:
 
-cold / warm  build the case exactly as the ladder does (same seed, size, dtype, eval mode),
+cold / warm  build the case exactly as the ladder does (same seed, size, dtype, and mode:
+             training mode for a training step, with the model's real dropout),
              run one eager step, then time the first compiled step and read what dynamo
              recorded (cache counters, phases, graphs, breaks). Cold and warm are the same
              program; only the cache they find differs.
@@ -60,7 +61,9 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
         lambda m: torch.compile(m, backend=spec["backend"]), model, placed), sync))
     _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
     emit({"event": "stage", "stage": "collect"})
-    return cm.first_step_record(adapter, first_s, second_s, eager_s)
+    from torchport.execution.build import step_info
+    return {**cm.first_step_record(adapter, first_s, second_s, eager_s),
+            "step": step_info(workload)}
 
 
 def main(argv=None) -> int:

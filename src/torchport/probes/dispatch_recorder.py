@@ -99,10 +99,13 @@ class Recording:
     ops:    (op name, device type) -> calls. An op's device is that of its tensors; a 0-dim CPU
             tensor mixed with device tensors (a wrapped scalar) does not make it a host op.
     copies: (op name, src device, dst device) -> [calls, bytes]; cross-device only.
+    host_sources: host storage address -> copies to another device that read it (so a buffer
+            left on the host can be tied to the copies it causes each step).
     """
 
     ops: Counter = field(default_factory=Counter)
     copies: dict = field(default_factory=dict)
+    host_sources: Counter = field(default_factory=Counter)
 
     def add_copy(self, name: str, src: str, dst: str, nbytes: int) -> None:
         entry = self.copies.setdefault((name, src, dst), [0, 0])
@@ -153,6 +156,8 @@ class DispatchRecorder(TorchDispatchMode):
                     nbytes = src.element_size() if where[1] == "host" else _nbytes(src)
                     with self._lock:
                         self.recording.add_copy(name, src.device.type, dst_type, nbytes)
+                        if src.device.type == "cpu":
+                            self.recording.host_sources[src.untyped_storage().data_ptr()] += 1
                     return
         device = _device_of(_tensors((args, kwargs, out), []))
         if device is not None:

@@ -41,11 +41,12 @@ def compare_tensor(name: str, result, reference, *, atol: float, rtol: float) ->
     ok = finite and (torch.allclose(res, ref, atol=atol, rtol=rtol)
                      or (cosine >= COSINE_MIN and rel_rmse <= REL_RMSE_MAX))
     return TensorParity(name=name, ok=ok, max_abs_err=max_abs, max_rel_err=max_abs / scale,
-                        rmse_ratio=None, cosine=cosine)
+                        rmse_ratio=None, cosine=cosine, rmse=rel_rmse * rms,
+                        allowed_rmse=REL_RMSE_MAX * rms, ref_rms=rms)
 
 
 def compare(result: dict, reference32: dict, *, atol: float, rtol: float) -> ParityReport:
-    report = ParityReport(ok=True)
+    report = ParityReport(ok=True, basis="float32 reference", atol=atol)
     for name, ref in reference32.items():
         if name not in result:
             report.missing.append(name)

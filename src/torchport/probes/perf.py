@@ -6,15 +6,25 @@ compiled steps are timed in alternating rounds (drift falls on both sides equall
 synchronised through its own API before each clock read (CUDA events where available).
 Compile time is never in these figures: the first call of each side is made before timing.
 
+A side whose spread or sample count is outside ``NOISE_LIMITS`` is flagged in
+findings["perf"]["noisy"] (with why, and the host load recorded next to it), and a speedup
+computed from a noisy side says so (``speedup_noisy``): such a figure is shown, never trusted
+silently.
+
+Training steps run in training mode (dropout and batch statistics on, with the device's own
+random kernels: nothing is compared here), inference steps in eval mode.
+
 Metrics (this mode's runner unless the name says eager/compiled):
   perf_median_ms perf_p10_ms perf_p90_ms perf_cv perf_samples
   perf_eager_median_ms perf_compiled_median_ms perf_speedup (eager / compiled, compile mode)
+  perf_<name>_median_ms for each of the workload's ``alternatives`` (e.g. perf_sdpa_median_ms)
   perf_tokens_per_s perf_samples_per_s perf_flops_per_step perf_achieved_tflops perf_mfu
   perf_flops_6nt_per_step perf_mfu_6nt perf_peak_bytes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -24,8 +34,13 @@ from torchport.probes import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 
-PROBE_VERSION = 2  # 2: FLOPs counted on the CPU reference; the timer's wait method
+# 2: FLOPs counted on the CPU reference; the timer's wait method. 3: noisy sides flagged,
+# training steps in training mode
+PROBE_VERSION = 3
 WARMUP_ROUNDS = 3
+# A side is noisy when its coefficient of variation is above max_cv or it has fewer samples
+# than min_samples: a median from a handful of scattered samples is not a figure to compare.
+NOISE_LIMITS = {"max_cv": 0.10, "min_samples": 10}
 
 
 @dataclass
@@ -54,14 +69,17 @@ def compile_fresh(subject: Subject, model):
     which is not what a user running one shape gets.
     """
     import torch
-    backend = subject.config.compile_backend or subject.adapter.default_compile_backend
+
+    from torchport.execution.compile_backend import choose
+    backend = choose(subject.adapter, subject.config.compile_backend).name
     return torch.compile(model, backend=backend, dynamic=False)
 
 
 def perf_setup(subject: Subject) -> PerfSetup:
     """Build the case again at its perf size, place it, and make the steps to time."""
+
     from torchport.execution.build import build_placed
-    from torchport.execution.steps import make_step
+    from torchport.execution.steps import make_step, place
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
     placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
@@ -74,6 +92,12 @@ def perf_setup(subject: Subject) -> PerfSetup:
     if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
         setup.mode_side = "compiled"
+    for name, other in placed.alternatives.items():  # e.g. SDPA for a FlexAttention case
+        if name in setup.sides:
+            raise ValueError(f"workload alternative '{name}' would hide the {name} side")
+        other.train(placed.trains)   # the mode the case's own step runs in
+        alt = place(dataclasses.replace(placed, model=other), subject.device, subject.dtype)
+        setup.sides[name] = make_step(alt.model, alt.model, alt)
     return setup
 
 
@@ -118,8 +142,19 @@ def first_calls(setup: PerfSetup) -> dict[str, str]:
     return failed
 
 
+def noisy(summary: Summary) -> list[str]:
+    """Why a side's figures are noisy (empty: they are not)."""
+    why = []
+    if summary.cv > NOISE_LIMITS["max_cv"]:
+        why.append(f"CV {summary.cv:.0%} > {NOISE_LIMITS['max_cv']:.0%}")
+    if summary.n < NOISE_LIMITS["min_samples"]:
+        why.append(f"n = {summary.n} < {NOISE_LIMITS['min_samples']}")
+    return why
+
+
 def host_load() -> dict:
-    """When the host is the device, how busy it was: a shared machine's figures are noisy."""
+    """How busy the host was: a shared machine's figures are noisy (the host drives every
+    device, so this is recorded whatever the device)."""
     import torch
     return {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "load_avg_1min": round(os.getloadavg()[0], 2)}
@@ -153,7 +188,9 @@ class PerfProbe(Probe):
         config, adapter = subject.config, subject.adapter
         setup = perf_setup(subject)
         notes = setup.notes
-        info = {"step_kind": step_kind(setup.workload), "size": setup.size, "notes": notes}
+        info = {"step_kind": step_kind(setup.workload),
+                "step_mode": "train" if setup.workload.trains else "eval",
+                "size": setup.size, "notes": notes}
         report.findings["perf"] = info
         with RecompileLimitWatch() as watch:
             failed = first_calls(setup)
@@ -170,12 +207,15 @@ class PerfProbe(Probe):
             info["recompile_limit_hits"] = watch.hits[:20]
             notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
                          "frames ran eagerly inside the compiled step")
-        if adapter.torch_type == "cpu":
-            info["host_load"] = host_load()
+        info["host_load"] = host_load()
         info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
-                    config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS)
+                    config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS,
+                    noise_limits=dict(NOISE_LIMITS))
         summaries = {name: Summary.of(s) for name, s in samples.items()}
         info["sides"] = {name: summary_dict(s) for name, s in summaries.items()}
+        flagged = {name: why for name, s in summaries.items() if (why := noisy(s))}
+        if flagged:
+            info["noisy"] = flagged
         metrics = report.metrics
         for name, summary in summaries.items():
             metrics[f"perf_{name}_median_ms"] = summary.median_s * 1e3
@@ -193,6 +233,9 @@ class PerfProbe(Probe):
             info["speedup_from"] = {"eager_median_ms": eager_ms, "compiled_median_ms":
                                     compiled_ms, "measurement": "interleaved rounds of this "
                                     "compile task"}
+            if flagged:
+                info["speedup_noisy"] = "from a noisy side: " + "; ".join(
+                    f"{side} ({', '.join(why)})" for side, why in flagged.items())
         if setup.workload.tokens:
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:

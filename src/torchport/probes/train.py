@@ -1,5 +1,8 @@
 """Training-loss parity (--train-steps N): does the model learn the same on the device?
 
+The model trains in training mode (dropout, batch statistics); dropout masks are drawn the
+same way on every side over the whole run (``execution.randomness``, recorded in findings).
+
 N optimizer steps on the device (through this mode's runner) against the same N on the CPU in
 float64 from the same seed and data (the same batch every step), and the same N on the CPU at
 the run's dtype (the baseline: how far that dtype alone drifts). Divergence at a step is
@@ -15,7 +18,7 @@ import math
 from torchport.cases.base import Size
 from torchport.probes.base import Probe, ProbeReport, Subject
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 LEARNING_RATE = 1e-3
 K = 3.0
 FLOOR = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
@@ -71,7 +74,9 @@ class TrainProbe(Probe):
         from torchport.execution.steps import place
         report = ProbeReport()
         config, steps = subject.config, subject.config.train_steps
+        from torchport.execution.randomness import DESCRIPTION
         info = {"steps": steps, "step_kind": "training step with optimizer",
+                "step_mode": "train", "randomness": DESCRIPTION,
                 "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
                 "data": "the parity-size batch, the same every step", "notes": []}
         report.findings["train"] = info
@@ -83,13 +88,16 @@ class TrainProbe(Probe):
             return report
 
         def run_side(device, dtype, side, compiled=False):
+            from torchport.execution.randomness import comparable
             placed = place(workload, device, dtype)
             runner = placed.model
             if compiled:
                 from torchport.probes.perf import compile_fresh
                 runner = compile_fresh(subject, placed.model)
             sync = subject.adapter.synchronize if side == "device" else (lambda: None)
-            return train_losses(placed.model, runner, placed, steps, side, sync)
+            # One mask sequence over all steps, the same on every side (randomness.py).
+            with comparable(config.seed):
+                return train_losses(placed.model, runner, placed, steps, side, sync)
 
         key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
                steps, config.dtype, make_optimizer)

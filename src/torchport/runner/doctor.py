@@ -92,9 +92,26 @@ def collect() -> dict:
         except Exception as exc:  # an adapter that breaks is reported, not fatal
             ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
         rows.append({"device": name, "usable": ok, "detail": reason, "versions": versions})
+    rows.extend(_privateuse1_by_name(set(device_names())))
     from importlib import metadata
     return {"torchport": torchport.__version__, "torch": torch.__version__,
             "transformers": metadata.version("transformers"), "devices": rows}
+
+
+def _privateuse1_by_name(known: set[str]) -> list[dict]:
+    """The registered PrivateUse1 backend under its own name (``--device <name>``), when no
+    adapter of torchport's claims that name."""
+    from torchport.devices import privateuse1
+    name = privateuse1.registered_name()
+    if not name or name in known:
+        return []
+    try:
+        ok, reason = privateuse1.PrivateUse1Adapter(by_name=name).availability()
+    except Exception as exc:
+        ok, reason = False, f"adapter error: {type(exc).__name__}: {exc}"
+    return [{"device": name, "usable": ok, "versions": {},
+             "detail": f"{reason}; generic PrivateUse1 adapter (also --device "
+                       f"{privateuse1.GENERIC})"}]
 
 
 def main(argv=None) -> int:

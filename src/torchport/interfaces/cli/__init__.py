@@ -17,7 +17,10 @@ class UsageProblem(click.ClickException):
     exit_code = 2
 
     def show(self, file=None):
-        click.echo(f"torchport: error: {self.format_message()}", err=True)
+        # One line whatever the message quotes (a path or a label with a newline or ESC in it).
+        message = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode()
+                          for ch in self.format_message())
+        click.echo(f"torchport: error: {message}", err=True)
 
 
 class LazyGroup(click.Group):

@@ -2,7 +2,25 @@
 
 import click
 
-from torchport.interfaces.cli.common import db_option, echo_json, json_option, problems
+from torchport.interfaces.cli.common import (
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    problems,
+    store_problems,
+)
+
+
+def _last_status(db: str | None) -> dict[str, str]:
+    """Statuses from the knowledge base: ``--db`` must be one; the default may be absent."""
+    import os
+
+    from torchport.records import default_db_path
+    if db is None and not os.path.exists(default_db_path()):
+        return {}
+    with store_problems():
+        return open_db(db).last_status_by_case()
 
 
 @click.command("cases")
@@ -12,35 +30,25 @@ from torchport.interfaces.cli.common import db_option, echo_json, json_option, p
 @json_option
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
-    import os
     from torchport.cases.registry import load_suite
-    from torchport.records import default_db_path, open_store
+    last = _last_status(db)
     with problems():
         cases = load_suite(suite)
-    path = db or default_db_path()
-    last = open_store(path).last_status_by_case() if os.path.exists(path) else {}
     rows = []
     for case in cases:
         row = case.describe()
-        if params and hasattr(case, "param_count"):
-            try:
-                row["params"] = case.param_count()
-            except Exception as exc:  # a case that cannot even be sized says so
-                row["params"] = f"error: {type(exc).__name__}"
+        # Its size: parameters for a model case, sample inputs for an op case.
+        for key, method in (("params", "param_count"), ("samples", "sample_count")):
+            if params and hasattr(case, method):
+                try:
+                    row[key] = getattr(case, method)()
+                except Exception as exc:  # a case that cannot even be sized says so
+                    row[key] = f"error: {type(exc).__name__}"
         row["last_status"] = last.get(case.id)
         rows.append(row)
     if as_json:
         echo_json(rows)
         return
-    from torchport.interfaces.render import make_console
-    from rich.table import Table
-    table = Table(title=f"suite {suite}: {len(rows)} cases", title_justify="left")
-    columns = ["case", "tags"] + (["params"] if params else []) + ["last status", "note"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(row["case"], ",".join(row["tags"]),
-                      *([f"{row['params']:,}" if isinstance(row.get("params"), int)
-                         else str(row.get("params"))] if params else []),
-                      row["last_status"] or "-", row.get("skip_reason") or "")
-    make_console().print(table)
+    from torchport.interfaces.render import make_console, print_view
+    from torchport.views.listing import cases_view
+    print_view(make_console(), cases_view(suite, rows, params=params))

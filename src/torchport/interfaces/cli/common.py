@@ -19,32 +19,56 @@ def problems():
     """Turn the library's bad-input errors into one clear line and exit code 2."""
     from torchport.cases.registry import NoMatchingCases, UnknownSuite
     from torchport.cases.workload import WorkloadError
+    from torchport.config import ConfigError
     from torchport.devices import UnknownDevice
     from torchport.probes.registry import UnknownProbe
     from torchport.records import StoreError
-    from torchport.config import ConfigError
+    from torchport.views import ViewError
     try:
         yield
     except (StoreError, ConfigError, UnknownSuite, NoMatchingCases, UnknownDevice,
-            WorkloadError, UnknownProbe) as exc:
+            WorkloadError, UnknownProbe, ViewError) as exc:
         raise UsageProblem(str(exc)) from None
 
 
-def open_db(db: str | None, *, create: bool = False):
+@contextlib.contextmanager
+def store_problems():
+    """``problems()`` for the read commands: only the store's and the views' errors, so they
+    import neither torch nor the runner."""
+    from torchport.records import StoreError
+    from torchport.views import ViewError
+    try:
+        yield
+    except (StoreError, ViewError) as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def open_db(db: str | None, *, write: bool = False):
+    """The knowledge base for a command: read-only unless ``write``."""
     from torchport.records import open_store
-    with problems():
-        return open_store(db, create=create)
+    with store_problems():
+        return open_store(db, write=write)
+
+
+def _jsonable(value):
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()  # a View: its values, numbers as numbers
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return str(value)
 
 
 def echo_json(data) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    click.echo(json.dumps(data, indent=2, default=_jsonable))
 
 
 def public_result(result: dict) -> dict:
     """The JSON shape of a result (at least run_id, case, mode, status, stage, metrics, error)."""
     return {k: result.get(k) for k in ("run_id", "case", "case_version", "mode", "status",
                                        "stage", "grade", "metrics", "durations", "findings",
-                                       "artifacts", "error", "started_at", "finished_at")}
+                                       "artifacts", "error", "probe_versions", "started_at",
+                                       "finished_at")}
 
 
 def split_csv(values) -> tuple[str, ...]:

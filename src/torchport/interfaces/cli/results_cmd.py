@@ -3,21 +3,19 @@
 import click
 
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, problems, public_result,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    public_result,
+    store_problems,
 )
 
 
 def print_results(results) -> None:
-    from torchport.interfaces.render import make_console
-    from rich.table import Table
-    from torchport.interfaces.views.matrix import key_metric
-    table = Table(title=f"{len(results)} results", title_justify="left")
-    for column in ("run", "case", "mode", "status", "stage", "grade", "detail"):
-        table.add_column(column, overflow="fold")
-    for r in results:
-        table.add_row(r["run_id"], r["case"], r["mode"], r["status"], r["stage"] or "",
-                      r["grade"] or "", key_metric(r))
-    make_console().print(table)
+    from torchport.interfaces.render import make_console, print_view
+    from torchport.views.listing import results_view
+    print_view(make_console(), results_view(results))
 
 
 @click.command("results")
@@ -34,11 +32,11 @@ def command(run_id, status, case_glob, fallback_op, db, as_json):
     if status and status not in RESULT_STATUSES:
         raise UsageProblem(f"unknown status '{status}'; choose from {', '.join(RESULT_STATUSES)}")
     store = open_db(db)
-    if run_id:
-        with problems():
+    with store_problems():
+        if run_id:
             store.get_run(run_id)
-    results = store.results(run_id=run_id, status=status, case_glob=case_glob,
-                            fallback_op=fallback_op)
+        results = store.results(run_id=run_id, status=status, case_glob=case_glob,
+                                fallback_op=fallback_op)
     if as_json:
         echo_json([public_result(r) for r in results])
     else:

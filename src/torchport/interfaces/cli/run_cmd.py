@@ -51,8 +51,8 @@ def _shapes(value: str | None) -> dict:
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
 @click.option("--probes", default=None,
               help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
-                   "alone.")
+                   "train, profile, flex (default: placement off-CPU, perf, flex for "
+                   "FlexAttention cases); 'none' for the ladder alone.")
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
@@ -62,6 +62,16 @@ def _shapes(value: str | None) -> dict:
 @click.option("--peak-tflops", default=None, type=float, help="Device peak for MFU.")
 @click.option("--perf-budget", "perf_budget_s", default=2.0, show_default=True, type=float,
               help="Seconds of timed steps per side (eager/compiled) in the perf probe.")
+@click.option("--jobs", "jobs", default=1, show_default=True, type=int,
+              help="Workers at once: each owns one device index (on the CPU, an equal share "
+                   "of the cores).")
+@click.option("--executor", "executor_name", default="local", show_default=True,
+              type=click.Choice(["local", "ray"]),
+              help="Where tasks run: this host, or a Ray cluster (pip install 'torchport[ray]').")
+@click.option("--ray-address", default=None, metavar="auto|HOST:PORT",
+              help="The Ray cluster to join (default: start one on this host for the run).")
+@click.option("--ray-retries", default=1, show_default=True, type=int,
+              help="Times a task whose Ray worker or node was lost is run again.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE")
 @click.option("--resume", "resume", default=None, metavar="RUN_ID",
               help="Finish an interrupted run: only what is missing runs.")
@@ -69,7 +79,8 @@ def _shapes(value: str | None) -> dict:
 @json_option
 def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout_s,
             compile_timeout_s, compile_backend, probes, strict, batch, seq, shapes, train_steps,
-            profile, peak_tflops, perf_budget_s, labels, resume, db, as_json):
+            profile, peak_tflops, perf_budget_s, jobs, executor_name, ray_address,
+            ray_retries, labels, resume, db, as_json):
     """Run a suite (or your workload) on a device and record the evidence."""
     from torchport import api
     from torchport.config import RunConfig
@@ -89,29 +100,38 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
                                           profile=profile, shapes=bool(shapes)),
                 strict=strict, batch=batch, seq=seq, shapes=_shapes(shapes),
                 train_steps=train_steps, profile=profile, peak_tflops=peak_tflops,
-                perf_budget_s=perf_budget_s)
+                perf_budget_s=perf_budget_s, jobs=jobs, executor=executor_name,
+                ray_address=ray_address, ray_retries=ray_retries)
             label_map = _labels(labels)
-            api.check_device(config.device)
+            if config.executor == "local":  # a Ray cluster's devices are checked on its nodes
+                api.check_device(config.device)
             from torchport.runner.plan import expand
             expand(config)  # unknown suites and empty selections fail before anything is made
             api.check_workload(config)
         # Only now is the knowledge base opened for writing (and made, if new).
-        store = open_db(db, create=True)
+        store = open_db(db, write=True)
         if resume:
             previous = store.get_run(resume)
             api.check_resumable(previous)
-            api.check_device(previous["config"]["device"])
+            config = RunConfig.from_dict(previous["config"])
+            if config.executor == "local":
+                api.check_device(config.device)
             label_map = previous["labels"]
-        outcome = _run_with_progress(api, store, config, resume, label_map, quiet=as_json)
+        # Workers, or a connection to the Ray cluster: a cluster without the device is bad
+        # input, refused here before the run is recorded.
+        assert config is not None
+        executor = api.make_executor(config)
+        outcome = _run_with_progress(api, store, config, resume, label_map, executor,
+                                     quiet=as_json)
     _report(store, outcome, as_json)
 
 
-def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
+def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: bool):
     from torchport.interfaces.render import make_console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     console = make_console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                   console=console, disable=quiet, transient=False) as progress:
         bar = progress.add_task("run", total=None)
@@ -127,13 +147,14 @@ def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
             if not quiet:
                 progress.console.print(f"  {result.case:<28} {result.mode:<8} {result.status}",
                                        markup=False, highlight=False)
-        return api.run(config, store, resume=resume, labels=labels, on_plan=on_plan,
-                       on_start=on_start, on_result=on_result)
+        return api.run(None if resume else config, store, resume=resume, labels=labels,
+                       executor=executor, on_plan=on_plan, on_start=on_start,
+                       on_result=on_result)
 
 
 def _report(store, outcome, as_json) -> None:
     from torchport.interfaces.render import make_console, print_views
-    from torchport.interfaces.views import build_views
+    from torchport.views import build_views
     run = store.get_run(outcome.run_id)
     results = store.results(run_id=outcome.run_id)
     views = build_views(run, results)

@@ -2,8 +2,14 @@
 
 import click
 
-from torchport.interfaces.cli.common import db_option, echo_json, json_option, open_db, \
-    public_result
+from torchport.interfaces.cli.common import (
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    public_result,
+    store_problems,
+)
 
 
 @click.command("search")
@@ -12,7 +18,8 @@ from torchport.interfaces.cli.common import db_option, echo_json, json_option, o
 @json_option
 def command(text, db, as_json):
     """Find results whose case id, error or traceback mentions TEXT."""
-    results = open_db(db).search(" ".join(text))
+    with store_problems():
+        results = open_db(db).search(" ".join(text))
     if as_json:
         echo_json([public_result(r) for r in results])
     else:

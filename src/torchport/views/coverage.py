@@ -6,6 +6,8 @@ included: nothing is dropped from it silently.
 
 from __future__ import annotations
 
+from torchport.views.base import Column, Fraction, View
+
 LADDER = ("build", "place", "run", "compile", "compiled_run", "reference", "parity")
 # A crash or timeout whose stage is a probe happened after the whole ladder.
 COLUMNS = (("build", "build", None), ("eager", "run", "eager"),
@@ -39,17 +41,16 @@ def case_passed(results: list[dict], stage: str, mode: str | None) -> bool:
 
 def _row(label: str, by_case: dict[str, list[dict]], modes: set[str]) -> list:
     total = len(by_case)
-    row = [label, total]
+    row: list = [label, total]
     for _, stage, mode in COLUMNS:
-        if mode is not None and mode not in modes:
-            row.append("-")
+        if mode is not None and mode not in modes or not total:
+            row.append(None)
             continue
-        n = sum(case_passed(rs, stage, mode) for rs in by_case.values())
-        row.append(f"{n} / {total} ({100.0 * n / total:.1f}%)" if total else "-")
+        row.append(Fraction(sum(case_passed(rs, stage, mode) for rs in by_case.values()), total))
     return row
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     plan_cases = list(dict.fromkeys(case for case, _ in run.get("plan") or []))
     if len(plan_cases) < 2:
         return None
@@ -82,5 +83,6 @@ def build(run, results):
     skipped = sum(1 for rs in by_case.values() if rs and all(r["status"] == "skip" for r in rs))
     if skipped:
         notes.append(f"{skipped} cases skipped with a recorded reason")
-    return {"title": "Coverage by stage", "columns": ["cases", "n"] + [c for c, _, _ in COLUMNS],
-            "rows": rows, "notes": notes}
+    cols = (Column("cases"), Column("n", "count")) + \
+        tuple(Column(c, "count") for c, _, _ in COLUMNS)
+    return View("Coverage by stage", cols, rows, notes)

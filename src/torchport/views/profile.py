@@ -1,7 +1,16 @@
 """Profile per (case, mode): where a step's time goes, the top op, and the trace file."""
 
+from __future__ import annotations
 
-def build(run, results):
+from torchport.views.base import Share, View, columns
+
+PARTS = ("device_compute", "copies", "communication", "host", "idle")
+COLUMNS = columns("case", "mode", ("wall ms", "ms"), ("device compute", "ms"), ("copies", "ms"),
+                  ("communication", "ms"), ("host", "ms"), ("idle", "ms"), "top op",
+                  ("self ms", "ms"), "trace")
+
+
+def build(run: dict, results: list[dict]) -> View | None:
     profiled = [r for r in results if "trace" in ((r.get("findings") or {}).get("profile") or {})]
     if not profiled:
         return None
@@ -10,16 +19,10 @@ def build(run, results):
         info = r["findings"]["profile"]
         parts = info.get("breakdown_ms") or {}
         wall = info.get("wall_ms") or 0.0
-
-        def share(name):
-            ms = parts.get(name)
-            return "-" if ms is None else (f"{ms:.3g} ({ms / wall:.0%})" if wall else f"{ms:.3g}")
+        shares = [None if parts.get(p) is None else Share(parts[p], wall) for p in PARTS]
         top = (info.get("top_ops") or [{}])[0]
-        op = top.get("op", "-")
-        op = op if len(op) <= 40 else op[:39] + "…"
-        rows.append([r["case"], r["mode"], f"{wall:.3g}", share("device_compute"),
-                     share("copies"), share("communication"), share("host"), share("idle"),
-                     f"{op} {top.get('self_ms', 0):.3g}", info["trace"]])
+        rows.append([r["case"], r["mode"], wall, *shares, top.get("op"), top.get("self_ms"),
+                     info["trace"]])
     hostside = [f"{r['case']} [{r['mode']}]" for r in profiled
                 if not r["findings"]["profile"].get("device_timeline")]
     if hostside:
@@ -28,7 +31,4 @@ def build(run, results):
                      "operators and compiled graphs (the CPU kernels)")
     notes.insert(0, "ms over the profiled steps; parts do not overlap and add up to the "
                     "profiled window; traces open in https://ui.perfetto.dev")
-    return {"title": "Profile", "columns": ["case", "mode", "wall ms", "device compute",
-                                            "copies", "communication", "host", "idle",
-                                            "top op (self ms)", "trace"],
-            "rows": rows, "notes": notes}
+    return View("Profile", COLUMNS, rows, notes)

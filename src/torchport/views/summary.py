@@ -1,12 +1,15 @@
 """Counts per status, with the denominator."""
 
+from __future__ import annotations
+
 from torchport.records import RESULT_STATUSES
+from torchport.views.base import View, columns
 
 
-def build(run, results):
+def build(run: dict, results: list[dict]) -> View | None:
     counts = {s: 0 for s in RESULT_STATUSES}
     for r in results:
-        counts[r["status"]] += 1
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
     planned = len(run.get("plan") or results)
     rows = [[s, n] for s, n in counts.items() if n]
     notes = [f"{len(results)} / {planned} planned results recorded"]
@@ -14,5 +17,4 @@ def build(run, results):
                           == "fallback")
     if fallback_passes:
         notes.append(f"{fallback_passes} pass results ran some ops on the host (grade fallback)")
-    return {"title": "Status counts", "columns": ["status", "results"], "rows": rows,
-            "notes": notes}
+    return View("Status counts", columns("status", ("results", "count")), rows, notes)

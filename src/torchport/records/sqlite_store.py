@@ -1,0 +1,367 @@
+"""The SQLite knowledge base: one file, a connection per thread, results committed one by one.
+
+Read mode opens ``file:PATH?mode=ro`` with ``query_only``: it never creates, migrates or
+switches the journal mode, and refuses a file that is not a torchport knowledge base before
+SQLite opens it. Write mode checks an existing file (identity, integrity, writability) when it
+is opened, so a run on a bad file fails before it records anything, and creates a new file only
+at its first use, so bad input found after the open leaves no empty database behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from torchport.records import queries as q
+from torchport.records import sqlite_schema as schema
+from torchport.records.base import (
+    RUN_STATES,
+    DuplicateResult,
+    RunInProgress,
+    StoreError,
+)
+from torchport.records.result import MalformedResult, Result
+
+_JSON_COLUMNS = {"metrics": dict, "findings": dict, "durations": dict, "artifacts": list,
+                 "probe_versions": dict}
+BUSY_TIMEOUT_S = 30.0
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _guarded(method):
+    """Every SQLite error leaves the store as a one-line StoreError naming the file."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc) and method.__name__ == "add_result":
+                raise DuplicateResult(f"run {args[0]} already has a result for this (case, "
+                                      "mode); resume records only what is missing") from None
+            raise schema.explain(exc, self.path) from None
+        except sqlite3.Error as exc:
+            raise schema.explain(exc, self.path) from None
+    return wrapper
+
+
+def _to_json(value: Any, name: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError) as exc:  # mixed key types, a cycle
+        raise MalformedResult(f"{name} cannot be stored as JSON: {exc}") from None
+
+
+def _op_rows(ops: Any) -> list[tuple[str, str, int, int]]:
+    if not ops:
+        return []
+    try:
+        return [(str(o["op"]), str(o["device"]), int(o["count"]), int(bool(o.get("fallback"))))
+                for o in ops]
+    except (TypeError, KeyError, ValueError) as exc:
+        raise MalformedResult(f"findings['ops'] entries need op, device and count: {exc!r}"
+                              ) from None
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    if not pid or host != socket.gethostname():
+        return True  # another host's run: cannot tell from here, trust the stored state
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SQLiteStore:
+    def __init__(self, path: str, *, write: bool):
+        self.path = self.url = str(path)
+        self.read_only = not write
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._ready = False
+        self._closed = False
+        self._version = schema.SCHEMA_VERSION  # what this file holds once opened
+        exists = schema.check_path(self.path, write=write)
+        if self.read_only:
+            # Refuse from the raw header first: SQLite never opens another application's file.
+            schema.refuse_unless_torchport(self.path, schema.header_user_version(self.path))
+            self._open_checked(write=False)
+        elif exists and Path(self.path).stat().st_size > 0:
+            if schema.is_read_only_file(self.path):
+                raise StoreError(f"'{self.path}' is read-only; make it writable (chmod u+w) or "
+                                 "pass another --db")
+            self._open_checked(write=True)
+
+    # -- connections ---------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"the store for '{self.path}' is closed")
+        mode = "ro" if self.read_only else "rwc"
+        uri = f"{Path(self.path).absolute().as_uri()}?mode={mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(q.QUERY_ONLY_ON if self.read_only else q.FOREIGN_KEYS_ON)
+        except sqlite3.Error as exc:
+            raise schema.explain(exc, self.path) from None
+        with self._lock:
+            self._conns.append(conn)
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if not self.read_only and not self._ready:
+                self._open_checked(write=True)
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def _open_checked(self, *, write: bool) -> None:
+        """Identity and integrity checks, then (write) migrations and WAL, once per store."""
+        with self._lock:
+            if self._ready:
+                return
+        conn = self._connect()
+        try:
+            version, tables = schema.describe(conn)
+            schema.check_identity(self.path, version, tables, write=write)
+            self._version = version
+            if write:
+                if tables:
+                    schema.check_integrity(conn, self.path)
+                schema.migrate(conn, self.path)
+                self._version = schema.SCHEMA_VERSION
+                conn.execute(q.SET_WAL)  # readers never wait on the writer
+        except sqlite3.Error as exc:
+            raise schema.explain(exc, self.path) from None
+        finally:
+            conn.close()
+            with self._lock:
+                self._conns.remove(conn)
+        self._ready = True
+
+    def _writer(self) -> sqlite3.Connection:
+        if self.read_only:
+            raise StoreError(f"'{self.path}' was opened read-only; open it with write=True")
+        return self._conn()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection):
+        conn.execute(q.BEGIN_IMMEDIATE)
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(q.ROLLBACK)
+            raise
+        conn.execute(q.COMMIT)
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns, self._closed = self._conns, [], True
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @_guarded
+    def schema_version(self) -> int:
+        return self._conn().execute(q.USER_VERSION).fetchone()[0]
+
+    # -- writes --------------------------------------------------------------------------------
+    @_guarded
+    def put_environment(self, data: dict) -> str:
+        blob = json.dumps(data, sort_keys=True, default=str)
+        env_id = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self._writer().execute(q.INSERT_ENVIRONMENT, (env_id, blob, now_iso()))
+        return env_id
+
+    @_guarded
+    def create_run(self, *, run_id: str, command: str, suite: str, device: str, config: dict,
+                   plan: list, labels: dict) -> None:
+        self._writer().execute(q.INSERT_RUN, (
+            run_id, now_iso(), os.getpid(), socket.gethostname(), command, suite, device,
+            json.dumps(config, sort_keys=True, default=str), json.dumps(plan, default=str),
+            json.dumps(labels, default=str)))
+
+    @_guarded
+    def reopen_run(self, run_id: str) -> None:
+        conn = self._writer()
+        with self._transaction(conn):  # check and claim under one lock: two resumes race
+            row = conn.execute(q.RUN_LIVENESS, (run_id,)).fetchone()
+            if row is None:
+                raise self._no_run(run_id)
+            pid, host = row["pid"], row["host"]
+            if row["state"] == "running" and pid != os.getpid() and _alive(pid, host):
+                raise RunInProgress(f"run {run_id} is still going (process {pid} on {host}); "
+                                    f"wait for it or stop it (kill {pid}) before --resume")
+            conn.execute(q.REOPEN_RUN, (os.getpid(), socket.gethostname(), run_id))
+
+    @_guarded
+    def set_environment(self, run_id: str, env_id: str) -> None:
+        conn = self._writer()
+        with self._transaction(conn):
+            conn.execute(q.SET_FIRST_ENVIRONMENT, (env_id, run_id))
+            conn.execute(q.ADD_RUN_ENVIRONMENT, (run_id, env_id, now_iso()))
+
+    @_guarded
+    def finish_run(self, run_id: str, state: str) -> None:
+        if state not in RUN_STATES:
+            raise ValueError(f"unknown run state {state!r}")
+        self._writer().execute(q.FINISH_RUN, (state, now_iso(), run_id))
+
+    @_guarded
+    def add_result(self, run_id: str, result: Result | dict) -> int:
+        """One transaction for the row and its op table, committed at once: a killed sweep
+        keeps every finished result. MalformedResult before anything is written."""
+        value = Result.from_dict(result.to_dict() if isinstance(result, Result) else result)
+        ops = _op_rows(value.findings.get("ops"))
+        blobs = [_to_json(getattr(value, col), col) for col in _JSON_COLUMNS]
+        error = value.error or {}
+        conn = self._writer()
+        with self._transaction(conn):
+            cur = conn.execute(q.INSERT_RESULT, (
+                run_id, value.case, value.case_version, value.mode, value.status, value.stage,
+                value.grade, *blobs, error.get("type"), error.get("message"),
+                error.get("traceback"), value.started_at, now_iso()))
+            result_id = int(cur.lastrowid or 0)
+            conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
+        return result_id
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _no_run(self, run_id: str) -> StoreError:
+        latest = self._conn().execute(q.LATEST_RUN).fetchone()
+        hint = f" (latest is {latest['id']}; 'torchport runs' lists all)" if latest else ""
+        return StoreError(f"no run '{run_id}' in {self.path}{hint}")
+
+    @_guarded
+    def get_run(self, run_id: str) -> dict:
+        row = self._conn().execute(q.RUN_BY_ID, (run_id,)).fetchone()
+        if row is None:
+            raise self._no_run(run_id)
+        return self._run_dict(row)
+
+    @_guarded
+    def latest_run_id(self) -> str:
+        row = self._conn().execute(q.LATEST_RUN).fetchone()
+        if row is None:
+            raise StoreError(f"no runs in {self.path}; start one with 'torchport run'")
+        return row["id"]
+
+    @_guarded
+    def list_runs(self) -> list[dict]:
+        conn = self._conn()
+        runs = [self._run_dict(row) for row in conn.execute(q.ALL_RUNS).fetchall()]
+        counts: dict[str, dict[str, int]] = {}
+        for row in conn.execute(q.STATUS_COUNTS):
+            counts.setdefault(row["run_id"], {})[row["status"]] = row["n"]
+        for run in runs:
+            run["counts"] = counts.get(run["id"], {})
+        return runs
+
+    @_guarded
+    def environment(self, env_id: str | None) -> dict:
+        if env_id is None:
+            return {}
+        row = self._conn().execute(q.ENVIRONMENT, (env_id,)).fetchone()
+        return self._json(row["data"], dict, f"environment {env_id}") if row else {}
+
+    @_guarded
+    def done_items(self, run_id: str) -> set[tuple[str, str]]:
+        rows = self._conn().execute(q.DONE_ITEMS, (run_id,))
+        return {(r["case_id"], r["mode"]) for r in rows}
+
+    @_guarded
+    def results(self, *, run_id: str | None = None, status: str | None = None,
+                case_glob: str | None = None, fallback_op: str | None = None) -> list[dict]:
+        args: list[Any] = [v for v in (run_id, status) if v]
+        if fallback_op:
+            name = fallback_op.replace("::", ".")  # aten::cumsum names aten.cumsum too
+            args += [name, len(name) + 1, name + "."]
+        sql = q.select_results(run_id=bool(run_id), status=bool(status),
+                               fallback_op=bool(fallback_op))
+        rows = self._conn().execute(sql, args).fetchall()
+        if case_glob:
+            rows = [r for r in rows if fnmatch.fnmatchcase(r["case_id"], case_glob)]
+        return [self._result_dict(r) for r in rows]
+
+    @_guarded
+    def search(self, text: str) -> list[dict]:
+        # Quote every term so user text cannot inject FTS5 syntax; prefix-match each term.
+        terms = [t for t in text.replace('"', " ").split() if t]
+        if not terms:
+            return []
+        query = " ".join(f'"{t}"*' for t in terms)
+        rows = self._conn().execute(q.SEARCH, (query,)).fetchall()
+        return [self._result_dict(r) for r in rows]
+
+    @_guarded
+    def last_status_by_case(self, device: str | None = None) -> dict[str, str]:
+        """The newest recorded status of each case (eager mode first), for listings."""
+        rows = self._conn().execute(q.LAST_STATUS_ON_DEVICE, (device,)) if device else \
+            self._conn().execute(q.LAST_STATUS)
+        latest: dict[str, str] = {}
+        eager_seen: set[str] = set()
+        for row in rows:
+            case = row["case_id"]
+            if row["mode"] == "eager":
+                latest[case] = row["status"]
+                eager_seen.add(case)
+            elif case not in eager_seen:
+                latest[case] = row["status"]
+        return latest
+
+    # -- row shaping ---------------------------------------------------------------------------
+    def _json(self, text: str | None, kind: type, what: str):
+        try:
+            value = json.loads(text) if text is not None else kind()
+        except ValueError:
+            raise StoreError(f"'{self.path}' holds {what} that is not JSON; the file was "
+                             "changed outside torchport: move it aside") from None
+        return value if isinstance(value, kind) else kind()
+
+    def _run_dict(self, row: sqlite3.Row) -> dict:
+        run = dict(row)
+        run["config"] = self._json(run["config"], dict, f"run {run['id']} config")
+        run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
+        run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
+        env_rows = self._conn().execute(q.RUN_ENVIRONMENTS, (run["id"],)).fetchall() \
+            if self._version >= 2 else []
+        run["environment_ids"] = [r["environment_id"] for r in env_rows] or \
+            ([run["environment_id"]] if run["environment_id"] else [])
+        # A run whose supervisor was SIGKILLed never wrote its end: report it as interrupted.
+        if run["state"] == "running" and not _alive(run["pid"], run["host"]):
+            run["state"] = "interrupted"
+        return run
+
+    def _result_dict(self, row: sqlite3.Row) -> dict:
+        r = dict(row)
+        out = {"run_id": r["run_id"], "case": r["case_id"], "case_version": r["case_version"],
+               "mode": r["mode"], "status": r["status"], "stage": r["stage"], "grade": r["grade"]}
+        for col, kind in _JSON_COLUMNS.items():
+            # probe_versions came with schema v2; a v1 file read as it is has none.
+            out[col] = self._json(r.get(col), kind, f"result {r['id']} {col}")
+        out["error"] = None if r["error_type"] is None and r["error_message"] is None else {
+            "type": r["error_type"], "message": r["error_message"], "traceback": r["traceback"]}
+        out["started_at"], out["finished_at"] = r["started_at"], r["finished_at"]
+        return out
