@@ -31,11 +31,32 @@ def spec(**changes):
     return reference.ReferenceSpec(**{**base, **changes})
 
 
+def test_a_spec_round_trips_through_json():
+    made = reference.spec_for(find_case("smoke", "smoke/mlp"), RunConfig(), Size())
+    assert reference.ReferenceSpec.from_json(made.to_json()) == made
+
+
 def test_the_key_names_everything_that_decides_the_numbers():
     keys = {spec().key(), spec(seed=1).key(), spec(dtype="bfloat16").key(),
             spec(batch=4).key(), spec(torch="2.9.0").key(), spec(case_version=2).key(),
-            spec(task="flops").key()}
-    assert len(keys) == 7 and spec().key() == spec().key()
+            spec(task="flops").key(), spec(source="abc").key(),
+            spec(transformers="5.0").key()}
+    assert len(keys) == 9 and spec().key() == spec().key()
+
+
+def test_an_edited_workload_module_is_a_new_reference(tmp_path, monkeypatch):
+    from torchport.cases.workload import WorkloadCase
+    module = tmp_path / "team_model.py"
+    module.write_text("def make():\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = RunConfig(suite="workload", workload="team_model:make")
+    case = WorkloadCase("team_model:make")
+    first = reference.spec_for(case, config, Size())
+    module.write_text("def make():\n    return 1\n")
+    second = reference.spec_for(case, config, Size())
+    assert first.source and first.source != second.source and first.key() != second.key()
+    suite_case = reference.spec_for(find_case("smoke", "smoke/mlp"), RunConfig(), Size())
+    assert suite_case.source and suite_case.transformers
 
 
 def test_computed_in_a_child_with_autoload_off_then_read_from_disk(cache):

@@ -18,6 +18,13 @@ from torchport.probes.placement import PassResult, op_table, scalar_reads  # noq
 from torchport.runner.ladder import Ladder  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def forget_skipped_frames():
+    """Dynamo remembers code objects it skipped; later tests in this process compile them."""
+    yield
+    torch._dynamo.reset()
+
+
 def test_identical_runs_are_deterministic():
     a = {"out": torch.randn(8, 8)}
     found = determinism.compare_runs(a, {"out": a["out"].clone()}, "float32")
@@ -37,10 +44,11 @@ def test_runs_that_disagree_beyond_the_ceiling_get_a_finding():
 def test_the_devices_own_noise_feeds_the_parity_allowance():
     ref = torch.randn(256, dtype=torch.float64)
     base = ref.float()
-    result = (ref + 1e-3 * torch.randn(256, dtype=torch.float64)).float()  # device noise
+    result = (ref + 3e-4 * torch.randn(256, dtype=torch.float64)).float()  # device noise
     args = dict(atol=1e-6, rtol=1e-6, low_precision=False)
     assert not parity.compare({"t": result}, {"t": ref}, {"t": base}, **args).ok
-    noise = {"t": 2e-3}   # two eager runs of this device differ by that much
+    noise = {"t": 6e-4}   # two eager runs of this device differ by that much (under the
+    #                       float32 ceiling, which no allowance exceeds)
     assert parity.compare({"t": result}, {"t": ref}, {"t": base}, noise=noise, **args).ok
 
 

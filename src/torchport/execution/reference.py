@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 
 # 2: training steps in training mode (comparable dropout masks, running statistics compared),
 #    HF causal-LM loss kept in float64 on the reference
-REFERENCE_VERSION = 2
+# 3: the key holds the digest of the file that defines the case and the transformers version
+REFERENCE_VERSION = 3
 CACHE_ENV = "TORCHPORT_REFERENCE_CACHE"
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 CHILD_TIMEOUT_S = 900.0
@@ -57,6 +58,10 @@ class ReferenceSpec:
     dtype: str            # the run's dtype: the baseline's
     torch: str            # torch.__version__ of the process that computes it
     task: str = "parity"  # "parity": reference + baseline; "flops": FLOPs of one step
+    # What else decides the numbers: the digest of the file that defines the case (a user's
+    # workload module is edited without a version bump) and the transformers version.
+    source: str = ""
+    transformers: str | None = None
 
     def key(self) -> str:
         canonical = json.dumps({**asdict(self), "v": REFERENCE_VERSION}, sort_keys=True)
@@ -76,7 +81,37 @@ def spec_for(case, config, size, task: str = "parity") -> ReferenceSpec:
     return ReferenceSpec(suite=config.suite, case=case.id, case_version=case.version,
                          workload=config.workload, seed=config.seed, batch=size.batch,
                          seq=size.seq, perf=size.perf, dtype=config.dtype,
-                         torch=torch.__version__, task=task)
+                         torch=torch.__version__, task=task,
+                         source=source_digest(case, config.workload),
+                         transformers=_version("transformers"))
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def source_digest(case, workload: str | None) -> str:
+    """A digest of the file that defines the case: the user's workload module, or the module
+    of the case's function or class. Empty when there is no file to read."""
+    import importlib.util
+    import inspect
+    path = None
+    try:
+        if workload:
+            found = importlib.util.find_spec(workload.partition(":")[0])
+            path = found.origin if found else None
+        else:
+            path = inspect.getsourcefile(getattr(case, "fn", None) or type(case))
+    except (ImportError, TypeError, ValueError):
+        path = None
+    if not path or not os.path.isfile(path):
+        return ""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def rebuildable(case, config) -> bool:
