@@ -44,7 +44,7 @@ def test_results_filters_and_json(recorded):
 
 def test_search_finds_case_ids(recorded):
     db, _ = recorded
-    found = json.loads(torchport("search", "--db", db, "llama", "--json").stdout)
+    found = json.loads(torchport("search", "--db", db, "llama", "--json").stdout)["results"]
     assert found and {r["case"] for r in found} == {"hf/llama"}
     assert "hf/llama" in torchport("search", "--db", db, "llama").stdout
 

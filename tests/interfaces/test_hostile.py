@@ -222,8 +222,10 @@ def test_a_damaged_page_is_one_line_for_every_command(good_db, tmp_path):
     page = _page_of(good_db, "results")
     _clobber(good_db, (page - 1) * 4096, b"\xff" * 64)
     before = _digest(good_db)
-    for args in (["results"], ["show"], ["runs"], ["search", "llama"], RUN):
+    for args in (["results"], ["show"], ["search", "llama"], RUN):
         _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path), "is damaged")
+    # 'runs' counts from an index (schema v3) and never reads the damaged table page.
+    assert torchport("runs", "--db", good_db, cwd=tmp_path).returncode == 0
     assert _digest(good_db) == before  # run refused before recording anything
 
 

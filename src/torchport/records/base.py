@@ -14,6 +14,8 @@ artifacts, error, probe_versions, started_at, finished_at``). Never imports torc
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from torchport.records.result import Result
@@ -65,26 +67,92 @@ class Store(Protocol):
         """Validate (``Result.from_dict``: MalformedResult) and commit one result with its op
         table; DuplicateResult if the run has one for that (case, mode)."""
 
+    # -- batched writes (imports, bulk loads) --------------------------------------------------
+    def transaction(self) -> AbstractContextManager[None]:
+        """Writes inside commit together, or none does (an import is all or nothing)."""
+
+    def add_results(self, run_id: str, results: Iterable[Result | dict]) -> int:
+        """Many results in one transaction; a dict may carry ``finished_at`` and its recorded
+        ``ops`` rows (an import keeps both). Returns how many."""
+
+    def put_run(self, run: dict) -> None:
+        """A run as recorded elsewhere (import): id, started_at, finished_at, state, host,
+        command, suite, device, config, plan, labels, environment_ids (already stored)."""
+
+    def put_artifacts(self, run_id: str, artifacts: Iterable[dict]) -> None:
+        """Content hashes of files the run's results point at: path, sha256, bytes."""
+
+    # -- decisions -----------------------------------------------------------------------------
+    def add_note(self, run_id: str, text: str, *, case: str | None = None,
+                 mode: str | None = None, author: str | None = None,
+                 created_at: str | None = None) -> int | None:
+        """A note on a run or on one case (and mode) of it; StoreError if the run or case is
+        not there. With ``created_at`` (an import), an identical note is not added twice."""
+
+    def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
+        """``id, run_id, case, mode, author, text, created_at``, oldest first."""
+
+    def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0
+                     ) -> list[dict]: ...
+
+    def artifacts(self, run_id: str) -> list[dict]: ...
+
     # -- reads ---------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> dict: ...
 
     def latest_run_id(self) -> str: ...
 
     def list_runs(self) -> list[dict]:
-        """Newest first, each with ``counts`` (status -> results)."""
+        """Newest first, each with ``counts`` (status -> results) and ``planned`` (the plan's
+        length) in place of the plan."""
+
+    def find_runs(self, *, device: str | None = None, suite: str | None = None,
+                  labels: dict[str, str] | None = None, complete: bool = True) -> list[str]:
+        """Ids of matching runs, newest first; ``complete``: only runs that finished."""
 
     def environment(self, env_id: str | None) -> dict: ...
 
     def done_items(self, run_id: str) -> set[tuple[str, str]]: ...
 
     def results(self, *, run_id: str | None = None, status: str | None = None,
-                case_glob: str | None = None, fallback_op: str | None = None
-                ) -> list[dict[str, Any]]: ...
+                case_glob: str | None = None, fallback_op: str | None = None,
+                limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """Filtered, in recorded order, one page (``limit`` None: all). ``case_glob`` is
+        fnmatch syntax, answered from an index when it has a fixed prefix."""
 
-    def search(self, text: str) -> list[dict[str, Any]]:
-        """Full text over case ids, error messages and tracebacks; user text is never syntax."""
+    def iter_results(self, *, run_id: str | None = None, status: str | None = None,
+                     case_glob: str | None = None, fallback_op: str | None = None,
+                     order: str = "id", with_ops: bool = False) -> Iterator[dict[str, Any]]:
+        """The same results streamed (never all in memory). ``order``: "id" or "case" (case,
+        mode); ``with_ops``: each carries its op table as ``ops``."""
 
-    def last_status_by_case(self, device: str | None = None) -> dict[str, str]: ...
+    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """A run's results in (case, mode) order, lean (compare, baseline, gate): ``case, mode,
+        status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
+        (dict or None), ``error_line``."""
+
+    def count_results(self, *, run_id: str | None = None, status: str | None = None,
+                      case_glob: str | None = None, fallback_op: str | None = None) -> int: ...
+
+    def search(self, text: str, *, limit: int | None = None, offset: int = 0
+               ) -> list[dict[str, Any]]:
+        """Full text over case ids, error messages and tracebacks, ranked best first (bm25);
+        user text is never syntax."""
+
+    def count_search(self, text: str) -> int: ...
+
+    def status_counts(self, run_id: str) -> dict[str, int]: ...
+
+    def failure_groups(self, run_id: str, *, worst_first: bool = False, limit: int = 10,
+                       examples: int = 3) -> list[dict]:
+        """Failures grouped by (status, stage, error signature): ``status, stage, signature,
+        count, examples`` (case, mode) and the first one's ``message``."""
+
+    def count_failure_groups(self, run_id: str) -> int: ...
+
+    def last_status_by_case(self, device: str | None = None,
+                            cases: list[str] | None = None) -> dict[str, str]:
+        """Newest status per case, eager mode first; ``cases``: only these (indexed lookups)."""
 
     def schema_version(self) -> int: ...
 

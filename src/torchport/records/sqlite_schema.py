@@ -17,12 +17,13 @@ from pathlib import Path
 
 from torchport.records import queries as q
 from torchport.records.base import StoreError
+from torchport.records.signature import error_signature
 
 HEADER_MAGIC = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # big-endian u32 in the 100-byte file header
 # Tables each schema version adds (FTS shadow tables are SQLite's, not checked).
 TABLES_BY_VERSION = {1: {"environments", "runs", "results", "result_ops", "results_fts"},
-                     2: {"run_environments"}}
+                     2: {"run_environments"}, 3: {"notes", "notes_fts", "artifacts"}}
 READABLE_FROM = 1
 
 
@@ -145,9 +146,16 @@ def statements(script: str) -> list[str]:
     return out
 
 
+def register_functions(conn: sqlite3.Connection) -> None:
+    """SQL functions the schema uses (migration 0003 fills ``signature`` with this one, and
+    reads of an older file group failures with it)."""
+    conn.create_function("torchport_signature", 2, error_signature, deterministic=True)
+
+
 def migrate(conn: sqlite3.Connection, path: str) -> int:
     """Bring the file to SCHEMA_VERSION; return the version it had. Race-free across processes:
     the version is read again under the write lock, and every step commits together."""
+    register_functions(conn)
     conn.execute(q.BEGIN_IMMEDIATE)
     try:
         version, tables = describe(conn)

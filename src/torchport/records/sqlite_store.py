@@ -10,69 +10,30 @@ at its first use, so bad input found after the open leaves no empty database beh
 from __future__ import annotations
 
 import contextlib
-import fnmatch
-import functools
 import hashlib
 import json
 import os
 import socket
 import sqlite3
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
-from torchport.records.base import (
-    RUN_STATES,
-    DuplicateResult,
-    RunInProgress,
-    StoreError,
-)
-from torchport.records.result import MalformedResult, Result
+from torchport.records.base import RUN_STATES, RunInProgress, StoreError
+from torchport.records.result import Result
+from torchport.records.figures import key_figures
+from torchport.records.signature import error_signature
+from torchport.records.sqlite_common import JSON_COLUMNS as _JSON_COLUMNS
+from torchport.records.sqlite_common import guarded as _guarded
+from torchport.records.sqlite_common import now_iso
+from torchport.records.sqlite_common import op_rows as _op_rows
+from torchport.records.sqlite_common import to_json as _to_json
+from torchport.records.sqlite_kb import KnowledgeBase
 
-_JSON_COLUMNS = {"metrics": dict, "findings": dict, "durations": dict, "artifacts": list,
-                 "probe_versions": dict}
 BUSY_TIMEOUT_S = 30.0
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _guarded(method):
-    """Every SQLite error leaves the store as a one-line StoreError naming the file."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.IntegrityError as exc:
-            if "UNIQUE" in str(exc) and method.__name__ == "add_result":
-                raise DuplicateResult(f"run {args[0]} already has a result for this (case, "
-                                      "mode); resume records only what is missing") from None
-            raise schema.explain(exc, self.path) from None
-        except sqlite3.Error as exc:
-            raise schema.explain(exc, self.path) from None
-    return wrapper
-
-
-def _to_json(value: Any, name: str) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError) as exc:  # mixed key types, a cycle
-        raise MalformedResult(f"{name} cannot be stored as JSON: {exc}") from None
-
-
-def _op_rows(ops: Any) -> list[tuple[str, str, int, int]]:
-    if not ops:
-        return []
-    try:
-        return [(str(o["op"]), str(o["device"]), int(o["count"]), int(bool(o.get("fallback"))))
-                for o in ops]
-    except (TypeError, KeyError, ValueError) as exc:
-        raise MalformedResult(f"findings['ops'] entries need op, device and count: {exc!r}"
-                              ) from None
+RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
+ID_CHUNK = 500      # ids per IN (...) query, under SQLite's bound-parameter limit
 
 
 def _alive(pid: int | None, host: str | None) -> bool:
@@ -87,7 +48,7 @@ def _alive(pid: int | None, host: str | None) -> bool:
     return True
 
 
-class SQLiteStore:
+class SQLiteStore(KnowledgeBase):
     def __init__(self, path: str, *, write: bool):
         self.path = self.url = str(path)
         self.read_only = not write
@@ -119,6 +80,7 @@ class SQLiteStore:
                                    check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute(q.QUERY_ONLY_ON if self.read_only else q.FOREIGN_KEYS_ON)
+            schema.register_functions(conn)
         except sqlite3.Error as exc:
             raise schema.explain(exc, self.path) from None
         with self._lock:
@@ -164,6 +126,9 @@ class SQLiteStore:
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection):
+        if conn.in_transaction:  # inside ``store.transaction()``: the outer one commits
+            yield conn
+            return
         conn.execute(q.BEGIN_IMMEDIATE)
         try:
             yield conn
@@ -234,18 +199,28 @@ class SQLiteStore:
     def add_result(self, run_id: str, result: Result | dict) -> int:
         """One transaction for the row and its op table, committed at once: a killed sweep
         keeps every finished result. MalformedResult before anything is written."""
-        value = Result.from_dict(result.to_dict() if isinstance(result, Result) else result)
-        ops = _op_rows(value.findings.get("ops"))
-        blobs = [_to_json(getattr(value, col), col) for col in _JSON_COLUMNS]
-        error = value.error or {}
         conn = self._writer()
         with self._transaction(conn):
-            cur = conn.execute(q.INSERT_RESULT, (
-                run_id, value.case, value.case_version, value.mode, value.status, value.stage,
-                value.grade, *blobs, error.get("type"), error.get("message"),
-                error.get("traceback"), value.started_at, now_iso()))
-            result_id = int(cur.lastrowid or 0)
-            conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
+            return self._insert_result(conn, run_id, result)
+
+    def _insert_result(self, conn: sqlite3.Connection, run_id: str, result: Result | dict) -> int:
+        """Insert one validated result and its op table (in the caller's transaction). An
+        imported result keeps its ``finished_at`` and its recorded ``ops`` rows."""
+        data = result.to_dict() if isinstance(result, Result) else result
+        value = Result.from_dict(data)
+        recorded = not isinstance(result, Result) and "ops" in data
+        ops = _op_rows(data["ops"] if recorded else value.findings.get("ops"))
+        blobs = [_to_json(getattr(value, col), col) for col in _JSON_COLUMNS]
+        error = value.error or {}
+        finished = (None if isinstance(result, Result) else data.get("finished_at")) or now_iso()
+        cur = conn.execute(q.INSERT_RESULT, (
+            run_id, value.case, value.case_version, value.mode, value.status, value.stage,
+            value.grade, *blobs, error.get("type"), error.get("message"),
+            error.get("traceback"), value.started_at, finished,
+            error_signature(error.get("type"), error.get("message")),
+            *key_figures(value.metrics)))
+        result_id = int(cur.lastrowid or 0)
+        conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
         return result_id
 
     # -- reads ---------------------------------------------------------------------------------
@@ -270,8 +245,10 @@ class SQLiteStore:
 
     @_guarded
     def list_runs(self) -> list[dict]:
+        """Newest first, each with ``counts`` and ``planned`` (the plan's length; a listing
+        does not carry the plan itself, which holds 100 000 entries in a large sweep)."""
         conn = self._conn()
-        runs = [self._run_dict(row) for row in conn.execute(q.ALL_RUNS).fetchall()]
+        runs = [self._run_dict(row) for row in conn.execute(q.LIST_RUNS).fetchall()]
         counts: dict[str, dict[str, int]] = {}
         for row in conn.execute(q.STATUS_COUNTS):
             counts.setdefault(row["run_id"], {})[row["status"]] = row["n"]
@@ -293,42 +270,77 @@ class SQLiteStore:
 
     @_guarded
     def results(self, *, run_id: str | None = None, status: str | None = None,
-                case_glob: str | None = None, fallback_op: str | None = None) -> list[dict]:
-        args: list[Any] = [v for v in (run_id, status) if v]
-        if fallback_op:
-            name = fallback_op.replace("::", ".")  # aten::cumsum names aten.cumsum too
-            args += [name, len(name) + 1, name + "."]
-        sql = q.select_results(run_id=bool(run_id), status=bool(status),
-                               fallback_op=bool(fallback_op))
-        rows = self._conn().execute(sql, args).fetchall()
-        if case_glob:
-            rows = [r for r in rows if fnmatch.fnmatchcase(r["case_id"], case_glob)]
-        return [self._result_dict(r) for r in rows]
+                case_glob: str | None = None, fallback_op: str | None = None,
+                limit: int | None = None, offset: int = 0) -> list[dict]:
+        """Filtered results in recorded order; ``limit``/``offset`` page them (None: all)."""
+        return list(self._iter_results(run_id=run_id, status=status, case_glob=case_glob,
+                                       fallback_op=fallback_op, limit=limit, offset=offset))
 
     @_guarded
-    def search(self, text: str) -> list[dict]:
-        # Quote every term so user text cannot inject FTS5 syntax; prefix-match each term.
-        terms = [t for t in text.replace('"', " ").split() if t]
-        if not terms:
+    def search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
+        """Results for ``text``, best first: the newest RANK_WINDOW matches ranked by bm25 (a
+        case-id hit first, then an error message, then a traceback), then older matches,
+        newest first. ``limit``/``offset`` page them; pages never overlap."""
+        query = self._fts_query(text)
+        if query is None:
             return []
-        query = " ".join(f'"{t}"*' for t in terms)
-        rows = self._conn().execute(q.SEARCH, (query,)).fetchall()
-        return [self._result_dict(r) for r in rows]
+        conn = self._conn()
+        end = None if limit is None else offset + limit
+        ids: list[int] = []
+        if offset < RANK_WINDOW:
+            window = conn.execute(q.SEARCH_WINDOW, (query, RANK_WINDOW)).fetchall()
+            ranked = sorted(window, key=lambda row: (row[1], -row[0]))  # best, then newest
+            ids = [row[0] for row in ranked[offset:end]]
+            if len(window) == RANK_WINDOW and (end is None or end > RANK_WINDOW):
+                more = -1 if end is None else end - RANK_WINDOW
+                ids += [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY,
+                                                   (query, more, RANK_WINDOW))]
+        else:
+            ids = [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY, (
+                query, -1 if limit is None else limit, offset))]
+        rows: dict[int, sqlite3.Row] = {}
+        for start in range(0, len(ids), ID_CHUNK):
+            chunk = ids[start:start + ID_CHUNK]
+            rows.update((r["id"], r) for r in conn.execute(q.results_by_id(len(chunk)), chunk))
+        return [self._result_dict(rows[i]) for i in ids if i in rows]
+
+    @staticmethod
+    def _fts_query(text: str) -> str | None:
+        """Every word must match, as a whole word, or as a prefix when it ends with ``*``.
+        Words are quoted, so user text is never FTS5 syntax. (Prefixes are opt-in: a prefix
+        query reads every posting of every word it covers, 100 000s for a common one.)"""
+        terms = []
+        for raw in text.replace('"', " ").split():
+            word = raw.rstrip("*")
+            if word:
+                terms.append(f'"{word}"' + ("*" if raw.endswith("*") else ""))
+        return " ".join(terms) if terms else None
 
     @_guarded
-    def last_status_by_case(self, device: str | None = None) -> dict[str, str]:
-        """The newest recorded status of each case (eager mode first), for listings."""
-        rows = self._conn().execute(q.LAST_STATUS_ON_DEVICE, (device,)) if device else \
-            self._conn().execute(q.LAST_STATUS)
+    def last_status_by_case(self, device: str | None = None,
+                            cases: list[str] | None = None) -> dict[str, str]:
+        """The newest recorded status of each case (eager mode first), for listings. With
+        ``cases``, two indexed lookups per case; without, one grouped pass over the index."""
+        conn = self._conn()
         latest: dict[str, str] = {}
-        eager_seen: set[str] = set()
-        for row in rows:
+        if cases is not None:
+            for case in cases:
+                row = conn.execute(q.LAST_EAGER_STATUS, (case, device, device)).fetchone() or \
+                    conn.execute(q.LAST_ANY_STATUS, (case, device, device)).fetchone()
+                if row is not None:
+                    latest[case] = row["status"]
+            return latest
+        eager: dict[str, str] = {}
+        other: dict[str, tuple[int, str]] = {}  # no eager result: the newest of other modes
+        sql = q.LAST_STATUS_EVERY_CASE if device else q.LAST_STATUS_EVERY_CASE_ANY_DEVICE
+        for row in conn.execute(sql, (device,) if device else ()):
             case = row["case_id"]
             if row["mode"] == "eager":
-                latest[case] = row["status"]
-                eager_seen.add(case)
-            elif case not in eager_seen:
-                latest[case] = row["status"]
+                eager[case] = row["status"]
+            elif case not in other or row["id"] > other[case][0]:
+                other[case] = (row["id"], row["status"])
+        latest.update({case: status for case, (_, status) in other.items()})
+        latest.update(eager)
         return latest
 
     # -- row shaping ---------------------------------------------------------------------------
@@ -343,7 +355,8 @@ class SQLiteStore:
     def _run_dict(self, row: sqlite3.Row) -> dict:
         run = dict(row)
         run["config"] = self._json(run["config"], dict, f"run {run['id']} config")
-        run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
+        if "plan" in run:  # a listing carries ``planned`` instead
+            run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
         env_rows = self._conn().execute(q.RUN_ENVIRONMENTS, (run["id"],)).fetchall() \
             if self._version >= 2 else []

@@ -17,7 +17,8 @@ class Tally:
 
 def runs_view(runs: list[dict]) -> View:
     rows = [[run["id"], run["started_at"], run["state"], run["suite"], run["device"],
-             Tally(sum(run["counts"].values()), len(run["plan"]),
+             Tally(sum(run["counts"].values()),
+                   run["planned"] if "planned" in run else len(run.get("plan") or []),
                    dict(sorted(run["counts"].items()))), run["labels"]] for run in runs]
     return View(f"{len(runs)} runs", columns("run", "started", "state", "suite", "device",
                                              ("results", "count"), ("labels", "labels")), rows)

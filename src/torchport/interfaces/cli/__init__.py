@@ -8,7 +8,8 @@ from importlib import import_module
 
 import click
 
-SUBCOMMANDS = ("run", "suites", "cases", "runs", "show", "results", "search", "doctor")
+SUBCOMMANDS = ("run", "suites", "cases", "runs", "show", "results", "search", "compare",
+               "baseline", "gate", "note", "export", "import", "doctor")
 
 
 class UsageProblem(click.ClickException):

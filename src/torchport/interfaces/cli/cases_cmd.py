@@ -12,15 +12,16 @@ from torchport.interfaces.cli.common import (
 )
 
 
-def _last_status(db: str | None) -> dict[str, str]:
-    """Statuses from the knowledge base: ``--db`` must be one; the default may be absent."""
+def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
+    """Statuses from the knowledge base (indexed lookups for these cases only): ``--db`` must
+    be one; the default may be absent."""
     import os
 
     from torchport.records import default_db_path
     if db is None and not os.path.exists(default_db_path()):
         return {}
     with store_problems():
-        return open_db(db).last_status_by_case()
+        return open_db(db).last_status_by_case(cases=cases)
 
 
 @click.command("cases")
@@ -31,9 +32,11 @@ def _last_status(db: str | None) -> dict[str, str]:
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
     from torchport.cases.registry import load_suite
-    last = _last_status(db)
+    if db is not None:
+        open_db(db)  # a wrong --db fails before the suite is loaded
     with problems():
         cases = load_suite(suite)
+    last = _last_status(db, [case.id for case in cases])
     rows = []
     for case in cases:
         row = case.describe()

@@ -76,3 +76,39 @@ def split_csv(values) -> tuple[str, ...]:
     for value in values or ():
         out += [v.strip() for v in value.split(",") if v.strip()]
     return tuple(out)
+
+
+def parse_labels(values) -> dict:
+    """``("release=2.14", "team=core")`` -> a dict; bad input is one line, exit 2."""
+    labels = {}
+    for value in values or ():
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UsageProblem(f"--label '{value}' must look like key=value")
+        labels[key] = val
+    return labels
+
+
+def selector_options(fn):
+    """``--device``/``--suite``/``--label``: the latest complete run matching, for every RUN
+    argument given as a selector (or left out)."""
+    fn = click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+                      help="Only runs with this label (repeatable).")(fn)
+    fn = click.option("--suite", "suite", default=None, help="Only runs of this suite.")(fn)
+    return click.option("--device", "device", default=None, help="Only runs on this device.")(fn)
+
+
+def run_filters(device, suite, labels) -> dict:
+    filters = parse_labels(labels)
+    if device:
+        filters["device"] = device
+    if suite:
+        filters["suite"] = suite
+    return filters
+
+
+def resolve(store, spec, filters) -> str:
+    """A run id from an id, ``latest`` or a selector (torchport.views.selection)."""
+    from torchport.views.selection import resolve_run
+    with store_problems():
+        return resolve_run(store, spec, filters)

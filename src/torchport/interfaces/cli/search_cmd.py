@@ -1,4 +1,4 @@
-"""torchport search TEXT: full-text search over case ids, error messages and tracebacks."""
+"""torchport search TEXT: ranked full-text search over case ids, errors, tracebacks and notes."""
 
 import click
 
@@ -11,17 +11,44 @@ from torchport.interfaces.cli.common import (
     store_problems,
 )
 
+DEFAULT_LIMIT = 50
+
 
 @click.command("search")
 @click.argument("text", nargs=-1, required=True)
+@click.option("--limit", default=DEFAULT_LIMIT, show_default=True, type=click.IntRange(1),
+              help="Results per page, best first.")
+@click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results.")
 @db_option
 @json_option
-def command(text, db, as_json):
-    """Find results whose case id, error or traceback mentions TEXT."""
+def command(text, limit, offset, db, as_json):
+    """Find results whose case id, error or traceback mentions TEXT (every word, as a
+    prefix), best match first, and the decision notes that mention it."""
+    query = " ".join(text)
+    store = open_db(db)
     with store_problems():
-        results = open_db(db).search(" ".join(text))
+        total = store.count_search(query)
+        results = store.search(query, limit=limit, offset=offset)
+        notes = store.search_notes(query, limit=limit) if offset == 0 else []
     if as_json:
-        echo_json([public_result(r) for r in results])
-    else:
-        from torchport.interfaces.cli.results_cmd import print_results
-        print_results(results)
+        echo_json({"query": query, "total": total, "offset": offset, "limit": limit,
+                   "results": [public_result(r) for r in results], "notes": notes})
+        return
+    from torchport.interfaces.render import make_console, print_view
+    from torchport.views.compare_tables import notes_view
+    from torchport.views.listing import results_view
+    console = make_console()
+    if notes:
+        print_view(console, notes_view(notes, "Notes matching"))
+        console.print()
+    if not results:
+        console.print(f"no results match '{query}'" + (f" past offset {offset} ({total} in all)"
+                                                       if total else ""),
+                      markup=False, highlight=False)
+        return
+    view = results_view(results)
+    view.title = f"results {offset + 1}-{offset + len(results)} of {total}, best match first"
+    if offset + len(results) < total:
+        view.notes.append(f"{total - offset - len(results)} more; --offset "
+                          f"{offset + len(results)} for the next page")
+    print_view(console, view)

@@ -1,0 +1,43 @@
+"""torchport compare A B: what changed between two runs (across devices or releases)."""
+
+import click
+
+from torchport.interfaces.cli.common import (
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    resolve,
+    run_filters,
+    selector_options,
+    store_problems,
+)
+
+
+@click.command("compare")
+@click.argument("run_a", metavar="A")
+@click.argument("run_b", metavar="B")
+@selector_options
+@click.option("--all", "show_all", is_flag=True, help="Every row of every list.")
+@db_option
+@json_option
+def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
+    """Compare run A with run B: the pairs recorded in both, environment difference first.
+
+    A and B are run ids, 'latest', or selectors such as device=cuda,release=2.14 (the latest
+    complete run matching); --device/--suite/--label apply to both sides, so
+    'compare release=2.13 release=2.14 --device cuda' compares two releases on one device.
+    """
+    from torchport.views.compare import compare_runs
+    store = open_db(db)
+    filters = run_filters(device, suite, labels)
+    a, b = resolve(store, run_a, filters), resolve(store, run_b, filters)
+    with store_problems():
+        comparison = compare_runs(store, a, b)
+    if as_json:
+        echo_json(comparison.to_dict())
+        return
+    from torchport.interfaces.render import make_console, print_views
+    from torchport.views.compare_tables import LIST_ROWS, comparison_views
+    views = comparison_views(comparison, limit=None if show_all else LIST_ROWS)
+    print_views(make_console(), {str(i): v for i, v in enumerate(views)})

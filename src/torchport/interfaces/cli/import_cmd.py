@@ -1,0 +1,39 @@
+"""torchport import file.jsonl: merge exported runs into this knowledge base."""
+
+import click
+
+from torchport.interfaces.cli.common import (
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    store_problems,
+)
+
+
+@click.command("import")
+@click.argument("path", metavar="FILE")
+@db_option
+@json_option
+def command(path, db, as_json):
+    """Import runs from an export file: a run already here with the same content is skipped,
+    one with different content refuses the whole import; notes are merged."""
+    import os
+
+    from torchport.interfaces.cli import UsageProblem
+    from torchport.records.exchange import import_file
+    if not os.path.isfile(path):
+        raise UsageProblem(f"no export file '{path}'; make one with 'torchport export RUN -o "
+                           "FILE'")
+    store = open_db(db, write=True)
+    with store_problems():
+        report = import_file(store, path)
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    for run_id, n in report.added.items():
+        click.echo(f"added run {run_id} ({n} results)")
+    for run_id in report.present:
+        click.echo(f"run {run_id} already present with the same content: skipped")
+    click.echo(f"{len(report.added)} runs added, {len(report.present)} already present, "
+               f"{report.notes_added} notes added")

@@ -1,0 +1,263 @@
+"""Export and import: runs moved between knowledge bases as JSON lines, so two teams can merge
+their evidence.
+
+A file holds a header, then per run its environments, the run, its results (each with its op
+table), the hashes of the artifacts its results name, and its notes, then an end line with the
+counts (a cut-off file is refused). Artifacts travel by reference: path, sha256 and size, read
+from the store or hashed from the file where it still exists.
+
+Import is idempotent by run id: a run already present with the same content is skipped; one
+present with different content is a conflicting duplicate and the whole import is refused
+before anything is written. Notes are merged (a note already there is not added twice).
+Everything a file adds commits together. Works through the Store protocol only; no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from torchport.records.base import StoreError
+from torchport.records.result import MalformedResult, Result
+
+FORMAT = "torchport-export/1"
+RUN_KEYS = ("id", "started_at", "finished_at", "state", "host", "command", "suite", "device",
+            "config", "plan", "labels", "environment_ids")
+RESULT_KEYS = ("case", "case_version", "mode", "status", "stage", "grade", "metrics", "findings",
+               "durations", "artifacts", "error", "probe_versions", "started_at", "finished_at",
+               "ops")
+NOTE_KEYS = ("run_id", "case", "mode", "author", "text", "created_at")
+KINDS = ("header", "environment", "run", "result", "artifact", "note", "end")
+DIGEST_MOD = 2 ** 256
+
+
+class ExchangeError(StoreError):
+    """A file that cannot be imported (or exported), with what to do."""
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _hash(obj: Any) -> int:
+    return int(hashlib.sha256(_canonical(obj).encode()).hexdigest(), 16)
+
+
+def result_line(run_id: str, result: dict) -> dict:
+    return {"kind": "result", "run_id": run_id, **{k: result.get(k) for k in RESULT_KEYS}}
+
+
+def run_line(run: dict) -> dict:
+    return {"kind": "run", **{k: run.get(k) for k in RUN_KEYS}}
+
+
+@dataclass
+class RunDigest:
+    """What a run holds, independent of the order its results come in."""
+    run: int = 0
+    results: int = 0   # sum of the results' hashes, mod 2**256
+    count: int = 0
+
+    def add(self, line: dict) -> None:
+        self.results = (self.results + _hash(line)) % DIGEST_MOD
+        self.count += 1
+
+
+def stored_digest(store, run_id: str) -> RunDigest:
+    digest = RunDigest(run=_hash(run_line(store.get_run(run_id))))
+    for result in store.iter_results(run_id=run_id, order="case", with_ops=True):
+        digest.add(result_line(run_id, result))
+    return digest
+
+
+def _sha256_file(path: str) -> tuple[str, int] | None:
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest(), os.path.getsize(path)
+    except OSError:
+        return None
+
+
+# -- export -----------------------------------------------------------------------------------
+def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
+    """Write ``run_ids`` to ``out`` (streamed); returns the counts written."""
+    runs = [store.get_run(run_id) for run_id in dict.fromkeys(run_ids)]
+    for run in runs:
+        if run["state"] == "running":  # a snapshot would conflict with the finished run later
+            raise ExchangeError(f"run {run['id']} is still running; export it when it has "
+                                "finished (or was interrupted)")
+    counts = {"runs": len(runs), "results": 0, "notes": 0, "artifacts": 0, "environments": 0}
+
+    def write(obj: dict) -> None:
+        out.write(_canonical(obj) + "\n")
+
+    write({"kind": "header", "format": FORMAT, "runs": [r["id"] for r in runs],
+           "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    written_envs: set[str] = set()
+    for run in runs:
+        for env_id in run["environment_ids"]:
+            if env_id not in written_envs:
+                write({"kind": "environment", "id": env_id, "data": store.environment(env_id)})
+                written_envs.add(env_id)
+        write(run_line(run))
+        paths: dict[str, None] = {}
+        for result in store.iter_results(run_id=run["id"], order="case", with_ops=True):
+            write(result_line(run["id"], result))
+            paths.update(dict.fromkeys(str(p) for p in result.get("artifacts") or []))
+            counts["results"] += 1
+        known = {a["path"]: a for a in store.artifacts(run["id"])}
+        for path in dict.fromkeys([*known, *paths]):
+            found = known.get(path)
+            if found is None:
+                hashed = _sha256_file(path)
+                found = {"path": path, "sha256": hashed[0] if hashed else None,
+                         "bytes": hashed[1] if hashed else None}
+            write({"kind": "artifact", "run_id": run["id"], **found})
+            counts["artifacts"] += 1
+        for note in store.notes(run_id=run["id"]):
+            write({"kind": "note", **{k: note.get(k) for k in NOTE_KEYS}})
+            counts["notes"] += 1
+    counts["environments"] = len(written_envs)
+    write({"kind": "end", **counts})
+    return counts
+
+
+# -- import -----------------------------------------------------------------------------------
+@dataclass
+class ImportReport:
+    added: dict[str, int] = field(default_factory=dict)      # run id -> results
+    present: list[str] = field(default_factory=list)         # identical, skipped
+    notes_added: int = 0
+    environments: int = 0
+
+    def to_dict(self) -> dict:
+        return {"added": self.added, "already_present": self.present,
+                "notes_added": self.notes_added, "environments": self.environments}
+
+
+def _lines(path: str) -> Iterator[tuple[int, dict]]:
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise ExchangeError(f"cannot read '{path}' ({exc.strerror}); pass an export file made "
+                            "by 'torchport export'") from None
+    with f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                raise ExchangeError(f"'{path}' line {number} is not JSON; the file is damaged "
+                                    "or not a torchport export") from None
+            if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
+                raise ExchangeError(f"'{path}' line {number} is not a torchport export record "
+                                    f"(kind must be one of {', '.join(KINDS)})")
+            yield number, obj
+
+
+def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
+    """Read the whole file once: its shape, every result valid, a digest per run."""
+    digests: dict[str, RunDigest] = {}
+    runs: dict[str, dict] = {}
+    header = end = None
+    results = 0
+    for number, obj in _lines(path):
+        kind = obj["kind"]
+        where = f"'{path}' line {number}"
+        if header is None:
+            if kind != "header" or obj.get("format") != FORMAT:
+                raise ExchangeError(f"'{path}' does not start with a {FORMAT} header; make it "
+                                    "with 'torchport export'")
+            header = obj
+            continue
+        if end is not None:
+            raise ExchangeError(f"{where} comes after the end line; the file was joined or "
+                                "edited: export again")
+        if kind == "run":
+            missing = [k for k in ("id", "started_at", "state", "command", "suite", "device")
+                       if not isinstance(obj.get(k), str)]
+            if missing:
+                raise ExchangeError(f"{where}: run without {', '.join(missing)}")
+            if obj["id"] in runs:
+                raise ExchangeError(f"{where}: run {obj['id']} appears twice in the file")
+            runs[obj["id"]] = obj
+            digests[obj["id"]] = RunDigest(run=_hash(obj))
+        elif kind in ("result", "artifact", "note"):
+            if obj.get("run_id") not in runs:
+                raise ExchangeError(f"{where}: a {kind} of run {obj.get('run_id')!r} before "
+                                    "that run's line")
+            if kind == "result":
+                try:
+                    Result.from_dict(obj)
+                except MalformedResult as exc:
+                    raise ExchangeError(f"{where}: {exc}") from None
+                digests[obj["run_id"]].add(obj)
+                results += 1
+        elif kind == "end":
+            end = obj
+        elif kind == "header":
+            raise ExchangeError(f"{where}: a second header; the file was joined: export again")
+    if header is None:
+        raise ExchangeError(f"'{path}' is empty; make it with 'torchport export'")
+    if end is None or end.get("results") != results or end.get("runs") != len(runs):
+        raise ExchangeError(f"'{path}' is cut off or edited (its end line is missing or its "
+                            "counts differ); export it again")
+    return digests, runs
+
+
+def import_file(store, path: str) -> ImportReport:
+    """Import ``path``: refused whole on a conflicting duplicate, else all at once."""
+    digests, runs = _check(path)
+    present, conflicts = [], []
+    for run_id, digest in digests.items():
+        try:
+            store.get_run(run_id)
+        except StoreError:
+            continue
+        mine = stored_digest(store, run_id)
+        if (mine.run, mine.results, mine.count) == (digest.run, digest.results, digest.count):
+            present.append(run_id)
+        else:
+            conflicts.append(run_id)
+    if conflicts:
+        raise ExchangeError(f"run(s) {', '.join(conflicts)} already in the knowledge base with "
+                            "different content; nothing was imported (import into another "
+                            "--db, or remove the run there first)")
+    report = ImportReport(present=present)
+    with store.transaction():
+        groups = itertools.groupby(_lines(path), key=lambda item: (item[1]["kind"],
+                                                                   item[1].get("run_id")))
+        for (kind, run_id), items in groups:
+            objs = [obj for _, obj in items] if kind != "result" else None
+            if kind == "environment":
+                for obj in objs or ():
+                    if store.put_environment(obj["data"]) != obj["id"]:
+                        raise ExchangeError(f"environment {obj['id']} in '{path}' does not "
+                                            "match its content (edited?); export it again")
+                    report.environments += 1
+            elif kind == "run":
+                for obj in objs or ():
+                    if obj["id"] not in present:
+                        store.put_run(obj)
+                        report.added[obj["id"]] = 0
+            elif kind == "result" and run_id not in present:
+                report.added[run_id] += store.add_results(run_id, (obj for _, obj in items))
+            elif kind == "artifact" and run_id not in present:
+                store.put_artifacts(run_id, objs or [])
+            elif kind == "note":
+                for obj in objs or ():
+                    added = store.add_note(obj["run_id"], obj["text"], case=obj.get("case"),
+                                           mode=obj.get("mode"), author=obj.get("author"),
+                                           created_at=obj.get("created_at") or "")
+                    report.notes_added += added is not None
+    return report

@@ -1,0 +1,178 @@
+"""Baselines: what a run is expected to produce, and the gate that holds a new run to it.
+
+The expected file (JSON, ``torchport-baseline/1``) holds a status (and failing stage) per
+(case, mode) and, for passing results with a step time, the median with its p10-p90 spread and
+sample count: the measured noise the gate judges against (views/noise.py). A tolerance in the
+file (``perf_tolerance`` at the top or per entry, a fraction) replaces the measured noise.
+
+``gate`` lists regressions (the CI job fails) and improvements: a case that now passes, or
+gets further up the ladder, or runs faster. Improvements pass the gate; the expected file
+should then be saved again, as upstream expected-failure lists are updated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from torchport.views.compare import metrics
+from torchport.views.noise import FASTER, SLOWER, judge
+
+FORMAT = "torchport-baseline/1"
+PERF_KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
+# How far up the ladder a status got (a higher number got further). Deaths and hangs count by
+# where they stopped; "pass" is the top.
+LADDER_DEPTH = {"build_fail": 0, "place_fail": 1, "eager_fail": 2, "compile_fail": 3,
+                "compile_timeout": 3, "compiled_run_fail": 4, "accuracy_fail": 5, "pass": 6}
+STAGE_DEPTH = {"build": 0, "reference": 0, "place": 1, "run": 2, "eager": 2, "compile": 3,
+               "compiled_run": 4, "parity": 5}
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used, with what to fix."""
+
+
+def _key(case: str, mode: str) -> str:
+    return f"{case}|{mode}"
+
+
+def make_baseline(run: dict, results: Iterable[dict], *, perf: bool = True,
+                  perf_tolerance: float | None = None) -> dict:
+    """The expected file for ``run`` (``results`` streamed; only their statuses and perf
+    figures are kept)."""
+    entries: dict[str, dict] = {}
+    for r in results:
+        entry: dict = {"status": r["status"]}
+        if r.get("stage") and r["status"] != "pass":
+            entry["stage"] = r["stage"]
+        m = metrics(r) if perf and r["status"] == "pass" else {}
+        if m.get("perf_median_ms"):
+            entry.update({k: m[k] for k in PERF_KEYS if m.get(k) is not None})
+        entries[_key(r["case"], r["mode"])] = entry
+    return {"format": FORMAT, "from_run": run["id"], "suite": run["suite"],
+            "device": run["device"], "labels": run.get("labels") or {},
+            "perf_tolerance": perf_tolerance, "entries": dict(sorted(entries.items()))}
+
+
+def load_baseline(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise BaselineError(f"no baseline file '{path}'; make one with 'torchport baseline "
+                            "save RUN -o FILE'") from None
+    except (OSError, ValueError) as exc:
+        raise BaselineError(f"baseline '{path}' is not readable JSON ({exc}); make it again "
+                            "with 'torchport baseline save RUN -o FILE'") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or \
+            not isinstance(data.get("entries"), dict):
+        raise BaselineError(f"'{path}' is not a torchport baseline (format {FORMAT}); make it "
+                            "with 'torchport baseline save RUN -o FILE'")
+    for key, entry in data["entries"].items():
+        if "|" not in key or not isinstance(entry, dict) or not isinstance(entry.get("status"),
+                                                                          str):
+            raise BaselineError(f"baseline '{path}': entry {key!r} needs the form "
+                                "'case|mode': {\"status\": ...}")
+        tol = entry.get("perf_tolerance", data.get("perf_tolerance"))
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
+                                or tol < 0):
+            raise BaselineError(f"baseline '{path}': perf_tolerance of {key!r} must be a "
+                                f"fraction >= 0 (0.1 for 10%), not {tol!r}")
+    return data
+
+
+def depth(status: str, stage: str | None) -> int | None:
+    """How far up the ladder a result got; None for skip and for a death at an unknown stage."""
+    if status in LADDER_DEPTH:
+        return LADDER_DEPTH[status]
+    return STAGE_DEPTH.get(stage or "")
+
+
+@dataclass
+class GateReport:
+    baseline_run: str
+    run: str
+    regressions: list[dict] = field(default_factory=list)
+    improvements: list[dict] = field(default_factory=list)
+    new: list[dict] = field(default_factory=list)          # in the run, not in the baseline
+    not_planned: int = 0   # baseline entries the run did not plan (a narrower selection)
+    unchanged: int = 0
+    checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.regressions
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, **asdict(self)}
+
+
+def _status_change(case: str, mode: str, was: str, was_stage, got: dict) -> dict:
+    return {"case": case, "mode": mode, "expected": was, "expected_stage": was_stage,
+            "got": got["status"], "got_stage": got.get("stage")}
+
+
+def _judge_status(report: GateReport, case: str, mode: str, expected: dict, got: dict) -> bool:
+    """Record a status change; True when there was one."""
+    was, was_stage, now = expected["status"], expected.get("stage"), got["status"]
+    if (was, was_stage if was != "pass" else None) == \
+            (now, got.get("stage") if now != "pass" else None):
+        return False
+    entry = _status_change(case, mode, was, was_stage, got)
+    before, after = depth(was, was_stage), depth(now, got.get("stage"))
+    if was == "skip" and now == "pass":
+        report.improvements.append({**entry, "kind": "now runs"})
+    elif was == "skip":
+        report.regressions.append({**entry, "kind": "ran and failed (was skipped)"})
+    elif now == "skip":
+        report.regressions.append({**entry, "kind": "skipped (was run)"})
+    elif before is not None and after is not None and after > before:
+        report.improvements.append({**entry, "kind": "got further" if now != "pass"
+                                    else "now passes"})
+    elif before is not None and after is not None and after < before:
+        report.regressions.append({**entry, "kind": "stopped earlier" if was != "pass"
+                                   else "now fails"})
+    else:  # same depth, another failure (crash instead of timeout): not what was expected
+        report.regressions.append({**entry, "kind": "failure changed"})
+    return True
+
+
+def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
+    """Hold ``run``'s ``results`` (streamed) to the baseline."""
+    report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
+    entries = baseline["entries"]
+    planned = {f"{c}|{m}" for c, m in run.get("plan") or []}
+    seen: set[str] = set()
+    for got in results:
+        key = _key(got["case"], got["mode"])
+        expected = entries.get(key)
+        if expected is None:
+            report.new.append({"case": got["case"], "mode": got["mode"],
+                               "got": got["status"]})
+            continue
+        seen.add(key)
+        report.checked += 1
+        if _judge_status(report, got["case"], got["mode"], expected, got):
+            continue
+        if got["status"] == "pass" and expected.get("perf_median_ms"):
+            tol = expected.get("perf_tolerance", baseline.get("perf_tolerance"))
+            judged = judge(expected, metrics(got), tolerance=tol,
+                           names=("baseline", "run"))
+            if judged is not None and judged.verdict in (SLOWER, FASTER):
+                item = {"case": got["case"], "mode": got["mode"], "kind": f"step {judged.verdict}",
+                        "expected": judged.before_ms, "got": judged.after_ms,
+                        "ratio": judged.ratio, "test": judged.test}
+                (report.regressions if judged.verdict == SLOWER else
+                 report.improvements).append(item)
+                continue
+        report.unchanged += 1
+    for key in sorted(entries.keys() - seen):
+        case, _, mode = key.partition("|")
+        if key not in planned:
+            report.not_planned += 1
+            continue
+        report.checked += 1
+        report.regressions.append({"case": case, "mode": mode, "kind": "missing (not recorded)",
+                                   "expected": entries[key]["status"], "got": None})
+    return report

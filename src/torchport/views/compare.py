@@ -1,0 +1,236 @@
+"""Compare two runs: only the (case, mode) pairs recorded in both, every figure with its test.
+
+What changed between two runs of a suite, across devices (cuda vs neuron) or across releases
+(one device, two environments): the environment difference first, then status transitions (a
+matrix and lists), placement changes per host op, parity drift, step-time changes beyond the
+measured noise (views/noise.py), compile-time changes past PyTorch HUD's 1.15x line, and peak
+memory. Interrupted runs compare on what they recorded; the denominators say so.
+
+Both runs are read as streams in (case, mode) order and walked side by side: two runs of
+100 000 results each never sit in memory, only what changed does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from torchport.views.noise import MIN_CHANGE, NOT_JUDGED, PerfJudgement, judge
+
+COMPILE_RATIO = 1.15   # PyTorch HUD flags compile time above 1.15x
+PARITY_FACTOR = 10.0   # the error against the reference grew more than tenfold
+MEMORY_RATIO = 1.10    # peak memory up or down by more than 10%
+PARITY_METRICS = ("parity_rmse_ratio", "parity_max_rel_err")
+COMPILE_METRICS = ("compile_cold_first_step_s", "compile_warm_first_step_s")
+# Shown first when the environments differ; any other differing key follows.
+ENV_ORDER = ("torch", "torch_git", "torch_cuda", "torch_hip", "transformers", "triton",
+             "backend_packages", "device", "device_name", "device_count", "runtime", "driver",
+             "cpu", "python", "os", "torchport", "torchport_git")
+RUN_FIELDS = ("id", "suite", "device", "state", "labels", "started_at")
+
+
+@dataclass
+class PerfChange:
+    case: str
+    mode: str
+    before_ms: float
+    after_ms: float
+    ratio: float
+    verdict: str
+    test: str
+
+
+@dataclass
+class Comparison:
+    run_a: dict
+    run_b: dict
+    environment: list[dict] = field(default_factory=list)   # key, a, b
+    common: int = 0
+    only_a: list[list[str]] = field(default_factory=list)   # [case, mode]
+    only_b: list[list[str]] = field(default_factory=list)
+    unrecorded_a: int = 0   # of only_b: planned by A but not recorded (A interrupted)
+    unrecorded_b: int = 0
+    transitions: dict[str, dict[str, int]] = field(default_factory=dict)
+    newly_passing: list[dict] = field(default_factory=list)
+    newly_failing: list[dict] = field(default_factory=list)
+    failure_changed: list[dict] = field(default_factory=list)
+    placement: list[dict] = field(default_factory=list)
+    host_ops: dict[str, dict[str, list[list[str]]]] = field(default_factory=dict)
+    parity: list[dict] = field(default_factory=list)
+    perf: list[PerfChange] = field(default_factory=list)
+    perf_verdicts: dict[str, int] = field(default_factory=dict)
+    compile: list[dict] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)
+    notes: list[dict] = field(default_factory=list)
+    remarks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_brief(run: dict) -> dict:
+    return {k: run.get(k) for k in RUN_FIELDS}
+
+
+def environment_diff(env_a: dict, env_b: dict) -> list[dict]:
+    keys = [k for k in ENV_ORDER if k in env_a or k in env_b]
+    keys += sorted((set(env_a) | set(env_b)) - set(ENV_ORDER))
+    return [{"key": k, "a": env_a.get(k), "b": env_b.get(k)} for k in keys
+            if env_a.get(k) != env_b.get(k)]
+
+
+def paired(results_a: Iterable[dict], results_b: Iterable[dict]
+           ) -> Iterator[tuple[tuple[str, str], dict | None, dict | None]]:
+    """Walk two result streams sorted by (case, mode) side by side (a merge join)."""
+    it_a, it_b = iter(results_a), iter(results_b)
+    a, b = next(it_a, None), next(it_b, None)
+    while a is not None or b is not None:
+        ka = (a["case"], a["mode"]) if a is not None else None
+        kb = (b["case"], b["mode"]) if b is not None else None
+        if kb is None or (ka is not None and ka < kb):
+            yield ka, a, None  # type: ignore[misc]
+            a = next(it_a, None)
+        elif ka is None or kb < ka:
+            yield kb, None, b
+            b = next(it_b, None)
+        else:
+            yield ka, a, b
+            a, b = next(it_a, None), next(it_b, None)
+
+
+def metrics(result: dict) -> dict:
+    """A result's metrics, or an outcome row's key figures (``store.iter_outcomes``: every
+    figure compare, baseline and gate read)."""
+    value = result["figures"] if "figures" in result else result.get("metrics")
+    return value if isinstance(value, dict) else {}
+
+
+def _first_line(result: dict) -> str | None:
+    if "error_line" in result:
+        return result["error_line"] or None
+    message = ((result.get("error") or {}).get("message") or "").strip()
+    return message.splitlines()[0] if message else None
+
+
+def _host_ops(result: dict) -> dict[str, Any]:
+    ops = result["host_ops"] if "host_ops" in result else \
+        (result.get("findings") or {}).get("fallback_ops")
+    return ops if isinstance(ops, dict) else {}
+
+
+def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
+    return {"case": case, "mode": mode, "before": a["status"], "before_stage": a.get("stage"),
+            "after": b["status"], "after_stage": b.get("stage"),
+            "error": _first_line(b) or _first_line(a)}
+
+
+def _statuses(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
+    row = out.transitions.setdefault(a["status"], {})
+    row[b["status"]] = row.get(b["status"], 0) + 1
+    before, after = a["status"], b["status"]
+    if before != "pass" and after == "pass":
+        out.newly_passing.append(_status_entry(case, mode, a, b))
+    elif before == "pass" and after != "pass":
+        out.newly_failing.append(_status_entry(case, mode, a, b))
+    elif before != "pass" and (before, a.get("stage")) != (after, b.get("stage")):
+        out.failure_changed.append(_status_entry(case, mode, a, b))
+
+
+def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
+    if a.get("grade") is None or b.get("grade") is None:
+        return  # placement measured in one run only: nothing to compare
+    ops_a, ops_b = _host_ops(a), _host_ops(b)
+    added, removed = sorted(set(ops_b) - set(ops_a)), sorted(set(ops_a) - set(ops_b))
+    if not (added or removed or a["grade"] != b["grade"]):
+        return
+    out.placement.append({"case": case, "mode": mode, "before": a.get("grade"),
+                          "after": b.get("grade"), "host_ops_added": added,
+                          "host_ops_removed": removed})
+    for op in added:
+        out.host_ops.setdefault(op, {"added": [], "removed": []})["added"].append([case, mode])
+    for op in removed:
+        out.host_ops.setdefault(op, {"added": [], "removed": []})["removed"].append([case, mode])
+
+
+def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> None:
+    for metric in PARITY_METRICS:
+        x, y = ma.get(metric), mb.get(metric)
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 \
+                and y / x > PARITY_FACTOR:
+            out.parity.append({"case": case, "mode": mode, "metric": metric, "before": x,
+                               "after": y, "factor": y / x})
+    if both_pass:  # a step time is comparable only when both runs ran the whole ladder
+        judged: PerfJudgement | None = judge(ma, mb)
+        if judged is not None:
+            out.perf_verdicts[judged.verdict] = out.perf_verdicts.get(judged.verdict, 0) + 1
+            if judged.verdict in ("slower", "faster"):
+                out.perf.append(PerfChange(case, mode, judged.before_ms, judged.after_ms,
+                                           judged.ratio, judged.verdict, judged.test))
+    for metric in COMPILE_METRICS:
+        x, y = ma.get(metric), mb.get(metric)
+        if x and y and (y / x > COMPILE_RATIO or x / y > COMPILE_RATIO):
+            out.compile.append({"case": case, "mode": mode, "metric": metric, "before_s": x,
+                                "after_s": y, "ratio": y / x,
+                                "verdict": "slower" if y > x else "faster"})
+    x, y = ma.get("perf_peak_bytes"), mb.get("perf_peak_bytes")
+    if x and y and (y / x > MEMORY_RATIO or x / y > MEMORY_RATIO):
+        out.memory.append({"case": case, "mode": mode, "before_bytes": x, "after_bytes": y,
+                           "ratio": y / x})
+
+
+def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iterable[dict],
+            *, env_a: dict | None = None, env_b: dict | None = None,
+            notes: list[dict] | None = None) -> Comparison:
+    """``results_*`` sorted by (case, mode): results or outcome rows (``store.iter_outcomes``)."""
+    out = Comparison(run_a=run_brief(run_a), run_b=run_brief(run_b),
+                     environment=environment_diff(env_a or {}, env_b or {}),
+                     notes=list(notes or []))
+    plan_a = {tuple(item) for item in run_a.get("plan") or []}
+    plan_b = {tuple(item) for item in run_b.get("plan") or []}
+    for key, a, b in paired(results_a, results_b):
+        case, mode = key
+        if b is None:
+            out.only_a.append([case, mode])
+            out.unrecorded_b += key in plan_b
+            continue
+        if a is None:
+            out.only_b.append([case, mode])
+            out.unrecorded_a += key in plan_a
+            continue
+        out.common += 1
+        _statuses(out, case, mode, a, b)
+        _placement(out, case, mode, a, b)
+        _figures(out, case, mode, metrics(a), metrics(b), a["status"] == b["status"] == "pass")
+    out.remarks = _remarks(out, run_a, run_b)
+    return out
+
+
+def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
+    remarks = [f"compared {out.common} (case, mode) pairs recorded in both runs; "
+               f"{len(out.only_a)} only in A, {len(out.only_b)} only in B"]
+    for name, run, unrecorded in (("A", run_a, out.unrecorded_a), ("B", run_b, out.unrecorded_b)):
+        if run.get("state") != "complete":
+            remarks.append(f"run {name} ({run['id']}) is {run.get('state')}: compared on what "
+                           f"it recorded ({unrecorded} pairs it planned are missing)")
+    if run_a.get("suite") != run_b.get("suite"):
+        remarks.append(f"different suites ({run_a.get('suite')} vs {run_b.get('suite')}): "
+                       "only the shared cases are compared")
+    judged = sum(n for v, n in out.perf_verdicts.items() if v != NOT_JUDGED)
+    if out.perf_verdicts:
+        remarks.append(f"step time: {judged} pairs judged against the measured noise, "
+                       + ", ".join(f"{n} {v}" for v, n in sorted(out.perf_verdicts.items()))
+                       + "; rule: each median outside the other run's p10-p90 and at least "
+                       f"{MIN_CHANGE:.0%} apart")
+    return remarks
+
+
+def compare_runs(store, run_a: str, run_b: str) -> Comparison:
+    """Compare two stored runs, streaming their results; notes of both runs come along."""
+    a, b = store.get_run(run_a), store.get_run(run_b)
+    env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
+    env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
+    notes = store.notes(run_id=a["id"]) + (store.notes(run_id=b["id"]) if b["id"] != a["id"]
+                                           else [])
+    return compare(a, store.iter_outcomes(a["id"]), b, store.iter_outcomes(b["id"]),
+                   env_a=env_a, env_b=env_b, notes=notes)

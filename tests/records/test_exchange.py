@@ -1,0 +1,114 @@
+"""Export and import: a round trip keeps every record, a second import adds nothing, a
+conflicting duplicate or a damaged file is refused before anything is written."""
+
+import io
+import json
+
+import pytest
+
+from tests import kb
+from torchport.records import StoreError, open_store
+from torchport.records.exchange import ExchangeError, export_runs, import_file
+
+
+@pytest.fixture
+def source(tmp_path):
+    trace = tmp_path / "trace.json"
+    trace.write_text("{}")
+    results = kb.results()
+    results[0]["artifacts"] = [str(trace)]
+    path = kb.build(tmp_path / "a.db", results_=results)
+    with open_store(path, write=True) as store:
+        store.add_note("r1", "accepted: cumsum on the host costs 2%", author="ana")
+        store.add_note("r1", "known tf32 drift", case="smoke/mlp", mode="compile")
+        store.put_artifacts("r1", [{"path": "/gone/trace.json", "sha256": "ab" * 32,
+                                    "bytes": 10}])
+    kb.build(path, run_id="r2", labels={"release": "b"},
+             environment={"torch": "2.14.0", "python": "3.11"})
+    return path
+
+
+def _export(path, runs) -> str:
+    out = io.StringIO()
+    with open_store(path, write=False) as store:
+        export_runs(store, runs, out)
+    return out.getvalue()
+
+
+def _body(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()
+            if json.loads(line)["kind"] != "header"]  # the header carries the export time
+
+
+def _write(tmp_path, text, name="x.jsonl"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path):
+    text = _export(source, ["r1", "r2"])
+    with open_store(str(tmp_path / "b.db"), write=True) as target:
+        report = import_file(target, _write(tmp_path, text))
+        assert report.added == {"r1": 8, "r2": 8} and report.notes_added == 2
+        assert target.results(fallback_op="aten.cumsum") == \
+            open_store(source, write=False).results(fallback_op="aten.cumsum")
+        empty_sha = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        assert target.artifacts("r1") == [
+            {"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10},
+            {"path": str(tmp_path / "trace.json"), "sha256": empty_sha, "bytes": 2}]
+        assert target.get_run("r1")["pid"] is None  # the supervisor lived elsewhere
+    assert _body(_export(str(tmp_path / "b.db"), ["r1", "r2"])) == _body(text)
+
+
+def test_import_is_idempotent_and_merges_new_notes(source, tmp_path):
+    path = _write(tmp_path, _export(source, ["r1"]))
+    with open_store(str(tmp_path / "b.db"), write=True) as target:
+        import_file(target, path)
+        again = import_file(target, path)
+        assert again.added == {} and again.present == ["r1"] and again.notes_added == 0
+        assert len(target.results()) == 8 and len(target.notes()) == 2
+    with open_store(source, write=True) as store:
+        store.add_note("r1", "a later decision")
+    with open_store(str(tmp_path / "b.db"), write=True) as target:
+        report = import_file(target, _write(tmp_path, _export(source, ["r1"]), "y.jsonl"))
+        assert report.present == ["r1"] and report.notes_added == 1
+        assert len(target.notes(run_id="r1")) == 3
+
+
+def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path):
+    text = _export(source, ["r1", "r2"])
+    edited = text.replace('"perf_median_ms":2.71', '"perf_median_ms":2.72')
+    assert edited != text
+    target_path = str(tmp_path / "b.db")
+    with open_store(target_path, write=True) as target:
+        import_file(target, _write(tmp_path, _export(source, ["r1"]), "r1.jsonl"))
+        with pytest.raises(ExchangeError, match="r1 already in the knowledge base with "
+                                                "different content"):
+            import_file(target, _write(tmp_path, edited))
+        assert [r["id"] for r in target.list_runs()] == ["r1"]  # r2 was not added either
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda t: t.rsplit("\n", 2)[0] + "\n", "cut off"),
+    (lambda t: t.replace('"torch":"2.14.0"', '"torch":"2.15.0"'), "does not match its content"),
+    (lambda t: t.replace('"status":"skip"', '"status":"skipped"', 1), "unknown status"),
+    (lambda t: "{}\n" + t, "line 1 is not a torchport export record"),
+    (lambda t: t.split("\n", 1)[1], "does not start with a torchport-export/1 header"),
+    (lambda t: t + "not json\n", "is not JSON"),
+])
+def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, damage, needle):
+    path = _write(tmp_path, damage(_export(source, ["r1", "r2"])))
+    with open_store(str(tmp_path / "b.db"), write=True) as target:
+        with pytest.raises(StoreError, match=needle):
+            import_file(target, path)
+        assert target.list_runs() == [] and target.results() == []
+
+
+def test_a_run_still_going_is_not_exported(tmp_path):
+    path = str(tmp_path / "a.db")
+    with open_store(path, write=True) as store:  # this process is its live supervisor
+        store.create_run(run_id="live", command="c", suite="smoke", device="cpu", config={},
+                         plan=[], labels={})
+        with pytest.raises(ExchangeError, match="live is still running"):
+            export_runs(store, ["live"], io.StringIO())

@@ -1,0 +1,217 @@
+"""The knowledge base at scale through the Store protocol: case globs in SQL (fnmatch's
+meaning), paging, last status by indexed lookups, failure groups, notes, and the query plans
+that keep a million results fast."""
+
+import fnmatch
+import random
+import sqlite3
+
+import pytest
+
+from torchport.records import StoreError, open_store
+from torchport.records.globs import fnmatch_to_glob
+from torchport.records.signature import error_signature
+
+
+def _run(store, run_id="r1", device="cpu", labels=None, plan=None):
+    store.create_run(run_id=run_id, command="torchport run", suite="smoke", device=device,
+                     config={}, plan=plan or [], labels=labels or {})
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = open_store(str(tmp_path / "kb.db"), write=True)
+    _run(s)
+    yield s
+    s.close()
+
+
+def test_globs_in_sql_match_what_fnmatch_matches():
+    rng = random.Random(7)
+    names = sorted({"".join(rng.choice("ab-^!]/_[") for _ in range(rng.randint(0, 4)))
+                    for _ in range(300)})
+    conn = sqlite3.connect(":memory:")
+    inexact = 0
+    for _ in range(3000):
+        pattern = "".join(rng.choice("ab-^!]*?[/_") for _ in range(rng.randint(1, 6)))
+        glob, exact = fnmatch_to_glob(pattern)
+        inexact += not exact
+        for name in names:
+            want = fnmatch.fnmatchcase(name, pattern)
+            got = bool(conn.execute("SELECT ? GLOB ?", (name, glob)).fetchone()[0])
+            assert got == want if exact else (got or not want), (pattern, glob, name)
+    assert 0 < inexact < 100  # only sets that start with '^' are inexact
+
+
+def test_paging_and_counts_with_exact_and_inexact_globs(store):
+    cases = [f"hf/m{i:02d}" for i in range(30)] + ["hf/^x", "hf/ax"]
+    store.add_results("r1", [{"case": c, "mode": "eager"} for c in cases])
+    everything = [r["case"] for r in store.results()]
+    assert everything == cases
+    pages = [store.results(limit=7, offset=o) for o in range(0, 35, 7)]
+    assert [r["case"] for page in pages for r in page] == cases
+    assert store.count_results(case_glob="hf/m1*") == 10
+    assert [r["case"] for r in store.results(case_glob="hf/m1*", limit=3, offset=8)] == \
+        ["hf/m18", "hf/m19"]
+    # '[^x]' is the set {^, x} in fnmatch: an inexact GLOB, filtered and paged in Python.
+    assert [r["case"] for r in store.results(case_glob="hf/[^a]x")] == ["hf/^x", "hf/ax"]
+    assert [r["case"] for r in store.results(case_glob="hf/[^a]x", offset=1)] == ["hf/ax"]
+    assert store.count_results(case_glob="hf/[^a]x") == 2
+    assert [r["case"] for r in store.iter_results(order="case", case_glob="hf/m0[!0-7]")] == \
+        ["hf/m08", "hf/m09"]
+
+
+def test_last_status_per_case_by_lookups_matches_the_full_pass(store):
+    store.add_result("r1", {"case": "a", "mode": "compile", "status": "compile_fail",
+                            "stage": "compile"})
+    store.add_result("r1", {"case": "a", "mode": "eager", "status": "pass"})
+    store.add_result("r1", {"case": "b", "mode": "compile", "status": "crash"})
+    _run(store, "r2", device="cuda")
+    store.add_result("r2", {"case": "a", "mode": "compile", "status": "oom"})
+    store.add_result("r2", {"case": "b", "mode": "eager", "status": "eager_fail",
+                            "stage": "run"})
+    every = store.last_status_by_case()
+    assert every == {"a": "pass", "b": "eager_fail"}
+    assert store.last_status_by_case(cases=["a", "b", "zz"]) == every
+    assert store.last_status_by_case(device="cpu", cases=["a", "b"]) == \
+        store.last_status_by_case(device="cpu") == {"a": "pass", "b": "crash"}
+    assert store.last_status_by_case(device="cuda", cases=["a", "b"]) == \
+        {"a": "oom", "b": "eager_fail"}
+
+
+def test_signatures_take_numbers_out_but_keep_op_names():
+    a = error_signature("RuntimeError", "shape [2, 64] vs [2, 32] at 0x7f00ab\nmore")
+    b = error_signature("RuntimeError", "shape [4, 128] vs [4, 16] at 0x7e11cd")
+    assert a == b == "RuntimeError: shape [N, N] vs [N, N] at 0x?"
+    assert error_signature("E", "conv2d failed") != error_signature("E", "conv1d failed")
+    assert error_signature(None, None) is None
+
+
+def test_failure_groups_most_common_and_worst_first(store):
+    rows = [{"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
+             "error": {"type": "RuntimeError", "message": f"size {i} does not match {i + 1}"}}
+            for i in range(5)]
+    rows += [{"case": "d0", "mode": "eager", "status": "crash", "stage": "run",
+              "error": {"type": "Crash", "message": "worker died: signal 11"}},
+             {"case": "e0", "mode": "eager", "status": "pass"},
+             {"case": "s0", "mode": "eager", "status": "skip",
+              "error": {"type": "Skip", "message": "needs 80 GB"}}]
+    store.add_results("r1", rows)
+    assert store.status_counts("r1") == {"eager_fail": 5, "crash": 1, "pass": 1, "skip": 1}
+    common = store.failure_groups("r1", examples=2)
+    assert [(g["status"], g["count"]) for g in common] == [("eager_fail", 5), ("crash", 1)]
+    assert common[0]["signature"] == "RuntimeError: size N does not match N"
+    assert common[0]["examples"] == [{"case": "c0", "mode": "eager"},
+                                     {"case": "c1", "mode": "eager"}]
+    assert common[0]["message"] == "size 0 does not match 1"
+    assert [g["status"] for g in store.failure_groups("r1", worst_first=True)] == \
+        ["crash", "eager_fail"]
+    assert store.count_failure_groups("r1") == 2
+
+
+def test_notes_on_runs_and_cases_are_searchable(store):
+    store.add_result("r1", {"case": "hf/llama", "mode": "eager", "status": "pass"})
+    store.add_note("r1", "accepted: the fallback of cumsum costs 2%", author="ana")
+    store.add_note("r1", "parity drift explained by tf32", case="hf/llama", mode="eager")
+    with pytest.raises(StoreError, match="no result for case 'hf/gpt2'"):
+        store.add_note("r1", "x", case="hf/gpt2")
+    with pytest.raises(StoreError, match="not 'compile'"):
+        store.add_note("r1", "x", case="hf/llama", mode="compile")
+    with pytest.raises(StoreError, match="no run 'r9'"):
+        store.add_note("r9", "x")
+    with pytest.raises(StoreError, match="needs text"):
+        store.add_note("r1", "  ")
+    assert [n["text"] for n in store.notes(run_id="r1", case="hf/llama")] == \
+        ["parity drift explained by tf32"]
+    assert [n["author"] for n in store.search_notes("cumsum")] == ["ana"]
+    assert store.search_notes("tf3") == []  # whole words ...
+    assert [n["case"] for n in store.search_notes("tf3*")] == ["hf/llama"]  # ... or a prefix
+    assert store.search_notes('"NEAR(') == []
+
+
+def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
+    from torchport.records import sqlite_store
+    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 4)
+    store.add_results("r1", [
+        {"case": "c0", "mode": "eager", "status": "eager_fail", "stage": "run",
+         "error": {"type": "E", "message": "cumsum fell back"}},
+        {"case": "hf/cumsum", "mode": "eager", "status": "pass"},  # a case-id hit, oldest
+        *({"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
+           "error": {"type": "E", "message": "the op fell back", "traceback": "in cumsum"}}
+          for i in range(2, 8))])
+    assert store.count_search("cumsum") == 8
+    # The newest four matches are ranked (a message hit above traceback hits, then newest);
+    # older ones follow newest first: the case-id hit is too old to be ranked.
+    order = [r["case"] for r in store.search("cumsum")]
+    assert order == ["c7", "c6", "c5", "c4", "c3", "c2", "hf/cumsum", "c0"]
+    pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3,
+                                                                      offset=o)]
+    assert pages == order
+    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 100)
+    assert [r["case"] for r in store.search("cumsum", limit=2)] == ["hf/cumsum", "c0"]
+    assert store.search("cums") == [] and len(store.search("cums*")) == 8
+    assert store.search('"NEAR( OR') == []
+
+
+def test_find_runs_by_device_suite_and_labels(store):
+    store.finish_run("r1", "complete")
+    _run(store, "r2", device="cuda", labels={"release": "2.14"})
+    store.finish_run("r2", "complete")
+    _run(store, "r3", device="cuda", labels={"release": "2.14"})  # still running
+    store.finish_run("r3", "interrupted")
+    assert store.find_runs(device="cuda") == ["r2"]
+    assert store.find_runs(labels={"release": "2.14"}, complete=False) == ["r3", "r2"]
+    assert store.find_runs(labels={"release": "2.13"}) == []
+
+
+def _plan(store, sql, args=()):
+    conn = store._conn()
+    return " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+def test_reads_use_indexes_not_a_scan_of_every_result(store):
+    from torchport.records import queries as q
+    flags = dict(run_id=False, status=False, case_glob=True, fallback_op=False)
+    plan = _plan(store, q.select_results(**flags, paged=True), ("hf/llama-1*", 10, 0))
+    assert "USING INDEX results_case_mode" in plan and "SCAN results" not in plan, plan
+    plan = _plan(store, q.select_results(**dict(flags, case_glob=False, run_id=True),
+                                         paged=True), ("r1", 10, 0))
+    assert "USING INDEX results_run" in plan, plan
+    for sql in (q.outcomes(stored_figures=True), q.select_results(**dict(flags, case_glob=False, run_id=True),
+                                             order="case", with_ops=True)):
+        plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
+        assert "sqlite_autoindex_results_1" in plan and "TEMP B-TREE" not in plan, plan
+    for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
+        plan = _plan(store, sql, ("a", None, None))
+        assert "results_case_mode" in plan and "SCAN r" not in plan, plan
+    plan = _plan(store, q.RUN_STATUS_COUNTS, ("r1",))
+    assert "COVERING INDEX results_run_status" in plan, plan
+    plan = _plan(store, q.failure_groups(signature="signature", severity=()), ("r1", 10))
+    assert "COVERING INDEX results_run_status" in plan, plan
+    plan = _plan(store, q.results_by_id(3), (1, 2, 3))
+    assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
+    for sql, args in ((q.SEARCH_WINDOW, ('"x"', 1000)), (q.SEARCH_BY_RECENCY, ('"x"', 50, 0))):
+        plan = _plan(store, sql, args)  # the FTS index in rowid order: stops at the page
+        assert "VIRTUAL TABLE INDEX" in plan and "B-TREE" not in plan, plan
+
+
+def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path):
+    metrics = {"perf_median_ms": 2.5, "perf_p10_ms": 2.0, "perf_p90_ms": 3.0,
+               "perf_samples": 31, "perf_peak_bytes": 1024, "parity_cosine": 1.0}
+    store.add_result("r1", {"case": "a", "mode": "eager", "metrics": metrics,
+                            "grade": "fallback",
+                            "findings": {"fallback_ops": {"aten.cumsum.default": 2}}})
+    store.add_result("r1", {"case": "b", "mode": "eager", "status": "eager_fail",
+                            "stage": "run", "grade": "on_device",
+                            "findings": {"fallback_ops": {}},
+                            "error": {"type": "E", "message": "first line\nsecond"}})
+    a, b = store.iter_outcomes("r1")
+    expected = {k: v for k, v in metrics.items() if k != "parity_cosine"}
+    assert a["figures"] == expected and type(a["figures"]["perf_samples"]) is int
+    assert a["host_ops"] == {"aten.cumsum.default": 2} and b["host_ops"] is None
+    assert b["error_line"] == "first line" and b["figures"] == {}
+    from tests.records.test_store import _v1_file
+    old = str(tmp_path / "v1.db")
+    _v1_file(old)
+    with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
+        assert [o["case"] for o in reader.iter_outcomes("old")] == ["a"]
