@@ -17,25 +17,33 @@ from _report import emit  # noqa: E402
 
 def line(r: dict) -> str:
     f, m = r.get("findings") or {}, r.get("metrics") or {}
-    parts = [f"{r['case']:<14} {r['mode']:<8} {r['status']}"
-             + (f" @{r['stage']}" if r.get("stage") and r["status"] != "pass" else "")]
+    parts = [
+        f"{r['case']:<14} {r['mode']:<8} {r['status']}"
+        + (f" @{r['stage']}" if r.get("stage") and r["status"] != "pass" else "")
+    ]
     if r.get("grade"):
-        host = ", ".join(f"{op.removeprefix('aten.').removesuffix('.default')} x{n}"
-                         for op, n in (f.get("fallback_ops") or {}).items())
+        host = ", ".join(
+            f"{op.removeprefix('aten.').removesuffix('.default')} x{n}"
+            for op, n in (f.get("fallback_ops") or {}).items()
+        )
         parts.append(f"grade {r['grade']}" + (f" (host ops: {host})" if host else ""))
     reads = (f.get("placement_scalar_reads") or {}).get("ops")
     if reads:
-        parts.append("scalar reads (transfers): " + ", ".join(f"{k} x{v}"
-                                                              for k, v in reads.items()))
+        parts.append(
+            "scalar reads (transfers): " + ", ".join(f"{k} x{v}" for k, v in reads.items())
+        )
     if f.get("function_ops"):
         on_device = [row for row in f["function_ops"] if row["device"] not in ("cpu",)]
         if on_device:
-            parts.append("function-level: " + ", ".join(f"{row['op']} x{row['count']}"
-                                                         for row in on_device[:3]))
+            parts.append(
+                "function-level: "
+                + ", ".join(f"{row['op']} x{row['count']}" for row in on_device[:3])
+            )
     outcome = f.get("compile_outcome")
     if outcome:
-        parts.append(outcome.get("verdict") or f"graphs to backend: "
-                     f"{outcome.get('graphs_to_backend')}")
+        parts.append(
+            outcome.get("verdict") or f"graphs to backend: {outcome.get('graphs_to_backend')}"
+        )
     ref = f.get("reference") or {}
     if ref:
         parts.append(f"reference: {ref.get('label')} ({ref.get('cache')})")
@@ -44,8 +52,10 @@ def line(r: dict) -> str:
     perf = f.get("perf") or {}
     if "perf_median_ms" in m:
         speedup = f", speedup {m['perf_speedup']:.2f}x" if "perf_speedup" in m else ""
-        parts.append(f"perf {m['perf_median_ms']:.3g} ms (CV {m.get('perf_cv', 0):.0%}"
-                     f"{speedup}), timer: {perf.get('timer')}")
+        parts.append(
+            f"perf {m['perf_median_ms']:.3g} ms (CV {m.get('perf_cv', 0):.0%}"
+            f"{speedup}), timer: {perf.get('timer')}"
+        )
     elif f.get("sync_method"):
         parts.append(f"sync: {f['sync_method']}")
     if perf.get("peak_memory_unavailable"):
@@ -65,13 +75,16 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     from torchport.records import open_store
+
     store = open_store(args.db, write=False)
     run_id = args.run or store.latest_run_id()
     run = store.get_run(run_id)
     env = store.environment(run["environment_id"])
-    lines = [f"run {run_id} on {run['device']}: {run['command']}",
-             f"torch {env.get('torch')}, backend packages {env.get('backend_packages')}",
-             ""] + [line(r) for r in store.results(run_id=run_id)]
+    lines = [
+        f"run {run_id} on {run['device']}: {run['command']}",
+        f"torch {env.get('torch')}, backend packages {env.get('backend_packages')}",
+        "",
+    ] + [line(r) for r in store.results(run_id=run_id)]
     emit(lines, args.out)
     return 0
 

@@ -38,8 +38,19 @@ s.add_result("r1", {"case": "a", "mode": "eager", "status": "eager_fail", "stage
                     "error": {"type": "E", "message": msg, "traceback": "tb"}})
 s.finish_run("r1", "complete")
 """.replace("%s", OPEN)
-ONE_CASE = ["run", "--suite", "smoke", "--cases", "mlp", "--device", "cpu", "--probes", "none",
-            "--modes", "eager"]
+ONE_CASE = [
+    "run",
+    "--suite",
+    "smoke",
+    "--cases",
+    "mlp",
+    "--device",
+    "cpu",
+    "--probes",
+    "none",
+    "--modes",
+    "eager",
+]
 
 
 def digest(path):
@@ -47,15 +58,15 @@ def digest(path):
 
 
 def cli(*args, cwd):
-    proc = subprocess.run(CLI + list(args), capture_output=True, text=True, cwd=cwd, env=ENV,
-                          timeout=600)
+    proc = subprocess.run(
+        CLI + list(args), capture_output=True, text=True, cwd=cwd, env=ENV, timeout=600
+    )
     err = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     return proc.returncode, (err[-1][:110] if err else ""), len(err), proc.stdout
 
 
 def build(path, label="x", msg="m"):
-    subprocess.run([PY, "-c", BUILD, path, label, msg], env=ENV, check=True,
-                   capture_output=True)
+    subprocess.run([PY, "-c", BUILD, path, label, msg], env=ENV, check=True, capture_output=True)
 
 
 def report(item, what, rc, line, nlines, extra=""):
@@ -65,8 +76,7 @@ def report(item, what, rc, line, nlines, extra=""):
 def results_root_page(path) -> int:
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("select rootpage from sqlite_master where name='results'"
-                            ).fetchone()[0]
+        return conn.execute("select rootpage from sqlite_master where name='results'").fetchone()[0]
     finally:
         conn.close()
 
@@ -79,8 +89,14 @@ def main() -> None:
     for cmd in (["runs"], ["show"], ["results"], ["search", "boom"]):
         rc, line, n, out = cli(*cmd, "--db", p, cwd=d)
         shown = "[enforce fail at alloc_cpu.cpp:127]" in out
-        report("2", " ".join(cmd) + " (label [/bold], error [/red])", rc, line, n,
-               f"| enforce text shown: {shown}")
+        report(
+            "2",
+            " ".join(cmd) + " (label [/bold], error [/red])",
+            rc,
+            line,
+            n,
+            f"| enforce text shown: {shown}",
+        )
     # item 5: a foreign file read by runs
     p = os.path.join(d, "other_app.db")
     conn = sqlite3.connect(p)
@@ -93,8 +109,14 @@ def main() -> None:
     tables = conn.execute("select count(*) from sqlite_master where type='table'").fetchone()[0]
     mode = conn.execute("pragma journal_mode").fetchone()[0]
     conn.close()
-    report("5", "runs --db other_app.db", rc, line, n,
-           f"| changed: {digest(p) != before}, tables {tables}, journal {mode}")
+    report(
+        "5",
+        "runs --db other_app.db",
+        rc,
+        line,
+        n,
+        f"| changed: {digest(p) != before}, tables {tables}, journal {mode}",
+    )
     # item 7: missing table, corrupted page, read-only, /dev/null, cases --db on a bad file
     p = os.path.join(d, "missing.db")
     build(p)
@@ -105,8 +127,9 @@ def main() -> None:
     for cmd in (["results", "--fallback-op", "aten.mm"], ONE_CASE):
         h = digest(p)
         rc, line, n, _ = cli(*cmd, "--db", p, cwd=d)
-        report("7", cmd[0] + " on a missing table", rc, line, n,
-               f"| file changed: {digest(p) != h}")
+        report(
+            "7", cmd[0] + " on a missing table", rc, line, n, f"| file changed: {digest(p) != h}"
+        )
     p = os.path.join(d, "corrupt.db")
     build(p)
     with open(p, "r+b") as f:
@@ -115,8 +138,9 @@ def main() -> None:
     for cmd in (["show"], ONE_CASE):
         h = digest(p)
         rc, line, n, _ = cli(*cmd, "--db", p, cwd=d)
-        report("7", cmd[0] + " on a corrupted page", rc, line, n,
-               f"| file changed: {digest(p) != h}")
+        report(
+            "7", cmd[0] + " on a corrupted page", rc, line, n, f"| file changed: {digest(p) != h}"
+        )
     p = os.path.join(d, "ro.db")
     build(p)
     os.chmod(p, 0o444)

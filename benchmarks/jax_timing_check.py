@@ -42,26 +42,29 @@ def main() -> int:
 
     timer = step_timer(adapter)
 
-    def manual_wait():   # the same step, waited on by hand: its output array, ready
+    def manual_wait():  # the same step, waited on by hand: its output array, ready
         start = time.perf_counter()
         out = step()
         jax.block_until_ready(out["out"]._elem)
         return time.perf_counter() - start
 
-    def no_wait():       # the launch only: what a no-op synchronize timed
+    def no_wait():  # the launch only: what a no-op synchronize timed
         start = time.perf_counter()
         step()
         return time.perf_counter() - start
 
-    methods = {"torchport timer": lambda: timer(step)[1],
-               "block_until_ready loop": manual_wait, "no wait (launch only)": no_wait}
+    methods = {
+        "torchport timer": lambda: timer(step)[1],
+        "block_until_ready loop": manual_wait,
+        "no wait (launch only)": no_wait,
+    }
     for _ in range(WARMUP):
         for fn in methods.values():
             fn()
     results = {name: [] for name in methods}
-    for i in range(N):   # interleaved rounds, order rotated: drift falls on every method
+    for i in range(N):  # interleaved rounds, order rotated: drift falls on every method
         names = list(methods)
-        names = names[i % 3:] + names[:i % 3]
+        names = names[i % 3 :] + names[: i % 3]
         for name in names:
             results[name].append(methods[name]())
             jax.effects_barrier()
@@ -70,14 +73,18 @@ def main() -> int:
     torchport_s = results.pop("torchport timer")
     torchport_ms = statistics.median(torchport_s) * 1e3
     ref_ms = statistics.median(results["block_until_ready loop"]) * 1e3
-    print(f"torch {torch.__version__}, jax {jax.__version__}; 4 x 2048 MLP forward, "
-          f"median of {N} after {WARMUP} warm-up")
+    print(
+        f"torch {torch.__version__}, jax {jax.__version__}; 4 x 2048 MLP forward, "
+        f"median of {N} after {WARMUP} warm-up"
+    )
     print(f"torchport timer ({timer.kind}): {torchport_ms:.2f} ms")
     for name, samples in results.items():
         print(f"{name}: {statistics.median(samples) * 1e3:.2f} ms")
     diff = abs(torchport_ms - ref_ms) / ref_ms
-    print(f"torchport vs block_until_ready: {diff:.1%} apart "
-          f"({'within' if diff <= 0.10 else 'NOT within'} 10%)")
+    print(
+        f"torchport vs block_until_ready: {diff:.1%} apart "
+        f"({'within' if diff <= 0.10 else 'NOT within'} 10%)"
+    )
     return 0 if diff <= 0.10 else 1
 
 

@@ -45,8 +45,9 @@ def _run(args: list[str], log_path: str) -> tuple[int, float, float]:
 
 
 def _show(run_id: str, db: str, *extra: str) -> str:
-    return subprocess.run([SCRIPT, "show", run_id, "--db", db, *extra], capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [SCRIPT, "show", run_id, "--db", db, *extra], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def main() -> None:
@@ -59,26 +60,44 @@ def main() -> None:
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="ops-sweep-")
     db = args.db or os.path.join(folder, "ops.db")
-    run_args = ["run", "--suite", "ops", "--device", args.device, "--timeout",
-                f"{args.timeout:g}", "--db", db]
+    run_args = [
+        "run",
+        "--suite",
+        "ops",
+        "--device",
+        args.device,
+        "--timeout",
+        f"{args.timeout:g}",
+        "--db",
+        db,
+    ]
     if args.cases:
         run_args += ["--cases", args.cases]
     started, load_before = datetime.now(timezone.utc), os.getloadavg()
     code, wall, cpu = _run(run_args, os.path.join(folder, "run.log"))
     load_after = os.getloadavg()
-    run_id = json.loads(subprocess.run([SCRIPT, "runs", "--db", db, "--json"],
-                                       capture_output=True, text=True, check=True).stdout)[0]["id"]
+    run_id = json.loads(
+        subprocess.run(
+            [SCRIPT, "runs", "--db", db, "--json"], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["id"]
     shown = json.loads(_show(run_id, db, "--json"))
     results, view = shown["results"], shown["views"]["ops"]
-    header = (f"wall {wall:.0f} s ({wall / 60:.1f} min); CPU {cpu:.0f} s (supervisor + workers);"
-              f" {os.cpu_count()} cores ({platform.processor() or platform.machine()}); load "
-              f"average before {load_before[0]:.1f}, after {load_after[0]:.1f} (other jobs "
-              "shared the machine when above ~2)")
-    lines = [f"$ torchport {' '.join(run_args)}",
-             f"(via: {' '.join([sys.executable, *sys.argv])})",
-             f"started {started.isoformat(timespec='seconds')}, exit code {code}, run {run_id} "
-             + shown["run"]["state"], header,
-             f"torch {shown['environment'].get('torch')}, python {platform.python_version()}", ""]
+    header = (
+        f"wall {wall:.0f} s ({wall / 60:.1f} min); CPU {cpu:.0f} s (supervisor + workers);"
+        f" {os.cpu_count()} cores ({platform.processor() or platform.machine()}); load "
+        f"average before {load_before[0]:.1f}, after {load_after[0]:.1f} (other jobs "
+        "shared the machine when above ~2)"
+    )
+    lines = [
+        f"$ torchport {' '.join(run_args)}",
+        f"(via: {' '.join([sys.executable, *sys.argv])})",
+        f"started {started.isoformat(timespec='seconds')}, exit code {code}, run {run_id} "
+        + shown["run"]["state"],
+        header,
+        f"torch {shown['environment'].get('torch')}, python {platform.python_version()}",
+        "",
+    ]
     lines += [view["notes"][0], ""] + [f"  {n}" for n in view["notes"][1:-2]] + [""]
     status = Counter(r["status"] for r in results)
     lines.append("results by status: " + ", ".join(f"{s} {n}" for s, n in status.most_common()))
@@ -87,13 +106,31 @@ def main() -> None:
     for r in failing:
         message = ((r.get("error") or {}).get("message") or "").splitlines()
         lines.append(f"  {r['case']:<55} {r['status']:<14} {(message or [''])[0][:200]}")
-    timed = sorted(((sum(v for k, v in (r.get("durations") or {}).items()
-                         if k.endswith("_s") and k != "elapsed_s"), r["case"])
-                    for r in results), reverse=True)[:15]
-    lines.append("slowest results (build + run seconds): " + ", ".join(
-        f"{case} {s:.1f}" for s, case in timed))
-    lines += ["", (f"compatibility table, first {HEAD_ROWS} of {len(view['rows'])} rows "
-                   f"(columns: {', '.join(c['name'] for c in view['columns'])}):")]
+    timed = sorted(
+        (
+            (
+                sum(
+                    v
+                    for k, v in (r.get("durations") or {}).items()
+                    if k.endswith("_s") and k != "elapsed_s"
+                ),
+                r["case"],
+            )
+            for r in results
+        ),
+        reverse=True,
+    )[:15]
+    lines.append(
+        "slowest results (build + run seconds): "
+        + ", ".join(f"{case} {s:.1f}" for s, case in timed)
+    )
+    lines += [
+        "",
+        (
+            f"compatibility table, first {HEAD_ROWS} of {len(view['rows'])} rows "
+            f"(columns: {', '.join(c['name'] for c in view['columns'])}):"
+        ),
+    ]
     for row in view["rows"][:HEAD_ROWS]:
         lines.append("  " + " | ".join("-" if c is None else str(c) for c in row))
     if args.out:

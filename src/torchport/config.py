@@ -24,26 +24,26 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     suite: str = "smoke"
-    cases: tuple[str, ...] = ()          # globs; empty = all
+    cases: tuple[str, ...] = ()  # globs; empty = all
     exclude: tuple[str, ...] = ()
-    workload: str | None = None          # "pkg.module:factory"
+    workload: str | None = None  # "pkg.module:factory"
     modes: tuple[str, ...] = MODES
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0
     timeout_s: float = 600.0
     compile_timeout_s: float | None = None
-    compile_backend: str | None = None   # None = the device's default
+    compile_backend: str | None = None  # None = the device's default
     reference: str = "cpu-fp64"
-    probes: tuple[str, ...] = ()         # extra probes beyond the ladder; resolved by the CLI
+    probes: tuple[str, ...] = ()  # extra probes beyond the ladder; resolved by the CLI
     strict: bool = False
     batch: int | None = None
     seq: int | None = None
-    shapes: dict = field(default_factory=dict)   # e.g. {"seq": [64, 128]} for recompile study
+    shapes: dict = field(default_factory=dict)  # e.g. {"seq": [64, 128]} for recompile study
     train_steps: int = 0
     profile: bool = False
     peak_tflops: float | None = None
-    perf_budget_s: float = 2.0           # time budget per side of the perf probe
+    perf_budget_s: float = 2.0  # time budget per side of the perf probe
     artifacts_dir: str = "artifacts"
     # Where tasks run: ``jobs`` workers at once, on this host (local) or on a Ray cluster
     # (ray; ``ray_address`` None starts a Ray instance on this host for the run). A task whose
@@ -56,14 +56,17 @@ class RunConfig:
     def __post_init__(self):
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
-            raise ConfigError(f"unknown mode {', '.join(bad) or '(none)'}; choose from "
-                              f"{', '.join(MODES)}")
+            raise ConfigError(
+                f"unknown mode {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}"
+            )
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype '{self.dtype}'; choose from {', '.join(DTYPES)}")
-        for flag, value in (("--timeout", self.timeout_s),
-                            ("--compile-timeout", self.compile_timeout_s),
-                            ("--perf-budget", self.perf_budget_s),
-                            ("--peak-tflops", self.peak_tflops)):
+        for flag, value in (
+            ("--timeout", self.timeout_s),
+            ("--compile-timeout", self.compile_timeout_s),
+            ("--perf-budget", self.perf_budget_s),
+            ("--peak-tflops", self.peak_tflops),
+        ):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive, finite number; got {value}")
         if self.reference != "cpu-fp64":
@@ -77,8 +80,9 @@ class RunConfig:
         if not isinstance(self.jobs, int) or self.jobs < 1:
             raise ConfigError(f"--jobs must be a positive integer; got {self.jobs}")
         if self.executor not in EXECUTORS:
-            raise ConfigError(f"unknown executor '{self.executor}'; choose from "
-                              f"{', '.join(EXECUTORS)}")
+            raise ConfigError(
+                f"unknown executor '{self.executor}'; choose from {', '.join(EXECUTORS)}"
+            )
         if self.ray_address is not None and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
         if self.ray_retries < 0:

@@ -38,8 +38,12 @@ class StepTimer:
 
     kind = "host clock between device synchronisations"
 
-    def __init__(self, sync: Callable[[], None] = lambda: None,
-                 wait: Callable[[object], None] | None = None, method: str | None = None):
+    def __init__(
+        self,
+        sync: Callable[[], None] = lambda: None,
+        wait: Callable[[object], None] | None = None,
+        method: str | None = None,
+    ):
         self.sync, self.wait = sync, wait
         if method and wait is not None:
             self.kind = f"host clock; device waited on by {method}"
@@ -67,6 +71,7 @@ class CudaEventTimer(StepTimer):
 
     def __init__(self, sync: Callable[[], None]):
         import torch
+
         super().__init__(sync)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
@@ -85,13 +90,17 @@ def step_timer(adapter) -> StepTimer:
     if getattr(adapter, "torch_type", "") == "cuda":
         try:
             import torch
+
             if torch.cuda.is_available():
                 return CudaEventTimer(adapter.synchronize)
         except (ImportError, AttributeError, RuntimeError):
             pass
     reads_back = getattr(adapter, "waits_by_reading_back", False)
-    return StepTimer(adapter.synchronize, wait=adapter.wait_for if reads_back else None,
-                     method=getattr(adapter, "sync_method", None))
+    return StepTimer(
+        adapter.synchronize,
+        wait=adapter.wait_for if reads_back else None,
+        method=getattr(adapter, "sync_method", None),
+    )
 
 
 def round_order(names: list[str], round_index: int) -> list[str]:
@@ -100,10 +109,16 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer, *,
-                       budget_s: float, warmup: int = 3, min_samples: int = 10,
-                       max_samples: int = 1000, warmup_budget_s: float | None = None,
-                       ) -> dict[str, list[float]]:
+def sample_interleaved(
+    sides: dict[str, Callable[[], object]],
+    timer: StepTimer,
+    *,
+    budget_s: float,
+    warmup: int = 3,
+    min_samples: int = 10,
+    max_samples: int = 1000,
+    warmup_budget_s: float | None = None,
+) -> dict[str, list[float]]:
     """Warm every side up, then time them in alternating rounds until the budget is spent.
 
     budget_s is per side: the timed phase stops when the rounds used ``budget_s * len(sides)``
@@ -128,8 +143,9 @@ def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer,
     gc.disable()
     try:
         start, rounds = clock(), 0
-        while rounds < max_samples and (rounds < min_samples
-                                        or clock() - start < budget_s * len(names)):
+        while rounds < max_samples and (
+            rounds < min_samples or clock() - start < budget_s * len(names)
+        ):
             for name in round_order(names, rounds):
                 samples[name].append(timer(sides[name])[1])
             rounds += 1
@@ -158,9 +174,15 @@ class Summary:
         ordered = sorted(samples_s)
         mean = statistics.fmean(ordered)
         stdev = statistics.stdev(ordered) if len(ordered) > 1 else 0.0
-        return cls(n=len(ordered), median_s=statistics.median(ordered),
-                   p10_s=_quantile(ordered, 0.10), p90_s=_quantile(ordered, 0.90),
-                   mean_s=mean, min_s=ordered[0], cv=stdev / mean if mean > 0 else 0.0)
+        return cls(
+            n=len(ordered),
+            median_s=statistics.median(ordered),
+            p10_s=_quantile(ordered, 0.10),
+            p90_s=_quantile(ordered, 0.90),
+            mean_s=mean,
+            min_s=ordered[0],
+            cv=stdev / mean if mean > 0 else 0.0,
+        )
 
 
 def _quantile(ordered: list[float], q: float) -> float:

@@ -44,7 +44,8 @@ def test_causal_mask_by_hand():
         [1, 0, 0, 0],
         [1, 1, 0, 0],
         [1, 1, 1, 0],
-        [1, 1, 1, 1]]
+        [1, 1, 1, 1],
+    ]
 
 
 def test_sliding_window_keeps_window_tokens_back_self_included():
@@ -53,7 +54,8 @@ def test_sliding_window_keeps_window_tokens_back_self_included():
         [1, 1, 0, 0, 0],
         [0, 1, 1, 0, 0],
         [0, 0, 1, 1, 0],
-        [0, 0, 0, 1, 1]]
+        [0, 0, 0, 1, 1],
+    ]
 
 
 def test_prefix_lm_first_quarter_is_bidirectional():
@@ -65,7 +67,8 @@ def test_prefix_lm_first_quarter_is_bidirectional():
         [1, 1, 1, 1, 1, 0, 0, 0],
         [1, 1, 1, 1, 1, 1, 0, 0],
         [1, 1, 1, 1, 1, 1, 1, 0],
-        [1, 1, 1, 1, 1, 1, 1, 1]]
+        [1, 1, 1, 1, 1, 1, 1, 1],
+    ]
 
 
 def test_document_mask_is_causal_within_each_document():
@@ -76,7 +79,8 @@ def test_document_mask_is_causal_within_each_document():
         [0, 0, 1, 0, 0, 0],
         [0, 0, 1, 1, 0, 0],
         [0, 0, 1, 1, 1, 0],
-        [0, 0, 0, 0, 0, 1]]
+        [0, 0, 0, 0, 0, 1],
+    ]
 
 
 def test_document_ids_cut_rows_differently_and_cover_the_sequence():
@@ -90,7 +94,7 @@ def test_natten2d_is_a_square_neighbourhood_on_the_image():
     spec = Spec(batch=1, heads=1, seq=9, radius=1)
     assert image_width(9) == 3  # 3 x 3 image: token 4 is the centre
     mask = mask_of("natten2d", spec)
-    assert mask[4] == [1] * 9                    # the centre sees everything within 1
+    assert mask[4] == [1] * 9  # the centre sees everything within 1
     assert mask[0] == [1, 1, 0, 1, 1, 0, 0, 0, 0]  # a corner sees its 2 x 2 block
     assert mask[5] == [0, 1, 1, 0, 1, 1, 0, 1, 1]  # right edge, middle row
     assert image_width(200) == 15 and image_width(256) == 16
@@ -103,7 +107,8 @@ def test_global_sliding_band_plus_global_first_tokens():
         [1, 1, 1, 1, 0, 0],
         [1, 0, 1, 1, 1, 0],
         [1, 0, 0, 1, 1, 1],
-        [1, 0, 0, 0, 1, 1]]
+        [1, 0, 0, 0, 1, 1],
+    ]
 
 
 def test_dilated_sliding_every_second_token_within_the_span():
@@ -113,7 +118,8 @@ def test_dilated_sliding_every_second_token_within_the_span():
         [1, 0, 1, 0, 0, 0],
         [0, 1, 0, 1, 0, 0],
         [0, 0, 1, 0, 1, 0],
-        [0, 0, 0, 1, 0, 1]]
+        [0, 0, 0, 1, 0, 1],
+    ]
 
 
 def test_block_full_is_block_causal_in_whole_blocks():
@@ -122,11 +128,12 @@ def test_block_full_is_block_causal_in_whole_blocks():
         [1, 1, 0, 0, 0],
         [1, 1, 1, 1, 0],
         [1, 1, 1, 1, 0],
-        [1, 1, 1, 1, 1]]
+        [1, 1, 1, 1, 1],
+    ]
 
 
 def test_alibi_bias_by_hand():
-    assert alibi_slopes(2).tolist() == [2 ** -4, 2 ** -8]
+    assert alibi_slopes(2).tolist() == [2**-4, 2**-8]
     bias = bias_of("alibi", Spec(batch=1, heads=2, seq=3))
     assert bias[0].tolist() == [[0, 1 / 16, 2 / 16], [-1 / 16, 0, 1 / 16], [-2 / 16, -1 / 16, 0]]
     assert bias[1, 2, 0].item() == -2 / 256
@@ -136,8 +143,7 @@ def test_softcap_squashes_scores():
     mods = build_mods("softcap", Spec(batch=1, heads=1, seq=2, cap=20.0))
     scores = torch.tensor([0.0, 10.0, 100.0, -1000.0], dtype=torch.float64)
     capped = mods.score_mod({}, scores, 0, 0, 0, 0)
-    assert capped.tolist() == pytest.approx([0.0, 20 * math.tanh(0.5), 20 * math.tanh(5.0),
-                                             -20.0])
+    assert capped.tolist() == pytest.approx([0.0, 20 * math.tanh(0.5), 20 * math.tanh(5.0), -20.0])
 
 
 def test_rel_bias_reads_the_table_by_relative_position():
@@ -157,10 +163,15 @@ def explicit(variant, spec, v_rows, heads=1, kv_heads=1, tensors=None):
     mods = build_mods(variant, spec)
     mods.tensors.update(tensors or {})
     zeros = torch.zeros(1, heads, spec.seq, 1, dtype=torch.float64)
-    v = torch.tensor(v_rows, dtype=torch.float64).view(1, 1, -1, 1).expand(
-        1, kv_heads, spec.seq, 1).contiguous()
-    module = FlexAttentionModule(q=zeros, k=zeros[:, :kv_heads], v=v, mods=mods, spec=spec,
-                                 impl="explicit", trains=False).double()
+    v = (
+        torch.tensor(v_rows, dtype=torch.float64)
+        .view(1, 1, -1, 1)
+        .expand(1, kv_heads, spec.seq, 1)
+        .contiguous()
+    )
+    module = FlexAttentionModule(
+        q=zeros, k=zeros[:, :kv_heads], v=v, mods=mods, spec=spec, impl="explicit", trains=False
+    ).double()
     return module()[0, :, :, 0]  # (H, S)
 
 
@@ -182,8 +193,9 @@ def test_reference_alibi_weights_by_hand():
 
 def test_reference_rel_bias_weights_by_hand():
     table = torch.tensor([[0.0, 0.0, math.log(3.0)]], dtype=torch.float64)  # kv - q = +1: x3
-    out = explicit("rel_bias", Spec(batch=1, heads=1, seq=2), [0.0, 1.0],
-                   tensors={"rel_bias": table})
+    out = explicit(
+        "rel_bias", Spec(batch=1, heads=1, seq=2), [0.0, 1.0], tensors={"rel_bias": table}
+    )
     assert out[0].tolist() == pytest.approx([3 / 4, 1 / 2])
 
 
@@ -191,8 +203,13 @@ def test_reference_rel_bias_weights_by_hand():
 def test_eager_flex_matches_the_reference(variant):
     """FlexAttention (eager, unfused, CPU float64) against the explicit computation; seq 150
     spans two 128-blocks, the second one short."""
-    workload = build_workload(variant, Shape(batch=2, heads=2, kv_heads=1, seq=150, head_dim=8),
-                              trains=False, seed=0, size=Size())
+    workload = build_workload(
+        variant,
+        Shape(batch=2, heads=2, kv_heads=1, seq=150, head_dim=8),
+        trains=False,
+        seed=0,
+        size=Size(),
+    )
     flex, ref = workload.model.double(), workload.reference_model.double()
     assert (flex() - ref()).abs().max().item() < 1e-10
     if "sdpa" in workload.alternatives:
@@ -221,8 +238,9 @@ def test_workload_carries_reference_alternatives_and_sizes():
     perf = case.build(seed=0, size=Size(perf=True))  # the perf size is the parity size
     assert perf.meta["flex"]["seq"] == 256 and perf.samples == 2
     assert case.build(seed=0, size=Size(seq=64, batch=3)).model.q.shape == (3, 4, 64, 64)
-    assert FlexCase("sliding_window", SHAPES[0], "fwd").build(
-        seed=0, size=Size()).alternatives == {}
+    assert (
+        FlexCase("sliding_window", SHAPES[0], "fwd").build(seed=0, size=Size()).alternatives == {}
+    )
 
 
 def test_backward_on_cpu_is_a_skip_with_torchs_reason():
@@ -230,15 +248,21 @@ def test_backward_on_cpu_is_a_skip_with_torchs_reason():
     reason = bwd.skip_reason_for(mode="compile", device="cpu")
     assert "backward" in reason and "cpu" in reason and torch.__version__ in reason
     assert bwd.skip_reason_for(mode="eager", device="cpu") == reason
-    assert FlexCase("causal", SHAPES[0], "fwd").skip_reason_for(mode="compile",
-                                                                 device="cpu") is None
+    assert (
+        FlexCase("causal", SHAPES[0], "fwd").skip_reason_for(mode="compile", device="cpu") is None
+    )
 
 
 def test_block_full_mask_lists_only_full_blocks():
     """The hand-built BlockMask: block-causal over three blocks (the last one short), every
     listed block full, none partial."""
-    wl = build_workload("block_full", Shape(batch=1, heads=1, kv_heads=1, seq=300, head_dim=8),
-                        trains=False, seed=0, size=Size())
+    wl = build_workload(
+        "block_full",
+        Shape(batch=1, heads=1, kv_heads=1, seq=300, head_dim=8),
+        trains=False,
+        seed=0,
+        size=Size(),
+    )
     mask = wl.model.build_block_mask()
     assert mask.to_dense()[0, 0].tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     assert mask.kv_num_blocks.sum().item() == 0
@@ -248,8 +272,14 @@ def test_block_full_mask_lists_only_full_blocks():
 
 def test_eager_flex_refuses_a_dispatch_mode_it_has_no_rule_for_and_stays_usable():
     from torch.utils.flop_counter import FlopCounterMode
-    model = build_workload("causal", Shape(batch=1, heads=2, kv_heads=2, seq=64, head_dim=8),
-                           trains=False, seed=0, size=Size()).model
+
+    model = build_workload(
+        "causal",
+        Shape(batch=1, heads=2, kv_heads=2, seq=64, head_dim=8),
+        trains=False,
+        seed=0,
+        size=Size(),
+    ).model
     expected = model()
     with pytest.raises(NotImplementedError, match="no rule for dispatch mode"):
         with FlopCounterMode(display=False):

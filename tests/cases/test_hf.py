@@ -127,7 +127,11 @@ class MadeUpConfig(transformers.PretrainedConfig):
 def test_unknown_family_gets_the_generic_rule():
     cfg = shrink_config(MadeUpConfig())
     assert (cfg.n_embd, cfg.n_head, cfg.intermediate_size, cfg.vocab_size) == (
-        HIDDEN, 4, 128, VOCAB)
+        HIDDEN,
+        4,
+        128,
+        VOCAB,
+    )
     assert cfg.derived_width == 2 * HIDDEN
     # layer_types keeps one layer of every distinct type, and the layer count follows it
     assert cfg.layer_types == ["full_attention", "sliding_attention"] and cfg.n_layer == 2

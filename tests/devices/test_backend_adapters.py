@@ -70,6 +70,7 @@ def fake_torchax(monkeypatch):
 
         def __exit__(self, *exc):
             state["enabled"] = self.prev
+
     torchax.enable_globally, torchax.disable_temporarily = enable_globally, disable_temporarily
     monkeypatch.setitem(sys.modules, "jax", jax)
     monkeypatch.setitem(sys.modules, "torchax", torchax)
@@ -91,7 +92,7 @@ def test_jax_is_activated_and_host_work_runs_with_the_modes_off(fake_torchax):
     adapter.prepare()
     assert ("enable_globally",) in log and state["enabled"]
     assert _get_current_dispatch_mode_stack() == [state["mode"]]
-    with adapter.host_scope():   # a deep copy or float64 math here is plain CPU work
+    with adapter.host_scope():  # a deep copy or float64 math here is plain CPU work
         assert _get_current_dispatch_mode_stack() == []
     assert _get_current_dispatch_mode_stack() == [state["mode"]]
     assert adapter.device() == "jax"
@@ -101,6 +102,7 @@ def test_jax_names_why_training_cannot_run(fake_torchax):
     def train():
         x = torch.ones(2)  # no grad_fn, as torchax's function-level lowerings return
         x.sum().backward()
+
     try:
         train()
     except RuntimeError as exc:
@@ -111,8 +113,11 @@ def test_jax_names_why_training_cannot_run(fake_torchax):
 def test_jax_waits_by_reading_the_results_back(fake_torchax):
     log, _ = fake_torchax
     adapter = JaxAdapter()
-    outputs = {"out": types.SimpleNamespace(_elem=FakeArray(log)),
-               "grads": [types.SimpleNamespace(_elem=FakeArray(log))], "n": 3}
+    outputs = {
+        "out": types.SimpleNamespace(_elem=FakeArray(log)),
+        "grads": [types.SimpleNamespace(_elem=FakeArray(log))],
+        "n": 3,
+    }
     adapter.wait_for(outputs)
     assert log[-1] == ("block_until_ready", 2)
     adapter.synchronize()
@@ -132,7 +137,7 @@ def test_jax_says_why_there_is_no_memory_figure(fake_torchax):
 
 
 def test_jax_unavailable_says_why(monkeypatch):
-    monkeypatch.setitem(sys.modules, "torchax", None)   # import raises ImportError
+    monkeypatch.setitem(sys.modules, "torchax", None)  # import raises ImportError
     ok, reason = JaxAdapter().availability()
     assert not ok and "torchax" in reason
 
@@ -141,15 +146,22 @@ def test_jax_unavailable_says_why(monkeypatch):
 @pytest.fixture
 def fake_tpu(monkeypatch):
     log = []
-    precision = {"value": "medium"}   # TorchTPU's default: float32 matmuls at reduced precision
+    precision = {"value": "medium"}  # TorchTPU's default: float32 matmuls at reduced precision
     tpu = types.SimpleNamespace(
-        synchronize=lambda: log.append("synchronize"), enable_cpu_fallback=True,
-        device_count=lambda: 4, get_device_name=lambda i: "TPU v6e", eager_mode="DEFER",
-        _get_cache_requests=lambda: 7, _get_cache_hits=lambda: 5, _get_cache_misses=lambda: 2)
+        synchronize=lambda: log.append("synchronize"),
+        enable_cpu_fallback=True,
+        device_count=lambda: 4,
+        get_device_name=lambda i: "TPU v6e",
+        eager_mode="DEFER",
+        _get_cache_requests=lambda: 7,
+        _get_cache_hits=lambda: 5,
+        _get_cache_misses=lambda: 2,
+    )
     monkeypatch.setattr(torch, "tpu", tpu, raising=False)
     monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: precision["value"])
-    monkeypatch.setattr(torch, "set_float32_matmul_precision",
-                        lambda value: precision.update(value=value))
+    monkeypatch.setattr(
+        torch, "set_float32_matmul_precision", lambda value: precision.update(value=value)
+    )
     monkeypatch.setitem(sys.modules, "torch_tpu", types.ModuleType("torch_tpu"))
     loader = types.ModuleType("torch_tpu._loader")
     loader.load = lambda: log.append("load")
@@ -164,8 +176,8 @@ def test_tpu_strict_switch_precision_and_cache_counters(fake_tpu, monkeypatch):
     monkeypatch.setenv(STRICT_ENV, "1")
     adapter = TPUAdapter()
     adapter.prepare()
-    assert tpu.enable_cpu_fallback is False          # strict: an op without a kernel raises
-    assert precision["value"] == "highest"           # parity compares float32 with float32
+    assert tpu.enable_cpu_fallback is False  # strict: an op without a kernel raises
+    assert precision["value"] == "highest"  # parity compares float32 with float32
     numerics = adapter.numerics()
     assert numerics["tpu_matmul_precision_found"] == "medium"
     assert numerics["float32_matmul_precision"] == "highest"
@@ -180,13 +192,18 @@ def test_tpu_keeps_its_prefixed_warnings_and_names_fallback_ops(fake_tpu, monkey
     monkeypatch.setattr(signals, "_listening", {})
     adapter = TPUAdapter()
     adapter.prepare()
-    text = ("<TorchTpu/Performance/> Operator 'aten::nonzero' is not implemented for TPU. "
-            "Falling back to CPU")
+    text = (
+        "<TorchTpu/Performance/> Operator 'aten::nonzero' is not implemented for TPU. "
+        "Falling back to CPU"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.warn(text, UserWarning, stacklevel=1)
-        warnings.warn("<TorchTpu/ApiStage/ExperimentalApi/> eager_mode is experimental",
-                      UserWarning, stacklevel=1)
+        warnings.warn(
+            "<TorchTpu/ApiStage/ExperimentalApi/> eager_mode is experimental",
+            UserWarning,
+            stacklevel=1,
+        )
         warnings.warn("an unrelated warning", UserWarning, stacklevel=1)
     assert dict(signals.heard().ops) == {"aten::nonzero": 1}
     assert len(adapter.backend_warnings()) == 2
@@ -195,9 +212,11 @@ def test_tpu_keeps_its_prefixed_warnings_and_names_fallback_ops(fake_tpu, monkey
 
 def test_tpu_without_chips_says_so(monkeypatch):
     from importlib import metadata
+
     real = metadata.version
-    monkeypatch.setattr(metadata, "version",
-                        lambda name: "0.2.0" if name == "torch_tpu" else real(name))
+    monkeypatch.setattr(
+        metadata, "version", lambda name: "0.2.0" if name == "torch_tpu" else real(name)
+    )
     monkeypatch.delattr(torch, "tpu", raising=False)
     ok, reason = TPUAdapter().availability()
     assert not ok
@@ -208,8 +227,12 @@ def test_tpu_without_chips_says_so(monkeypatch):
 @pytest.fixture
 def fake_xla(monkeypatch):
     log = []
-    counters = {"aten::nonzero": 10, "aten::_local_scalar_dense": 32, "CachedCompile": 3,
-                "PersistentCacheHit": 2}
+    counters = {
+        "aten::nonzero": 10,
+        "aten::_local_scalar_dense": 32,
+        "CachedCompile": 3,
+        "PersistentCacheHit": 2,
+    }
     root = types.ModuleType("torch_xla")
     root.sync = lambda: log.append("sync")
     root.device = lambda: "xla:0"
@@ -219,15 +242,20 @@ def fake_xla(monkeypatch):
 
     def get_memory_info(device):
         raise RuntimeError("UNIMPLEMENTED: GetMemoryStats is not implemented for PJRT CPU\nmore")
+
     xm.get_memory_info = get_memory_info
     met = types.ModuleType("torch_xla.debug.metrics")
     met.executed_fallback_ops = lambda: ["aten::nonzero", "aten::_local_scalar_dense"]
     met.counter_value = counters.get
     met.metric_data = lambda name: (4, 1.0, []) if name == "CompileTime" else None
     met.clear_all = lambda: log.append("clear_all")
-    for name, module in {"torch_xla": root, "torch_xla.core": types.ModuleType("c"),
-                         "torch_xla.core.xla_model": xm, "torch_xla.debug": types.ModuleType("d"),
-                         "torch_xla.debug.metrics": met}.items():
+    for name, module in {
+        "torch_xla": root,
+        "torch_xla.core": types.ModuleType("c"),
+        "torch_xla.core.xla_model": xm,
+        "torch_xla.debug": types.ModuleType("d"),
+        "torch_xla.debug.metrics": met,
+    }.items():
         monkeypatch.setitem(sys.modules, name, module)
     sys.modules["torch_xla.core"].xla_model = xm
     sys.modules["torch_xla.debug"].metrics = met
@@ -241,19 +269,26 @@ def test_xla_sync_counters_and_reasons(fake_xla):
     assert fake_xla == ["sync", "wait_device_ops"]
     assert adapter.fallback_ops() == {"aten::nonzero": 10, "aten::_local_scalar_dense": 32}
     assert adapter.compile_cache_counters() == {
-        "cached_compile": 3, "persistent_cache_hit": 2, "persistent_cache_miss": 0,
-        "persistent_cache_load": 0, "compiles": 4}
+        "cached_compile": 3,
+        "persistent_cache_hit": 2,
+        "persistent_cache_miss": 0,
+        "persistent_cache_load": 0,
+        "compiles": 4,
+    }
     assert adapter.peak_memory_bytes() is None
     assert "UNIMPLEMENTED" in adapter.peak_memory_reason()
     assert adapter.strict_note().startswith("unavailable: torch_xla has no switch")
-    assert adapter.placement_warmup_steps == 1   # counters are read from a step that does
-                                                 # not compile
+    assert adapter.placement_warmup_steps == 1  # counters are read from a step that does
+    # not compile
 
 
 def test_warm_compile_is_proven_by_the_backends_own_cache():
     from torchport.probes.compile_metrics import backend_warm_verdict
+
     assert backend_warm_verdict({"persistent_cache_hit": 3, "persistent_cache_miss": 0})[0]
     assert not backend_warm_verdict({"persistent_cache_hit": 1, "persistent_cache_miss": 2})[0]
     assert backend_warm_verdict({"hits": 5, "misses": 0}) == (
-        True, "backend cache: 5 hits (hits), no misses")
+        True,
+        "backend cache: 5 hits (hits), no misses",
+    )
     assert backend_warm_verdict("unavailable: no counters") is None

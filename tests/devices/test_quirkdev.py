@@ -16,7 +16,7 @@ from tests.probes.test_placement import run_child
 
 MODULE = {"TORCHPORT_PRIVATEUSE1_MODULE": "torchport.devices.quirkdev"}
 
-CHILD = r'''
+CHILD = r"""
 import json, warnings
 import torch
 from torch import nn
@@ -71,7 +71,7 @@ out["inside/compile"] = Ladder(cases["inside"], "compile", config, adapter, lamb
 out["adapter"] = {"name": adapter.name, "info": adapter.device_info(),
                   "availability": adapter.availability()}
 print(json.dumps(out, default=str))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_silent_fallback_found_without_a_word_from_the_backend(quirk):
     found = host_ops(r)["aten.embedding_dense_backward.default"]
     assert found[0] == "dispatcher: served by the backend's fallback"
     assert found[1].startswith("nested: aten.embedding_dense_backward on the host x1")
-    assert not any(f.startswith("warning") for f in found)   # it said nothing
+    assert not any(f.startswith("warning") for f in found)  # it said nothing
     evidence = r["findings"]["placement_evidence"]
     assert evidence["dispatcher"] == "dispatch key PrivateUse1"
     assert evidence["backend_op_list"].startswith("unavailable")
@@ -118,8 +118,11 @@ def test_device_kernel_computing_on_the_host_inside(quirk):
         r = quirk[key]
         assert (r["status"], r["grade"]) == ("pass", "fallback"), (key, r.get("error"))
         # the backend calls relu its own kernel: only the nested host work gives it away
-        assert host_ops(r) == {"aten.relu.default": [
-            "nested: aten.relu on the host x1, 1 copies to the host inside the device op"]}
+        assert host_ops(r) == {
+            "aten.relu.default": [
+                "nested: aten.relu on the host x1, 1 copies to the host inside the device op"
+            ]
+        }
         row = next(o for o in r["findings"]["ops"] if o["op"] == "aten.relu.default")
         assert row["served_by"] == "kernel"
 
@@ -135,15 +138,19 @@ def test_buffers_left_on_the_host_grade_fallback_with_their_copies(quirk):
     assert (r["status"], r["grade"]) == ("pass", "fallback"), r.get("error")
     assert r["findings"]["host_ops"] == []
     assert r["findings"]["placement_off_device"] == [
-        {"name": "scale", "kind": "buffer", "device": "cpu", "bytes": 32, "copies_per_step": 1}]
+        {"name": "scale", "kind": "buffer", "device": "cpu", "bytes": 32, "copies_per_step": 1}
+    ]
     assert r["metrics"]["placement_off_device_tensors"] == 1
 
 
 def test_kernel_wrong_only_in_training_mode(quirk):
     train, infer = quirk["bn_train"], quirk["bn_eval"]
     assert train["findings"]["step"]["mode"] == "train"
-    assert infer["findings"]["step"] == {"kind": "inference forward", "mode": "eval",
-                                         "randomness": infer["findings"]["step"]["randomness"]}
+    assert infer["findings"]["step"] == {
+        "kind": "inference forward",
+        "mode": "eval",
+        "randomness": infer["findings"]["step"]["randomness"],
+    }
     assert (train["status"], train["stage"]) == ("accuracy_fail", "parity")
     failing = set(train["findings"]["parity_failures"])
     # the outputs and gradients are right; the running statistics were never updated
@@ -155,9 +162,24 @@ def test_kernel_wrong_only_in_training_mode(quirk):
 def test_cli_by_name(tmp_path):
     """The command line as a new user meets it: --device quirkdev."""
     db = tmp_path / "kb.db"
-    proc = torchport("run", "--suite", "planted", "--cases", "cumsum", "--modes", "eager",
-                     "--device", "quirkdev", "--probes", "placement", "--db", db, "--json",
-                     cwd=tmp_path, env=MODULE)
+    proc = torchport(
+        "run",
+        "--suite",
+        "planted",
+        "--cases",
+        "cumsum",
+        "--modes",
+        "eager",
+        "--device",
+        "quirkdev",
+        "--probes",
+        "placement",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp_path,
+        env=MODULE,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     r = out["results"][0]
@@ -174,22 +196,30 @@ def test_autoloaded_backend_in_doctor_and_unknown_names(tmp_path):
     site = tmp_path / "site"
     dist = site / "quirkdev_backend-1.0.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: quirkdev-backend\n"
-                                   "Version: 1.0\n")
-    (dist / "entry_points.txt").write_text(textwrap.dedent("""\
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: quirkdev-backend\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent("""\
         [torch.backends]
         quirkdev = torchport.devices.quirkdev:autoload
-        """))
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site),
-                                                       os.environ.get("PYTHONPATH")])),
-           "TORCHPORT_PRIVATEUSE1_MODULE": ""}
+        """)
+    )
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+        "TORCHPORT_PRIVATEUSE1_MODULE": "",
+    }
     doctor = torchport("doctor", "--json", env=env)
     assert doctor.returncode == 0, doctor.stderr[-2000:]
     rows = {row["device"]: row for row in json.loads(doctor.stdout)["devices"]}
     assert rows["quirkdev"]["usable"] and "generic PrivateUse1" in rows["quirkdev"]["detail"]
-    assert not rows["simdev"]["usable"]   # PrivateUse1 is taken: said, not crashed on
+    assert not rows["simdev"]["usable"]  # PrivateUse1 is taken: said, not crashed on
 
-    unknown = torchport("run", "--device", "acme", "--db", tmp_path / "kb.db",
-                        env={"TORCHPORT_PRIVATEUSE1_MODULE": ""})
+    unknown = torchport(
+        "run",
+        "--device",
+        "acme",
+        "--db",
+        tmp_path / "kb.db",
+        env={"TORCHPORT_PRIVATEUSE1_MODULE": ""},
+    )
     assert unknown.returncode == 2
     assert "a PrivateUse1 backend is known by its own name" in unknown.stderr

@@ -11,17 +11,19 @@ from torchport.execution.compile_backend import NoCompileBackend, choose  # noqa
 
 class Unknown(CPUAdapter):
     """A device type Inductor has no code generator for."""
+
     name = torch_type = "nodev"
     default_compile_backend = "inductor"
 
 
 def test_inductor_where_it_generates_code_and_the_adapters_own_default():
     choice = choose(CPUAdapter(), None)
-    assert choice.name == "inductor" and "has a code generator for device 'cpu'" in \
-        choice.reason
+    assert choice.name == "inductor" and "has a code generator for device 'cpu'" in choice.reason
     assert choose(SimdevAdapter(), None).name == "simdev"
-    assert choose(Unknown(), "aot_eager").to_dict() == {"name": "aot_eager",
-                                                        "reason": "--compile-backend"}
+    assert choose(Unknown(), "aot_eager").to_dict() == {
+        "name": "aot_eager",
+        "reason": "--compile-backend",
+    }
 
 
 def test_no_backend_is_a_clear_refusal_listing_the_registered_ones():
@@ -39,6 +41,7 @@ def test_the_devices_own_registered_backend_is_found(monkeypatch):
 
     def nodev_backend(gm, example_inputs):
         return gm
+
     nodev_backend._tags = ()
     monkeypatch.setitem(registry._COMPILER_FNS, "nodev", nodev_backend)
     monkeypatch.setitem(registry._BACKENDS, "nodev", None)

@@ -26,8 +26,18 @@ def cache(tmp_path, monkeypatch):
 
 
 def spec(**changes):
-    base = dict(suite="smoke", case="smoke/mlp", case_version=1, workload=None, seed=0,
-                batch=None, seq=None, perf=False, dtype="float32", torch=torch.__version__)
+    base = dict(
+        suite="smoke",
+        case="smoke/mlp",
+        case_version=1,
+        workload=None,
+        seed=0,
+        batch=None,
+        seq=None,
+        perf=False,
+        dtype="float32",
+        torch=torch.__version__,
+    )
     return reference.ReferenceSpec(**{**base, **changes})
 
 
@@ -37,15 +47,23 @@ def test_a_spec_round_trips_through_json():
 
 
 def test_the_key_names_everything_that_decides_the_numbers():
-    keys = {spec().key(), spec(seed=1).key(), spec(dtype="bfloat16").key(),
-            spec(batch=4).key(), spec(torch="2.9.0").key(), spec(case_version=2).key(),
-            spec(task="flops").key(), spec(source="abc").key(),
-            spec(transformers="5.0").key()}
+    keys = {
+        spec().key(),
+        spec(seed=1).key(),
+        spec(dtype="bfloat16").key(),
+        spec(batch=4).key(),
+        spec(torch="2.9.0").key(),
+        spec(case_version=2).key(),
+        spec(task="flops").key(),
+        spec(source="abc").key(),
+        spec(transformers="5.0").key(),
+    }
     assert len(keys) == 9 and spec().key() == spec().key()
 
 
 def test_an_edited_workload_module_is_a_new_reference(tmp_path, monkeypatch):
     from torchport.cases.workload import WorkloadCase
+
     module = tmp_path / "team_model.py"
     module.write_text("def make():\n    return None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -67,7 +85,7 @@ def test_computed_in_a_child_with_autoload_off_then_read_from_disk(cache):
     assert first["kind"] == "float64" and first["reference"]["out"].dtype == torch.float64
     assert first["baseline"]["out"].dtype == torch.float32
     assert os.listdir(cache) == [os.path.basename(reference.cache_path(spec()))]
-    again = reference.obtain(spec())   # another run, another device: the same file
+    again = reference.obtain(spec())  # another run, another device: the same file
     assert again["cache"] == "hit"
     assert torch.equal(again["reference"]["out"], first["reference"]["out"])
     # The numbers are the case's own float64 run.
@@ -85,6 +103,7 @@ def test_a_child_failure_is_reported_not_raised_as_something_else(cache):
 def test_workload_path_env_agrees_with_the_runner():
     from torchport.execution import reference_child
     from torchport.runner.plan import WORKLOAD_PATH_ENV
+
     assert reference_child.WORKLOAD_PATH_ENV == WORKLOAD_PATH_ENV
 
 
@@ -114,7 +133,7 @@ def test_float64_failure_falls_back_to_the_weaker_float32_reference(cache):
     assert ref["kind"] == "float32"
     assert ref["label"].startswith("float32 (float64 failed: OverflowError: value cannot")
     assert "cosine" in ref["rule"]
-    assert ref["process"].startswith("in-process")   # an ad-hoc case: no suite rebuilds it
+    assert ref["process"].startswith("in-process")  # an ad-hoc case: no suite rebuilds it
 
 
 def wrong_on_device(*, seed, size):
@@ -124,6 +143,7 @@ def wrong_on_device(*, seed, size):
         def forward(self, x):
             out = super().forward(x)
             return out * 1.5 if x.device.type != "cpu" or _Flag.on else out
+
     return Workload(model=Wrong(), args=(torch.randn(4, 8),))
 
 
@@ -136,12 +156,13 @@ def test_the_weaker_reference_still_fails_wrong_numbers(cache, monkeypatch):
     ladder = Ladder(case, "eager", RunConfig(device="cpu"), CPUAdapter(), lambda e: None, {})
     real_outputs = ladder._outputs
 
-    def device_side(step):   # the "device" run is wrong by 50%; the reference is not
+    def device_side(step):  # the "device" run is wrong by 50%; the reference is not
         _Flag.on = True
         try:
             return real_outputs(step)
         finally:
             _Flag.on = False
+
     monkeypatch.setattr(ladder, "_outputs", device_side)
     out = ladder.run()
     assert out["status"] == "accuracy_fail"
@@ -172,4 +193,4 @@ def test_a_move_that_replaces_parameters_keeps_them_tied():
     assert placed.model.head.weight is placed.model.embed.weight
     ties = placed.meta["placement_ties"]
     assert ties["retied"] == ["head.weight"] and "untied head.weight: re-tied" in ties["note"]
-    assert workload.model.head.weight is workload.model.embed.weight   # the original untouched
+    assert workload.model.head.weight is workload.model.embed.weight  # the original untouched

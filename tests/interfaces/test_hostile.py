@@ -26,8 +26,19 @@ READ_COMMANDS = (["runs"], ["show"], ["results"], ["search", "llama"], ["cases",
 # ``torchport run`` checks its input before it opens the store with ``open_store(db,
 # write=True)``; with these flags the checks need no torch. Some cases also open the store for
 # writing directly, the call ``run`` makes.
-RUN = ["run", "--suite", "smoke", "--cases", "mlp", "--modes", "eager", "--device", "cpu",
-       "--probes", "none"]
+RUN = [
+    "run",
+    "--suite",
+    "smoke",
+    "--cases",
+    "mlp",
+    "--modes",
+    "eager",
+    "--device",
+    "cpu",
+    "--probes",
+    "none",
+]
 # Every read command opens the store the same way (cases on its own path): where a check is
 # about the path itself, one of each kind is enough.
 SOME_READS = (["show"], ["cases", "smoke"])
@@ -60,15 +71,37 @@ def _one_line_exit_2(proc, needle: str) -> None:
 
 def _hostile_results():
     return [
-        {"case": "hf/llama", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "RuntimeError", "message": MARKUP_ERROR, "traceback": "tb [/]"}},
-        {"case": "hf/llama", "mode": "compile", "status": "crash", "stage": "probe:perf",
-         "error": {"type": "Esc", "message": "bell\x07 clear\x1b[2J cr\r back\x08 rtl\u202e",
-                   "traceback": None}},
-        {"case": "hf/[bold]gpt2[/bold]", "mode": "eager", "status": "pass",
-         "findings": {"perf": {"step_kind": "[/x]", "notes": ["[/y]"]}}},
-        {"case": "hf/huge", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "E", "message": HUGE, "traceback": HUGE}},
+        {
+            "case": "hf/llama",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "error": {"type": "RuntimeError", "message": MARKUP_ERROR, "traceback": "tb [/]"},
+        },
+        {
+            "case": "hf/llama",
+            "mode": "compile",
+            "status": "crash",
+            "stage": "probe:perf",
+            "error": {
+                "type": "Esc",
+                "message": "bell\x07 clear\x1b[2J cr\r back\x08 rtl\u202e",
+                "traceback": None,
+            },
+        },
+        {
+            "case": "hf/[bold]gpt2[/bold]",
+            "mode": "eager",
+            "status": "pass",
+            "findings": {"perf": {"step_kind": "[/x]", "notes": ["[/y]"]}},
+        },
+        {
+            "case": "hf/huge",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "error": {"type": "E", "message": HUGE, "traceback": HUGE},
+        },
         # findings a view does not expect (a list where it reads a mapping)
         {"case": "hf/odd", "mode": "eager", "status": "pass", "findings": {"train": ["?"]}},
     ]
@@ -77,14 +110,26 @@ def _hostile_results():
 @pytest.fixture(scope="module")
 def hostile_db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
-    return kb.build(folder / "kb.db", results_=_hostile_results(),
-                    labels={"note": "[/bold]", "esc": "\x1b]0;title\x07", "huge": HUGE},
-                    command="torchport run --label 'note=[/bold]'",
-                    environment={"torch": "[red]2.13[/red]", "cpu": "\x1b[31mred"})
+    return kb.build(
+        folder / "kb.db",
+        results_=_hostile_results(),
+        labels={"note": "[/bold]", "esc": "\x1b]0;title\x07", "huge": HUGE},
+        command="torchport run --label 'note=[/bold]'",
+        environment={"torch": "[red]2.13[/red]", "cpu": "\x1b[31mred"},
+    )
 
 
-@pytest.mark.parametrize("args", [["runs"], ["show"], ["results"], ["search", "llama"],
-                                  ["search", "[/red]"], ["results", "--case", "hf/[[]bold*"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs"],
+        ["show"],
+        ["results"],
+        ["search", "llama"],
+        ["search", "[/red]"],
+        ["results", "--case", "hf/[[]bold*"],
+    ],
+)
 def test_stored_text_prints_as_text(hostile_db, tmp_path, args):
     before = _digest(hostile_db)
     proc = torchport(*args, "--db", hostile_db, cwd=tmp_path)
@@ -140,16 +185,24 @@ NOT_OURS = "not a torchport knowledge base"
 FOREIGN = "another application's database (tables: users)"
 
 
-@pytest.mark.parametrize("make,read_needle,run_needle", [
-    (lambda p: _foreign(p), NOT_OURS, FOREIGN),
-    (lambda p: _foreign(p, user_version=7), FOREIGN, FOREIGN),
-    (lambda p: _empty_sqlite(p), NOT_OURS, None),  # a run may set up an empty file
-    (lambda p: open(p, "wb").close() or str(p), f"{NOT_OURS} (an empty file)", None),
-    (lambda p: open(p, "wb").write(b"not sqlite\n" * 50) and str(p), "not an SQLite database",
-     "not an SQLite database"),
-], ids=["foreign", "foreign-versioned", "empty-sqlite", "zero-bytes", "junk"])
+@pytest.mark.parametrize(
+    "make,read_needle,run_needle",
+    [
+        (lambda p: _foreign(p), NOT_OURS, FOREIGN),
+        (lambda p: _foreign(p, user_version=7), FOREIGN, FOREIGN),
+        (lambda p: _empty_sqlite(p), NOT_OURS, None),  # a run may set up an empty file
+        (lambda p: open(p, "wb").close() or str(p), f"{NOT_OURS} (an empty file)", None),
+        (
+            lambda p: open(p, "wb").write(b"not sqlite\n" * 50) and str(p),
+            "not an SQLite database",
+            "not an SQLite database",
+        ),
+    ],
+    ids=["foreign", "foreign-versioned", "empty-sqlite", "zero-bytes", "junk"],
+)
 def test_a_file_that_is_not_a_knowledge_base_is_refused_and_left_as_it_was(
-        tmp_path, make, read_needle, run_needle):
+    tmp_path, make, read_needle, run_needle
+):
     path = make(tmp_path / "other_app.db")
     before, files = _digest(path), _folder(path)
     for args in READ_COMMANDS:
@@ -169,8 +222,9 @@ def test_a_foreign_database_in_wal_mode_is_not_changed_by_reads(tmp_path):
         assert _digest(path) == before
 
 
-@pytest.mark.parametrize("db,needle", [("/dev/null", "is not a regular file"),
-                                       (".", "is a directory")])
+@pytest.mark.parametrize(
+    "db,needle", [("/dev/null", "is not a regular file"), (".", "is a directory")]
+)
 def test_dev_null_and_a_directory_are_refused(tmp_path, db, needle):
     for args in SOME_READS + (RUN,):
         _one_line_exit_2(torchport(*args, "--db", db, cwd=tmp_path), needle)
@@ -197,8 +251,9 @@ def _page_of(path, table: str) -> int:
         pass
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
-                            (table,)).fetchone()[0]
+        return conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)
+        ).fetchone()[0]
     finally:
         conn.close()
 
@@ -243,8 +298,10 @@ def test_a_missing_table_is_named(good_db, tmp_path):
     conn.close()
     before = _digest(good_db)
     for args in READ_COMMANDS + (RUN,):
-        _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path),
-                         "damaged torchport knowledge base (missing table result_ops)")
+        _one_line_exit_2(
+            torchport(*args, "--db", good_db, cwd=tmp_path),
+            "damaged torchport knowledge base (missing table result_ops)",
+        )
     assert _digest(good_db) == before
 
 
@@ -275,9 +332,14 @@ def test_concurrent_starts_on_a_new_database_migrate_it_once(tmp_path):
     for attempt in range(3):  # the unguarded migration failed every attempt
         path = tmp_path / f"new{attempt}.db"
         start_at = time.time() + 1.0  # past both interpreters' start-up
-        children = [subprocess.Popen([sys.executable, "-c", _STARTER, str(path), f"run{i}",
-                                      str(start_at)], stderr=subprocess.PIPE, text=True)
-                    for i in range(4)]
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _STARTER, str(path), f"run{i}", str(start_at)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
         errors = [child.communicate(timeout=60)[1] for child in children]
         assert [c.returncode for c in children] == [0, 0, 0, 0], errors
         with open_store(str(path), write=False) as store:

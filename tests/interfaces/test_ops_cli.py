@@ -22,8 +22,14 @@ SIMDEV_CASES = "ops/add/float32,ops/cumsum/float32,ops/exp/float32,ops/eq/int64"
 def torchport(*args, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
     full_env.update(env or {})
-    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=timeout)
+    return subprocess.run(
+        [str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +37,20 @@ def simdev_run(tmp_path_factory):
     """exp and eq planted wrong on simdev (exp: float +1; eq: bool negated)."""
     tmp = tmp_path_factory.mktemp("ops-simdev")
     db = tmp / "kb.db"
-    proc = torchport("run", "--suite", "ops", "--cases", SIMDEV_CASES, "--device", "simdev",
-                     "--db", db, "--json", cwd=tmp,
-                     env={"TORCHPORT_SIMDEV_WRONG_OPS": "exp,eq"})
+    proc = torchport(
+        "run",
+        "--suite",
+        "ops",
+        "--cases",
+        SIMDEV_CASES,
+        "--device",
+        "simdev",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp,
+        env={"TORCHPORT_SIMDEV_WRONG_OPS": "exp,eq"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     return db, tmp, out, {r["case"]: r for r in out["results"]}
@@ -46,6 +63,7 @@ def _native(op: str, names) -> bool:
 
 def test_simdev_ops_inside_the_native_set_run_on_device_and_outside_on_the_host(simdev_run):
     from torchport.devices.simdev_backend import resolve_native_ops
+
     names = resolve_native_ops()
     _, _, _, by_case = simdev_run
     add, cumsum = by_case["ops/add/float32"], by_case["ops/cumsum/float32"]
@@ -64,7 +82,12 @@ def test_simdev_ops_inside_the_native_set_run_on_device_and_outside_on_the_host(
                 assert not _native(row["op"], names), row
             elif row["op"].startswith("aten.") and row["op"] != "aten.cumsum.default":
                 assert _native(row["op"], names) or row["op"].split(".")[1] in (
-                    "_to_copy", "detach", "alias", "lift_fresh", "view_as_real"), row
+                    "_to_copy",
+                    "detach",
+                    "alias",
+                    "lift_fresh",
+                    "view_as_real",
+                ), row
     assert seen
 
 
@@ -74,7 +97,7 @@ def test_a_planted_wrong_kernel_fails_with_the_op_named(simdev_run):
     assert exp["status"] == "accuracy_fail" and exp["stage"] == "parity"
     assert exp["error"]["message"].startswith("exp [float32] sample")
     assert "aten.exp.default" in exp["error"]["message"]
-    eq = by_case["ops/eq/int64"]          # bool output, compared exactly
+    eq = by_case["ops/eq/int64"]  # bool output, compared exactly
     assert eq["status"] == "accuracy_fail"
     assert "exact compare" in eq["error"]["message"]
     assert eq["findings"]["failures"][0]["aten_ops"]
@@ -102,15 +125,26 @@ def test_compatibility_table_summary_and_csv(simdev_run):
 
 def test_results_answer_which_ops_an_aten_overload_falls_back_for(simdev_run):
     db, tmp, _, _ = simdev_run
-    found = torchport("results", "--db", db, "--fallback-op", "aten::cumsum.default", "--json",
-                      cwd=tmp)
+    found = torchport(
+        "results", "--db", db, "--fallback-op", "aten::cumsum.default", "--json", cwd=tmp
+    )
     assert found.returncode == 0, found.stderr
     assert {r["case"] for r in json.loads(found.stdout)} == {"ops/cumsum/float32"}
 
 
 def test_compile_mode_is_refused_and_cases_list(tmp_path):
-    refused = torchport("run", "--suite", "ops", "--cases", "ops/add/float32", "--modes",
-                        "compile", "--db", tmp_path / "kb.db", cwd=tmp_path)
+    refused = torchport(
+        "run",
+        "--suite",
+        "ops",
+        "--cases",
+        "ops/add/float32",
+        "--modes",
+        "compile",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+    )
     assert refused.returncode == 2 and "--modes eager" in refused.stderr
     assert "Traceback" not in refused.stderr
     listed = torchport("cases", "ops", "--json", cwd=tmp_path)
@@ -122,8 +156,19 @@ def test_compile_mode_is_refused_and_cases_list(tmp_path):
 @pytest.mark.slow
 def test_cpu_run_passes_or_skips_with_a_reason(tmp_path):
     db = tmp_path / "kb.db"
-    proc = torchport("run", "--suite", "ops", "--cases", "ops/add*", "--device", "cpu",
-                     "--db", db, "--json", cwd=tmp_path)
+    proc = torchport(
+        "run",
+        "--suite",
+        "ops",
+        "--cases",
+        "ops/add*",
+        "--device",
+        "cpu",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     assert len(results) >= 50 and {r["mode"] for r in results} == {"eager"}

@@ -37,8 +37,7 @@ def test_runs_that_disagree_beyond_the_ceiling_get_a_finding():
     found = determinism.compare_runs({"out": a}, {"out": a * (1 + 1e-3)}, "float32")
     summary = found["summary"]
     assert summary["beyond_ceiling"] and summary["worst_tensor"] == "out"
-    assert "two eager runs on the device disagree beyond the float32 ceiling" in \
-        summary["finding"]
+    assert "two eager runs on the device disagree beyond the float32 ceiling" in summary["finding"]
 
 
 def test_the_devices_own_noise_feeds_the_parity_allowance():
@@ -47,7 +46,7 @@ def test_the_devices_own_noise_feeds_the_parity_allowance():
     result = (ref + 3e-4 * torch.randn(256, dtype=torch.float64)).float()  # device noise
     args = dict(atol=1e-6, rtol=1e-6, low_precision=False)
     assert not parity.compare({"t": result}, {"t": ref}, {"t": base}, **args).ok
-    noise = {"t": 6e-4}   # two eager runs of this device differ by that much (under the
+    noise = {"t": 6e-4}  # two eager runs of this device differ by that much (under the
     #                       float32 ceiling, which no allowance exceeds)
     assert parity.compare({"t": result}, {"t": ref}, {"t": base}, noise=noise, **args).ok
 
@@ -62,16 +61,20 @@ def test_dynamo_skipping_every_frame_is_not_compiled():
 
     def fn(x):
         return torch.sin(x) + 1
+
     compiled = torch.compile(fn, backend="eager")
     with NonInfraMode(), compile_outcome.watch() as outcome:
         compiled(torch.randn(4))
     assert outcome.graphs == 0 and outcome.compiled is False
-    assert outcome.reason() == ("not compiled: all frames skipped (dynamo: non-infra torch "
-                                "dispatch mode present, this is not supported today in "
-                                "torch.compile)")
+    assert outcome.reason() == (
+        "not compiled: all frames skipped (dynamo: non-infra torch "
+        "dispatch mode present, this is not supported today in "
+        "torch.compile)"
+    )
 
     def other(x):  # dynamo remembers a skipped code object: a fresh one compiles
         return torch.cos(x) + 1
+
     with compile_outcome.watch() as outcome:
         torch.compile(other, backend="eager")(torch.randn(4))
     assert outcome.graphs == 1 and outcome.compiled
@@ -79,9 +82,10 @@ def test_dynamo_skipping_every_frame_is_not_compiled():
 
 def test_the_ladder_records_compile_fail_when_nothing_was_compiled():
     config = RunConfig(device="cpu", compile_backend="eager", modes=("compile",))
-    with torch._dynamo.config.patch(disable=True):   # dynamo traces nothing
-        out = Ladder(find_case("smoke", "smoke/mlp"), "compile", config, CPUAdapter(),
-                     lambda e: None, {}).run()
+    with torch._dynamo.config.patch(disable=True):  # dynamo traces nothing
+        out = Ladder(
+            find_case("smoke", "smoke/mlp"), "compile", config, CPUAdapter(), lambda e: None, {}
+        ).run()
     assert out["status"] == "compile_fail" and out["stage"] == "compile"
     assert out["error"]["type"] == "NotCompiled"
     assert out["error"]["message"].startswith("not compiled:")
@@ -95,8 +99,11 @@ def test_a_scalar_read_the_backend_counts_is_a_transfer(monkeypatch):
     recording.ops[("aten.nonzero.default", "xla")] = 10
     recording.ops[("aten.add.Tensor", "xla")] = 30
     recording.add_copy("aten._local_scalar_dense.default", "xla", "cpu", 4)
-    result = PassResult(recording=recording, messages=signals.Messages(), backend={
-        "aten::nonzero": 10, "aten::_local_scalar_dense": 32})
+    result = PassResult(
+        recording=recording,
+        messages=signals.Messages(),
+        backend={"aten::nonzero": 10, "aten::_local_scalar_dense": 32},
+    )
     rows = op_table(result, "xla")
     fallback = {r["op"]: r["count"] for r in rows if r["fallback"]}
     assert fallback == {"aten.nonzero.default": 10}

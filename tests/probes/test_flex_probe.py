@@ -12,8 +12,9 @@ from torchport.runner.ladder import Ladder  # noqa: E402
 
 def run_flex(variant, shape=SHAPES[0], probes=("flex",)):
     config = RunConfig(suite="flex", device="cpu", probes=probes, perf_budget_s=0.2)
-    return Ladder(FlexCase(variant, shape, "fwd"), "eager", config, CPUAdapter(),
-                  lambda event: None, {}).run()
+    return Ladder(
+        FlexCase(variant, shape, "fwd"), "eager", config, CPUAdapter(), lambda event: None, {}
+    ).run()
 
 
 def test_gqa_noop_has_no_mask_and_compares_with_sdpa():

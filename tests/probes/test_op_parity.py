@@ -61,8 +61,8 @@ def test_low_precision_within_the_cpu_noise_passes():
 
 
 def test_overflow_like_the_cpu_is_not_a_failure():
-    ref = torch.tensor([1e5, 1.0], dtype=torch.float64)      # fits float64, not float16
-    base = ref.to(torch.float16)                              # [inf, 1]
+    ref = torch.tensor([1e5, 1.0], dtype=torch.float64)  # fits float64, not float16
+    base = ref.to(torch.float16)  # [inf, 1]
     assert math.isinf(base[0].item())
     assert compare("out", base.clone(), base, ref).ok
     check = compare("out", torch.tensor([1.0, 1.0], dtype=torch.float16), base, ref)
@@ -84,13 +84,15 @@ def test_complex_outputs_compare_as_real_pairs():
 
 
 def test_nonfinite_is_judged_per_element():
-    ref = torch.tensor([1e5, 7e4, 2.0], dtype=torch.float64)   # float16 max is 65504
+    ref = torch.tensor([1e5, 7e4, 2.0], dtype=torch.float64)  # float16 max is 65504
     cpu = torch.tensor([math.inf, math.inf, 2.0], dtype=torch.float16)
     # 7e4 does not fit float16 either: where the CPU and the truth overflow, so must the device
-    assert not compare("out", torch.tensor([math.inf, 65504.0, 2.0], dtype=torch.float16),
-                       cpu, ref).ok
-    ref = torch.tensor([1e5, 6e4, 2.0], dtype=torch.float64)   # 6e4 fits: the CPU overflowed
+    assert not compare(
+        "out", torch.tensor([math.inf, 65504.0, 2.0], dtype=torch.float16), cpu, ref
+    ).ok
+    ref = torch.tensor([1e5, 6e4, 2.0], dtype=torch.float64)  # 6e4 fits: the CPU overflowed
     better = torch.tensor([math.inf, 6e4, 2.0], dtype=torch.float16)
-    assert compare("out", better, cpu, ref).ok                 # fewer overflows than the CPU
-    assert not compare("out", torch.tensor([math.inf, 5e4, 2.0], dtype=torch.float16), cpu,
-                       ref).ok                                 # finite, but wrong
+    assert compare("out", better, cpu, ref).ok  # fewer overflows than the CPU
+    assert not compare(
+        "out", torch.tensor([math.inf, 5e4, 2.0], dtype=torch.float16), cpu, ref
+    ).ok  # finite, but wrong

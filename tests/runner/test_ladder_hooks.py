@@ -33,11 +33,14 @@ def case_with(reference_factor=None, alternatives=()):
     def fn(seed, size):
         torch.manual_seed(seed)
         lin = torch.nn.Linear(8, 8)
-        return Workload(model=Scaled(lin), args=(torch.randn(4, 8),),
-                        loss_fn=lambda out: out.pow(2).mean(),
-                        reference_model=None if reference_factor is None else Scaled(
-                            lin, reference_factor),
-                        alternatives={name: Scaled(lin) for name in alternatives})
+        return Workload(
+            model=Scaled(lin),
+            args=(torch.randn(4, 8),),
+            loss_fn=lambda out: out.pow(2).mean(),
+            reference_model=None if reference_factor is None else Scaled(lin, reference_factor),
+            alternatives={name: Scaled(lin) for name in alternatives},
+        )
+
     return FunctionCase("test/hooks", fn)
 
 
@@ -73,8 +76,9 @@ def test_skip_decided_in_the_worker_is_data():
 
 
 def test_perf_times_each_alternative_as_a_side():
-    result, _ = run_ladder(case_with(alternatives=("other",)), "eager", probes=("perf",),
-                           perf_budget_s=0.2)
+    result, _ = run_ladder(
+        case_with(alternatives=("other",)), "eager", probes=("perf",), perf_budget_s=0.2
+    )
     assert result["status"] == "pass", result["error"]
     metrics, sides = result["metrics"], result["findings"]["perf"]["interleaved"]
     assert sides == ["eager", "other"]

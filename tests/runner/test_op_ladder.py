@@ -17,10 +17,20 @@ from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
 from torchport.runner.op_ladder import OpLadder
 
-CASES = ("ops/add/float32", "ops/add/bfloat16", "ops/add/int64", "ops/eq/bool",
-         "ops/softmax/float16", "ops/argmax/float32", "ops/nonzero/float32",
-         "ops/bitwise_and/float32", "ops/bernoulli/float32", "ops/jiterator_unary/float32",
-         "ops/randint/int64", "ops/item/float32")
+CASES = (
+    "ops/add/float32",
+    "ops/add/bfloat16",
+    "ops/add/int64",
+    "ops/eq/bool",
+    "ops/softmax/float16",
+    "ops/argmax/float32",
+    "ops/nonzero/float32",
+    "ops/bitwise_and/float32",
+    "ops/bernoulli/float32",
+    "ops/jiterator_unary/float32",
+    "ops/randint/int64",
+    "ops/item/float32",
+)
 
 
 def run_case(case, adapter, mode="eager"):
@@ -64,12 +74,15 @@ def test_integer_and_bool_cases_compare_exactly_against_the_same_dtype(results):
     assert not results["ops/add/int64"]["findings"]["backward"]
 
 
-@pytest.mark.parametrize("case_id, reason", [
-    ("ops/bitwise_and/float32", "op_dtype"),        # OpInfo: integer-only op
-    ("ops/bernoulli/float32", "opinfo_skip"),       # OpInfo skips test_compare_cpu: random
-    ("ops/jiterator_unary/float32", "cpu_raises"),  # CUDA-only op: the CPU raises too
-    ("ops/randint/int64", "random"),                # found by the aten tag of what it ran
-])
+@pytest.mark.parametrize(
+    "case_id, reason",
+    [
+        ("ops/bitwise_and/float32", "op_dtype"),  # OpInfo: integer-only op
+        ("ops/bernoulli/float32", "opinfo_skip"),  # OpInfo skips test_compare_cpu: random
+        ("ops/jiterator_unary/float32", "cpu_raises"),  # CUDA-only op: the CPU raises too
+        ("ops/randint/int64", "random"),  # found by the aten tag of what it ran
+    ],
+)
 def test_skip_reasons(results, case_id, reason):
     r = results[case_id]
     assert r["status"] == "skip" and r["findings"]["skip"] == reason
@@ -84,6 +97,7 @@ def test_data_dependent_ops_run_and_are_tagged(results):
 
 def test_ops_run_eager_only():
     from torchport.runner.plan import expand
+
     items = expand(RunConfig(suite="ops", cases=("ops/add/float32",)))  # default: both modes
     assert [(i.case, i.mode) for i in items] == [("ops/add/float32", "eager")]
     with pytest.raises(ConfigError, match="--modes eager"):
@@ -93,8 +107,14 @@ def test_ops_run_eager_only():
 def test_suite_shape_and_selection():
     cases = ops_suite()
     ids = {c.id for c in cases}
-    assert {"ops/add/float32", "ops/add/bfloat16", "ops/add/float16", "ops/add/int64",
-            "ops/bitwise_and/float32", "ops/bitwise_and/int8"} <= ids
+    assert {
+        "ops/add/float32",
+        "ops/add/bfloat16",
+        "ops/add/float16",
+        "ops/add/int64",
+        "ops/bitwise_and/float32",
+        "ops/bitwise_and/int8",
+    } <= ids
     assert not any(c.id.endswith(("complex64", "float64")) for c in cases)
     chosen = {c.id for c in select(cases, ("ops/add*",))}
     assert "ops/add/float32" in chosen and "ops/addmm/float32" in chosen
@@ -106,11 +126,13 @@ def test_suite_shape_and_selection():
 
 def run_count(case) -> int:
     from torchport.cases import opinfo
+
     return len(opinfo.samples(case.opinfo(), "cpu", case.dtype, requires_grad=False, seed=0))
 
 
 def test_opinfo_decorations_give_skips_and_tolerances():
     from torchport.cases import opinfo
+
     bernoulli = opinfo.decorations(opinfo.get("bernoulli"), "cpu", "float32")
     assert bernoulli.skip  # OpInfo's own reason text
     acos = opinfo.decorations(opinfo.get("acos"), "cpu", "bfloat16")

@@ -14,12 +14,34 @@ import pytest
 
 from tests.conftest import TORCHPORT, torchport
 
-PLANTED = ("--suite", "planted", "--cases", "segfault,cumsum,graph_break", "--modes", "eager",
-           "--device", "cpu", "--probes", "none", "--timeout", "60")
+PLANTED = (
+    "--suite",
+    "planted",
+    "--cases",
+    "segfault,cumsum,graph_break",
+    "--modes",
+    "eager",
+    "--device",
+    "cpu",
+    "--probes",
+    "none",
+    "--timeout",
+    "60",
+)
 # Every planted fault in both modes, with a deadline that a loaded machine's compiles fit in
 # (the hang's timeout is compared in the tests below, where its deadline can be short).
-PLANTED_FULL = ("--suite", "planted", "--cases", "abort,segfault,compile_bomb,compile_wrong,oom",
-                "--device", "cpu", "--probes", "none", "--timeout", "240")
+PLANTED_FULL = (
+    "--suite",
+    "planted",
+    "--cases",
+    "abort,segfault,compile_bomb,compile_wrong,oom",
+    "--device",
+    "cpu",
+    "--probes",
+    "none",
+    "--timeout",
+    "240",
+)
 SMOKE_MLP = ("--suite", "smoke", "--cases", "mlp", "--device", "cpu", "--probes", "none")
 
 
@@ -30,8 +52,9 @@ def _statuses(out):
 def _serial_and_parallel(tmp_path, plan):
     runs = {}
     for jobs in ("1", "2"):
-        proc = torchport("run", *plan, "--jobs", jobs, "--db", tmp_path / "kb.db", "--json",
-                         cwd=tmp_path)
+        proc = torchport(
+            "run", *plan, "--jobs", jobs, "--db", tmp_path / "kb.db", "--json", cwd=tmp_path
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[jobs] = json.loads(proc.stdout)
     assert _statuses(runs["2"]) == _statuses(runs["1"])
@@ -40,14 +63,17 @@ def _serial_and_parallel(tmp_path, plan):
 
 def test_parallel_statuses_equal_a_serial_run_of_the_same_plan(tmp_path):
     runs = _serial_and_parallel(tmp_path, PLANTED)
-    assert _statuses(runs["2"]) == {("planted/segfault", "eager"): ("crash", "run"),
-                                    ("planted/cumsum", "eager"): ("pass", None),
-                                    ("planted/graph_break", "eager"): ("pass", None)}
+    assert _statuses(runs["2"]) == {
+        ("planted/segfault", "eager"): ("crash", "run"),
+        ("planted/cumsum", "eager"): ("pass", None),
+        ("planted/graph_break", "eager"): ("pass", None),
+    }
     shares = [r["findings"]["worker_share"] for r in runs["2"]["results"]]
     threads = max(1, len(os.sched_getaffinity(0)) // 2)
     assert {s["slot"] for s in shares} == {0, 1}
-    assert all(s["threads"] == threads and s["env"]["OMP_NUM_THREADS"] == str(threads)
-               for s in shares)
+    assert all(
+        s["threads"] == threads and s["env"]["OMP_NUM_THREADS"] == str(threads) for s in shares
+    )
 
 
 @pytest.mark.slow
@@ -61,10 +87,18 @@ def test_a_segfault_a_hang_and_a_sigkill_in_one_worker_leave_the_others_alone():
     from torchport import api
     from torchport.config import RunConfig
     from torchport.runner.plan import expand
+
     # The perf probe records the thread count torch really ran with: the share must hold.
-    config = RunConfig(suite="planted", cases=("hang", "segfault", "cumsum", "graph_break"),
-                       modes=("eager",), device="cpu", probes=("perf",), perf_budget_s=0.1,
-                       timeout_s=120, jobs=2)
+    config = RunConfig(
+        suite="planted",
+        cases=("hang", "segfault", "cumsum", "graph_break"),
+        modes=("eager",),
+        device="cpu",
+        probes=("perf",),
+        perf_budget_s=0.1,
+        timeout_s=120,
+        jobs=2,
+    )
     executor = api.make_executor(config)
     started = time.monotonic()
     try:
@@ -79,8 +113,11 @@ def test_a_segfault_a_hang_and_a_sigkill_in_one_worker_leave_the_others_alone():
             if finished.result["status"] == "pass":
                 threads = finished.result["findings"]["worker_share"]["threads"]
                 assert f'"torch_threads": {threads},' in json.dumps(finished.result["findings"])
-        assert others == {"planted/segfault": "crash", "planted/cumsum": "pass",
-                          "planted/graph_break": "pass"}
+        assert others == {
+            "planted/segfault": "crash",
+            "planted/cumsum": "pass",
+            "planted/graph_break": "pass",
+        }
         assert time.monotonic() - started < 100  # not waiting for the hang's deadline
         hung = next(slot for slot in executor.slots if slot.task is not None)
         assert hung.task.case == "planted/hang"
@@ -93,8 +130,10 @@ def test_a_segfault_a_hang_and_a_sigkill_in_one_worker_leave_the_others_alone():
         pids = [s.warm.child.pid for s in executor.slots if s.warm is not None]
     finally:
         executor.close()
-    assert pids and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() !=
-                            psutil.STATUS_ZOMBIE for pid in pids)
+    assert pids and not any(
+        psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        for pid in pids
+    )
 
 
 def _workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
@@ -120,10 +159,32 @@ def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_
     # The hang keeps one worker busy while the other finishes the rest: SIGINT lands with two
     # workers alive, one of them mid-task.
     proc = subprocess.Popen(
-        [TORCHPORT, "run", "--suite", "planted", "--cases", "hang,compile_bomb,graph_break",
-         "--modes", "eager", "--device", "cpu", "--probes", "none", "--timeout", "30",
-         "--jobs", "2", "--db", str(db), "--json"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            TORCHPORT,
+            "run",
+            "--suite",
+            "planted",
+            "--cases",
+            "hang,compile_bomb,graph_break",
+            "--modes",
+            "eager",
+            "--device",
+            "cpu",
+            "--probes",
+            "none",
+            "--timeout",
+            "30",
+            "--jobs",
+            "2",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 240
     workers: list[psutil.Process] = []
     while _count(db) < 1:
@@ -148,15 +209,27 @@ def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_
     out = json.loads(resumed.stdout)
     assert out["state"] == "complete" and len(out["results"]) == 3
     assert len({(r["case"], r["mode"]) for r in out["results"]}) == 3  # nothing ran twice
-    assert _statuses(out) == {("planted/hang", "eager"): ("timeout", "run"),
-                              ("planted/compile_bomb", "eager"): ("pass", None),
-                              ("planted/graph_break", "eager"): ("pass", None)}
+    assert _statuses(out) == {
+        ("planted/hang", "eager"): ("timeout", "run"),
+        ("planted/compile_bomb", "eager"): ("pass", None),
+        ("planted/graph_break", "eager"): ("pass", None),
+    }
     resumed_here = [r for r in out["results"] if (r["case"], r["mode"]) not in before]
     assert all("worker_share" in r["findings"] for r in resumed_here)  # --jobs 2 again
 
 
 def test_jobs_beyond_what_the_device_allows_is_one_line_exit_2(tmp_path):
-    proc = torchport("run", "--device", "cpu", "--executor", "local", "--jobs", "0",
-                     "--db", tmp_path / "kb.db", cwd=tmp_path)
+    proc = torchport(
+        "run",
+        "--device",
+        "cpu",
+        "--executor",
+        "local",
+        "--jobs",
+        "0",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2 and "--jobs must be a positive integer" in proc.stderr
     assert not (tmp_path / "kb.db").exists()

@@ -35,11 +35,23 @@ def ray_address():
     log_path = os.path.join(temp, "head.log")
     with open(log_path, "w") as log:
         head = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--port=0",
-             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-             f"--temp-dir={temp}", f"--object-store-memory={128 * 2**20}"],
-            env={**os.environ, **NO_AUTH}, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [
+                str(Path(sys.executable).parent / "ray"),
+                "start",
+                "--head",
+                "--block",
+                "--port=0",
+                "--num-cpus=2",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                f"--temp-dir={temp}",
+                f"--object-store-memory={128 * 2**20}",
+            ],
+            env={**os.environ, **NO_AUTH},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         address, deadline = None, time.monotonic() + 120
         while address is None:
@@ -63,24 +75,58 @@ def ray_address():
 
 
 def _ray_run(address, db, cwd, *args):
-    return torchport("run", "--executor", "ray", "--ray-address", address, "--device", "cpu",
-                     "--probes", "none", *args, "--db", db, "--json", cwd=cwd, env=NO_AUTH)
+    return torchport(
+        "run",
+        "--executor",
+        "ray",
+        "--ray-address",
+        address,
+        "--device",
+        "cpu",
+        "--probes",
+        "none",
+        *args,
+        "--db",
+        db,
+        "--json",
+        cwd=cwd,
+        env=NO_AUTH,
+    )
 
 
 def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_environment(
-        ray_address, tmp_path):
+    ray_address, tmp_path
+):
     db = tmp_path / "kb.db"
-    proc = _ray_run(ray_address, db, tmp_path, "--suite", "planted", "--cases",
-                    "hang,segfault,cumsum", "--modes", "eager", "--timeout", "8",
-                    "--jobs", "2", "--profile")
+    proc = _ray_run(
+        ray_address,
+        db,
+        tmp_path,
+        "--suite",
+        "planted",
+        "--cases",
+        "hang,segfault,cumsum",
+        "--modes",
+        "eager",
+        "--timeout",
+        "8",
+        "--jobs",
+        "2",
+        "--profile",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     statuses = {r["case"]: (r["status"], r["stage"]) for r in out["results"]}
     # What a local run of the same plan records (tests/runner/test_parallel.py).
-    assert statuses == {"planted/hang": ("timeout", "run"), "planted/segfault": ("crash", "run"),
-                        "planted/cumsum": ("pass", None)}
-    assert "SIGSEGV" in next(r for r in out["results"]
-                             if r["case"] == "planted/segfault")["error"]["message"]
+    assert statuses == {
+        "planted/hang": ("timeout", "run"),
+        "planted/segfault": ("crash", "run"),
+        "planted/cumsum": ("pass", None),
+    }
+    assert (
+        "SIGSEGV"
+        in next(r for r in out["results"] if r["case"] == "planted/segfault")["error"]["message"]
+    )
     # The trace written on the actor's node came back to this run's artifact folder.
     traces = next(r for r in out["results"] if r["case"] == "planted/cumsum")["artifacts"]
     assert len(traces) == 1 and traces[0].startswith(str(tmp_path / "artifacts"))
@@ -96,8 +142,17 @@ def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_envir
 
 def test_a_device_no_node_offers_is_a_clear_error_not_a_hang(ray_address, tmp_path):
     started = time.monotonic()
-    proc = _ray_run(ray_address, tmp_path / "kb.db", tmp_path, "--device", "simdev",
-                    "--suite", "smoke", "--cases", "mlp")
+    proc = _ray_run(
+        ray_address,
+        tmp_path / "kb.db",
+        tmp_path,
+        "--device",
+        "simdev",
+        "--suite",
+        "smoke",
+        "--cases",
+        "mlp",
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no node of the Ray cluster offers resource 'device:simdev'" in proc.stderr
     assert time.monotonic() - started < 120
@@ -114,8 +169,17 @@ def connected(ray_address, monkeypatch):
 def _executor(**overrides):
     from torchport.config import RunConfig
     from torchport.runner.ray_executor import RayExecutor
-    config = RunConfig(**{"suite": "planted", "modes": ("eager",), "device": "cpu",
-                          "probes": (), "executor": "ray", **overrides})
+
+    config = RunConfig(
+        **{
+            "suite": "planted",
+            "modes": ("eager",),
+            "device": "cpu",
+            "probes": (),
+            "executor": "ray",
+            **overrides,
+        }
+    )
     return RayExecutor.connect(config), config
 
 
@@ -124,8 +188,12 @@ def _running(executor, case, limit_s=120):
     seen, deadline = [], time.monotonic() + limit_s
     while time.monotonic() < deadline:
         for slot in executor.slots:
-            if slot.task is not None and slot.task.case == case and not slot.starting \
-                    and slot.where.get("pid"):
+            if (
+                slot.task is not None
+                and slot.task.case == case
+                and not slot.starting
+                and slot.where.get("pid")
+            ):
                 return slot, seen
         finished = executor.next_result(timeout_s=0.2)
         if finished is not None:
@@ -149,6 +217,7 @@ def _worker_of(actor_pid, limit_s=60):
 @pytest.mark.slow
 def test_a_segfault_a_hang_and_a_sigkill_leave_the_other_actor_alone(connected):
     from torchport.runner.plan import expand
+
     executor, config = _executor(cases=("hang", "segfault", "cumsum"), timeout_s=120, jobs=2)
     try:
         for task in expand(config):
@@ -159,7 +228,9 @@ def test_a_segfault_a_hang_and_a_sigkill_leave_the_other_actor_alone(connected):
             assert finished is not None
             seen.append(finished)
         assert {f.task.case: f.result["status"] for f in seen} == {
-            "planted/segfault": "crash", "planted/cumsum": "pass"}
+            "planted/segfault": "crash",
+            "planted/cumsum": "pass",
+        }
         actor_pid = hung.where["pid"]
         _worker_of(actor_pid).kill()  # SIGKILL the case's worker: the actor must survive
         finished = executor.next_result(timeout_s=60)
@@ -173,6 +244,7 @@ def test_a_segfault_a_hang_and_a_sigkill_leave_the_other_actor_alone(connected):
 
 def test_a_lost_actor_is_retried_then_recorded_with_each_loss(connected):
     from torchport.runner.plan import expand
+
     executor, config = _executor(cases=("hang",), timeout_s=120, jobs=1, ray_retries=1)
     try:
         executor.submit(expand(config)[0])
@@ -193,8 +265,9 @@ def test_a_lost_actor_is_retried_then_recorded_with_each_loss(connected):
         assert (result["status"], result["error"]["type"]) == ("crash", "WorkerLost")
         assert "lost 2 time(s), retries allowed: 1" in result["error"]["message"]
         attempts = result["findings"]["ray_attempts"]
-        assert len(attempts) == 2 and all("ActorDied" in a["reason"] or "RayActorError" in
-                                          a["reason"] for a in attempts)
+        assert len(attempts) == 2 and all(
+            "ActorDied" in a["reason"] or "RayActorError" in a["reason"] for a in attempts
+        )
     finally:
         executor.close()
 
@@ -204,12 +277,22 @@ def test_an_actor_ray_cannot_place_ends_the_run_with_the_reason(connected):
     from torchport.runner.executor import ExecutorBroken
     from torchport.runner.plan import expand
     from torchport.runner.ray_executor import RayExecutor
-    config = RunConfig(suite="planted", cases=("cumsum", "graph_break"), modes=("eager",),
-                       device="cpu", probes=(), executor="ray")
+
+    config = RunConfig(
+        suite="planted",
+        cases=("cumsum", "graph_break"),
+        modes=("eager",),
+        device="cpu",
+        probes=(),
+        executor="ray",
+    )
     # As if the only node offering the device left after the run began.
-    executor = RayExecutor(config=config, options={"num_cpus": 1,
-                                                   "resources": {"device:gone": 1}},
-                           threads=1, placement_timeout_s=2)
+    executor = RayExecutor(
+        config=config,
+        options={"num_cpus": 1, "resources": {"device:gone": 1}},
+        threads=1,
+        placement_timeout_s=2,
+    )
     try:
         for task in expand(config):
             executor.submit(task)

@@ -59,12 +59,15 @@ def test_a_device_that_cannot_be_split_refuses_jobs():
         worker_shares(get_adapter("mps"), 2, {}, cores=2)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"jobs": 0}, "--jobs must be a positive integer"),
-    ({"executor": "slurm"}, "unknown executor 'slurm'"),
-    ({"ray_address": "auto"}, "--ray-address needs --executor ray"),
-    ({"executor": "ray", "ray_retries": -1}, "--ray-retries must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"jobs": 0}, "--jobs must be a positive integer"),
+        ({"executor": "slurm"}, "unknown executor 'slurm'"),
+        ({"ray_address": "auto"}, "--ray-address needs --executor ray"),
+        ({"executor": "ray", "ray_retries": -1}, "--ray-retries must be >= 0"),
+    ],
+)
 def test_config_validates_the_executor_fields(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**kwargs)
@@ -72,17 +75,17 @@ def test_config_validates_the_executor_fields(kwargs, message):
 
 def test_ray_asks_for_its_own_resource_or_a_custom_one():
     from torchport.runner.ray_executor import resource_request
+
     cluster = {"CPU": 16.0, "GPU": 4.0, "device:simdev": 2.0}
-    options, threads = resource_request(FakeGPUs(4).adapter, jobs=4, cluster=cluster,
-                                        node_cpus=8)
+    options, threads = resource_request(FakeGPUs(4).adapter, jobs=4, cluster=cluster, node_cpus=8)
     assert options == {"num_cpus": 1, "num_gpus": 1} and threads == 4
     options, _ = resource_request(get_adapter("simdev"), jobs=2, cluster=cluster, node_cpus=8)
     assert options == {"num_cpus": 8, "resources": {"device:simdev": 1}}
-    options, threads = resource_request(get_adapter("cpu"), jobs=4, cluster=cluster,
-                                        node_cpus=8)
+    options, threads = resource_request(get_adapter("cpu"), jobs=4, cluster=cluster, node_cpus=8)
     assert options == {"num_cpus": 4} and threads == 4
     with pytest.raises(ConfigError, match="offers 4"):
         resource_request(FakeGPUs(8).adapter, jobs=5, cluster=cluster, node_cpus=8)
-    with pytest.raises(ConfigError, match="no node of the Ray cluster offers resource "
-                                          "'neuron_cores'"):
+    with pytest.raises(
+        ConfigError, match="no node of the Ray cluster offers resource 'neuron_cores'"
+    ):
         resource_request(get_adapter("neuron"), jobs=1, cluster=cluster, node_cpus=8)

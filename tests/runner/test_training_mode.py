@@ -29,8 +29,12 @@ def test_batchnorm_and_dropout_pass_on_the_cpu_in_train_mode(mode):
     assert randomness["method"] == "cpu-masks" and randomness["masked_dropout_calls"] == 2
     assert randomness["uncontrolled_random_ops"] == {}
     # running statistics were updated by the step, and compared
-    assert randomness["compared_buffers"] == ["buffer.1.running_mean", "buffer.1.running_var",
-                                              "buffer.5.running_mean", "buffer.5.running_var"]
+    assert randomness["compared_buffers"] == [
+        "buffer.1.running_mean",
+        "buffer.1.running_var",
+        "buffer.5.running_mean",
+        "buffer.5.running_var",
+    ]
     basis = r["findings"]["parity"]["basis"]
     assert basis == ("baseline" if mode == "eager" else "device")
 
@@ -43,7 +47,7 @@ def test_a_float32_only_gradient_error_fails_on_the_cpu():
     worst = parity["worst"][0]
     assert worst["name"].startswith("grad.linear.")
     assert worst["max_rel_err"] == pytest.approx(0.01, rel=1e-3)
-    assert worst["rmse_ratio"] == pytest.approx(1.0)   # the CPU float32 run is the result
+    assert worst["rmse_ratio"] == pytest.approx(1.0)  # the CPU float32 run is the result
     assert "grad.linear." in r["error"]["message"] and "rel err 0.01" in r["error"]["message"]
 
 
@@ -51,6 +55,7 @@ def test_hf_reference_loss_is_float64_deep():
     from torchport.cases.base import Size
     from torchport.execution.build import build_workload
     from torchport.execution.steps import place
+
     workload = build_workload(find_case("smoke", "hf/llama"), seed=0, size=Size())
     assert workload.meta["reference_loss"].startswith("float64 from float64 logits")
     ref = place(workload, "cpu", torch.float64)
@@ -61,7 +66,7 @@ def test_hf_reference_loss_is_float64_deep():
     assert out.loss.item() == pytest.approx(f32.model(**f32.kwargs).loss.item(), rel=1e-5)
 
 
-SIMDEV_BN = r'''
+SIMDEV_BN = r"""
 import json, warnings
 warnings.simplefilter("ignore")
 from torchport.cases.registry import find_case
@@ -74,11 +79,10 @@ config = RunConfig(device="simdev", probes=("placement",))
 case = find_case("smoke", "smoke/bnnet")
 print(json.dumps({m: Ladder(case, m, config, adapter, lambda e: None, {}).run()
                   for m in MODES}, default=str))
-'''
+"""
 
 
-@pytest.mark.parametrize("modes", [("eager",), pytest.param(("compile",),
-                                                            marks=pytest.mark.slow)])
+@pytest.mark.parametrize("modes", [("eager",), pytest.param(("compile",), marks=pytest.mark.slow)])
 def test_batchnorm_and_dropout_pass_on_simdev_in_train_mode(modes):
     out = run_child(f"MODES = {modes!r}\n" + SIMDEV_BN)
     for mode, r in out.items():
@@ -91,8 +95,21 @@ def test_batchnorm_and_dropout_pass_on_simdev_in_train_mode(modes):
 
 @pytest.mark.slow
 def test_cpu_fp32_grad_error_from_the_command_line(tmp_path):
-    proc = torchport("run", "--suite", "planted", "--cases", "fp32_grad_error", "--modes",
-                     "eager", "--device", "cpu", "--probes", "none", "--db", tmp_path / "kb.db",
-                     cwd=tmp_path)
+    proc = torchport(
+        "run",
+        "--suite",
+        "planted",
+        "--cases",
+        "fp32_grad_error",
+        "--modes",
+        "eager",
+        "--device",
+        "cpu",
+        "--probes",
+        "none",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "accuracy_fail" in proc.stdout and "grad.linear" in proc.stdout

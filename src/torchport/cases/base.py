@@ -97,8 +97,12 @@ class Case:
 
     def describe(self) -> dict:
         """Cheap facts for ``torchport cases`` (no torch import)."""
-        return {"case": self.id, "version": self.version, "tags": list(self.tags),
-                "skip_reason": self.skip_reason}
+        return {
+            "case": self.id,
+            "version": self.version,
+            "tags": list(self.tags),
+            "skip_reason": self.skip_reason,
+        }
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} v{self.version}>"
@@ -107,8 +111,15 @@ class Case:
 class FunctionCase(Case):
     """A case whose workload comes from a plain function ``fn(seed, size) -> Workload``."""
 
-    def __init__(self, id: str, fn: Callable[..., Workload], *, version: int = 1,
-                 tags: tuple[str, ...] = (), skip_reason: str | None = None):
+    def __init__(
+        self,
+        id: str,
+        fn: Callable[..., Workload],
+        *,
+        version: int = 1,
+        tags: tuple[str, ...] = (),
+        skip_reason: str | None = None,
+    ):
         self.id, self.fn, self.version, self.tags = id, fn, version, tuple(tags)
         self.skip_reason = skip_reason
 

@@ -41,8 +41,10 @@ class Shape:
 
 # Small enough for the CPU (the float64 reference holds B*H*S*S scores), and between them:
 # multi-head and grouped-query, a sequence on and off the 128 block, head dims 64 and 128.
-SHAPES = (Shape(batch=2, heads=4, kv_heads=4, seq=256, head_dim=64),
-          Shape(batch=1, heads=8, kv_heads=2, seq=200, head_dim=128))
+SHAPES = (
+    Shape(batch=2, heads=4, kv_heads=4, seq=256, head_dim=64),
+    Shape(batch=1, heads=8, kv_heads=2, seq=200, head_dim=128),
+)
 
 
 class FlexCase(Case):
@@ -59,20 +61,22 @@ class FlexCase(Case):
     def skip_reason_for(self, *, mode: str, device: str) -> str | None:
         if self.direction == "fwdbwd":
             from torchport.cases.flex_model import backward_unsupported
+
             return backward_unsupported(device)
         return None
 
     def build(self, *, seed: int, size: Size) -> Workload:
-        return build_workload(self.variant, self.shape, trains=self.direction == "fwdbwd",
-                              seed=seed, size=size)
+        return build_workload(
+            self.variant, self.shape, trains=self.direction == "fwdbwd", seed=seed, size=size
+        )
 
 
-def build_workload(variant: str, shape: Shape, *, trains: bool, seed: int,
-                   size: Size) -> Workload:
+def build_workload(variant: str, shape: Shape, *, trains: bool, seed: int, size: Size) -> Workload:
     import torch
 
     from torchport.cases.flex_model import FlexAttentionModule
     from torchport.cases.flex_variants import Spec, build_mods
+
     torch.manual_seed(seed)
     # The perf size is the parity size: a second, larger compile per case would double the
     # suite's compile time (FlexAttention compiles take seconds each on the CPU) while the
@@ -84,21 +88,40 @@ def build_workload(variant: str, shape: Shape, *, trains: bool, seed: int,
     mods = build_mods(variant, spec)
 
     def module(impl: str):
-        return FlexAttentionModule(q=q, k=k, v=v, mods=mods, spec=spec, impl=impl,
-                                   trains=trains)
+        return FlexAttentionModule(q=q, k=k, v=v, mods=mods, spec=spec, impl=impl, trains=trains)
+
     alternatives = {"sdpa": module("sdpa")} if mods.sdpa is not None else {}
-    meta = {"flex": {"variant": variant, "shape": shape.name, "batch": batch,
-                     "heads": shape.heads, "kv_heads": shape.kv_heads, "seq": seq,
-                     "head_dim": shape.head_dim, "trains": trains, "block_size": spec.block,
-                     "sdpa": mods.sdpa}}
+    meta = {
+        "flex": {
+            "variant": variant,
+            "shape": shape.name,
+            "batch": batch,
+            "heads": shape.heads,
+            "kv_heads": shape.kv_heads,
+            "seq": seq,
+            "head_dim": shape.head_dim,
+            "trains": trains,
+            "block_size": spec.block,
+            "sdpa": mods.sdpa,
+        }
+    }
     # No ``tokens``: q, k and v are this model's parameters, and a 6*N*T FLOP estimate over
     # them would be meaningless; samples per second stay.
-    return Workload(model=module("flex"), reference_model=module("explicit"),
-                    alternatives=alternatives, samples=batch, meta=meta,
-                    loss_fn=(lambda out: out.pow(2).mean()) if trains else None)
+    return Workload(
+        model=module("flex"),
+        reference_model=module("explicit"),
+        alternatives=alternatives,
+        samples=batch,
+        meta=meta,
+        loss_fn=(lambda out: out.pow(2).mean()) if trains else None,
+    )
 
 
 def flex_suite() -> list[Case]:
     """FlexAttention variants x shapes x forward / forward+backward, compiled and eager."""
-    return [FlexCase(variant, shape, direction) for variant in VARIANTS for shape in SHAPES
-            for direction in DIRECTIONS]
+    return [
+        FlexCase(variant, shape, direction)
+        for variant in VARIANTS
+        for shape in SHAPES
+        for direction in DIRECTIONS
+    ]

@@ -27,11 +27,11 @@ class Spec:
     batch: int
     heads: int
     seq: int
-    window: int = 64          # sliding window / dilated span / NATTEN image width source
+    window: int = 64  # sliding window / dilated span / NATTEN image width source
     dilation: int = 2
-    globals_: int = 8         # global tokens (global + sliding)
-    radius: int = 3           # NATTEN neighbourhood radius (7 x 7 kernel)
-    cap: float = 20.0         # tanh soft-cap
+    globals_: int = 8  # global tokens (global + sliding)
+    radius: int = 3  # NATTEN neighbourhood radius (7 x 7 kernel)
+    cap: float = 20.0  # tanh soft-cap
     block: int = BLOCK
 
     def __post_init__(self):
@@ -45,13 +45,13 @@ class Spec:
 class Mods:
     """What a variant contributes. Functions receive captured tensors by name as ``t``."""
 
-    mask_mod: Callable | None = None        # (t, b, h, q, kv) -> bool
-    score_mod: Callable | None = None       # (t, score, b, h, q, kv) -> score
-    tensors: dict = field(default_factory=dict)    # name -> tensor (float32 or integer)
-    learnable: tuple[str, ...] = ()         # which of ``tensors`` are parameters
-    mask_depends_on_batch: bool = False     # the block mask needs B (else broadcast over B)
-    full_blocks_only: bool = False          # block mask built from full blocks (from_kv_blocks)
-    sdpa: dict | None = None                # keyword arguments of an equivalent SDPA call
+    mask_mod: Callable | None = None  # (t, b, h, q, kv) -> bool
+    score_mod: Callable | None = None  # (t, score, b, h, q, kv) -> score
+    tensors: dict = field(default_factory=dict)  # name -> tensor (float32 or integer)
+    learnable: tuple[str, ...] = ()  # which of ``tensors`` are parameters
+    mask_depends_on_batch: bool = False  # the block mask needs B (else broadcast over B)
+    full_blocks_only: bool = False  # block mask built from full blocks (from_kv_blocks)
+    sdpa: dict | None = None  # keyword arguments of an equivalent SDPA call
 
 
 def _causal(t, b, h, q, kv):
@@ -71,6 +71,7 @@ def _sliding_window(spec: Spec) -> Mods:
 
     def mask(t, b, h, q, kv):  # causal, at most ``window`` tokens back, self included
         return (q >= kv) & (q - kv < window)
+
     return Mods(mask_mod=mask)
 
 
@@ -79,18 +80,20 @@ def _prefix_lm(spec: Spec) -> Mods:
 
     def mask(t, b, h, q, kv):  # the prefix is seen by everyone (bidirectional), then causal
         return (kv < prefix) | (q >= kv)
+
     return Mods(mask_mod=mask)
 
 
 def document_ids(batch: int, seq: int):
     """Packed sequences: each row cut into documents of deterministic, uneven lengths."""
     import torch
+
     ids = torch.zeros(batch, seq, dtype=torch.int64)
     for row in range(batch):
         start, doc = 0, 0
         while start < seq:  # lengths base, base + 13, base + 26, ...: documents cross blocks
             length = max(1, seq // 6) + 5 * row + 13 * doc
-            ids[row, start:start + length] = doc
+            ids[row, start : start + length] = doc
             start, doc = start + length, doc + 1
     return ids
 
@@ -99,48 +102,61 @@ def _document(spec: Spec) -> Mods:
     def mask(t, b, h, q, kv):  # causal within one's own document
         doc = t["doc_ids"]
         return (doc[b, q] == doc[b, kv]) & (q >= kv)
-    return Mods(mask_mod=mask, tensors={"doc_ids": document_ids(spec.batch, spec.seq)},
-                mask_depends_on_batch=True)
+
+    return Mods(
+        mask_mod=mask,
+        tensors={"doc_ids": document_ids(spec.batch, spec.seq)},
+        mask_depends_on_batch=True,
+    )
 
 
 def alibi_slopes(heads: int):
     """ALiBi's geometric slopes 2^(-8 (h+1) / H): powers of two, exact in every dtype."""
     import torch
+
     return torch.exp2(-8.0 * torch.arange(1, heads + 1, dtype=torch.float64) / heads).float()
 
 
 def _alibi(spec: Spec) -> Mods:
     def score(t, s, b, h, q, kv):  # linear penalty with distance, one slope per head
         return s + t["alibi_slopes"][h] * (kv - q)
-    return Mods(mask_mod=_causal, score_mod=score,
-                tensors={"alibi_slopes": alibi_slopes(spec.heads)})
+
+    return Mods(
+        mask_mod=_causal, score_mod=score, tensors={"alibi_slopes": alibi_slopes(spec.heads)}
+    )
 
 
 def _softcap(spec: Spec) -> Mods:
     import torch
+
     cap = spec.cap
 
     def score(t, s, b, h, q, kv):  # Gemma-2 style: scores squashed into (-cap, cap)
         return cap * torch.tanh(s / cap)
+
     return Mods(mask_mod=_causal, score_mod=score)
 
 
 def _rel_bias(spec: Spec) -> Mods:
     import torch
+
     offset = spec.seq - 1
-    table = torch.randn(spec.heads, 2 * spec.seq - 1) * 0.5   # (H, 2S-1), learnable
+    table = torch.randn(spec.heads, 2 * spec.seq - 1) * 0.5  # (H, 2S-1), learnable
 
     def score(t, s, b, h, q, kv):  # T5-style learned bias by relative position, per head
         return s + t["rel_bias"][h, kv - q + offset]
+
     return Mods(score_mod=score, tensors={"rel_bias": table}, learnable=("rel_bias",))
 
 
 def _head_bias(spec: Spec) -> Mods:
     import torch
-    table = torch.randn(spec.heads, spec.seq) * 0.5   # (H, KV), learnable
+
+    table = torch.randn(spec.heads, spec.seq) * 0.5  # (H, KV), learnable
 
     def score(t, s, b, h, q, kv):  # each head its own learned bias over key positions
         return s + t["head_bias"][h, kv]
+
     return Mods(score_mod=score, tensors={"head_bias": table}, learnable=("head_bias",))
 
 
@@ -148,6 +164,7 @@ def image_width(seq: int) -> int:
     """Width of the image a sequence of ``seq`` tokens is read as (row-major, last row may be
     short): the smallest width w >= sqrt(seq)."""
     import math
+
     return max(1, math.isqrt(seq - 1) + 1) if seq > 1 else 1
 
 
@@ -158,6 +175,7 @@ def _natten2d(spec: Spec) -> Mods:
         dr = q // width - kv // width
         dc = q % width - kv % width
         return (dr.abs() <= radius) & (dc.abs() <= radius)
+
     return Mods(mask_mod=mask)
 
 
@@ -166,6 +184,7 @@ def _global_sliding(spec: Spec) -> Mods:
 
     def mask(t, b, h, q, kv):  # Longformer: a bidirectional band, plus global first tokens
         return ((q - kv).abs() < window) | (q < globals_) | (kv < globals_)
+
     return Mods(mask_mod=mask)
 
 
@@ -175,6 +194,7 @@ def _dilated_sliding(spec: Spec) -> Mods:
     def mask(t, b, h, q, kv):  # causal, every ``dilation``-th token within the span
         back = q - kv
         return (back >= 0) & (back < window * dilation) & (back % dilation == 0)
+
     return Mods(mask_mod=mask)
 
 
@@ -183,6 +203,7 @@ def _block_full(spec: Spec) -> Mods:
 
     def mask(t, b, h, q, kv):  # block-causal: whole blocks of ``block`` tokens, no partials
         return q // block >= kv // block
+
     return Mods(mask_mod=mask, full_blocks_only=True)
 
 

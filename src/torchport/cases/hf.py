@@ -43,8 +43,14 @@ CODEBOOK_DECODERS = {"musicgen", "musicgen_melody"}
 class HFCase(Case):
     """``hf/<model_type>``: the shrunk architecture trained one step on random tokens."""
 
-    def __init__(self, model_type: str, *, id_prefix: str = "hf/", overrides: dict | None = None,
-                 version: int = 1):
+    def __init__(
+        self,
+        model_type: str,
+        *,
+        id_prefix: str = "hf/",
+        overrides: dict | None = None,
+        version: int = 1,
+    ):
         self.model_type = model_type
         self.id = f"{id_prefix}{model_type}"
         self.overrides = dict(overrides or {})
@@ -87,28 +93,45 @@ class HFCase(Case):
         kwargs = token_inputs(cfg, batch, seq, seed, codebooks=codebooks)
         if _accepts(model, "use_cache"):
             kwargs["use_cache"] = False
-        return Workload(model=model, kwargs=kwargs, loss_fn=_loss, tokens=batch * seq,
-                        samples=batch, meta={"config": config_dict(cfg), "params": params,
-                                             "reference_loss": precise_loss(model)})
+        return Workload(
+            model=model,
+            kwargs=kwargs,
+            loss_fn=_loss,
+            tokens=batch * seq,
+            samples=batch,
+            meta={
+                "config": config_dict(cfg),
+                "params": params,
+                "reference_loss": precise_loss(model),
+            },
+        )
 
 
 def _loss(out: Any) -> Any:
     return out.loss
 
 
-def causal_lm_loss(logits, labels, vocab_size: int, num_items_in_batch=None,
-                   ignore_index: int = -100, shift_labels=None, **kwargs):
+def causal_lm_loss(
+    logits,
+    labels,
+    vocab_size: int,
+    num_items_in_batch=None,
+    ignore_index: int = -100,
+    shift_labels=None,
+    **kwargs,
+):
     """transformers' ``ForCausalLMLoss``, but upcasting logits only *to* float32: float64
     logits (the reference) keep float64, where ``logits.float()`` would make the reference
     loss, and every gradient through it, only float32-deep. Same numbers for float32 and
     below."""
     import torch
     from transformers.loss.loss_utils import fixed_cross_entropy
+
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     if shift_labels is None:  # tokens < n predict n
         labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)
         shift_labels = labels[..., 1:].contiguous()
-    logits = logits.view(-1, vocab_size)                        # (B * T, vocab)
+    logits = logits.view(-1, vocab_size)  # (B * T, vocab)
     shift_labels = shift_labels.view(-1).to(logits.device)
     return fixed_cross_entropy(logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
 
@@ -118,12 +141,15 @@ def precise_loss(model: Any) -> str:
     how deep the reference loss is."""
     try:
         from transformers.loss.loss_utils import ForCausalLMLoss
+
         uses_default = model.loss_function is ForCausalLMLoss
     except Exception:  # noqa: BLE001 - an architecture without the property keeps its own
         uses_default = False
     if not uses_default:
-        return "the model's own loss function (may cast logits to float32: the reference " \
-               "loss can be only float32-deep)"
+        return (
+            "the model's own loss function (may cast logits to float32: the reference "
+            "loss can be only float32-deep)"
+        )
     model.loss_function = causal_lm_loss
     return "float64 from float64 logits (ForCausalLMLoss without its float32 cast)"
 
@@ -156,8 +182,9 @@ def build_model(model_class: Any, cfg: Any) -> Any:
     return model.float()
 
 
-def token_inputs(cfg: Any, batch: int, seq: int, seed: int, *, codebooks: int | None = None
-                 ) -> dict:
+def token_inputs(
+    cfg: Any, batch: int, seq: int, seed: int, *, codebooks: int | None = None
+) -> dict:
     """``input_ids`` and ``labels`` (the same tokens: the model shifts them) for one step.
 
     Codebook decoders read one row per codebook, ``(batch * codebooks, seq)``, and take labels

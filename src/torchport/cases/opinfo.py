@@ -36,7 +36,8 @@ def op_db() -> dict:
     except ImportError as exc:
         raise OpInfoUnavailable(
             f"suite 'ops' needs PyTorch's OpInfo database, which did not import ({exc}); "
-            "install the ops extra: pip install 'torchport[ops]' (it adds expecttest)") from None
+            "install the ops extra: pip install 'torchport[ops]' (it adds expecttest)"
+        ) from None
     return {key(op): op for op in db}
 
 
@@ -66,7 +67,7 @@ def backward_dtype_names(op, device_type: str) -> set[str]:
 class Decorations:
     """What OpInfo's decorators say about comparing this op on a device type at a dtype."""
 
-    skip: str | None = None              # OpInfo's own skip reason
+    skip: str | None = None  # OpInfo's own skip reason
     expected_failure: bool = False
     atol: float | None = None
     rtol: float | None = None
@@ -84,15 +85,20 @@ def _applies(info, device_type: str, dtype) -> bool:
 
 def _marks(decorator) -> dict:
     """Apply ``decorator`` to a throwaway function and read the marks unittest leaves on it."""
+
     def probe():  # pragma: no cover - never called
         pass
+
     try:
         marked = decorator(probe)
     except Exception:
         return {}
-    return {"skip": getattr(marked, "__unittest_skip_why__", None)
-            if getattr(marked, "__unittest_skip__", False) else None,
-            "xfail": bool(getattr(marked, "__unittest_expecting_failure__", False))}
+    return {
+        "skip": getattr(marked, "__unittest_skip_why__", None)
+        if getattr(marked, "__unittest_skip__", False)
+        else None,
+        "xfail": bool(getattr(marked, "__unittest_expecting_failure__", False)),
+    }
 
 
 def decorations(op, device_type: str, dtype_name: str) -> Decorations:
@@ -102,6 +108,7 @@ def decorations(op, device_type: str, dtype_name: str) -> Decorations:
     import torch
     from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
     from torch.testing._internal.opinfo.core import DecorateInfo
+
     dtype = getattr(torch, dtype_name)
     skip, xfail, tolerances = None, False, {}
     for entry in op.decorators:
@@ -129,8 +136,13 @@ def decorations(op, device_type: str, dtype_name: str) -> Decorations:
         if aim in tolerances:
             atol, rtol = tolerances[aim]
             where = ".".join(t for t in aim if t) or "every test"
-            return Decorations(skip=skip, expected_failure=xfail, atol=atol, rtol=rtol,
-                               tolerance_source=f"OpInfo override for {where}")
+            return Decorations(
+                skip=skip,
+                expected_failure=xfail,
+                atol=atol,
+                rtol=rtol,
+                tolerance_source=f"OpInfo override for {where}",
+            )
     return Decorations(skip=skip, expected_failure=xfail)
 
 
@@ -138,6 +150,10 @@ def samples(op, device: str, dtype_name: str, *, requires_grad: bool, seed: int)
     """OpInfo's sample inputs, made on ``device`` with torch's generators seeded once (OpInfo's
     own per-sample reseeding uses a fixed seed and costs a stack trace per call)."""
     import torch
+
     torch.manual_seed(seed)
-    return list(op.sample_inputs(device, getattr(torch, dtype_name),
-                                 requires_grad=requires_grad, set_seed=False))
+    return list(
+        op.sample_inputs(
+            device, getattr(torch, dtype_name), requires_grad=requires_grad, set_seed=False
+        )
+    )

@@ -18,21 +18,13 @@ from __future__ import annotations
 import functools
 
 from torchport.cases.base import Case
+from torchport.cases.ops_reasons import SKIP_REASONS  # noqa: F401  (re-exported)
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 EXACT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 
-# Why a case (or one of its samples) was not checked: closed set, held as data in
-# findings["skip"] / findings["sample_skips"] and counted by the ops view.
-SKIP_REASONS = {
-    "op_dtype": "the op does not support this dtype on the CPU reference (OpInfo dtypes)",
-    "device_dtype": "OpInfo says the op does not support this dtype on this device type",
-    "opinfo_skip": "OpInfo skips the device-vs-CPU comparison of this op here",
-    "random": "random op: its values depend on the device's generator",
-    "sparse": "sparse (non-strided) layout",
-    "cpu_raises": "the CPU reference raises on it too (not a valid input at this dtype)",
-    "no_samples": "OpInfo has no sample inputs for it at this dtype",
-}
+# Why a case (or one of its samples) was not checked: ``SKIP_REASONS``, a closed set held as
+# data in findings["skip"] / findings["sample_skips"] and counted by the ops view.
 
 
 class OpCase(Case):
@@ -49,15 +41,21 @@ class OpCase(Case):
 
     def opinfo(self):
         from torchport.cases import opinfo
+
         return opinfo.get(self.op_key)
 
     def describe(self) -> dict:
-        return {**super().describe(), "op": self.op_key, "dtype": self.dtype,
-                "autograd": self.autograd}
+        return {
+            **super().describe(),
+            "op": self.op_key,
+            "dtype": self.dtype,
+            "autograd": self.autograd,
+        }
 
     def sample_count(self) -> int:
         """Sample inputs at this dtype (made on the CPU; 0 if the op lacks the dtype there)."""
         from torchport.cases import opinfo
+
         op = self.opinfo()
         if self.dtype not in opinfo.dtype_names(op, "cpu"):
             return 0
@@ -67,6 +65,7 @@ class OpCase(Case):
 @functools.cache
 def _cases() -> tuple[OpCase, ...]:
     from torchport.cases import opinfo
+
     cases = []
     for op_key, op in opinfo.op_db().items():
         supported = opinfo.dtype_names(op, "cpu")

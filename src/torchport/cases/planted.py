@@ -30,11 +30,16 @@ from torchport.cases.base import Case, FunctionCase, Size, Workload
 
 def _linear_workload(model_cls, *, seed: int, trains: bool = True, **kwargs) -> Workload:
     import torch
+
     torch.manual_seed(seed)
     model = model_cls(**kwargs)
-    x = torch.randn(4, 16)                                 # (B, 16)
-    return Workload(model=model, args=(x,), samples=4,
-                    loss_fn=(lambda out: out.float().pow(2).mean()) if trains else None)
+    x = torch.randn(4, 16)  # (B, 16)
+    return Workload(
+        model=model,
+        args=(x,),
+        samples=4,
+        loss_fn=(lambda out: out.float().pow(2).mean()) if trains else None,
+    )
 
 
 def _module(forward):
@@ -56,12 +61,14 @@ def _hang(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         while True:
             time.sleep(1)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _abort(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         os.abort()
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -70,6 +77,7 @@ def _segfault(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         ctypes.string_at(0)  # reads address 0: SIGSEGV
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -77,7 +85,9 @@ def _tracing_only_op(name: str, on_trace):
     """A custom op ``torchport_planted::<name>``: identity when run, but its fake (tracing)
     kernel calls ``on_trace()`` first, so only compilation meets the planted behaviour."""
     import torch
+
     if not hasattr(torch.ops.torchport_planted, name):
+
         @torch.library.custom_op(f"torchport_planted::{name}", mutates_args=())
         def op(x: torch.Tensor) -> torch.Tensor:
             return x.clone()
@@ -86,6 +96,7 @@ def _tracing_only_op(name: str, on_trace):
         def _(x):
             on_trace()
             return torch.empty_like(x)
+
     return getattr(torch.ops.torchport_planted, name)
 
 
@@ -98,12 +109,14 @@ def _with_op_when_compiling(op, seed: int) -> Workload:
         if torch.compiler.is_compiling():
             y = op(y)
         return y
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _compile_bomb(*, seed: int, size: Size) -> Workload:
     def explode():
         raise RuntimeError("planted: this op cannot be compiled")
+
     return _with_op_when_compiling(_tracing_only_op("compile_bomb", explode), seed)
 
 
@@ -112,12 +125,14 @@ SLOW_COMPILE_S = 30.0
 
 def _slow_compile(*, seed: int, size: Size) -> Workload:
     import time
+
     slept: list[bool] = []
 
     def sleep_once():  # tracing calls the fake kernel several times per compile: wait once
         if not slept:
             slept.append(True)
             time.sleep(SLOW_COMPILE_S)
+
     return _with_op_when_compiling(_tracing_only_op("slow_compile", sleep_once), seed)
 
 
@@ -129,6 +144,7 @@ def _compile_wrong(*, seed: int, size: Size) -> Workload:
         if torch.compiler.is_compiling():
             y = y * 1.01  # 1% off, only in compiled code
         return y
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -139,6 +155,7 @@ def _graph_break(*, seed: int, size: Size) -> Workload:
         y = torch.relu(self.linear(x))
         torch._dynamo.graph_break()  # deliberate: the compile probe must report it
         return self.linear(y)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -159,6 +176,7 @@ def _host_model(*, seed: int, size: Size) -> Workload:
 
         def forward(self, x):
             return x.cpu() @ self.weight
+
     return _linear_workload(HostPinned, seed=seed)
 
 
@@ -167,6 +185,7 @@ def _cumsum(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         return torch.cumsum(self.linear(x), dim=-1)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -175,6 +194,7 @@ def _oom(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         raise torch.OutOfMemoryError("planted: out of memory")
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -182,13 +202,15 @@ def _cpu_oom(*, seed: int, size: Size) -> Workload:
     import torch
 
     def forward(self, x):
-        return torch.empty(2 ** 50, dtype=torch.uint8)  # 1 PiB: the allocator refuses
+        return torch.empty(2**50, dtype=torch.uint8)  # 1 PiB: the allocator refuses
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _nan_loss(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         return self.linear(x) * float("nan")
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -209,6 +231,7 @@ def _fp32_grad_error(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         return OnePercentOffInFloat32.apply(self.linear(x))
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -223,12 +246,14 @@ def _orphan(*, seed: int, size: Size) -> Workload:
         # A grandchild in the worker's process group, named so a test can look for it.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", ORPHAN_MARKER])
         os.abort()
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _worker_channel():
     """The worker's event channel (its ``--fd``): what a rogue case could write to."""
     import sys
+
     fd = int(sys.argv[sys.argv.index("--fd") + 1])
     return os.fdopen(os.dup(fd), "w", buffering=1)
 
@@ -237,6 +262,7 @@ def _garbage_event(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         _worker_channel().write("this is not an event\n")
         return self.linear(x)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -247,15 +273,28 @@ def _forged_result(*, seed: int, size: Size) -> Workload:
         forged = {"case": "planted/somebody_else", "mode": "eager", "status": "pass"}
         _worker_channel().write(json.dumps({"event": "result", "result": forged}) + "\n")
         return self.linear(x)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def planted_suite() -> list[Case]:
     """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
-    fns = {"hang": _hang, "abort": _abort, "segfault": _segfault, "compile_bomb": _compile_bomb,
-           "compile_wrong": _compile_wrong, "graph_break": _graph_break,
-           "host_model": _host_model, "cumsum": _cumsum, "oom": _oom,
-           "slow_compile": _slow_compile, "cpu_oom": _cpu_oom, "nan_loss": _nan_loss,
-           "orphan": _orphan, "garbage_event": _garbage_event, "forged_result": _forged_result,
-           "fp32_grad_error": _fp32_grad_error}
+    fns = {
+        "hang": _hang,
+        "abort": _abort,
+        "segfault": _segfault,
+        "compile_bomb": _compile_bomb,
+        "compile_wrong": _compile_wrong,
+        "graph_break": _graph_break,
+        "host_model": _host_model,
+        "cumsum": _cumsum,
+        "oom": _oom,
+        "slow_compile": _slow_compile,
+        "cpu_oom": _cpu_oom,
+        "nan_loss": _nan_loss,
+        "orphan": _orphan,
+        "garbage_event": _garbage_event,
+        "forged_result": _forged_result,
+        "fp32_grad_error": _fp32_grad_error,
+    }
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

@@ -29,11 +29,13 @@ def _tiny(forward=None):
             if forward is not None:
                 forward()
             return self.linear(x)
+
     return Tiny
 
 
 def _noop(*, seed: int, size: Size) -> Workload:
     import torch
+
     torch.manual_seed(seed)
     return Workload(model=_tiny()(), args=(torch.randn(1, 4),), samples=1)  # x: (1, 4)
 
@@ -42,6 +44,7 @@ def _burn() -> None:
     """Spend BUSY_FORWARD_MS of this thread's CPU time (not wall time: a busy host makes it
     take longer, as real work would)."""
     import time
+
     end = time.thread_time() + BUSY_FORWARD_MS / 1000
     while time.thread_time() < end:
         pass
@@ -49,13 +52,18 @@ def _burn() -> None:
 
 def _busy(*, seed: int, size: Size) -> Workload:
     import torch
+
     torch.manual_seed(seed)
     return Workload(model=_tiny(_burn)(), args=(torch.randn(1, 4),), samples=1)
 
 
 def synthetic_suite() -> list[Case]:
     """Many identical small cases (noop, 50 ms of CPU) for measuring torchport's own costs."""
-    cases: list[Case] = [FunctionCase(f"synthetic/noop_{i:03d}", _noop, tags=("synthetic",))
-                         for i in range(NOOP_CASES)]
-    return cases + [FunctionCase(f"synthetic/busy50_{i:03d}", _busy, tags=("synthetic",))
-                    for i in range(BUSY_CASES)]
+    cases: list[Case] = [
+        FunctionCase(f"synthetic/noop_{i:03d}", _noop, tags=("synthetic",))
+        for i in range(NOOP_CASES)
+    ]
+    return cases + [
+        FunctionCase(f"synthetic/busy50_{i:03d}", _busy, tags=("synthetic",))
+        for i in range(BUSY_CASES)
+    ]

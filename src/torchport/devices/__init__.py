@@ -33,18 +33,26 @@ def get_adapter(name: str) -> DeviceAdapter:
     target = _entry_points().get(family)
     if target is None:
         from torchport.devices import privateuse1
+
         registered = privateuse1.registered_name()
         if registered != family:
-            hint = (f"; the PrivateUse1 backend here is '{registered}'" if registered else
-                    f"; a PrivateUse1 backend is known by its own name once it autoloads or "
-                    f"{privateuse1.MODULE_ENV} names its module (none is registered here)")
-            raise UnknownDevice(f"unknown device '{name}'; known: {', '.join(device_names())}"
-                                f"{hint} ('torchport doctor' shows which are usable here)")
+            hint = (
+                f"; the PrivateUse1 backend here is '{registered}'"
+                if registered
+                else f"; a PrivateUse1 backend is known by its own name once it autoloads or "
+                f"{privateuse1.MODULE_ENV} names its module (none is registered here)"
+            )
+            raise UnknownDevice(
+                f"unknown device '{name}'; known: {', '.join(device_names())}"
+                f"{hint} ('torchport doctor' shows which are usable here)"
+            )
     if sep and not (index.isdigit() and str(int(index)) == index):
-        raise UnknownDevice(f"device '{name}': the index must be a non-negative integer, "
-                            f"e.g. {family}:1")
+        raise UnknownDevice(
+            f"device '{name}': the index must be a non-negative integer, e.g. {family}:1"
+        )
     if target is None:
         from torchport.devices.privateuse1 import PrivateUse1Adapter
+
         adapter: DeviceAdapter = PrivateUse1Adapter(by_name=family)
     else:
         adapter = plugins.load(target)()

@@ -14,7 +14,7 @@ import platform
 
 class DeviceAdapter:
     name: str = ""
-    torch_type: str = ""                 # the torch device type string
+    torch_type: str = ""  # the torch device type string
     default_compile_backend: str = "inductor"
     # Environment variables that turn host fallback into an error (for --strict reruns).
     strict_env: dict[str, str] = {}
@@ -51,6 +51,7 @@ class DeviceAdapter:
         op per process, often before any probe.
         """
         from torchport.devices import signals
+
         signals.listen(self.fallback_patterns)
 
     # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
@@ -79,6 +80,7 @@ class DeviceAdapter:
 
     def module(self):
         import torch
+
         return getattr(torch, self.torch_type, None)
 
     def synchronize(self) -> None:
@@ -100,8 +102,10 @@ class DeviceAdapter:
         mod = self.module()
         if mod is not None and hasattr(mod, "synchronize"):
             return f"torch.{self.torch_type}.synchronize()"
-        return (f"none: torch.{self.torch_type} has no synchronize (figures may time the "
-                "launch, not the work)")
+        return (
+            f"none: torch.{self.torch_type} has no synchronize (figures may time the "
+            "launch, not the work)"
+        )
 
     def host_scope(self):
         """A context in which host (CPU) work runs untouched by the backend's global state
@@ -119,12 +123,15 @@ class DeviceAdapter:
         switches += [f"unset {k}" for k in self.strict_unset]
         if switches:
             return "host fallback made an error: " + ", ".join(switches)
-        return f"unavailable: the {self.name} adapter knows no switch that makes host " \
-               "fallback an error; host ops are named and graded instead"
+        return (
+            f"unavailable: the {self.name} adapter knows no switch that makes host "
+            "fallback an error; host ops are named and graded instead"
+        )
 
     def numerics(self) -> dict:
         """Settings that change a device's numbers (recorded with every result)."""
         import torch
+
         return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
 
     # How many steps the placement pass runs before the one it records: a backend whose op
@@ -156,6 +163,7 @@ class DeviceAdapter:
 
     def versions(self) -> dict:
         from importlib import metadata
+
         found = {}
         for pkg in self.backend_packages:
             with contextlib.suppress(metadata.PackageNotFoundError):
@@ -179,14 +187,17 @@ class DeviceAdapter:
 
     def cache_dirs(self, root: str) -> dict[str, str]:
         """Environment for a compile cache rooted at ``root`` (cold: new root, warm: same)."""
-        env = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
-               "TRITON_CACHE_DIR": os.path.join(root, "triton")}
+        env = {
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+        }
         if self.cache_env_var:
             env[self.cache_env_var] = os.path.join(root, self.name)
         return env
 
     def peak_tflops(self, dtype: str) -> float | None:
         from torchport.devices.peaks import lookup_peak_tflops
+
         return lookup_peak_tflops(self.device_info().get("device_name", ""), dtype)
 
 
@@ -194,8 +205,11 @@ def thread_env(threads: int) -> dict[str, str]:
     """Environment that holds a worker to ``threads`` host threads: torch's intra-op pool
     (OMP/MKL read at import) and Inductor's compile workers, which default to every core."""
     value = str(threads)
-    return {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": value,
-            "TORCHINDUCTOR_COMPILE_THREADS": value}
+    return {
+        "OMP_NUM_THREADS": value,
+        "MKL_NUM_THREADS": value,
+        "TORCHINDUCTOR_COMPILE_THREADS": value,
+    }
 
 
 def usable_cores() -> int:

@@ -23,9 +23,15 @@ class CPUAdapter(DeviceAdapter):
     def peak_memory_bytes(self):
         # The CPU has no allocator statistics in torch: report the process's peak resident set.
         import resource
+
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     def device_info(self):
         import psutil
-        return {"device_type": "cpu", "device_name": cpu_model(), "device_count": 1,
-                "device_memory_bytes": psutil.virtual_memory().total}
+
+        return {
+            "device_type": "cpu",
+            "device_name": cpu_model(),
+            "device_count": 1,
+            "device_memory_bytes": psutil.virtual_memory().total,
+        }

@@ -35,7 +35,7 @@ def _arrays(value, found: list) -> list:
         for item in value:
             _arrays(item, found)
     else:
-        elem = getattr(value, "_elem", None)   # torchax.tensor.Tensor keeps its array here
+        elem = getattr(value, "_elem", None)  # torchax.tensor.Tensor keeps its array here
         if elem is not None and hasattr(elem, "block_until_ready"):
             found.append(elem)
     return found
@@ -45,6 +45,7 @@ def _arrays(value, found: list) -> list:
 def _all_modes_off():
     import torch
     from torch.utils._python_dispatch import _disable_current_modes  # private: guarded
+
     with torch._C.DisableTorchFunction(), _disable_current_modes():
         yield
 
@@ -64,12 +65,14 @@ class JaxAdapter(DeviceAdapter):
         except Exception as exc:  # e.g. on torch 2.13: "aten.prod has no overload ..."
             return False, f"torchax does not import here: {type(exc).__name__}: {exc}"
         import jax
+
         devices = ", ".join(sorted({d.platform for d in jax.devices()}))
         return True, f"torchax {torchax.__version__} on jax {jax.__version__} ({devices})"
 
     def prepare(self):
         super().prepare()
         import torchax
+
         torchax.enable_globally()  # nothing runs on "jax" until the modes are on
 
     def device(self):
@@ -87,10 +90,12 @@ class JaxAdapter(DeviceAdapter):
 
     def synchronize(self):
         import jax
+
         jax.effects_barrier()
 
     def wait_for(self, value):
         import jax
+
         arrays = _arrays(value, [])
         if arrays:
             jax.block_until_ready(arrays)
@@ -99,12 +104,15 @@ class JaxAdapter(DeviceAdapter):
 
     @property
     def sync_method(self) -> str:
-        return ("read back: jax.block_until_ready on the step's output arrays (torch.jax has "
-                "no synchronize)")
+        return (
+            "read back: jax.block_until_ready on the step's output arrays (torch.jax has "
+            "no synchronize)"
+        )
 
     def peak_memory_bytes(self):
         try:
             import jax
+
             stats = jax.devices()[self.index].memory_stats()
             return int(stats["peak_bytes_in_use"]) if stats else None
         except Exception:
@@ -113,6 +121,7 @@ class JaxAdapter(DeviceAdapter):
     def peak_memory_reason(self):
         try:
             import jax
+
             device = jax.devices()[self.index]
             if device.memory_stats() is None:
                 return f"jax's {device.platform} device keeps no memory_stats()"
@@ -123,9 +132,13 @@ class JaxAdapter(DeviceAdapter):
     def device_info(self):
         try:
             import jax
+
             devices = jax.devices()
-            return {"device_type": "jax", "device_name": f"jax {devices[0].platform}: "
-                    f"{devices[0].device_kind}", "device_count": len(devices)}
+            return {
+                "device_type": "jax",
+                "device_name": f"jax {devices[0].platform}: {devices[0].device_kind}",
+                "device_count": len(devices),
+            }
         except Exception as exc:
             return {"device_type": "jax", "device_count": 0, "error": repr(exc)}
 
@@ -133,6 +146,7 @@ class JaxAdapter(DeviceAdapter):
         found = super().numerics()
         with contextlib.suppress(Exception):
             import jax
+
             found["jax_default_matmul_precision"] = str(jax.config.jax_default_matmul_precision)
             found["jax_enable_x64"] = bool(jax.config.jax_enable_x64)
         return found
@@ -141,21 +155,26 @@ class JaxAdapter(DeviceAdapter):
         """What a failure means on torchax, from the exception's type and where it was raised
         (never from its words)."""
         import traceback
+
         try:
             from torchax.tensor import OperatorNotFound
         except Exception:
             OperatorNotFound = ()  # noqa: N806
         if OperatorNotFound and isinstance(exc, OperatorNotFound):
-            return ("torchax has no lowering for this op and no CPU fallback "
-                    "(OperatorNotFound)")
+            return "torchax has no lowering for this op and no CPU fallback (OperatorNotFound)"
         frames = traceback.extract_tb(exc.__traceback__)
-        if any(f.name == "backward" and "torch" in f.filename for f in frames) and \
-                isinstance(exc, RuntimeError):
-            return ("torchax: the training backward cannot run through torch autograd: ops "
-                    "lowered at the torch-function level (F.linear, einsum, SDPA) return "
-                    "tensors with no grad_fn")
+        if any(f.name == "backward" and "torch" in f.filename for f in frames) and isinstance(
+            exc, RuntimeError
+        ):
+            return (
+                "torchax: the training backward cannot run through torch autograd: ops "
+                "lowered at the torch-function level (F.linear, einsum, SDPA) return "
+                "tensors with no grad_fn"
+            )
         return None
 
     def strict_note(self) -> str:
-        return "always strict: torchax has no CPU fallback (a missing lowering raises " \
-               "OperatorNotFound)"
+        return (
+            "always strict: torchax has no CPU fallback (a missing lowering raises "
+            "OperatorNotFound)"
+        )

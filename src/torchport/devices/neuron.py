@@ -11,8 +11,7 @@ from torchport.devices.base import DeviceAdapter
 def _as_counts(ops) -> dict:
     """The op tracking API may give {op: count} or a list of names (count unknown: None)."""
     if isinstance(ops, dict):
-        return {str(op): (int(n) if isinstance(n, (int, float)) else None)
-                for op, n in ops.items()}
+        return {str(op): (int(n) if isinstance(n, (int, float)) else None) for op, n in ops.items()}
     return {str(op): None for op in ops or ()}
 
 
@@ -32,6 +31,7 @@ class NeuronAdapter(DeviceAdapter):
         except ImportError:
             return False, "torch_neuronx is not installed (Trainium/Inferentia hosts only)"
         import torch
+
         mod = getattr(torch, "neuron", None)
         if mod is None or not mod.is_available():
             return False, "torch_neuronx imported but no Neuron device is visible"
@@ -43,12 +43,17 @@ class NeuronAdapter(DeviceAdapter):
 
     def device_info(self):
         import torch
-        return {"device_type": "neuron", "device_name": "trainium",
-                "device_count": torch.neuron.device_count()}
+
+        return {
+            "device_type": "neuron",
+            "device_name": "trainium",
+            "device_count": torch.neuron.device_count(),
+        }
 
     def start_fallback_tracking(self):
         try:
             import torch_neuronx
+
             torch_neuronx.clear_op_tracking()
         except (ImportError, AttributeError):
             pass  # fallback_ops() then answers None: no tracking to trust
@@ -56,6 +61,7 @@ class NeuronAdapter(DeviceAdapter):
     def fallback_ops(self):
         try:
             import torch_neuronx
+
             return _as_counts(torch_neuronx.get_fallback_ops())
         except Exception:
             return None
@@ -63,6 +69,7 @@ class NeuronAdapter(DeviceAdapter):
     def executed_ops(self):
         try:
             import torch_neuronx
+
             return _as_counts(torch_neuronx.get_executed_ops())
         except Exception:
             return None

@@ -15,8 +15,8 @@ import os
 from torchport.devices.base import DeviceAdapter
 
 MODULE_ENV = "TORCHPORT_PRIVATEUSE1_MODULE"
-UNCLAIMED = "privateuseone"   # torch's name for PrivateUse1 before a backend renames it
-GENERIC = "privateuse1"       # this adapter's own name (``--device privateuse1``)
+UNCLAIMED = "privateuseone"  # torch's name for PrivateUse1 before a backend renames it
+GENERIC = "privateuse1"  # this adapter's own name (``--device privateuse1``)
 
 
 def load_backend() -> None:
@@ -33,6 +33,7 @@ def registered_name() -> str | None:
     try:
         load_backend()
         import torch
+
         name = torch._C._get_privateuse1_backend_name()  # private: guarded
     except Exception:
         return None
@@ -50,6 +51,7 @@ class PrivateUse1Adapter(DeviceAdapter):
     @property
     def torch_type(self) -> str:  # type: ignore[override]
         import torch
+
         return torch._C._get_privateuse1_backend_name()
 
     def _load(self) -> None:
@@ -59,12 +61,15 @@ class PrivateUse1Adapter(DeviceAdapter):
         try:
             self._load()
             import torch
+
             backend = torch._C._get_privateuse1_backend_name()  # private: guarded
         except (ImportError, AttributeError) as exc:
             return False, f"cannot load or name the PrivateUse1 backend: {exc!r}"
         if backend == UNCLAIMED:
-            return False, ("no PrivateUse1 backend is registered (install one that autoloads, "
-                           f"or name its module in {MODULE_ENV})")
+            return False, (
+                "no PrivateUse1 backend is registered (install one that autoloads, "
+                f"or name its module in {MODULE_ENV})"
+            )
         mod = self.module()
         if mod is None or not getattr(mod, "is_available", lambda: True)():
             return False, f"PrivateUse1 backend '{backend}' has no available device module"
@@ -77,8 +82,12 @@ class PrivateUse1Adapter(DeviceAdapter):
     def device_info(self):
         mod = self.module()
         count = getattr(mod, "device_count", lambda: 0)() if mod is not None else 0
-        return {"device_type": self.torch_type, "device_name": self.torch_type,
-                "device_count": count, "dispatch_key": "PrivateUse1",
-                "privateuse1_backend": self.torch_type,
-                "adapter": f"{GENERIC} (generic: torchport has no adapter of its own for "
-                           f"'{self.torch_type}')"}
+        return {
+            "device_type": self.torch_type,
+            "device_name": self.torch_type,
+            "device_count": count,
+            "dispatch_key": "PrivateUse1",
+            "privateuse1_backend": self.torch_type,
+            "adapter": f"{GENERIC} (generic: torchport has no adapter of its own for "
+            f"'{self.torch_type}')",
+        }

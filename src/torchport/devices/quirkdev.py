@@ -46,10 +46,12 @@ def _host_inside(op, *args, **kwargs):
     inside the device op; the backend itself reports the op as its own kernel."""
     import torch
     from torch.utils._pytree import tree_map
+
     device = next(a.device for a in args if isinstance(a, torch.Tensor))
 
     def to_host(x):
         return x.cpu() if isinstance(x, torch.Tensor) and x.device == device else x
+
     out = op(*tree_map(to_host, args), **tree_map(to_host, kwargs))
     return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, out)
 
@@ -68,6 +70,7 @@ def _patch_module_to() -> None:
     import functools
 
     import torch
+
     original = torch.nn.Module.to
 
     @functools.wraps(original)
@@ -75,12 +78,17 @@ def _patch_module_to() -> None:
         device = torch._C._nn._parse_to(*args, **kwargs)[0]
         if device is None or device.type != NAME:
             return original(self, *args, **kwargs)
-        kept = [(m, n, m._buffers[n]) for m in self.modules()
-                for n in m._non_persistent_buffers_set if m._buffers.get(n) is not None]
+        kept = [
+            (m, n, m._buffers[n])
+            for m in self.modules()
+            for n in m._non_persistent_buffers_set
+            if m._buffers.get(n) is not None
+        ]
         moved = original(self, *args, **kwargs)
         for module, name, buffer in kept:
             module._buffers[name] = buffer
         return moved
+
     setattr(torch.nn.Module, "to", to)  # noqa: B010 - patching is this quirk's point
 
 
@@ -93,10 +101,12 @@ def install() -> None:
     import torch
 
     from torchport.devices import simdev_backend as sim
+
     replaced = {n.split(".")[0] for n in HOST_INSIDE + TRAINING_WRONG}
     native = set(sim.resolve_native_ops(None)) - replaced
-    sim.install(native_ops=sorted(native), name=NAME, fallback_message=MESSAGE,
-                silent_fallback=SILENT)
+    sim.install(
+        native_ops=sorted(native), name=NAME, fallback_message=MESSAGE, silent_fallback=SILENT
+    )
     lib = torch.library.Library("aten", "IMPL")
     for name in HOST_INSIDE:
         for overload in sim._overloads(name, strict=True):
@@ -104,8 +114,11 @@ def install() -> None:
     for name in TRAINING_WRONG:
         for overload in sim._overloads(name, strict=True):
             kernel = functools.partial(sim._native_kernel, overload)
-            lib.impl(overload, functools.partial(_batch_norm_training_wrong, overload, kernel),
-                     "PrivateUse1")
+            lib.impl(
+                overload,
+                functools.partial(_batch_norm_training_wrong, overload, kernel),
+                "PrivateUse1",
+            )
     _patch_module_to()
     _state["libs"].append(lib)
     _state["installed"] = True

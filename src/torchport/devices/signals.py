@@ -26,7 +26,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-UNNAMED = "(op not named)"   # a pattern without an ``op`` group matched: fallback, op unknown
+UNNAMED = "(op not named)"  # a pattern without an ``op`` group matched: fallback, op unknown
 ADAPTER, GENERIC = "adapter pattern", "generic pattern"
 # A fallback to the host, in any wording: "fall(s|ing) back", "fallback", "fall back to run".
 _FALLBACK = r"(?:fall(?:s|ing)?[ -]?back|fallback)"
@@ -51,7 +51,7 @@ class Messages:
 
     ops: Counter = field(default_factory=Counter)
     texts: list = field(default_factory=list)
-    sources: dict = field(default_factory=dict)   # op -> {ADAPTER, GENERIC}: who heard it
+    sources: dict = field(default_factory=dict)  # op -> {ADAPTER, GENERIC}: who heard it
 
     def feed(self, patterns: list[tuple[re.Pattern, str]], text: str) -> bool:
         for pattern, source in patterns:
@@ -71,8 +71,9 @@ class Messages:
 
 def compile_patterns(patterns) -> list[tuple[re.Pattern, str]]:
     """The adapter's own patterns first (documented wording), then the generic ones."""
-    return [(re.compile(p), ADAPTER) for p in patterns] + \
-        [(re.compile(p), GENERIC) for p in GENERIC_PATTERNS]
+    return [(re.compile(p), ADAPTER) for p in patterns] + [
+        (re.compile(p), GENERIC) for p in GENERIC_PATTERNS
+    ]
 
 
 class _Handler(logging.Handler):
@@ -85,8 +86,8 @@ class _Handler(logging.Handler):
             self.messages.feed(self.patterns, record.getMessage())
 
 
-_HEARD = Messages()          # process-wide, see listen()
-_listening: dict = {}        # patterns -> (handler, previous showwarning)
+_HEARD = Messages()  # process-wide, see listen()
+_listening: dict = {}  # patterns -> (handler, previous showwarning)
 
 
 def heard() -> Messages:

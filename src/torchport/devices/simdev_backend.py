@@ -64,33 +64,128 @@ WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
 # tracing with an empty native set, plus common elementwise, reduction and random ops a young
 # backend ships first. A bare name covers every overload and the in-place variant (add, add_).
-DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
-    # memory, views, transfers
-    "empty", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold", "resize_", "set_",
-    "fill_", "zero_", "_local_scalar_dense", "cat", "index", "index_select",
-    "gather", "scatter", "scatter_add", "masked_fill", "masked_select", "nonzero", "where",
-    "arange",
-    # elementwise
-    "add", "sub", "mul", "div", "neg", "pow", "rsqrt", "sqrt", "exp", "log", "log1p", "abs",
-    "sign", "reciprocal", "remainder", "floor_divide", "addcmul", "addcdiv", "lerp", "clamp",
-    "clamp_min", "maximum", "minimum", "sin", "cos", "erf", "tanh", "sigmoid", "eq", "ne", "gt",
-    "ge", "lt", "le", "logical_not", "bitwise_and", "bitwise_or", "ceil", "floor", "round",
-    # activations and their backward
-    "relu", "threshold_backward", "gelu", "gelu_backward", "silu", "tanh_backward",
-    "hardtanh", "leaky_relu",
-    # matmul, convolution, pooling, normalisation
-    "mm", "bmm", "addmm", "baddbmm", "convolution_overrideable",
-    "convolution_backward_overrideable", "max_pool2d_with_indices",
-    "max_pool2d_with_indices_backward", "native_batch_norm", "native_batch_norm_backward",
-    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "native_layer_norm_backward", "native_group_norm_backward", "var_mean",
-    # reductions, softmax, loss
-    "sum", "mean", "amax", "max", "min", "argmax", "prod", "linalg_vector_norm", "sort", "topk",
-    "histc", "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
-    "nll_loss_forward", "nll_loss_backward", "mse_loss", "mse_loss_backward", "flip",
-    # random (computed with the CPU generator, so seeded runs match the CPU)
-    "normal_", "uniform_", "bernoulli_", "random_", "native_dropout", "native_dropout_backward",
-))
+DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(
+    f"aten::{n}"
+    for n in (
+        # memory, views, transfers
+        "empty",
+        "empty_strided",
+        "as_strided",
+        "view",
+        "_reshape_alias",
+        "unfold",
+        "resize_",
+        "set_",
+        "fill_",
+        "zero_",
+        "_local_scalar_dense",
+        "cat",
+        "index",
+        "index_select",
+        "gather",
+        "scatter",
+        "scatter_add",
+        "masked_fill",
+        "masked_select",
+        "nonzero",
+        "where",
+        "arange",
+        # elementwise
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "neg",
+        "pow",
+        "rsqrt",
+        "sqrt",
+        "exp",
+        "log",
+        "log1p",
+        "abs",
+        "sign",
+        "reciprocal",
+        "remainder",
+        "floor_divide",
+        "addcmul",
+        "addcdiv",
+        "lerp",
+        "clamp",
+        "clamp_min",
+        "maximum",
+        "minimum",
+        "sin",
+        "cos",
+        "erf",
+        "tanh",
+        "sigmoid",
+        "eq",
+        "ne",
+        "gt",
+        "ge",
+        "lt",
+        "le",
+        "logical_not",
+        "bitwise_and",
+        "bitwise_or",
+        "ceil",
+        "floor",
+        "round",
+        # activations and their backward
+        "relu",
+        "threshold_backward",
+        "gelu",
+        "gelu_backward",
+        "silu",
+        "tanh_backward",
+        "hardtanh",
+        "leaky_relu",
+        # matmul, convolution, pooling, normalisation
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "convolution_overrideable",
+        "convolution_backward_overrideable",
+        "max_pool2d_with_indices",
+        "max_pool2d_with_indices_backward",
+        "native_batch_norm",
+        "native_batch_norm_backward",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "native_layer_norm_backward",
+        "native_group_norm_backward",
+        "var_mean",
+        # reductions, softmax, loss
+        "sum",
+        "mean",
+        "amax",
+        "max",
+        "min",
+        "argmax",
+        "prod",
+        "linalg_vector_norm",
+        "sort",
+        "topk",
+        "histc",
+        "_softmax",
+        "_softmax_backward_data",
+        "_log_softmax",
+        "_log_softmax_backward_data",
+        "nll_loss_forward",
+        "nll_loss_backward",
+        "mse_loss",
+        "mse_loss_backward",
+        "flip",
+        # random (computed with the CPU generator, so seeded runs match the CPU)
+        "normal_",
+        "uniform_",
+        "bernoulli_",
+        "random_",
+        "native_dropout",
+        "native_dropout_backward",
+    )
+)
 
 # Left out on purpose, so that the smoke suite shows realistic fallback (op -> who falls back).
 # The MLP and the conv net stay clean in eager and compile: the on-device baseline.
@@ -108,10 +203,10 @@ class SimdevFallbackWarning(UserWarning):
 # ---------------------------------------------------------------------------------------------
 # Tracking (the Neuron API)
 
-_lock = threading.Lock()                     # backward runs on the autograd device thread
+_lock = threading.Lock()  # backward runs on the autograd device thread
 _executed_counts: collections.Counter[str] = collections.Counter()
 _fallback_counts: collections.Counter[str] = collections.Counter()
-_warned: set[str] = set()                    # once per op type per process, as Neuron logs
+_warned: set[str] = set()  # once per op type per process, as Neuron logs
 
 
 def get_executed_ops() -> dict[str, int]:
@@ -151,12 +246,12 @@ class _Entry:
     __slots__ = ("host", "device_ref")
 
     def __init__(self, host: torch.UntypedStorage, device: torch.UntypedStorage):
-        self.host = host                       # CPU bytes
+        self.host = host  # CPU bytes
         self.device_ref = weakref.ref(device)  # the simdev storage they belong to
 
 
-_table: dict[int, _Entry] = {}     # device storage _cdata -> entry
-_by_host: dict[int, int] = {}      # host storage _cdata -> device storage _cdata
+_table: dict[int, _Entry] = {}  # device storage _cdata -> entry
+_by_host: dict[int, int] = {}  # host storage _cdata -> device storage _cdata
 
 
 def _forget(device_key: int, host_key: int) -> None:
@@ -229,12 +324,16 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
 
 
 def _same_layout(d: torch.Tensor, h: torch.Tensor) -> bool:
-    return (d.size() == h.size() and d.stride() == h.stride()
-            and d.storage_offset() == h.storage_offset())
+    return (
+        d.size() == h.size()
+        and d.stride() == h.stride()
+        and d.storage_offset() == h.storage_offset()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Running an op on the side-table bytes (shared by own kernels and the fallback)
+
 
 def _name() -> str:
     return _state["name"]
@@ -265,7 +364,7 @@ def _device_compute():
 
 def _execute(op, args, kwargs):
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (simdev arg, its CPU alias)
-    cpu_args: set[int] = set()                           # storages of genuine CPU args
+    cpu_args: set[int] = set()  # storages of genuine CPU args
 
     def to_host(x):
         if _is_simdev(x):
@@ -277,7 +376,7 @@ def _execute(op, args, kwargs):
         if isinstance(x, torch.UntypedStorage) and x.device.type == _state["name"]:
             return _host_storage(x)
         if isinstance(x, torch.device) and x.type == _state["name"]:
-            return torch.device("cpu")   # factories: empty, empty_strided, ...
+            return torch.device("cpu")  # factories: empty, empty_strided, ...
         return x
 
     out = op(*tree_map(to_host, args), **tree_map(to_host, kwargs))
@@ -328,6 +427,7 @@ def _wrong_kernel(op, *args, **kwargs):
         elif _is_simdev(x):
             _host_view(x).add_(1)
         return x
+
     tree_map(spoil, value)
     return value
 
@@ -335,8 +435,7 @@ def _wrong_kernel(op, *args, **kwargs):
 def _planted_wrong(overload) -> bool:
     names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
     base = overload._schema.name.removeprefix("aten::")
-    return bool(names & {base, base.removesuffix("_"),
-                         f"{base}.{overload._overloadname}"})
+    return bool(names & {base, base.removesuffix("_"), f"{base}.{overload._overloadname}"})
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
@@ -363,14 +462,16 @@ def _enter_fallback(name: str) -> None:
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise NotImplementedError(
             f"Operator '{name}' is not implemented on {_name()} and the CPU fallback is off "
-            f"({STRICT_ENV}=1)")
+            f"({STRICT_ENV}=1)"
+        )
     if _normalize(name) in _state["silent"]:
         return
     _record(name, fallback=True)
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(_state["message"].format(op=name, device=_name()),
-                      SimdevFallbackWarning, stacklevel=3)
+        warnings.warn(
+            _state["message"].format(op=name, device=_name()), SimdevFallbackWarning, stacklevel=3
+        )
 
 
 def _fallback(op, *args, **kwargs):
@@ -381,13 +482,33 @@ def _fallback(op, *args, **kwargs):
 # Ops that torch routes to a backend under another name: the CPU has no kernel for the name the
 # backend sees, so they are run through their CPU equivalent. ``*_overrideable`` ops even have a
 # composite kernel that raises, so without an entry here the fallback would never see them.
-def _conv_backward_on_host(grad_out, inp, weight, stride, padding, dilation, transposed,
-                           output_padding, groups, output_mask):
+def _conv_backward_on_host(
+    grad_out,
+    inp,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     # weight: (out, in/groups, kh, kw), or (in, out/groups, kh, kw) when transposed
     bias_sizes = [weight.size(1) * groups if transposed else weight.size(0)]
     return torch.ops.aten.convolution_backward.default(
-        grad_out, inp, weight, bias_sizes, stride, padding, dilation, transposed,
-        output_padding, groups, output_mask)
+        grad_out,
+        inp,
+        weight,
+        bias_sizes,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask,
+    )
 
 
 def _histc_on_host(x, bins=100, min=0, max=0):
@@ -417,11 +538,12 @@ def _translated_kernel(name: str, host_fn, native: bool, *args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 # Choosing and registering the native set
 
+
 def _normalize(name: str) -> str:
     name = name.strip()
     for prefix in ("aten::", "aten.", "torch.ops.aten."):
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -455,8 +577,9 @@ def _overloads(name: str, *, strict: bool) -> list:
     Unknown names raise when ``strict`` (a user's list) and are skipped otherwise (the default
     set, should a torch release drop an op)."""
     packet_name, _, overload = name.partition(".")
-    packets = [packet_name] if overload or packet_name.endswith("_") else [packet_name,
-                                                                           packet_name + "_"]
+    packets = (
+        [packet_name] if overload or packet_name.endswith("_") else [packet_name, packet_name + "_"]
+    )
     found = []
     for p in packets:
         packet = getattr(torch.ops.aten, p, None)
@@ -483,12 +606,20 @@ def _is_dispatcher_op(op) -> bool:
 def _native_kernels(names: frozenset[str]) -> list[tuple]:
     """(OpOverload, kernel) pairs to register for the native set; raises on unknown names."""
     # Transfers are always native: a device without them is no device.
-    kernels = [(torch.ops.aten._copy_from.default, _copy_from),
-               (torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize)]
+    kernels = [
+        (torch.ops.aten._copy_from.default, _copy_from),
+        (torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize),
+    ]
     # Translated ops are always registered; the native set decides how they are counted.
     for op_name, host_fn in _HOST_EQUIVALENTS.items():
-        kernels.append((getattr(torch.ops.aten, op_name).default, functools.partial(
-            _translated_kernel, f"aten::{op_name}", host_fn, op_name in names)))
+        kernels.append(
+            (
+                getattr(torch.ops.aten, op_name).default,
+                functools.partial(
+                    _translated_kernel, f"aten::{op_name}", host_fn, op_name in names
+                ),
+            )
+        )
     # _to_copy changes device: it must stay the composite that ends in _copy_from.
     skip = {"_copy_from", "_copy_from_and_resize", "_to_copy", *_HOST_EQUIVALENTS}
     for name in sorted(names):
@@ -498,7 +629,8 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
             # A backend kernel for a CompositeImplicitAutograd op would hide its autograd
             # formula (the op has none of its own): those must decompose, never be native.
             if torch._C._dispatch_has_kernel_for_dispatch_key(
-                    overload.name(), "CompositeImplicitAutograd"):
+                overload.name(), "CompositeImplicitAutograd"
+            ):
                 continue
             kernel = _wrong_kernel if _planted_wrong(overload) else _native_kernel
             kernels.append((overload, functools.partial(kernel, overload)))
@@ -508,6 +640,7 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
 # ---------------------------------------------------------------------------------------------
 # Device module (torch.simdev), compile backend, install
 
+
 def memory_allocated(device=None) -> int:
     """Bytes of device memory held now (all live device storages)."""
     return sum(e.host.nbytes() for e in list(_table.values()))
@@ -516,10 +649,13 @@ def memory_allocated(device=None) -> int:
 def _device_module() -> types.SimpleNamespace:
     """``torch.simdev``: what torch and the runner's adapter call on a device module."""
     return types.SimpleNamespace(
-        is_available=lambda: True, is_initialized=lambda: True, _is_in_bad_fork=lambda: False,
-        device_count=lambda: 1, current_device=lambda: 0,
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        _is_in_bad_fork=lambda: False,
+        device_count=lambda: 1,
+        current_device=lambda: 0,
         synchronize=lambda device=None: None,  # kernels finish before they return
-        manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        manual_seed_all=lambda seed: None,  # random ops use the CPU generator, seeded already
         # ... so the device's generator state is the CPU's (torch.testing's freeze_rng_state
         # saves and restores the current accelerator's state around seeded ops)
         get_rng_state=lambda device="simdev": torch.get_rng_state(),
@@ -533,31 +669,47 @@ def _shallow_copy_compatible(self: torch.Tensor, other: torch.Tensor) -> bool:
     # PrivateUse1 device Module.to() makes new Parameters instead of swapping data in place,
     # which unties tied weights (gpt2's wte / lm_head) and orphans optimizer state. simdev
     # answers as CUDA does; a real PrivateUse1 backend without this shows that failure.
-    return self.layout == torch.strided and other.layout == torch.strided and not (
-        self.is_meta or other.is_meta)
+    return (
+        self.layout == torch.strided
+        and other.layout == torch.strided
+        and not (self.is_meta or other.is_meta)
+    )
 
 
 def _simdev_compile(gm, example_inputs, **kwargs):
     """``torch.compile(backend="simdev")``: AOT autograd, graphs run as-is (like aot_eager)."""
     from torch._dynamo.backends.debugging import aot_eager
+
     return aot_eager(gm, example_inputs, **kwargs)
 
 
 def _register_compile_backend(name: str) -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
     if name not in _COMPILER_FNS:
         register_backend(compiler_fn=_simdev_compile, name=name)
 
 
 DEFAULT_MESSAGE = "Operator '{op}' executed via CPU fallback on {device}"
-_state: dict = {"fallback_lib": None, "device_lib": None, "native_lib": None, "native": None,
-                "name": DEVICE_NAME, "message": DEFAULT_MESSAGE, "silent": frozenset()}
+_state: dict = {
+    "fallback_lib": None,
+    "device_lib": None,
+    "native_lib": None,
+    "native": None,
+    "name": DEVICE_NAME,
+    "message": DEFAULT_MESSAGE,
+    "silent": frozenset(),
+}
 _install_lock = threading.Lock()
 
 
-def install(native_ops: Iterable[str] | None = None, *, name: str = DEVICE_NAME,
-            fallback_message: str = DEFAULT_MESSAGE,
-            silent_fallback: Iterable[str] = ()) -> None:
+def install(
+    native_ops: Iterable[str] | None = None,
+    *,
+    name: str = DEVICE_NAME,
+    fallback_message: str = DEFAULT_MESSAGE,
+    silent_fallback: Iterable[str] = (),
+) -> None:
     """Make ``name`` (default ``simdev``) a torch device in this process. Idempotent; a repeat
     call with another native set re-registers the kernels (the PrivateUse1 name itself can be
     set only once per process).
@@ -569,12 +721,17 @@ def install(native_ops: Iterable[str] | None = None, *, name: str = DEVICE_NAME,
     names = resolve_native_ops(native_ops)
     with _install_lock:
         if _state["fallback_lib"] is None:
-            _state.update(name=name, message=fallback_message,
-                          silent=frozenset(_normalize(n) for n in silent_fallback))
+            _state.update(
+                name=name,
+                message=fallback_message,
+                silent=frozenset(_normalize(n) for n in silent_fallback),
+            )
             _setup_device()
         elif name != _state["name"]:
-            raise RuntimeError(f"PrivateUse1 is already named {_state['name']!r} in this "
-                               f"process; cannot install {name!r} too")
+            raise RuntimeError(
+                f"PrivateUse1 is already named {_state['name']!r} in this "
+                f"process; cannot install {name!r} too"
+            )
         if _state["native"] != names:
             kernels = _native_kernels(names)  # validate before dropping the kernels in place
             if _state["native_lib"] is not None:
@@ -592,16 +749,19 @@ def native_ops() -> frozenset[str]:
 
 def _setup_device() -> None:
     from torch.utils import backend_registration
+
     setup = getattr(backend_registration, "_setup_privateuseone_for_python_backend", None)
     if setup is None or not hasattr(torch._C, "_acc"):
         raise RuntimeError(
             f"simdev needs torch's PrivateUse1 Python-backend hooks (torch 2.10+); torch "
-            f"{torch.__version__} lacks _setup_privateuseone_for_python_backend")
+            f"{torch.__version__} lacks _setup_privateuseone_for_python_backend"
+        )
     current = torch._C._get_privateuse1_backend_name()
     if current != "privateuseone":
         raise RuntimeError(
             f"PrivateUse1 is already named {current!r} in this process; simdev can only be "
-            f"installed in a process whose PrivateUse1 backend is still unclaimed")
+            f"installed in a process whose PrivateUse1 backend is still unclaimed"
+        )
     setup(_state["name"], backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
     fallback_lib.fallback(_fallback, "PrivateUse1")

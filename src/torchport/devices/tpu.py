@@ -35,8 +35,10 @@ class TPUAdapter(DeviceAdapter):
     default_compile_backend = "tpu"
     backend_packages = ("torch_tpu", "libtpu")
     strict_env = {STRICT_ENV: "1"}  # read in prepare(): the switch is a Python attribute
-    fallback_patterns = (r"Operator '(?P<op>[^']+)' is not implemented for TPU\. "
-                         r"Falling back to CPU",)
+    fallback_patterns = (
+        r"Operator '(?P<op>[^']+)' is not implemented for TPU\. "
+        r"Falling back to CPU",
+    )
 
     def __init__(self):
         self.found_precision: str | None = None
@@ -44,31 +46,39 @@ class TPUAdapter(DeviceAdapter):
 
     def availability(self):
         from importlib import metadata
+
         try:
             version = metadata.version("torch_tpu")
         except metadata.PackageNotFoundError:
             return False, "torch_tpu is not installed (pip install torch_tpu; TPU hosts only)"
         import torch
+
         mod = getattr(torch, "tpu", None)
         if mod is None:
             chips = _chips_on_bus()
-            return False, (f"torch_tpu {version} installed; no TPU chips found ({chips}), so "
-                           "it registered no 'tpu' device")
+            return False, (
+                f"torch_tpu {version} installed; no TPU chips found ({chips}), so "
+                "it registered no 'tpu' device"
+            )
         try:
             count = torch.accelerator.device_count()  # torch.tpu.is_available refuses callers
         except Exception:
             count = getattr(mod, "device_count", lambda: 0)()
         if not count:
-            return False, (f"torch_tpu {version} installed; no TPU chips found "
-                           f"({_chips_on_bus()}): torch.tpu is there but no 'tpu' device is")
+            return False, (
+                f"torch_tpu {version} installed; no TPU chips found "
+                f"({_chips_on_bus()}): torch.tpu is there but no 'tpu' device is"
+            )
         return True, f"torch_tpu {version}: {count} TPU chip(s)"
 
     def prepare(self):
         super().prepare()
         import torch
+
         try:
             import torch_tpu  # noqa: F401  (autoloaded already unless autoload is off)
             from torch_tpu import _loader
+
             _loader.load()
         except ImportError:
             pass
@@ -90,6 +100,7 @@ class TPUAdapter(DeviceAdapter):
             if text.startswith(WARNING_PREFIX) and len(heard) < 200:
                 heard.append(text[:300])
             return previous(message, category, filename, lineno, file, line)
+
         warnings.showwarning = showwarning
 
     def backend_warnings(self) -> list[str]:
@@ -98,6 +109,7 @@ class TPUAdapter(DeviceAdapter):
 
     def synchronize(self):
         import torch
+
         torch.tpu.synchronize()
 
     @property
@@ -107,6 +119,7 @@ class TPUAdapter(DeviceAdapter):
     def peak_memory_bytes(self):
         try:
             import torch
+
             return int(torch.accelerator.max_memory_allocated())
         except Exception:
             return None
@@ -114,6 +127,7 @@ class TPUAdapter(DeviceAdapter):
     def peak_memory_reason(self):
         try:
             import torch
+
             summary = torch.tpu._hbm_usage_summary()
         except Exception as exc:
             return f"no peak memory from torch.accelerator or torch.tpu ({type(exc).__name__})"
@@ -121,6 +135,7 @@ class TPUAdapter(DeviceAdapter):
 
     def device_info(self):
         import torch
+
         mod = getattr(torch, "tpu", None)
         if mod is None:
             return {"device_type": "tpu", "device_count": 0, "chips_on_bus": _chips_on_bus()}
@@ -131,11 +146,14 @@ class TPUAdapter(DeviceAdapter):
 
     def numerics(self):
         import torch
+
         found = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
         if self.found_precision is not None:
             found["tpu_matmul_precision_found"] = self.found_precision
-            found["note"] = (f"TorchTPU's float32 matmul precision was {self.found_precision!r}"
-                             f"; set to {PARITY_PRECISION!r} for parity")
+            found["note"] = (
+                f"TorchTPU's float32 matmul precision was {self.found_precision!r}"
+                f"; set to {PARITY_PRECISION!r} for parity"
+            )
         mod = getattr(torch, "tpu", None)
         with contextlib.suppress(Exception):
             found["tpu_eager_mode"] = str(mod.eager_mode)
@@ -148,9 +166,13 @@ class TPUAdapter(DeviceAdapter):
     def compile_cache_counters(self):
         try:
             import torch
+
             mod = torch.tpu
-            return {"requests": int(mod._get_cache_requests()),
-                    "hits": int(mod._get_cache_hits()), "misses": int(mod._get_cache_misses())}
+            return {
+                "requests": int(mod._get_cache_requests()),
+                "hits": int(mod._get_cache_hits()),
+                "misses": int(mod._get_cache_misses()),
+            }
         except Exception as exc:
             return f"unavailable: torch.tpu cache counters: {type(exc).__name__}: {exc}"
 
@@ -158,6 +180,7 @@ class TPUAdapter(DeviceAdapter):
 def _chips_on_bus() -> str:
     try:
         from torch_tpu._internal.utils import hardware  # private: guarded
+
         return f"{hardware.get_tpu_device_count()} on the PCI bus"
     except Exception as exc:
         return f"could not scan the PCI bus: {type(exc).__name__}"

@@ -23,9 +23,12 @@ import os
 
 from torchport.devices.base import DeviceAdapter
 
-CACHE_COUNTERS = {"cached_compile": "CachedCompile", "persistent_cache_hit": "PersistentCacheHit",
-                  "persistent_cache_miss": "PersistentCacheMiss",
-                  "persistent_cache_load": "PersistentCacheLoad"}
+CACHE_COUNTERS = {
+    "cached_compile": "CachedCompile",
+    "persistent_cache_hit": "PersistentCacheHit",
+    "persistent_cache_miss": "PersistentCacheMiss",
+    "persistent_cache_load": "PersistentCacheLoad",
+}
 
 
 class XLAAdapter(DeviceAdapter):
@@ -53,10 +56,12 @@ class XLAAdapter(DeviceAdapter):
     def prepare(self):
         super().prepare()
         import torch_xla  # noqa: F401  (registers the device)
+
         path = os.environ.get(self.cache_env_var)
         if path:  # the compile probe's cold/warm cache: torch_xla reads it only when told
             try:
                 import torch_xla.runtime as xr
+
                 xr.initialize_cache(path, readonly=False)
             except Exception:  # an initialised cache or an old torch_xla: counters say so
                 pass
@@ -67,6 +72,7 @@ class XLAAdapter(DeviceAdapter):
     def synchronize(self):
         import torch_xla
         import torch_xla.core.xla_model as xm
+
         sync = getattr(torch_xla, "sync", None) or xm.mark_step  # torch_xla.sync: 2.6+
         sync()
         xm.wait_device_ops()
@@ -78,6 +84,7 @@ class XLAAdapter(DeviceAdapter):
     def peak_memory_bytes(self):
         try:
             import torch_xla.core.xla_model as xm
+
             return int(xm.get_memory_info(self._device())["peak_bytes_used"])
         except Exception:
             return None
@@ -85,6 +92,7 @@ class XLAAdapter(DeviceAdapter):
     def peak_memory_reason(self):
         try:
             import torch_xla.core.xla_model as xm
+
             info = xm.get_memory_info(self._device())
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -94,6 +102,7 @@ class XLAAdapter(DeviceAdapter):
     def _device(self):
         import torch_xla
         import torch_xla.core.xla_model as xm
+
         make = getattr(torch_xla, "device", None) or xm.xla_device
         return make()
 
@@ -101,21 +110,28 @@ class XLAAdapter(DeviceAdapter):
         try:
             import torch_xla.core.xla_model as xm
             import torch_xla.runtime as xr
-            return {"device_type": "xla", "device_name": xm.xla_device_hw(self._device()),
-                    "device_count": xr.global_runtime_device_count(),
-                    "pjrt_device": os.environ.get("PJRT_DEVICE")}
+
+            return {
+                "device_type": "xla",
+                "device_name": xm.xla_device_hw(self._device()),
+                "device_count": xr.global_runtime_device_count(),
+                "pjrt_device": os.environ.get("PJRT_DEVICE"),
+            }
         except Exception as exc:
             return {"device_type": "xla", "device_count": 0, "error": repr(exc)}
 
     def strict_note(self):
-        return ("unavailable: torch_xla has no switch that makes CPU fallback raise (checked "
-                "2.9.0); host ops are named from its counters and graded instead")
+        return (
+            "unavailable: torch_xla has no switch that makes CPU fallback raise (checked "
+            "2.9.0); host ops are named from its counters and graded instead"
+        )
 
     # Fallback signals: torch_xla counts every op it ran on the host as a counter "aten::<op>";
     # executed_fallback_ops() names them.
     def start_fallback_tracking(self):
         try:
             import torch_xla.debug.metrics as met
+
             met.clear_all()
         except (ImportError, AttributeError):
             pass
@@ -123,6 +139,7 @@ class XLAAdapter(DeviceAdapter):
     def fallback_ops(self):
         try:
             import torch_xla.debug.metrics as met
+
             ops = met.executed_fallback_ops()
         except Exception:
             return None

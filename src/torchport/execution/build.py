@@ -29,16 +29,20 @@ def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
 
 def step_info(workload: Workload) -> dict:
     """findings["step"]: what one step is and the mode the model runs it in."""
-    return {"kind": "training forward+backward" if workload.trains else "inference forward",
-            "mode": "train" if workload.trains else "eval"}
+    return {
+        "kind": "training forward+backward" if workload.trains else "inference forward",
+        "mode": "train" if workload.trains else "eval",
+    }
 
 
-def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype,
-                 host_scope=None) -> Workload:
+def build_placed(
+    case: Case, *, seed: int, size: Size, device: str, dtype, host_scope=None
+) -> Workload:
     """Built on the CPU (under ``host_scope``: see ``DeviceAdapter.host_scope``), placed."""
     import contextlib
 
     from torchport.execution.steps import place
+
     with (host_scope or contextlib.nullcontext)():
         workload = build_workload(case, seed=seed, size=size)
     return place(workload, device, dtype, host_scope=host_scope)

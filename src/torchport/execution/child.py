@@ -33,8 +33,10 @@ SUPERVISOR_PID_ENV = "TORCHPORT_SUPERVISOR_PID"
 # ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
 # there would shadow the standard library inside every child. Drop that entry, then run the
 # module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
-_BOOTSTRAP = ("import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
-              "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+_BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 class BadEvent(ValueError):
@@ -44,19 +46,26 @@ class BadEvent(ValueError):
 class Child:
     """``python -m MODULE ARGS --fd N``, supervised."""
 
-    def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None,
-                 log_dir: str, name: str):
+    def __init__(
+        self, module: str, args: list[str], *, env: dict[str, str] | None, log_dir: str, name: str
+    ):
         read_fd, write_fd = os.pipe()
         self.log: IO[bytes] = tempfile.NamedTemporaryFile(
-            "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False)
+            "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False
+        )
         self.started = clock()
         # The child's watchdog watches this pid, not whatever parent it finds once it is up:
         # a supervisor killed while the child was still starting is noticed too.
         env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), env=env, start_new_session=True)
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
         os.close(write_fd)
         self.reader = LineReader(read_fd)
         self.returncode: int | None = None
@@ -165,8 +174,9 @@ def describe_exit(code: int | None) -> str:
         return "not started"
     if code < 0:
         name = signal.Signals(-code).name
-        hint = " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" \
-            else ""
+        hint = (
+            " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" else ""
+        )
         return f"signal {name}{hint}"
     return f"exit code {code}"
 

@@ -41,17 +41,20 @@ def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
             get_scheduling_for_device,
             init_backend_registration,
         )
+
         init_backend_registration()
         found = get_scheduling_for_device(device_type) is not None
     except Exception as exc:
         return None, f"unavailable: Inductor's code generator registry: {exc!r}"
-    return found, ("Inductor has a code generator for" if found else
-                   "Inductor has no code generator for") + f" device '{device_type}'"
+    return found, (
+        "Inductor has a code generator for" if found else "Inductor has no code generator for"
+    ) + f" device '{device_type}'"
 
 
 def registered_backends() -> list[str]:
     """Every registered dynamo backend a user could name (torch's test-only ones left out)."""
     import torch
+
     try:
         names = torch._dynamo.list_backends(exclude_tags=())
     except Exception:
@@ -65,12 +68,14 @@ def _backend_packages() -> set[str]:
     from importlib.metadata import entry_points
 
     from torchport.devices.privateuse1 import MODULE_ENV
+
     found = set()
     if os.environ.get(MODULE_ENV):
         found.add(os.environ[MODULE_ENV].split(".")[0])
     try:
-        found |= {ep.value.split(":")[0].split(".")[0]
-                  for ep in entry_points(group="torch.backends")}
+        found |= {
+            ep.value.split(":")[0].split(".")[0] for ep in entry_points(group="torch.backends")
+        }
     except Exception:
         pass
     return found - {"torch"}
@@ -107,16 +112,20 @@ def choose(adapter, requested: str | None) -> Choice:
         return Choice(adapter.default_compile_backend, f"the {adapter.name} adapter's default")
     generates, why = inductor_generates_for(device_type)
     if generates is not False:
-        return Choice(INDUCTOR, "--compile-backend" if requested else
-                      why if generates else f"the default; {why}")
+        return Choice(
+            INDUCTOR,
+            "--compile-backend" if requested else why if generates else f"the default; {why}",
+        )
     if requested:
-        raise NoCompileBackend(f"{why}, so --compile-backend inductor cannot compile for it; "
-                               f"registered backends: {', '.join(registered_backends())}")
+        raise NoCompileBackend(
+            f"{why}, so --compile-backend inductor cannot compile for it; "
+            f"registered backends: {', '.join(registered_backends())}"
+        )
     own = device_own_backend(device_type)
     if own:
-        return Choice(own, f"{why}; the device's package registers torch.compile backend "
-                           f"'{own}'")
+        return Choice(own, f"{why}; the device's package registers torch.compile backend '{own}'")
     raise NoCompileBackend(
         f"{why} and the backend registers no torch.compile backend of its own; registered "
         f"backends: {', '.join(registered_backends())}; choose one with --compile-backend NAME "
-        "(aot_eager runs the captured graphs as they are)")
+        "(aot_eager runs the captured graphs as they are)"
+    )

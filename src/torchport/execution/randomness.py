@@ -25,15 +25,39 @@ import functools
 import threading
 
 METHOD = "cpu-masks"
-DESCRIPTION = ("dropout masks drawn on the CPU from (seed, call index) and applied identically "
-               "on every side; other random ops only seeded (torch.manual_seed per step)")
+DESCRIPTION = (
+    "dropout masks drawn on the CPU from (seed, call index) and applied identically "
+    "on every side; other random ops only seeded (torch.manual_seed per step)"
+)
 # Random ops the generator feeds (packets). Masks made here are not counted.
-RANDOM_OPS = frozenset(f"aten.{n}" for n in (
-    "bernoulli", "bernoulli_", "native_dropout", "rand", "rand_like", "randn", "randn_like",
-    "randint", "randint_like", "randperm", "normal", "normal_", "uniform_", "exponential_",
-    "geometric_", "cauchy_", "log_normal_", "random_", "multinomial", "_fused_dropout",
-    "poisson", "rrelu_with_noise", "_standard_gamma",
-))
+RANDOM_OPS = frozenset(
+    f"aten.{n}"
+    for n in (
+        "bernoulli",
+        "bernoulli_",
+        "native_dropout",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+        "randint_like",
+        "randperm",
+        "normal",
+        "normal_",
+        "uniform_",
+        "exponential_",
+        "geometric_",
+        "cauchy_",
+        "log_normal_",
+        "random_",
+        "multinomial",
+        "_fused_dropout",
+        "poisson",
+        "rrelu_with_noise",
+        "_standard_gamma",
+    )
+)
 _FEATURE_DIMS = {"dropout1d": 1, "dropout2d": 2, "dropout3d": 3}
 _state = threading.local()
 
@@ -41,13 +65,14 @@ _state = threading.local()
 def _keep_mask_impl(shape, p: float, device, dtype):
     """The next call's keep-mask: CPU generator, (seed, call index); made outside any graph."""
     import torch
+
     index = _state.calls
     _state.calls += 1
     _state.masked += 1
-    generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2 ** 63))
+    generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
     _state.making = True
     try:
-        keep = torch.rand(shape, generator=generator) >= p        # float32 draws on every side
+        keep = torch.rand(shape, generator=generator) >= p  # float32 draws on every side
     finally:
         _state.making = False
     return keep.to(device=device, dtype=dtype)
@@ -60,6 +85,7 @@ def _mask_fn():
     global _keep_mask
     if _keep_mask is None:
         import torch
+
         _keep_mask = torch.compiler.disable(_keep_mask_impl)
     return _keep_mask
 
@@ -67,15 +93,16 @@ def _mask_fn():
 def _masked(name: str, original):
     feature_dims = _FEATURE_DIMS.get(name)
 
-    @functools.wraps(original)   # also sets __wrapped__: the original, for nested blocks
+    @functools.wraps(original)  # also sets __wrapped__: the original, for nested blocks
     def dropout(input, p=0.5, training=True, inplace=False):
         if not (training and 0.0 < p < 1.0) or not getattr(_state, "active", False):
             return original(input, p, training, inplace)
         shape = tuple(input.shape)
-        if feature_dims and len(shape) > feature_dims:   # one draw per channel
-            shape = shape[:len(shape) - feature_dims] + (1,) * feature_dims
+        if feature_dims and len(shape) > feature_dims:  # one draw per channel
+            shape = shape[: len(shape) - feature_dims] + (1,) * feature_dims
         scale = _mask_fn()(shape, p, input.device, input.dtype) / (1.0 - p)
         return input.mul_(scale) if inplace else input * scale
+
     return dropout
 
 
@@ -87,6 +114,7 @@ def comparable(seed: int, *, reset: bool = True):
     """
     import torch
     import torch.nn.functional as F
+
     report = {"method": METHOD, "masked_calls": 0}
     if reset or not hasattr(_state, "calls"):
         _state.calls = 0
@@ -122,8 +150,9 @@ def watch_random_ops():
             self.ops: Counter = Counter()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = ".".join(str(func).split(".")[:2])   # aten.rand.default -> aten.rand
+            name = ".".join(str(func).split(".")[:2])  # aten.rand.default -> aten.rand
             if name in RANDOM_OPS and not making_mask():
                 self.ops[name] += 1
             return func(*args, **(kwargs or {}))
+
     return RandomOpWatch()

@@ -33,15 +33,23 @@ def main(argv=None) -> int:
     if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
         sys.path.append(os.environ[WORKLOAD_PATH_ENV])
     from torchport.execution import reference
+
     try:
         spec = reference.ReferenceSpec.from_json(args.spec)
         from torchport.cases.registry import find_case
+
         case = find_case(spec.suite, spec.case, workload=spec.workload)
         value = reference.compute(spec, case)
         reference.save(args.out, value)
     except Exception as exc:  # a failure is data for the worker, never a silent death
-        channel.emit({"event": "result", "ok": False, "type": type(exc).__name__,
-                      "message": f"{type(exc).__name__}: {exc}"[:2000]})
+        channel.emit(
+            {
+                "event": "result",
+                "ok": False,
+                "type": type(exc).__name__,
+                "message": f"{type(exc).__name__}: {exc}"[:2000],
+            }
+        )
         return 0
     channel.emit({"event": "result", "ok": True})
     return 0

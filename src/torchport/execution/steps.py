@@ -11,6 +11,7 @@ from torchport.cases.base import Workload
 
 def _move(value, device, dtype):
     import torch
+
     if isinstance(value, torch.Tensor):
         # Floating inputs follow the run's dtype; integer inputs (token ids) keep theirs.
         return value.to(device=device, dtype=dtype if value.is_floating_point() else None)
@@ -64,16 +65,28 @@ def place(workload: Workload, device: str, dtype, *, host_scope=None) -> Workloa
     meta = dict(workload.meta)
     if ties:
         retied = retie(model, ties)
-        meta["placement_ties"] = {"groups": ties, "retied": retied, "note": (
-            f"the move to {device} untied {', '.join(retied)}: re-tied" if retied else
-            "still tied after the move")}
-    return dataclasses.replace(workload, model=model, args=_move(workload.args, device, dtype),
-                               kwargs=_move(workload.kwargs, device, dtype), meta=meta)
+        meta["placement_ties"] = {
+            "groups": ties,
+            "retied": retied,
+            "note": (
+                f"the move to {device} untied {', '.join(retied)}: re-tied"
+                if retied
+                else "still tied after the move"
+            ),
+        }
+    return dataclasses.replace(
+        workload,
+        model=model,
+        args=_move(workload.args, device, dtype),
+        kwargs=_move(workload.kwargs, device, dtype),
+        meta=meta,
+    )
 
 
 def flatten_output(value, prefix: str = "out") -> dict:
     """Named floating-point tensors of a model output (tensor, tuple, dict or ModelOutput)."""
     import torch
+
     found = {}
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex():
@@ -94,6 +107,7 @@ def make_step(runner, module, workload: Workload, *, compared: Compared | None =
     (a torch.compile wrapper would prefix them). Returns detached named tensors.
     ``compared``: a step whose numbers are compared with the reference's (``Compared``).
     """
+
     def step() -> dict:
         if workload.trains:
             module.zero_grad(set_to_none=True)
@@ -108,6 +122,7 @@ def make_step(runner, module, workload: Workload, *, compared: Compared | None =
                 if param.grad is not None:
                     tensors[f"grad.{name}"] = param.grad.detach()
         return tensors
+
     return step if compared is None else compared.wrap(step, module)
 
 
@@ -122,9 +137,9 @@ class Compared:
 
     def __init__(self, seed: int):
         self.seed = seed
-        self.masked_calls = 0          # dropout calls masked in the last step
-        self.changed: list[str] = []   # buffer.* names the last step changed
-        self._placed: dict = {}        # id(module) -> its buffers as first wrapped
+        self.masked_calls = 0  # dropout calls masked in the last step
+        self.changed: list[str] = []  # buffer.* names the last step changed
+        self._placed: dict = {}  # id(module) -> its buffers as first wrapped
 
     def wrap(self, step, module):
         """Wrap ``step``; the state restored is the module's when it was first wrapped (the
@@ -132,11 +147,14 @@ class Compared:
         import torch
 
         from torchport.execution.randomness import comparable
+
         buffers = {n: b for n, b in module.named_buffers() if b.is_floating_point()}
         if id(module) not in self._placed:
             with torch.no_grad():
-                self._placed[id(module)] = (module, {n: b.detach().clone()
-                                                     for n, b in buffers.items()})
+                self._placed[id(module)] = (
+                    module,
+                    {n: b.detach().clone() for n, b in buffers.items()},
+                )
         placed = self._placed[id(module)][1]
 
         def compared_step() -> dict:
@@ -146,15 +164,18 @@ class Compared:
             with comparable(self.seed) as report:
                 tensors = step()
             self.masked_calls = report["masked_calls"]
-            self.changed = [f"buffer.{n}" for n, b in buffers.items()
-                            if not torch.equal(b, placed[n])]
+            self.changed = [
+                f"buffer.{n}" for n, b in buffers.items() if not torch.equal(b, placed[n])
+            ]
             tensors.update({f"buffer.{n}": b.detach().clone() for n, b in buffers.items()})
             return tensors
+
         return compared_step
 
 
-def first_compiled_step(compile_fn, module, workload: Workload, *,
-                        compared: Compared | None = None):
+def first_compiled_step(
+    compile_fn, module, workload: Workload, *, compared: Compared | None = None
+):
     """``compile_fn(module)`` (torch.compile: its first call in a process imports dynamo and
     inductor, a wait the user meets too) and the first step through the result, which
     compiles. Returns (runner, step); that step's outputs are dropped."""

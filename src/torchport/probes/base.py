@@ -31,9 +31,9 @@ class Subject:
     adapter: DeviceAdapter
     device: str
     dtype: torch.dtype
-    workload: Workload       # device-side Workload (args/kwargs moved)
+    workload: Workload  # device-side Workload (args/kwargs moved)
     model: torch.nn.Module
-    runner: Callable[..., Any]   # the model, or its torch.compile wrapper
+    runner: Callable[..., Any]  # the model, or its torch.compile wrapper
     step: Callable[[], dict]
     make_runner: Callable[[], Any]
     emit: Callable[[dict], None] = lambda event: None

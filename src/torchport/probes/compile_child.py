@@ -37,6 +37,7 @@ def place_on(workload, spec: dict, device: str, host_scope=None):
     import torch
 
     from torchport.execution.steps import place
+
     return place(workload, device, getattr(torch, spec["dtype"]), host_scope=host_scope)
 
 
@@ -50,22 +51,40 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     from torchport.cases.base import Size
     from torchport.execution.steps import first_compiled_step, make_step
     from torchport.timing import timed
+
     sync = adapter.synchronize
-    workload = staged(emit, "build", lambda: build_workload(
-        case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))))
+    workload = staged(
+        emit,
+        "build",
+        lambda: build_workload(
+            case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))
+        ),
+    )
     ready()
-    placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device(),
-                                                    adapter.host_scope))
+    placed = staged(
+        emit, "place", lambda: place_on(workload, spec, adapter.device(), adapter.host_scope)
+    )
     model = placed.model
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
     cm.start_recording()
-    (_, step), first_s = staged(emit, "compile", lambda: timed(lambda: first_compiled_step(
-        lambda m: torch.compile(m, backend=spec["backend"]), model, placed), sync))
+    (_, step), first_s = staged(
+        emit,
+        "compile",
+        lambda: timed(
+            lambda: first_compiled_step(
+                lambda m: torch.compile(m, backend=spec["backend"]), model, placed
+            ),
+            sync,
+        ),
+    )
     _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
     emit({"event": "stage", "stage": "collect"})
     from torchport.execution.build import step_info
-    return {**cm.first_step_record(adapter, first_s, second_s, eager_s),
-            "step": step_info(workload)}
+
+    return {
+        **cm.first_step_record(adapter, first_s, second_s, eager_s),
+        "step": step_info(workload),
+    }
 
 
 def main(argv=None) -> int:
@@ -82,9 +101,11 @@ def main(argv=None) -> int:
         if spec.get("hold"):
             channel.emit({"event": "ready"})
             sys.stdin.readline()
+
     try:
         from torchport.cases.registry import find_case
         from torchport.devices import get_adapter
+
         adapter = get_adapter(spec["device"])
         adapter.prepare()
         case = find_case(spec["suite"], spec["case"], workload=spec.get("workload"))
@@ -92,13 +113,17 @@ def main(argv=None) -> int:
             import torch  # noqa: F401 - imported while held, not after the go
 
             from torchport.probes.compile_shapes import study
+
             ready()
             result = study(case, spec, adapter, channel.emit)
         else:
             result = measure(case, spec, adapter, channel.emit, ready)
     except StageFailed as failed:
-        result = {"status": classify(failed.stage, failed.exc), "stage": failed.stage,
-                  "error": error_value(failed.exc)}
+        result = {
+            "status": classify(failed.stage, failed.exc),
+            "stage": failed.stage,
+            "error": error_value(failed.exc),
+        }
     except Exception as exc:  # outside any stage: still data, never a silent death
         result = {"status": "crash", "stage": "child", "error": error_value(exc)}
     channel.emit({"event": "result", "result": result})

@@ -20,10 +20,10 @@ REASON_CHARS = 300
 
 @dataclass
 class Outcome:
-    graphs: int | None = None          # None: this torch keeps no count
+    graphs: int | None = None  # None: this torch keeps no count
     frames_total: int | None = None
     frames_ok: int | None = None
-    skipped: list = field(default_factory=list)   # "frame (file): reason", distinct
+    skipped: list = field(default_factory=list)  # "frame (file): reason", distinct
 
     @property
     def compiled(self) -> bool | None:
@@ -35,13 +35,19 @@ class Outcome:
         if len(reasons) > 1:  # dynamo's own frames are always skipped: name the user's reason
             reasons = [r for r in reasons if "skipfiles" not in r] or reasons
         if reasons:
-            return ("not compiled: all frames skipped (dynamo: " + "; ".join(reasons[:3]) + ")")
-        return ("not compiled: no graph reached the compile backend (dynamo traced "
-                f"{self.frames_total or 0} frame(s), gave no skip reason)")
+            return "not compiled: all frames skipped (dynamo: " + "; ".join(reasons[:3]) + ")"
+        return (
+            "not compiled: no graph reached the compile backend (dynamo traced "
+            f"{self.frames_total or 0} frame(s), gave no skip reason)"
+        )
 
     def to_dict(self) -> dict:
-        return {"graphs_to_backend": self.graphs, "frames_total": self.frames_total,
-                "frames_ok": self.frames_ok, "skipped_frames": self.skipped[:10]}
+        return {
+            "graphs_to_backend": self.graphs,
+            "frames_total": self.frames_total,
+            "frames_ok": self.frames_ok,
+            "skipped_frames": self.skipped[:10],
+        }
 
 
 class _SkipReasons(logging.Handler):
@@ -51,8 +57,11 @@ class _SkipReasons(logging.Handler):
 
     def emit(self, record):
         # convert_frame: log.debug("skipping: %s (reason: %s, file: %s)", name, reason, file)
-        if record.msg.startswith("skipping:") and isinstance(record.args, tuple) \
-                and len(record.args) == 3:
+        if (
+            record.msg.startswith("skipping:")
+            and isinstance(record.args, tuple)
+            and len(record.args) == 3
+        ):
             name, reason, filename = record.args
             entry = f"{name} ({filename}): {str(reason)[:REASON_CHARS]}"
             if entry not in self.outcome.skipped:
@@ -64,8 +73,11 @@ def _counts() -> tuple[int | None, int | None, int | None]:
         from torch._dynamo.utils import counters  # private: guarded
     except (ImportError, AttributeError):
         return None, None, None
-    return (int(counters["stats"].get("unique_graphs", 0)),
-            int(counters["frames"].get("total", 0)), int(counters["frames"].get("ok", 0)))
+    return (
+        int(counters["stats"].get("unique_graphs", 0)),
+        int(counters["frames"].get("total", 0)),
+        int(counters["frames"].get("ok", 0)),
+    )
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ CEILING = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 1e-3, "float64": 1e-12}
 def compare_runs(first: dict, second: dict, dtype: str) -> dict:
     """Per-tensor disagreement of two runs (CPU tensors); the verdict against the ceiling."""
     import torch
+
     ceiling = CEILING.get(dtype, CEILING["float32"])
     worst_name, worst_rel, noise, differing = None, 0.0, {}, []
     for name, a in first.items():
@@ -34,19 +35,26 @@ def compare_runs(first: dict, second: dict, dtype: str) -> dict:
             differing.append(name)
             worst_name, worst_rel = worst_name or name, float("inf")
             continue  # no finite noise to allow for
-        noise[name] = torch.sqrt(torch.mean(diff ** 2)).item()
+        noise[name] = torch.sqrt(torch.mean(diff**2)).item()
         rel = diff.max().item() / max(a64.abs().max().item(), 1e-30)
         differing.append(name)
         if rel > worst_rel:
             worst_name, worst_rel = name, rel
-    found = {"identical": not differing, "differing_tensors": len(differing),
-             "max_rel_diff": worst_rel, "worst_tensor": worst_name, "ceiling": ceiling,
-             "dtype": dtype}
+    found = {
+        "identical": not differing,
+        "differing_tensors": len(differing),
+        "max_rel_diff": worst_rel,
+        "worst_tensor": worst_name,
+        "ceiling": ceiling,
+        "dtype": dtype,
+    }
     beyond = worst_rel > ceiling
     found["beyond_ceiling"] = beyond
     if beyond:
-        found["finding"] = (f"two eager runs on the device disagree beyond the {dtype} ceiling "
-                            f"{ceiling:g}: max relative difference {worst_rel:.3g} on "
-                            f"{worst_name or differing[0]}; single runs of this device are "
-                            "not reproducible")
+        found["finding"] = (
+            f"two eager runs on the device disagree beyond the {dtype} ceiling "
+            f"{ceiling:g}: max relative difference {worst_rel:.3g} on "
+            f"{worst_name or differing[0]}; single runs of this device are "
+            "not reproducible"
+        )
     return {"summary": found, "noise_rmse": noise}

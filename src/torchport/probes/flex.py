@@ -29,22 +29,29 @@ REPEATS = 5
 def time_block_mask(subject: Subject) -> tuple[dict, dict]:
     """(metrics, facts) of building the case's BlockMask at its perf size on the device."""
     from torchport.execution.steps import place
+
     config = subject.config
-    workload = subject.case.build(seed=config.seed, size=Size(perf=True, batch=config.batch,
-                                                              seq=config.seq))
+    workload = subject.case.build(
+        seed=config.seed, size=Size(perf=True, batch=config.batch, seq=config.seq)
+    )
     model = place(workload, subject.device, subject.dtype).model
-    facts = {"size": {k: workload.meta["flex"][k] for k in ("batch", "heads", "seq")},
-             "repeats": REPEATS}
+    facts = {
+        "size": {k: workload.meta["flex"][k] for k in ("batch", "heads", "seq")},
+        "repeats": REPEATS,
+    }
     mask, first_s = timed(model.build_block_mask, subject.adapter.synchronize)
     if mask is None:
         facts["block_mask"] = "none: the variant has no mask_mod"
         return {}, facts
-    times_s = [timed(model.build_block_mask, subject.adapter.synchronize)[1]
-               for _ in range(REPEATS)]
+    times_s = [
+        timed(model.build_block_mask, subject.adapter.synchronize)[1] for _ in range(REPEATS)
+    ]
     facts["block_mask"] = {"shape": list(mask.shape), "block_size": list(mask.BLOCK_SIZE)}
-    return {"flex_block_mask_build_ms": statistics.median(times_s) * 1e3,
-            "flex_block_mask_build_first_ms": first_s * 1e3,
-            "flex_block_sparsity_pct": float(mask.sparsity())}, facts
+    return {
+        "flex_block_mask_build_ms": statistics.median(times_s) * 1e3,
+        "flex_block_mask_build_first_ms": first_s * 1e3,
+        "flex_block_sparsity_pct": float(mask.sparsity()),
+    }, facts
 
 
 def compare_with_sdpa(subject: Subject) -> tuple[dict, dict]:
@@ -52,13 +59,13 @@ def compare_with_sdpa(subject: Subject) -> tuple[dict, dict]:
     import torch
 
     from torchport.execution.steps import make_step, place, to_cpu
+
     sdpa = subject.workload.alternatives.get("sdpa")
     call = subject.workload.meta["flex"].get("sdpa")
     if sdpa is None:
         return {}, {"sdpa": "no equivalent SDPA call for this variant"}
     sdpa.eval()
-    placed = place(dataclasses.replace(subject.workload, model=sdpa), subject.device,
-                   subject.dtype)
+    placed = place(dataclasses.replace(subject.workload, model=sdpa), subject.device, subject.dtype)
     ours = to_cpu(subject.step())
     theirs = to_cpu(make_step(placed.model, placed.model, placed)())
     tolerance = subject.workload.tolerance
@@ -70,9 +77,10 @@ def compare_with_sdpa(subject: Subject) -> tuple[dict, dict]:
         worst_abs = max(worst_abs, diff)
         worst_rel = max(worst_rel, diff / max(b.abs().max().item(), atol))
         ok = ok and torch.allclose(a, b, atol=atol, rtol=rtol)
-    return ({"flex_sdpa_max_abs_err": worst_abs, "flex_sdpa_max_rel_err": worst_rel},
-            {"sdpa": {"call": call, "ok": ok, "tensors": sorted(theirs), "atol": atol,
-                      "rtol": rtol}})
+    return (
+        {"flex_sdpa_max_abs_err": worst_abs, "flex_sdpa_max_rel_err": worst_rel},
+        {"sdpa": {"call": call, "ok": ok, "tensors": sorted(theirs), "atol": atol, "rtol": rtol}},
+    )
 
 
 class FlexProbe(Probe):
@@ -91,8 +99,11 @@ class FlexProbe(Probe):
             except Exception as exc:  # one part failing leaves the other's figures
                 message = f"{part.__name__}: {type(exc).__name__}: {str(exc)[:300]}"
                 info.setdefault("errors", []).append(message)
-                report.error = report.error or {"type": type(exc).__name__,
-                                                "message": message, "probe": self.name}
+                report.error = report.error or {
+                    "type": type(exc).__name__,
+                    "message": message,
+                    "probe": self.name,
+                }
                 continue
             report.metrics.update(metrics)
             info.update(facts)

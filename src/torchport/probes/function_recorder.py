@@ -13,15 +13,38 @@ from collections import Counter
 
 try:  # public since 1.x, guarded like every torch API the tool leans on
     from torch.overrides import TorchFunctionMode
+
     _IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - very old torch
     TorchFunctionMode, _IMPORT_ERROR = object, exc  # type: ignore[misc, assignment]
 
 # Tensor attribute reads and plumbing, not ops: left out of the inventory.
-SKIP = frozenset({"__get__", "__set__", "size", "dim", "stride", "numel", "is_floating_point",
-                  "requires_grad_", "data_ptr", "element_size", "__len__", "__repr__",
-                  "__format__", "is_complex", "storage_offset", "untyped_storage", "has_names",
-                  "is_contiguous", "get_device", "_is_view", "nelement", "ndimension"})
+SKIP = frozenset(
+    {
+        "__get__",
+        "__set__",
+        "size",
+        "dim",
+        "stride",
+        "numel",
+        "is_floating_point",
+        "requires_grad_",
+        "data_ptr",
+        "element_size",
+        "__len__",
+        "__repr__",
+        "__format__",
+        "is_complex",
+        "storage_offset",
+        "untyped_storage",
+        "has_names",
+        "is_contiguous",
+        "get_device",
+        "_is_view",
+        "nelement",
+        "ndimension",
+    }
+)
 
 
 def function_name(func) -> str:
@@ -36,6 +59,7 @@ def function_name(func) -> str:
 
 def _device(args, kwargs) -> str | None:
     import torch
+
     found = set()
 
     def visit(value):
@@ -47,6 +71,7 @@ def _device(args, kwargs) -> str | None:
         elif isinstance(value, dict):
             for item in value.values():
                 visit(item)
+
     visit(args)
     visit(kwargs)
     if len(found) > 1:

@@ -25,14 +25,53 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Ops that create, alias, view or read metadata without computing: never host *work*.
-NO_WORK = frozenset(f"aten.{n}" for n in (
-    "empty", "empty_strided", "empty_like", "set_", "view", "_unsafe_view", "_reshape_alias",
-    "as_strided", "reshape", "t", "transpose", "expand", "expand_as", "unsqueeze", "squeeze",
-    "select", "slice", "permute", "alias", "detach", "resolve_conj", "resolve_neg", "lift",
-    "lift_fresh", "lift_fresh_copy", "unbind", "split", "split_with_sizes", "chunk", "narrow",
-    "unfold", "view_as", "is_nonzero", "result_type", "size", "stride", "numel", "item",
-    "_local_scalar_dense", "to", "contiguous", "_has_compatible_shallow_copy_type",
-))
+NO_WORK = frozenset(
+    f"aten.{n}"
+    for n in (
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "set_",
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "as_strided",
+        "reshape",
+        "t",
+        "transpose",
+        "expand",
+        "expand_as",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "permute",
+        "alias",
+        "detach",
+        "resolve_conj",
+        "resolve_neg",
+        "lift",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "unbind",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "narrow",
+        "unfold",
+        "view_as",
+        "is_nonzero",
+        "result_type",
+        "size",
+        "stride",
+        "numel",
+        "item",
+        "_local_scalar_dense",
+        "to",
+        "contiguous",
+        "_has_compatible_shallow_copy_type",
+    )
+)
 COPY_PACKETS = frozenset({"aten.copy_", "aten._copy_from", "aten._copy_from_and_resize"})
 # The machinery of a transfer: never the "device op" that host work is attributed to.
 TRANSFERS = COPY_PACKETS | {"aten.to", "aten._to_copy", "aten.cpu"}
@@ -42,12 +81,14 @@ SERVED = ("kernel", "composite", "fallback", "missing")
 def packet(name: str) -> str:
     """``aten.relu`` for aten::relu, aten::relu.out, aten.relu.default."""
     from torchport.probes.dispatch_recorder import packet_key
+
     return packet_key(name)
 
 
 def device_key(device_type: str) -> tuple[str | None, str]:
     """(dispatch key name, why): the key the dispatcher uses for ``device_type`` tensors."""
     import torch
+
     try:
         return str(torch._C._dispatch_key_for_device(device_type)), "ok"
     except Exception as exc:  # private API: record why, never guess
@@ -68,6 +109,7 @@ def served_by(name: str, key: str) -> str:
     """How the dispatcher serves op ``name`` (one overload) for ``key``: one of ``SERVED``, or
     "unavailable: reason"."""
     import torch
+
     try:
         table = torch._C._dispatch_dump_table(_dispatcher_name(name))
     except Exception as exc:
@@ -90,6 +132,7 @@ def served_by_packet(name: str, key: str) -> str:
     overload of it has a kernel for ``key`` and one is served by the fallback; "kernel" when
     none falls back; else "ambiguous"."""
     import torch
+
     namespace, _, op = packet(name).partition(".")
     ops = getattr(getattr(torch.ops, namespace, None), op, None)
     if ops is None:
@@ -110,15 +153,15 @@ def forget_registrations() -> None:
 class Inside:
     """Host work nested inside one device op (by packet), over one step."""
 
-    calls: int = 0                                   # device-op calls with host work inside
-    host_ops: Counter = field(default_factory=Counter)   # nested host compute op -> calls
-    to_host_copies: int = 0                          # nested copies from the device to the host
+    calls: int = 0  # device-op calls with host work inside
+    host_ops: Counter = field(default_factory=Counter)  # nested host compute op -> calls
+    to_host_copies: int = 0  # nested copies from the device to the host
 
 
 @dataclass
 class Nested:
-    inside: dict = field(default_factory=dict)       # device op packet -> Inside
-    composites: dict = field(default_factory=dict)   # device op packet -> Counter(nested packets)
+    inside: dict = field(default_factory=dict)  # device op packet -> Inside
+    composites: dict = field(default_factory=dict)  # device op packet -> Counter(nested packets)
     unavailable: str | None = None
 
 
@@ -142,6 +185,7 @@ def observe_nested(step, target: str) -> Nested:
     nested = Nested()
     try:
         from torch.profiler import ProfilerActivity, profile
+
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             step()
         roots = prof.profiler.kineto_results.experimental_event_tree()
@@ -151,7 +195,7 @@ def observe_nested(step, target: str) -> Nested:
     seen_calls: set = set()
     stack = [(root, None) for root in roots]
     while stack:
-        event, owner = stack.pop()   # owner: the innermost device-op event around this one
+        event, owner = stack.pop()  # owner: the innermost device-op event around this one
         inner_owner = owner
         if _is_aten(event.name):
             key, devices = packet(event.name), _devices(event)

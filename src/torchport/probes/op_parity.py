@@ -23,9 +23,15 @@ from dataclasses import dataclass
 
 SMALL_NUMEL = 16
 # allclose tolerance by output dtype where OpInfo declares none (float32 as the model runs use).
-DEFAULT_TOLERANCE = {"float64": (1e-7, 1e-7), "float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2),
-                     "float16": (1e-3, 1e-3), "complex128": (1e-7, 1e-7),
-                     "complex64": (1e-4, 1e-4), "complex32": (1e-3, 1e-3)}
+DEFAULT_TOLERANCE = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "bfloat16": (1e-2, 1e-2),
+    "float16": (1e-3, 1e-3),
+    "complex128": (1e-7, 1e-7),
+    "complex64": (1e-4, 1e-4),
+    "complex32": (1e-3, 1e-3),
+}
 LOW_PRECISION = ("bfloat16", "float16", "complex32")
 
 
@@ -33,7 +39,7 @@ LOW_PRECISION = ("bfloat16", "float16", "complex32")
 class Check:
     name: str
     ok: bool
-    exact: bool                      # compared exactly (integer, bool, non-numeric)
+    exact: bool  # compared exactly (integer, bool, non-numeric)
     max_abs_err: float | None = None
     max_rel_err: float | None = None  # max |res - ref| / max(max |ref|, atol)
     detail: str = ""
@@ -53,66 +59,102 @@ def tolerance_for(dtype, override: tuple | None) -> tuple[float, float]:
     return atol, rtol
 
 
-def compare(name: str, result, baseline, reference, *,
-            tolerance: tuple[float, float] | None = None) -> Check:
+def compare(
+    name: str, result, baseline, reference, *, tolerance: tuple[float, float] | None = None
+) -> Check:
     """Compare one named output value (a tensor or a Python value)."""
     import torch
+
     if isinstance(baseline, torch.Tensor):
         if not isinstance(result, torch.Tensor):
-            return Check(name=name, ok=False, exact=True,
-                         detail=f"device returned {type(result).__name__}, CPU a tensor")
+            return Check(
+                name=name,
+                ok=False,
+                exact=True,
+                detail=f"device returned {type(result).__name__}, CPU a tensor",
+            )
         return _compare_tensor(name, result, baseline, reference, tolerance)
     if isinstance(baseline, (float, complex)):
         if isinstance(result, bool) or not isinstance(result, (int, float, complex)):
-            return Check(name=name, ok=False, exact=False,
-                         detail=f"device returned {type(result).__name__}, CPU a number")
+            return Check(
+                name=name,
+                ok=False,
+                exact=False,
+                detail=f"device returned {type(result).__name__}, CPU a number",
+            )
         if isinstance(reference, bool) or not isinstance(reference, (int, float, complex)):
             reference = baseline
-        return _compare_tensor(name, _scalar(result), _scalar(baseline), _scalar(reference),
-                               tolerance)
+        return _compare_tensor(
+            name, _scalar(result), _scalar(baseline), _scalar(reference), tolerance
+        )
     # ints, bools, sizes, dtypes, strings: exactly what the CPU returned
     ok = type(result) is type(baseline) and result == baseline
-    return Check(name=name, ok=ok, exact=True,
-                 detail="" if ok else f"device {result!r} != CPU {baseline!r}")
+    return Check(
+        name=name, ok=ok, exact=True, detail="" if ok else f"device {result!r} != CPU {baseline!r}"
+    )
 
 
 def _scalar(value):
     import torch
-    return torch.tensor(value, dtype=torch.complex128 if isinstance(value, complex)
-                        else torch.float64)
+
+    return torch.tensor(
+        value, dtype=torch.complex128 if isinstance(value, complex) else torch.float64
+    )
 
 
 def _compare_tensor(name, result, baseline, reference, tolerance) -> Check:
     import torch
+
     res = result.detach().to("cpu")
     if res.layout != torch.strided or baseline.layout != torch.strided:
         return Check(name=name, ok=False, exact=True, detail="non-strided layout")
     if res.dtype != baseline.dtype:
-        return Check(name=name, ok=False, exact=True,
-                     detail=f"dtype {dtype_name(res.dtype)} != CPU {dtype_name(baseline.dtype)}")
+        return Check(
+            name=name,
+            ok=False,
+            exact=True,
+            detail=f"dtype {dtype_name(res.dtype)} != CPU {dtype_name(baseline.dtype)}",
+        )
     if res.shape != baseline.shape:
-        return Check(name=name, ok=False, exact=True,
-                     detail=f"shape {tuple(res.shape)} != CPU {tuple(baseline.shape)}")
+        return Check(
+            name=name,
+            ok=False,
+            exact=True,
+            detail=f"shape {tuple(res.shape)} != CPU {tuple(baseline.shape)}",
+        )
     if not (res.is_floating_point() or res.is_complex()):
         return _compare_exact(name, res, baseline)
-    ref = reference if isinstance(reference, torch.Tensor) and \
-        reference.shape == baseline.shape else baseline
+    ref = (
+        reference
+        if isinstance(reference, torch.Tensor) and reference.shape == baseline.shape
+        else baseline
+    )
     return _compare_float(name, res, baseline.detach(), ref.detach(), tolerance)
 
 
 def _compare_exact(name, res, base) -> Check:
     import torch
+
     if torch.equal(res, base):
         return Check(name=name, ok=True, exact=True, max_abs_err=0.0)
     wrong = res != base
-    diff = (res.to(torch.float64) - base.to(torch.float64)).abs().max().item() \
-        if res.dtype != torch.bool else 1.0
-    return Check(name=name, ok=False, exact=True, max_abs_err=diff,
-                 detail=f"{int(wrong.sum())} of {res.numel()} elements differ (exact compare)")
+    diff = (
+        (res.to(torch.float64) - base.to(torch.float64)).abs().max().item()
+        if res.dtype != torch.bool
+        else 1.0
+    )
+    return Check(
+        name=name,
+        ok=False,
+        exact=True,
+        max_abs_err=diff,
+        detail=f"{int(wrong.sum())} of {res.numel()} elements differ (exact compare)",
+    )
 
 
 def _real64(t):
     import torch
+
     t = torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
     return t.to(torch.float64)
 
@@ -120,6 +162,7 @@ def _real64(t):
 def _same_value(a, b):
     """Elementwise: equal, or both NaN."""
     import torch
+
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
 
 
@@ -127,6 +170,7 @@ def _nonfinite_ok(r, b, rounded):
     """Per element: a non-finite device value must be the CPU's or the truth's (as the dtype
     holds it); where both of those are non-finite, the device must be too."""
     import torch
+
     fin_r, fin_b, fin_t = torch.isfinite(r), torch.isfinite(b), torch.isfinite(rounded)
     device_bad = ~fin_r & ~(_same_value(r, b) | _same_value(r, rounded))
     missing = fin_r & ~fin_b & ~fin_t
@@ -135,21 +179,28 @@ def _nonfinite_ok(r, b, rounded):
 
 def _rmse(a, b) -> float:
     import torch
+
     return torch.sqrt(torch.mean((a - b) ** 2)).item() if a.numel() else 0.0
 
 
 def _compare_float(name, res, base, ref, tolerance) -> Check:
     import torch
+
     atol, rtol = tolerance_for(res.dtype, tolerance)
     r, b, f = _real64(res), _real64(base), _real64(ref)
-    rounded = _real64(ref.to(res.dtype))   # the truth as the output dtype can hold it
+    rounded = _real64(ref.to(res.dtype))  # the truth as the output dtype can hold it
     elementwise = _nonfinite_ok(r, b, rounded)
     if not bool(elementwise.all()):
-        return Check(name=name, ok=False, exact=False, max_abs_err=math.inf,
-                     max_rel_err=math.inf,
-                     detail=f"non-finite entries differ at {int((~elementwise).sum())} elements "
-                            f"({int((~torch.isfinite(r)).sum())} non-finite on the device, "
-                            f"{int((~torch.isfinite(b)).sum())} on the CPU)")
+        return Check(
+            name=name,
+            ok=False,
+            exact=False,
+            max_abs_err=math.inf,
+            max_rel_err=math.inf,
+            detail=f"non-finite entries differ at {int((~elementwise).sum())} elements "
+            f"({int((~torch.isfinite(r)).sum())} non-finite on the device, "
+            f"{int((~torch.isfinite(b)).sum())} on the CPU)",
+        )
     checked = torch.isfinite(r) & torch.isfinite(f)
     r, b, f = r[checked], b[checked], f[checked]
     max_abs = (r - f).abs().max().item() if r.numel() else 0.0
@@ -163,8 +214,16 @@ def _compare_float(name, res, base, ref, tolerance) -> Check:
     k = 3.0 if dtype_name(res.dtype) in LOW_PRECISION or r.numel() < SMALL_NUMEL else 2.0
     res_rmse, base_rmse = _rmse(r[noisy], f[noisy]), _rmse(b[noisy], f[noisy])
     ok = res_rmse <= k * base_rmse + atol / 10.0 and torch.allclose(
-        r[~noisy], f[~noisy], atol=k * atol, rtol=k * rtol)
-    detail = "" if ok else (f"max abs err {max_abs:.3g} (rel {max_rel:.3g}) beyond atol {atol:g}"
-                            f" rtol {rtol:g}; RMSE {res_rmse:.3g} vs CPU {base_rmse:.3g}")
-    return Check(name=name, ok=ok, exact=False, max_abs_err=max_abs, max_rel_err=max_rel,
-                 detail=detail)
+        r[~noisy], f[~noisy], atol=k * atol, rtol=k * rtol
+    )
+    detail = (
+        ""
+        if ok
+        else (
+            f"max abs err {max_abs:.3g} (rel {max_rel:.3g}) beyond atol {atol:g}"
+            f" rtol {rtol:g}; RMSE {res_rmse:.3g} vs CPU {base_rmse:.3g}"
+        )
+    )
+    return Check(
+        name=name, ok=ok, exact=False, max_abs_err=max_abs, max_rel_err=max_rel, detail=detail
+    )

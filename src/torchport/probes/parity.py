@@ -40,7 +40,7 @@ class TensorParity:
     max_rel_err: float  # max |res - ref| / max(max |ref|, atol)
     rmse_ratio: float | None  # RMSE(res, fp64) / RMSE(baseline, fp64); None if baseline exact
     cosine: float
-    rmse: float = 0.0              # RMSE(res, fp64)
+    rmse: float = 0.0  # RMSE(res, fp64)
     allowed_rmse: float = math.inf  # the RMSE it had to stay under (after allclose failed)
     ref_rms: float = 0.0
     vs_baseline_max_abs_err: float | None = None
@@ -53,10 +53,15 @@ class TensorParity:
         return self.rmse / self.allowed_rmse if self.allowed_rmse > 0 else math.inf
 
     def summary(self) -> dict:
-        return {"name": self.name, "max_abs_err": _finite(self.max_abs_err),
-                "max_rel_err": _finite(self.max_rel_err), "rmse": _finite(self.rmse),
-                "allowed_rmse": _finite(self.allowed_rmse), "rmse_ratio": _finite(
-                    self.rmse_ratio), "excess": _finite(self.excess)}
+        return {
+            "name": self.name,
+            "max_abs_err": _finite(self.max_abs_err),
+            "max_rel_err": _finite(self.max_rel_err),
+            "rmse": _finite(self.rmse),
+            "allowed_rmse": _finite(self.allowed_rmse),
+            "rmse_ratio": _finite(self.rmse_ratio),
+            "excess": _finite(self.excess),
+        }
 
 
 @dataclass(kw_only=True)
@@ -73,15 +78,18 @@ class ParityReport:
             return {}
         ratios = [t.rmse_ratio for t in self.tensors if t.rmse_ratio is not None]
         sized = [t for t in self.tensors if t.ref_rms > self.atol]
-        metrics = {"parity_max_abs_err": max(t.max_abs_err for t in self.tensors),
-                   "parity_max_rel_err": max(t.max_rel_err for t in self.tensors),
-                   "parity_rmse_ratio": max(ratios) if ratios else None,
-                   "parity_cosine": min(t.cosine for t in sized) if sized else None,
-                   "parity_cosine_tensors": len(sized),
-                   "parity_tensors": len(self.tensors),
-                   "parity_failing_tensors": len(self.failures())}
-        vs_base = [t.vs_baseline_max_abs_err for t in self.tensors
-                   if t.vs_baseline_max_abs_err is not None]
+        metrics = {
+            "parity_max_abs_err": max(t.max_abs_err for t in self.tensors),
+            "parity_max_rel_err": max(t.max_rel_err for t in self.tensors),
+            "parity_rmse_ratio": max(ratios) if ratios else None,
+            "parity_cosine": min(t.cosine for t in sized) if sized else None,
+            "parity_cosine_tensors": len(sized),
+            "parity_tensors": len(self.tensors),
+            "parity_failing_tensors": len(self.failures()),
+        }
+        vs_base = [
+            t.vs_baseline_max_abs_err for t in self.tensors if t.vs_baseline_max_abs_err is not None
+        ]
         if vs_base:
             metrics["parity_vs_baseline_max_abs_err"] = max(vs_base)
         return metrics
@@ -96,16 +104,21 @@ class ParityReport:
     def findings(self) -> dict:
         """findings["parity"]: the basis, the rule's ceiling, and the failing tensors."""
         ceiling = CEILING[self.dtype] if self.basis in ("device", "baseline") else None
-        return {"basis": self.basis, "dtype": self.dtype, "ceiling": ceiling,
-                "tensors": len(self.tensors), "failing": len(self.failures()),
-                "missing": self.missing[:20], "worst": [t.summary() for t in self.worst()]}
+        return {
+            "basis": self.basis,
+            "dtype": self.dtype,
+            "ceiling": ceiling,
+            "tensors": len(self.tensors),
+            "failing": len(self.failures()),
+            "missing": self.missing[:20],
+            "worst": [t.summary() for t in self.worst()],
+        }
 
     def message(self) -> str:
         """One line for the error (short enough for a table cell): how many failed, the worst
         with its error and ratios; the full figures are in ``findings()``."""
         failing = self.failures()
-        text = f"{len(failing)} / {len(self.tensors) + len(self.missing)} tensors outside " \
-               "tolerance"
+        text = f"{len(failing)} / {len(self.tensors) + len(self.missing)} tensors outside tolerance"
         worst = self.worst(1)
         if worst:
             t = worst[0]
@@ -123,23 +136,42 @@ def _finite(x):
 
 def _rmse(a, b) -> float:
     import torch
+
     return torch.sqrt(torch.mean((a - b) ** 2)).item() if a.numel() else 0.0
 
 
-def compare_tensor(name: str, result, reference, baseline, *, atol: float, rtol: float,
-                   low_precision: bool, noise_rmse: float = 0.0, dtype: str = "float32",
-                   basis: str = "device") -> TensorParity:
+def compare_tensor(
+    name: str,
+    result,
+    reference,
+    baseline,
+    *,
+    atol: float,
+    rtol: float,
+    low_precision: bool,
+    noise_rmse: float = 0.0,
+    dtype: str = "float32",
+    basis: str = "device",
+) -> TensorParity:
     """result: device output; reference: CPU float64; baseline: CPU at the run's dtype.
 
     noise_rmse: RMSE between two eager runs of the device (probes/determinism.py); the
     device's own run-to-run noise is allowed on top of the CPU's, under the ceiling."""
     import torch
+
     res = result.detach().to("cpu", torch.float64)
     ref = reference.detach().to(torch.float64)
     base = baseline.detach().to("cpu", torch.float64)
     if res.shape != ref.shape:
-        return TensorParity(name=name, ok=False, max_abs_err=math.inf, max_rel_err=math.inf,
-                            rmse_ratio=None, cosine=-1.0, rmse=math.inf)
+        return TensorParity(
+            name=name,
+            ok=False,
+            max_abs_err=math.inf,
+            max_rel_err=math.inf,
+            rmse_ratio=None,
+            cosine=-1.0,
+            rmse=math.inf,
+        )
     diff = (res - ref).abs()
     max_abs = diff.max().item() if diff.numel() else 0.0
     ref_scale = ref.abs().max().item() if ref.numel() else 0.0
@@ -149,14 +181,17 @@ def compare_tensor(name: str, result, reference, baseline, *, atol: float, rtol:
     scale = max(ref_scale, atol)
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
     res_rmse, base_rmse = _rmse(res, ref), _rmse(base, ref)
-    ref_rms = torch.sqrt(torch.mean(ref ** 2)).item() if ref.numel() else 0.0
+    ref_rms = torch.sqrt(torch.mean(ref**2)).item() if ref.numel() else 0.0
     ratio = res_rmse / base_rmse if base_rmse > 0 else None
     flat_res, flat_ref = res.flatten(), ref.flatten()
     norms = flat_res.norm() * flat_ref.norm()
-    cosine = (flat_res @ flat_ref / norms).item() if norms > 0 else float(
-        torch.equal(flat_res, flat_ref))
+    cosine = (
+        (flat_res @ flat_ref / norms).item()
+        if norms > 0
+        else float(torch.equal(flat_res, flat_ref))
+    )
     ceiling = CEILING[dtype] * ref_rms + atol / 10.0
-    if basis == "baseline":      # the result is the baseline: its own noise allows nothing
+    if basis == "baseline":  # the result is the baseline: its own noise allows nothing
         allowed = ceiling
     else:
         k = 3.0 if low_precision or res.numel() < SMALL_NUMEL else 2.0
@@ -168,14 +203,32 @@ def compare_tensor(name: str, result, reference, baseline, *, atol: float, rtol:
     vs_base = None
     if basis != "baseline" and base.shape == res.shape and res.numel():
         vs_base = (res - base).abs().max().item()
-    return TensorParity(name=name, ok=ok, max_abs_err=max_abs, max_rel_err=max_rel,
-                        rmse_ratio=ratio, cosine=cosine, rmse=res_rmse, allowed_rmse=allowed,
-                        ref_rms=ref_rms, vs_baseline_max_abs_err=vs_base)
+    return TensorParity(
+        name=name,
+        ok=ok,
+        max_abs_err=max_abs,
+        max_rel_err=max_rel,
+        rmse_ratio=ratio,
+        cosine=cosine,
+        rmse=res_rmse,
+        allowed_rmse=allowed,
+        ref_rms=ref_rms,
+        vs_baseline_max_abs_err=vs_base,
+    )
 
 
-def compare(result: dict, reference: dict, baseline: dict, *, atol: float, rtol: float,
-            low_precision: bool, noise: dict | None = None, dtype: str = "float32",
-            basis: str = "device") -> ParityReport:
+def compare(
+    result: dict,
+    reference: dict,
+    baseline: dict,
+    *,
+    atol: float,
+    rtol: float,
+    low_precision: bool,
+    noise: dict | None = None,
+    dtype: str = "float32",
+    basis: str = "device",
+) -> ParityReport:
     """Compare every named tensor of the reference with the result's tensor of the same name.
 
     noise: per tensor, the RMSE between two eager runs on the device (None: not measured)."""
@@ -184,9 +237,19 @@ def compare(result: dict, reference: dict, baseline: dict, *, atol: float, rtol:
         if name not in result or name not in baseline:
             report.missing.append(name)
             continue
-        report.tensors.append(compare_tensor(name, result[name], ref, baseline[name], atol=atol,
-                                             rtol=rtol, low_precision=low_precision,
-                                             noise_rmse=(noise or {}).get(name, 0.0),
-                                             dtype=dtype, basis=basis))
+        report.tensors.append(
+            compare_tensor(
+                name,
+                result[name],
+                ref,
+                baseline[name],
+                atol=atol,
+                rtol=rtol,
+                low_precision=low_precision,
+                noise_rmse=(noise or {}).get(name, 0.0),
+                dtype=dtype,
+                basis=basis,
+            )
+        )
     report.ok = not report.failures()
     return report

@@ -50,8 +50,8 @@ class PerfSetup:
 
     workload: Workload
     model: Any
-    sides: dict = field(default_factory=dict)    # "eager" / "compiled" -> zero-arg step
-    mode_side: str = "eager"                      # the side this mode's runner is
+    sides: dict = field(default_factory=dict)  # "eager" / "compiled" -> zero-arg step
+    mode_side: str = "eager"  # the side this mode's runner is
     size: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -72,6 +72,7 @@ def compile_fresh(subject: Subject, model):
     import torch
 
     from torchport.execution.compile_backend import choose
+
     backend = choose(subject.adapter, subject.config.compile_backend).name
     return torch.compile(model, backend=backend, dynamic=False)
 
@@ -81,14 +82,29 @@ def perf_setup(subject: Subject) -> PerfSetup:
 
     from torchport.execution.build import build_placed
     from torchport.execution.steps import make_step, place
+
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
-    placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
-                          dtype=subject.dtype, host_scope=subject.adapter.host_scope)
+    placed = build_placed(
+        subject.case,
+        seed=config.seed,
+        size=size,
+        device=subject.device,
+        dtype=subject.dtype,
+        host_scope=subject.adapter.host_scope,
+    )
     model = placed.model
-    setup = PerfSetup(workload=placed, model=model,
-                      size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
-                            "samples": placed.samples, "perf_size": True})
+    setup = PerfSetup(
+        workload=placed,
+        model=model,
+        size={
+            "batch": config.batch,
+            "seq": config.seq,
+            "tokens": placed.tokens,
+            "samples": placed.samples,
+            "perf_size": True,
+        },
+    )
     setup.sides["eager"] = make_step(model, model, placed)
     if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
@@ -96,7 +112,7 @@ def perf_setup(subject: Subject) -> PerfSetup:
     for name, other in placed.alternatives.items():  # e.g. SDPA for a FlexAttention case
         if name in setup.sides:
             raise ValueError(f"workload alternative '{name}' would hide the {name} side")
-        other.train(placed.trains)   # the mode the case's own step runs in
+        other.train(placed.trains)  # the mode the case's own step runs in
         alt = place(dataclasses.replace(placed, model=other), subject.device, subject.dtype)
         setup.sides[name] = make_step(alt.model, alt.model, alt)
     return setup
@@ -157,20 +173,31 @@ def host_load() -> dict:
     """How busy the host was: a shared machine's figures are noisy (the host drives every
     device, so this is recorded whatever the device)."""
     import torch
-    return {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-            "load_avg_1min": round(os.getloadavg()[0], 2)}
+
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def summary_dict(summary: Summary) -> dict:
-    return {"n": summary.n, "median_ms": summary.median_s * 1e3, "p10_ms": summary.p10_s * 1e3,
-            "p90_ms": summary.p90_s * 1e3, "mean_ms": summary.mean_s * 1e3,
-            "min_ms": summary.min_s * 1e3, "cv": summary.cv}
+    return {
+        "n": summary.n,
+        "median_ms": summary.median_s * 1e3,
+        "p10_ms": summary.p10_s * 1e3,
+        "p90_ms": summary.p90_s * 1e3,
+        "mean_ms": summary.mean_s * 1e3,
+        "min_ms": summary.min_s * 1e3,
+        "cv": summary.cv,
+    }
 
 
 def reference_flops(subject: Subject) -> tuple[int | None, str]:
     """FLOPs of one step at the perf size, counted once on the CPU (device independent), in
     the reference child with its disk cache; (count, how it was counted)."""
     from torchport.execution import reference
+
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
     spec = reference.spec_for(subject.case, config, size, task="flops")
@@ -189,29 +216,40 @@ class PerfProbe(Probe):
         config, adapter = subject.config, subject.adapter
         setup = perf_setup(subject)
         notes = setup.notes
-        info: dict[str, Any] = {"step_kind": step_kind(setup.workload),
-                                "step_mode": "train" if setup.workload.trains else "eval",
-                                "size": setup.size, "notes": notes}
+        info: dict[str, Any] = {
+            "step_kind": step_kind(setup.workload),
+            "step_mode": "train" if setup.workload.trains else "eval",
+            "size": setup.size,
+            "notes": notes,
+        }
         report.findings["perf"] = info
         with RecompileLimitWatch() as watch:
             failed = first_calls(setup)
             if failed:
                 info["failed_sides"] = failed
-                notes.extend(f"{side} step failed at the perf size: {why}"
-                             for side, why in failed.items())
+                notes.extend(
+                    f"{side} step failed at the perf size: {why}" for side, why in failed.items()
+                )
             if not setup.sides:
                 return report
             timer = step_timer(adapter)
-            samples = sample_interleaved(setup.sides, timer, budget_s=config.perf_budget_s,
-                                         warmup=WARMUP_ROUNDS)
+            samples = sample_interleaved(
+                setup.sides, timer, budget_s=config.perf_budget_s, warmup=WARMUP_ROUNDS
+            )
         if watch.hits:
             info["recompile_limit_hits"] = watch.hits[:20]
-            notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
-                         "frames ran eagerly inside the compiled step")
+            notes.append(
+                f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
+                "frames ran eagerly inside the compiled step"
+            )
         info["host_load"] = host_load()
-        info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
-                    config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS,
-                    noise_limits=dict(NOISE_LIMITS))
+        info.update(
+            timer=timer.kind,
+            interleaved=list(setup.sides),
+            budget_s_per_side=config.perf_budget_s,
+            warmup_rounds=WARMUP_ROUNDS,
+            noise_limits=dict(NOISE_LIMITS),
+        )
         summaries = {name: Summary.of(s) for name, s in samples.items()}
         info["sides"] = {name: summary_dict(s) for name, s in summaries.items()}
         flagged = {name: why for name, s in summaries.items() if (why := noisy(s))}
@@ -224,19 +262,27 @@ class PerfProbe(Probe):
         if main is None:
             notes.append(f"no {setup.mode_side} figure: that side did not run")
             return report
-        metrics.update(perf_median_ms=main.median_s * 1e3, perf_p10_ms=main.p10_s * 1e3,
-                       perf_p90_ms=main.p90_s * 1e3, perf_cv=main.cv, perf_samples=main.n)
+        metrics.update(
+            perf_median_ms=main.median_s * 1e3,
+            perf_p10_ms=main.p10_s * 1e3,
+            perf_p90_ms=main.p90_s * 1e3,
+            perf_cv=main.cv,
+            perf_samples=main.n,
+        )
         if "eager" in summaries and "compiled" in summaries:
             eager_ms, compiled_ms = (summaries[s].median_s * 1e3 for s in ("eager", "compiled"))
             metrics["perf_speedup"] = eager_ms / compiled_ms
             # The two medians the speedup was computed from, from this task's interleaved
             # rounds: a table shows them with it, never another task's eager median.
-            info["speedup_from"] = {"eager_median_ms": eager_ms, "compiled_median_ms":
-                                    compiled_ms, "measurement": "interleaved rounds of this "
-                                    "compile task"}
+            info["speedup_from"] = {
+                "eager_median_ms": eager_ms,
+                "compiled_median_ms": compiled_ms,
+                "measurement": "interleaved rounds of this compile task",
+            }
             if flagged:
                 info["speedup_noisy"] = "from a noisy side: " + "; ".join(
-                    f"{side} ({', '.join(why)})" for side, why in flagged.items())
+                    f"{side} ({', '.join(why)})" for side, why in flagged.items()
+                )
         if setup.workload.tokens:
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
@@ -267,8 +313,7 @@ class PerfProbe(Probe):
             info["notes"].append("the FLOP counter saw no matmul/conv/attention: no FLOP figures")
         if setup.workload.tokens:
             n_params, what = flops_mod.params_6nt(setup.model)
-            estimate = flops_mod.flops_6nt(n_params, setup.workload.tokens,
-                                           setup.workload.trains)
+            estimate = flops_mod.flops_6nt(n_params, setup.workload.tokens, setup.workload.trains)
             info["params_6nt"] = {"n": n_params, "counts": what}
             metrics["perf_flops_6nt_per_step"] = estimate
             if peak:

@@ -46,17 +46,17 @@ SCALAR_READS = frozenset({"aten._local_scalar_dense", "aten.item"})
 RECORDER = "recorder: ran on host tensors"
 DISPATCHER_FALLBACK = "dispatcher: served by the backend's fallback"
 BACKEND_LIST = "backend op list"
-WARNING = "warning ({})"              # adapter pattern / generic pattern
+WARNING = "warning ({})"  # adapter pattern / generic pattern
 EARLIER_WARNING = "warning earlier in this process ({})"
 
 
 @dataclass
 class PassResult:
     recording: rec.Recording
-    backend: dict | None        # adapter.fallback_ops(): {backend op name: count or None}
+    backend: dict | None  # adapter.fallback_ops(): {backend op name: count or None}
     messages: signals.Messages  # fallback messages heard during the pass
     functions: Counter = field(default_factory=Counter)  # (torch function, device) -> calls
-    key: str | None = None      # the device's dispatch key; None: no dispatcher evidence
+    key: str | None = None  # the device's dispatch key; None: no dispatcher evidence
     nested: he.Nested | None = None  # host work nested in device ops (a profiled step)
 
 
@@ -72,12 +72,19 @@ def observe(adapter, step, target: str | None = None) -> PassResult:
         with fr.FunctionRecorder(), rec.DispatchRecorder():
             adapter.wait_for(step())
     adapter.start_fallback_tracking()
-    with signals.capture(adapter.fallback_patterns) as messages, \
-            fr.FunctionRecorder() as functions, rec.DispatchRecorder() as r:
+    with (
+        signals.capture(adapter.fallback_patterns) as messages,
+        fr.FunctionRecorder() as functions,
+        rec.DispatchRecorder() as r,
+    ):
         value = step()
     adapter.wait_for(value)
-    result = PassResult(recording=r.recording, backend=adapter.fallback_ops(),
-                        messages=messages, functions=functions.calls)
+    result = PassResult(
+        recording=r.recording,
+        backend=adapter.fallback_ops(),
+        messages=messages,
+        functions=functions.calls,
+    )
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
         he.forget_registrations()  # kernels may have been registered since the last pass
@@ -91,8 +98,11 @@ def observe(adapter, step, target: str | None = None) -> PassResult:
 
 def scalar_reads(result: PassResult) -> dict[str, int | None]:
     """Scalar reads the backend counted as host ops (graded as transfers)."""
-    return {name: n for name, n in (result.backend or {}).items()
-            if rec.packet_key(name) in SCALAR_READS}
+    return {
+        name: n
+        for name, n in (result.backend or {}).items()
+        if rec.packet_key(name) in SCALAR_READS
+    }
 
 
 def op_table(result: PassResult, target: str) -> list[dict]:
@@ -109,8 +119,12 @@ def op_table(result: PassResult, target: str) -> list[dict]:
         if off_cpu and dev == "cpu" and rec.packet_key(op) not in HOST_NO_WORK:
             mark(row, RECORDER)
     for (op, src, dst), (n, _) in result.recording.copies.items():
-        rows[(op, f"{src}->{dst}")] = {"op": op, "device": f"{src}->{dst}", "count": n,
-                                       "fallback": False}
+        rows[(op, f"{src}->{dst}")] = {
+            "op": op,
+            "device": f"{src}->{dst}",
+            "count": n,
+            "fallback": False,
+        }
     if off_cpu:
         _merge_dispatcher(rows, result, target)
         _merge_nested(rows, result, target)
@@ -143,8 +157,10 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
         elif served == "composite":
             for inner in _followed(rec.packet_key(row["op"]), composites):
                 if he.served_by_packet(inner, result.key) == "fallback":
-                    mark(row, f"dispatcher: composite calling {inner}, served by the "
-                              "backend's fallback")
+                    mark(
+                        row,
+                        f"dispatcher: composite calling {inner}, served by the backend's fallback",
+                    )
 
 
 def _followed(start: str, composites: dict) -> list[str]:
@@ -173,9 +189,13 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
         for row in matched:
             mark(row, how)
         if not matched:
-            row = rows[(packet, target)] = {"op": packet, "device": target,
-                                            "count": inside.calls, "fallback": False,
-                                            "source": "nested"}
+            row = rows[(packet, target)] = {
+                "op": packet,
+                "device": target,
+                "count": inside.calls,
+                "fallback": False,
+                "source": "nested",
+            }
             if result.key and he.served_by_packet(packet, result.key) == "fallback":
                 mark(row, DISPATCHER_FALLBACK)
             mark(row, how)
@@ -191,12 +211,14 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
     # This pass's signals can add rows. Where the backend keeps no op accounting, ops it named
     # earlier in this process (a once-per-process warning) also mark recorded device ops, since
     # such a backend falls back per op type; an accounting backend is exact for the pass.
-    signalled: dict[str, dict] = {}   # family -> what the backend said about it
+    signalled: dict[str, dict] = {}  # family -> what the backend said about it
 
     def entry(name: str, count, source: str) -> dict:
-        return signalled.setdefault(_family(name), {"packet": rec.packet_key(name),
-                                                    "count": count, "source": source,
-                                                    "found_by": []})
+        return signalled.setdefault(
+            _family(name),
+            {"packet": rec.packet_key(name), "count": count, "source": source, "found_by": []},
+        )
+
     for name, n in (result.backend or {}).items():
         if rec.packet_key(name) in SCALAR_READS:
             continue  # a transfer (placement_scalar_reads), not host compute
@@ -204,28 +226,35 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
     for name in result.messages.ops:
         if name != signals.UNNAMED:
             entry(name, None, "backend warning/log")["found_by"].extend(
-                WARNING.format(s) for s in sorted(result.messages.sources.get(name) or
-                                                  {"pattern"}))
+                WARNING.format(s) for s in sorted(result.messages.sources.get(name) or {"pattern"})
+            )
     earlier: dict[str, list[str]] = {}
     if result.backend is None:
         heard = signals.heard()
         for name in heard.ops:
             if name != signals.UNNAMED and _family(name) not in signalled:
                 earlier.setdefault(_family(name), []).extend(
-                    EARLIER_WARNING.format(s) for s in sorted(heard.sources.get(name) or
-                                                              {"pattern"}))
+                    EARLIER_WARNING.format(s)
+                    for s in sorted(heard.sources.get(name) or {"pattern"})
+                )
     on_device = _device_rows(rows, target)
-    for family, hows in [(f, e["found_by"]) for f, e in signalled.items()] + \
-            list(earlier.items()):
+    for family, hows in [(f, e["found_by"]) for f, e in signalled.items()] + list(earlier.items()):
         matched = [r for r in on_device if _family(r["op"]) == family]
         for row in matched:
             for how in hows:
                 mark(row, how)
         if not matched and family in signalled:
             said = signalled[family]
-            row = rows.setdefault((said["packet"], target), {
-                "op": said["packet"], "device": target, "count": said["count"] or 1,
-                "fallback": False, "source": said["source"]})
+            row = rows.setdefault(
+                (said["packet"], target),
+                {
+                    "op": said["packet"],
+                    "device": target,
+                    "count": said["count"] or 1,
+                    "fallback": False,
+                    "source": said["source"],
+                },
+            )
             if said["count"] is None and row.get("source") == said["source"]:
                 row["count_is_lower_bound"] = True  # a message says it ran, not how often
             for how in hows:
@@ -235,13 +264,22 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
 def copies(result: PassResult) -> list[dict]:
     found = []
     for (op, src, dst), (n, nbytes) in sorted(result.recording.copies.items()):
-        found.append({"op": op, "src": src, "dst": dst, "count": n, "bytes": nbytes,
-                      "direction": DIRECTIONS[(src == "cpu", dst == "cpu")]})
+        found.append(
+            {
+                "op": op,
+                "src": src,
+                "dst": dst,
+                "count": n,
+                "bytes": nbytes,
+                "direction": DIRECTIONS[(src == "cpu", dst == "cpu")],
+            }
+        )
     return found
 
 
-def off_device(model, target: str, recording: rec.Recording | None = None
-               ) -> tuple[list[dict], int]:
+def off_device(
+    model, target: str, recording: rec.Recording | None = None
+) -> tuple[list[dict], int]:
     """Parameters and buffers not on the target device after placement; and how many exist.
 
     With a recording, each says how many copies to another device read its bytes in that step
@@ -249,22 +287,29 @@ def off_device(model, target: str, recording: rec.Recording | None = None
     new tensor, whose copies are then in the pass's copy table but not tied to the buffer).
     """
     found, total = [], 0
-    named = [("parameter", n, t) for n, t in model.named_parameters()] + \
-            [("buffer", n, t) for n, t in model.named_buffers()]
+    named = [("parameter", n, t) for n, t in model.named_parameters()] + [
+        ("buffer", n, t) for n, t in model.named_buffers()
+    ]
     for kind, name, tensor in named:
         total += 1
         if tensor.device.type != target:
-            entry = {"name": name, "kind": kind, "device": str(tensor.device),
-                     "bytes": tensor.numel() * tensor.element_size()}
+            entry = {
+                "name": name,
+                "kind": kind,
+                "device": str(tensor.device),
+                "bytes": tensor.numel() * tensor.element_size(),
+            }
             if recording is not None and tensor.device.type == "cpu":
                 entry["copies_per_step"] = recording.host_sources.get(
-                    tensor.untyped_storage().data_ptr(), 0)
+                    tensor.untyped_storage().data_ptr(), 0
+                )
             found.append(entry)
     return found, total
 
 
-def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int,
-          functions_on_target: int = 0) -> str:
+def grade(
+    ops: list[dict], target: str, off: list[dict], total_tensors: int, functions_on_target: int = 0
+) -> str:
     """Parameters or buffers left on the host are a fallback finding, like host ops.
     ``functions_on_target``: torch-function calls on device tensors (a backend that lowers
     at that level shows no dispatch-level device ops, yet ran on the device)."""
@@ -283,8 +328,16 @@ def fallback_ops(ops: list[dict]) -> dict[str, int]:
 
 def host_ops(ops: list[dict]) -> list[dict]:
     """findings["host_ops"]: each host op with its calls per step and how it was found."""
-    return [{"op": r["op"], "device": r["device"], "count": r["count"],
-             "found_by": r.get("found_by", [])} for r in ops if r["fallback"]]
+    return [
+        {
+            "op": r["op"],
+            "device": r["device"],
+            "count": r["count"],
+            "found_by": r.get("found_by", []),
+        }
+        for r in ops
+        if r["fallback"]
+    ]
 
 
 def evidence(result: PassResult, target: str, adapter) -> dict:
@@ -294,12 +347,16 @@ def evidence(result: PassResult, target: str, adapter) -> dict:
     return {
         "recorder": "TorchDispatchMode",
         "dispatcher": f"dispatch key {key}" if result.key else why,
-        "nested": ("torch.profiler event tree" if nested and not nested.unavailable
-                   else (nested.unavailable if nested else "not run")),
-        "backend_op_list": "available" if result.backend is not None else
-        "unavailable: the backend keeps no op accounting torchport can read",
-        "warnings": ("adapter patterns and " if adapter.fallback_patterns else "") +
-        "generic patterns",
+        "nested": (
+            "torch.profiler event tree"
+            if nested and not nested.unavailable
+            else (nested.unavailable if nested else "not run")
+        ),
+        "backend_op_list": "available"
+        if result.backend is not None
+        else "unavailable: the backend keeps no op accounting torchport can read",
+        "warnings": ("adapter patterns and " if adapter.fallback_patterns else "")
+        + "generic patterns",
     }
 
 
@@ -329,45 +386,62 @@ class PlacementProbe(Probe):
         reads = scalar_reads(result)
         if reads:
             findings["placement_scalar_reads"] = {
-                "ops": reads, "note": "scalar reads back to the host (.item()): counted as "
-                "transfers, not host compute"}
+                "ops": reads,
+                "note": "scalar reads back to the host (.item()): counted as "
+                "transfers, not host compute",
+            }
         warnings_of = getattr(subject.adapter, "backend_warnings", None)
         if warnings_of is not None:
             findings["backend_warnings"] = warnings_of()[:20]
-        findings.update({
-            "ops": ops, "fallback_ops": fallback_ops(ops), "host_ops": host_ops(ops),
-            "placement_copies": moved, "function_ops": fr.rows(result.functions),
-            "placement_off_device": off,
-            "placement_evidence": evidence(result, target, subject.adapter),
-            "placement_signals": {
-                "backend_fallback_ops": result.backend if result.backend is not None else
-                "unavailable: the backend keeps no op accounting torchport can read",
-                "messages": dict(result.messages.ops),
-                "message_texts": result.messages.texts[:5]},
-        })
+        findings.update(
+            {
+                "ops": ops,
+                "fallback_ops": fallback_ops(ops),
+                "host_ops": host_ops(ops),
+                "placement_copies": moved,
+                "function_ops": fr.rows(result.functions),
+                "placement_off_device": off,
+                "placement_evidence": evidence(result, target, subject.adapter),
+                "placement_signals": {
+                    "backend_fallback_ops": result.backend
+                    if result.backend is not None
+                    else "unavailable: the backend keeps no op accounting torchport can read",
+                    "messages": dict(result.messages.ops),
+                    "message_texts": result.messages.texts[:5],
+                },
+            }
+        )
         if subject.mode == "compile":
             try:  # a comparison only: its failure must not cost the compiled pass's findings
                 findings["placement_eager"] = self._eager_pass(subject, target, off, total)
             except Exception as exc:
                 findings["placement_eager"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-        metrics = {"placement_copies": sum(c["count"] for c in moved),
-                   "placement_function_calls": sum(result.functions.values()),
-                   "placement_off_device_tensors": len(off),
-                   # calls the recorder saw (rows a backend added are not double-counted)
-                   "placement_op_calls": sum(r["count"] for r in ops
-                                             if "->" not in r["device"] and "source" not in r),
-                   "placement_fallback_calls": sum(r["count"] for r in ops if r["fallback"])}
+        metrics = {
+            "placement_copies": sum(c["count"] for c in moved),
+            "placement_function_calls": sum(result.functions.values()),
+            "placement_off_device_tensors": len(off),
+            # calls the recorder saw (rows a backend added are not double-counted)
+            "placement_op_calls": sum(
+                r["count"] for r in ops if "->" not in r["device"] and "source" not in r
+            ),
+            "placement_fallback_calls": sum(r["count"] for r in ops if r["fallback"]),
+        }
         for direction in ("h2d", "d2h", "d2d"):
             metrics[f"placement_{direction}_bytes"] = sum(
-                c["bytes"] for c in moved if c["direction"] == direction)
+                c["bytes"] for c in moved if c["direction"] == direction
+            )
         return ProbeReport(metrics=metrics, findings=findings, grade=found_grade)
 
     def _eager_pass(self, subject: Subject, target: str, off: list, total: int) -> dict:
         """The eager module of a compile-mode result, for comparison with the compiled one."""
         from torchport.execution.steps import make_step
+
         step = make_step(subject.model, subject.model, subject.workload)
         result = observe(subject.adapter, step, target)
         ops = op_table(result, target)
         on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
-        return {"grade": grade(ops, target, off, total, on_target_functions),
-                "fallback_ops": fallback_ops(ops), "host_ops": host_ops(ops)}
+        return {
+            "grade": grade(ops, target, off, total, on_target_functions),
+            "fallback_ops": fallback_ops(ops),
+            "host_ops": host_ops(ops),
+        }

@@ -35,6 +35,7 @@ def make_optimizer(params, side: str):
     ``side`` ("device", "reference", "baseline") lets a test plant a wrong update on one side.
     """
     import torch
+
     return torch.optim.AdamW(params, lr=LEARNING_RATE, weight_decay=0.0)
 
 
@@ -74,51 +75,76 @@ class TrainProbe(Probe):
         import torch
 
         from torchport.execution.steps import place
+
         report = ProbeReport()
         config, steps = subject.config, subject.config.train_steps
         from torchport.execution.randomness import DESCRIPTION
-        info: dict[str, Any] = {"steps": steps, "step_kind": "training step with optimizer",
-                                "step_mode": "train", "randomness": DESCRIPTION,
-                                "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
-                                "data": "the parity-size batch, the same every step",
-                                "notes": []}
+
+        info: dict[str, Any] = {
+            "steps": steps,
+            "step_kind": "training step with optimizer",
+            "step_mode": "train",
+            "randomness": DESCRIPTION,
+            "optimizer": f"AdamW(lr={LEARNING_RATE}, weight_decay=0)",
+            "data": "the parity-size batch, the same every step",
+            "notes": [],
+        }
         report.findings["train"] = info
         from torchport.execution.build import build_workload
-        workload = build_workload(subject.case, seed=config.seed,
-                                  size=Size(batch=config.batch, seq=config.seq))
+
+        workload = build_workload(
+            subject.case, seed=config.seed, size=Size(batch=config.batch, seq=config.seq)
+        )
         if not workload.trains:
             info["notes"].append("forward-only case: nothing to train")
             return report
 
         def run_side(device, dtype, side, compiled=False):
             from torchport.execution.randomness import comparable
+
             placed = place(workload, device, dtype)
             runner = placed.model
             if compiled:
                 from torchport.probes.perf import compile_fresh
+
                 runner = compile_fresh(subject, placed.model)
             sync = subject.adapter.synchronize if side == "device" else (lambda: None)
             # One mask sequence over all steps, the same on every side (randomness.py).
             with comparable(config.seed):
                 return train_losses(placed.model, runner, placed, steps, side, sync)
 
-        key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
-               steps, config.dtype, make_optimizer)
+        key = (
+            subject.case.id,
+            subject.case.version,
+            config.seed,
+            config.batch,
+            config.seq,
+            steps,
+            config.dtype,
+            make_optimizer,
+        )
         if key not in _CPU_CURVES:
             _CPU_CURVES.clear()
-            _CPU_CURVES[key] = (run_side("cpu", torch.float64, "reference"),
-                                run_side("cpu", subject.dtype, "baseline"))
+            _CPU_CURVES[key] = (
+                run_side("cpu", torch.float64, "reference"),
+                run_side("cpu", subject.dtype, "baseline"),
+            )
         reference, baseline = _CPU_CURVES[key]
-        device = run_side(subject.device, subject.dtype, "device",
-                          compiled=subject.mode == "compile")
+        device = run_side(
+            subject.device, subject.dtype, "device", compiled=subject.mode == "compile"
+        )
         div, base_div = divergence(device, reference), divergence(baseline, reference)
         worst = max(range(steps), key=lambda i: div[i])
         tolerance = K * max(base_div) + FLOOR[config.dtype]
-        info.update(device_losses=_jsonable(device), reference_losses=_jsonable(reference),
-                    baseline_losses=_jsonable(baseline), worst_step=worst,
-                    baseline_max_divergence=_finite(max(base_div)),
-                    tolerance=_finite(tolerance),
-                    rule=f"max divergence <= {K} x baseline's + {FLOOR[config.dtype]}")
+        info.update(
+            device_losses=_jsonable(device),
+            reference_losses=_jsonable(reference),
+            baseline_losses=_jsonable(baseline),
+            worst_step=worst,
+            baseline_max_divergence=_finite(max(base_div)),
+            tolerance=_finite(tolerance),
+            rule=f"max divergence <= {K} x baseline's + {FLOOR[config.dtype]}",
+        )
         if math.isfinite(div[worst]):
             report.metrics["train_max_loss_divergence"] = div[worst]
         else:
@@ -128,14 +154,19 @@ class TrainProbe(Probe):
         if math.isfinite(reference[-1]):
             report.metrics["train_reference_final_loss"] = reference[-1]
         if not math.isfinite(tolerance):
-            info["notes"].append(f"the CPU baseline in {config.dtype} diverged too: this dtype "
-                                 "cannot train the case with this optimizer; no verdict")
+            info["notes"].append(
+                f"the CPU baseline in {config.dtype} diverged too: this dtype "
+                "cannot train the case with this optimizer; no verdict"
+            )
         elif not div[worst] <= tolerance:
             report.status, report.stage = "accuracy_fail", "train"
-            report.error = {"type": "TrainingDivergence", "traceback": None,
-                            "message": f"training loss diverged from the float64 reference: "
-                                       f"{div[worst]:.3g} relative at step {worst} > tolerance "
-                                       f"{tolerance:.3g}"}
+            report.error = {
+                "type": "TrainingDivergence",
+                "traceback": None,
+                "message": f"training loss diverged from the float64 reference: "
+                f"{div[worst]:.3g} relative at step {worst} > tolerance "
+                f"{tolerance:.3g}",
+            }
         return report
 
 

@@ -23,28 +23,32 @@ def set_user_version(number: int) -> str:
 INSERT_ENVIRONMENT = "INSERT OR IGNORE INTO environments(id, data, created_at) VALUES (?, ?, ?)"
 INSERT_RUN = (
     "INSERT INTO runs(id, started_at, state, pid, host, command, suite, device, config, plan,"
-    " labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)")
+    " labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 RUN_LIVENESS = "SELECT state, pid, host FROM runs WHERE id = ?"
 REOPEN_RUN = "UPDATE runs SET state = 'running', pid = ?, host = ?, finished_at = NULL WHERE id = ?"
 # The first environment a run saw stays its own; every distinct one is listed.
 SET_FIRST_ENVIRONMENT = "UPDATE runs SET environment_id = COALESCE(environment_id, ?) WHERE id = ?"
 ADD_RUN_ENVIRONMENT = (
-    "INSERT OR IGNORE INTO run_environments(run_id, environment_id, recorded_at)"
-    " VALUES (?, ?, ?)")
+    "INSERT OR IGNORE INTO run_environments(run_id, environment_id, recorded_at) VALUES (?, ?, ?)"
+)
 FINISH_RUN = "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?"
 INSERT_RESULT = (
     "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
     " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
     f" started_at, finished_at, signature, {', '.join(KEY_FIGURES)})"
-    f" VALUES ({', '.join('?' * (18 + len(KEY_FIGURES)))})")
+    f" VALUES ({', '.join('?' * (18 + len(KEY_FIGURES)))})"
+)
 INSERT_RESULT_OP = (
-    "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)")
+    "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)"
+)
 
 # -- reads -------------------------------------------------------------------------------------
 RUN_BY_ID = "SELECT * FROM runs WHERE id = ?"
 LATEST_RUN = "SELECT id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
 RUN_ENVIRONMENTS = (
-    "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid")
+    "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid"
+)
 STATUS_COUNTS = "SELECT run_id, status, COUNT(*) AS n FROM results GROUP BY run_id, status"
 ENVIRONMENT = "SELECT data FROM environments WHERE id = ?"
 DONE_ITEMS = "SELECT case_id, mode FROM results WHERE run_id = ?"
@@ -65,50 +69,68 @@ def where_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
     if fallback_op:
         # ``aten.cumsum`` names every overload (aten.cumsum.default, ...). A prefix compare,
         # not LIKE: '_' in an op name (aten._index_put_impl_) is not a wildcard.
-        sql += (" AND id IN (SELECT result_id FROM result_ops WHERE fallback = 1 AND"
-                " (op = ? OR substr(op, 1, ?) = ?))")
+        sql += (
+            " AND id IN (SELECT result_id FROM result_ops WHERE fallback = 1 AND"
+            " (op = ? OR substr(op, 1, ?) = ?))"
+        )
     return sql
 
 
 # Recorded order, or (case, mode) order: the (run_id, case_id, mode) index, so two runs can be
 # walked side by side without sorting either.
 ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
+
+
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
 def outcomes(*, stored_figures: bool) -> str:
     """Parameter: run_id. ``stored_figures``: the key-figure columns exist (schema v3); an
     older file reads them out of the JSON."""
-    figures = ", ".join(name if stored_figures else f"json_extract(metrics, '$.{name}')"
-                        for name in KEY_FIGURES)
+    figures = ", ".join(
+        name if stored_figures else f"json_extract(metrics, '$.{name}')" for name in KEY_FIGURES
+    )
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
         " CASE WHEN grade IS NOT NULL THEN NULLIF(json_extract(findings, '$.fallback_ops'),"
         " '{}') END AS host_ops,"
         " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
         " instr(error_message || char(10), char(10)) - 1) END AS error_line"
-        " FROM results WHERE run_id = ? ORDER BY case_id, mode")
+        " FROM results WHERE run_id = ? ORDER BY case_id, mode"
+    )
 
 
 # A result's op table as one JSON array (export), built inside SQLite.
 OPS_JSON = (
     "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
     " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
-    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json")
+    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json"
+)
 
 
-def select_results(*, run_id: bool, status: bool, fallback_op: bool, case_glob: bool = False,
-                   order: str = "id", with_ops: bool = False, paged: bool = False) -> str:
+def select_results(
+    *,
+    run_id: bool,
+    status: bool,
+    fallback_op: bool,
+    case_glob: bool = False,
+    order: str = "id",
+    with_ops: bool = False,
+    paged: bool = False,
+) -> str:
     """Results filtered (``where_results``) in ``order``; ``paged`` adds LIMIT ? OFFSET ?."""
     sql = f"SELECT *{', ' + OPS_JSON if with_ops else ''} FROM results"
-    sql += where_results(run_id=run_id, status=status, case_glob=case_glob,
-                         fallback_op=fallback_op) + ORDERS[order]
+    sql += (
+        where_results(run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op)
+        + ORDERS[order]
+    )
     return sql + " LIMIT ? OFFSET ?" if paged else sql
 
 
 def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
     return "SELECT COUNT(*) FROM results" + where_results(
-        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op)
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+    )
 
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
@@ -116,11 +138,13 @@ def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
 LIST_RUNS = (
     "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
     " labels, environment_id, json_array_length(plan) AS planned FROM runs"
-    " ORDER BY started_at DESC, rowid DESC")
+    " ORDER BY started_at DESC, rowid DESC"
+)
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
-    " ORDER BY started_at DESC, rowid DESC")
+    " ORDER BY started_at DESC, rowid DESC"
+)
 FAILURES = " run_id = ? AND status NOT IN ('pass', 'skip')"
 
 
@@ -132,34 +156,44 @@ def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
-    return (f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
-            f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?")
+    return (
+        f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
+        f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
+    )
 
 
 def failure_group_count(signature: str) -> str:
-    return (f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
-            f" GROUP BY status, stage, {signature})")
+    return (
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
+        f" GROUP BY status, stage, {signature})"
+    )
 
 
 def failure_examples(signature: str) -> str:
     """A group's first results. Parameters: run_id, status, stage, signature, limit."""
-    return ("SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
-            f" AND stage IS ? AND {signature} IS ? ORDER BY id LIMIT ?")
+    return (
+        "SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
+        f" AND stage IS ? AND {signature} IS ? ORDER BY id LIMIT ?"
+    )
 
 
 # One indexed lookup per case (the (case_id, mode) index): the newest eager status, else the
 # newest of any mode.
-_LAST = ("SELECT r.status FROM results r JOIN runs ON runs.id = r.run_id WHERE r.case_id = ?"
-         " AND (? IS NULL OR runs.device = ?)")
+_LAST = (
+    "SELECT r.status FROM results r JOIN runs ON runs.id = r.run_id WHERE r.case_id = ?"
+    " AND (? IS NULL OR runs.device = ?)"
+)
 LAST_EAGER_STATUS = _LAST + " AND r.mode = 'eager' ORDER BY r.id DESC LIMIT 1"
 LAST_ANY_STATUS = _LAST + " ORDER BY r.id DESC LIMIT 1"
 # Every case at once: the newest result per (case, mode), grouped on the same index.
 LAST_STATUS_EVERY_CASE = (
     "SELECT id, case_id, mode, status FROM results WHERE id IN (SELECT MAX(r.id) FROM results r"
-    " JOIN runs ON runs.id = r.run_id WHERE runs.device = ? GROUP BY r.case_id, r.mode)")
+    " JOIN runs ON runs.id = r.run_id WHERE runs.device = ? GROUP BY r.case_id, r.mode)"
+)
 LAST_STATUS_EVERY_CASE_ANY_DEVICE = (
     "SELECT id, case_id, mode, status FROM results WHERE id IN (SELECT MAX(id) FROM results"
-    " GROUP BY case_id, mode)")
+    " GROUP BY case_id, mode)"
+)
 
 # Ranked full text. bm25 over every match costs a lookup per match (its length): 100 000 matches
 # of a common word take seconds. So the newest RANK_WINDOW matches are ranked by bm25 (a case-id
@@ -167,10 +201,11 @@ LAST_STATUS_EVERY_CASE_ANY_DEVICE = (
 # both walk the FTS index in rowid order and stop at the page.
 SEARCH_WINDOW = (
     "SELECT rowid, bm25(results_fts, 10.0, 4.0, 1.0) AS score FROM results_fts"
-    " WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ?")
+    " WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+)
 SEARCH_BY_RECENCY = (
-    "SELECT rowid FROM results_fts WHERE results_fts MATCH ? ORDER BY rowid DESC"
-    " LIMIT ? OFFSET ?")
+    "SELECT rowid FROM results_fts WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ? OFFSET ?"
+)
 
 
 def results_by_id(n: int) -> str:
@@ -181,25 +216,27 @@ SEARCH_COUNT = "SELECT COUNT(*) FROM results_fts WHERE results_fts MATCH ?"
 
 # -- decisions: notes and artifacts -----------------------------------------------------------
 INSERT_NOTE = (
-    "INSERT INTO notes(run_id, case_id, mode, author, text, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?)")
+    "INSERT INTO notes(run_id, case_id, mode, author, text, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
 NOTE_EXISTS = (
     "SELECT 1 FROM notes WHERE run_id = ? AND case_id IS ? AND mode IS ? AND author IS ?"
-    " AND text = ? AND created_at = ?")
+    " AND text = ? AND created_at = ?"
+)
 NOTES_OF_RUN = "SELECT * FROM notes WHERE run_id = ? ORDER BY id"
 NOTES_OF_CASE = "SELECT * FROM notes WHERE run_id = ? AND case_id = ? ORDER BY id"
 ALL_NOTES = "SELECT * FROM notes ORDER BY id"
 SEARCH_NOTES = (
     "SELECT notes.* FROM (SELECT rowid, rank FROM notes_fts WHERE notes_fts MATCH ?"
     " ORDER BY rank LIMIT ? OFFSET ?) AS hit JOIN notes ON notes.id = hit.rowid"
-    " ORDER BY hit.rank")
+    " ORDER BY hit.rank"
+)
 CASE_IN_RUN = "SELECT mode FROM results WHERE run_id = ? AND case_id = ?"
-INSERT_ARTIFACT = (
-    "INSERT OR IGNORE INTO artifacts(run_id, path, sha256, bytes) VALUES (?, ?, ?, ?)")
+INSERT_ARTIFACT = "INSERT OR IGNORE INTO artifacts(run_id, path, sha256, bytes) VALUES (?, ?, ?, ?)"
 ARTIFACTS_OF_RUN = "SELECT path, sha256, bytes FROM artifacts WHERE run_id = ? ORDER BY path"
 
 # -- import: a run as it was recorded elsewhere -----------------------------------------------
 # No pid: the supervisor lived on another machine; the state is what the exporter saw.
 INSERT_RUN_AS_RECORDED = (
     "INSERT INTO runs(id, started_at, finished_at, state, pid, host, command, suite, device,"
-    " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)")
+    " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)"
+)

@@ -25,7 +25,7 @@ class Finished:
     """One task's outcome. ``environment``: the fingerprint of the worker that ran it."""
 
     task: Task
-    result: dict | None    # None or malformed: the api records a crash @record
+    result: dict | None  # None or malformed: the api records a crash @record
     environment: dict | None = None
 
 

@@ -35,8 +35,15 @@ from torchport.timing import clock
 class Ladder:
     """Runs the stages; each returns False once the ladder must stop."""
 
-    def __init__(self, case: Case, mode: str, config: RunConfig, adapter, emit: Callable,
-                 reference_cache: dict):
+    def __init__(
+        self,
+        case: Case,
+        mode: str,
+        config: RunConfig,
+        adapter,
+        emit: Callable,
+        reference_cache: dict,
+    ):
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
@@ -53,6 +60,7 @@ class Ladder:
             value = fn()
             self.adapter.synchronize()
             return value
+
         done = capture(name, synchronised, clock)
         self.out.durations[f"{name}_s"] = done.duration_s
         if not done.ok:
@@ -69,15 +77,22 @@ class Ladder:
             note = None
         if note and self.out.error is not None:
             self.out.findings["backend_explanation"] = note
-            self.out.error["message"] = f"{note} ({type(done.exc).__name__}: " \
-                f"{self.out.error['message']})"
+            self.out.error["message"] = (
+                f"{note} ({type(done.exc).__name__}: {self.out.error['message']})"
+            )
 
     def run(self) -> dict:
         import torch
+
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
-            return skipped(self.case.id, self.mode, case_version=self.case.version,
-                           reason=reason, tags=tuple(self.case.tags)).to_dict()
+            return skipped(
+                self.case.id,
+                self.mode,
+                case_version=self.case.version,
+                reason=reason,
+                tags=tuple(self.case.tags),
+            ).to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
         ok, workload = self.stage("build", lambda: self._build(size))
@@ -85,8 +100,12 @@ class Ladder:
             return self.out.to_dict()
         self.out.findings["workload"] = workload.meta
         self.out.findings["step"] = step_info(workload)
-        ok, placed = self.stage("place", lambda: place(workload, self.adapter.device(), dtype,
-                                                       host_scope=self.adapter.host_scope))
+        ok, placed = self.stage(
+            "place",
+            lambda: place(
+                workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope
+            ),
+        )
         if not ok:
             return self.out.to_dict()
         if placed.meta.get("placement_ties"):
@@ -111,8 +130,9 @@ class Ladder:
             cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
             if cold:
                 compile_metrics.start_recording()
-            ok, compiled = self.stage("compile", lambda: self._first_compiled(module, placed,
-                                                                              compared))
+            ok, compiled = self.stage(
+                "compile", lambda: self._first_compiled(module, placed, compared)
+            )
             if not ok:
                 return self.out.to_dict()
             runner, compared_step, outcome = compiled
@@ -131,24 +151,45 @@ class Ladder:
             if cold and not compared.masked_calls:
                 d = self.out.durations
                 cold_compile = compile_metrics.first_step_record(
-                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"])
+                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"]
+                )
         # The reference runs after the device so that a fault in the model shows at the
         # device stage that met it; it is computed once per case and shared by the modes.
         ok, reference = self.stage("reference", lambda: self._reference(size))
         if not ok:
             return self.out.to_dict()
-        ok, report = self.stage("parity", lambda: self._parity(result, reference, noise,
-                                                               workload.tolerance))
+        ok, report = self.stage(
+            "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
+        )
         if ok and not report.ok:
-            self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch", (
-                report.message().replace("outside tolerance", "outside tolerance"
-                                         + self._weak_note(reference), 1))))
-        subject = Subject(case=self.case, mode=self.mode, config=config, adapter=self.adapter,
-                          device=self.adapter.device(), dtype=dtype, workload=placed,
-                          model=module, runner=runner, step=step,
-                          make_runner=lambda: self._compile(module) if self.mode == "compile"
-                          else module, emit=self.emit, case_deadline=self.case_deadline,
-                          cold_compile=cold_compile)
+            self.out.fail(
+                "accuracy_fail",
+                "parity",
+                error_note(
+                    "ParityMismatch",
+                    (
+                        report.message().replace(
+                            "outside tolerance", "outside tolerance" + self._weak_note(reference), 1
+                        )
+                    ),
+                ),
+            )
+        subject = Subject(
+            case=self.case,
+            mode=self.mode,
+            config=config,
+            adapter=self.adapter,
+            device=self.adapter.device(),
+            dtype=dtype,
+            workload=placed,
+            model=module,
+            runner=runner,
+            step=step,
+            make_runner=lambda: self._compile(module) if self.mode == "compile" else module,
+            emit=self.emit,
+            case_deadline=self.case_deadline,
+            cold_compile=cold_compile,
+        )
         self._probes(subject)
         return self.out.to_dict()
 
@@ -176,6 +217,7 @@ class Ladder:
         """A second eager run compared with the first; per-tensor noise, or None when the
         second run failed (the result then says so)."""
         import torch
+
         torch.manual_seed(self.config.seed)
         again = capture("run", lambda: self._outputs(eager_step), clock)
         self.out.durations["determinism_run_s"] = again.duration_s
@@ -193,8 +235,7 @@ class Ladder:
 
     def _first_compiled(self, module, placed, compared):
         with compile_outcome.watch() as outcome:
-            runner, step = first_compiled_step(self._compile, module, placed,
-                                               compared=compared)
+            runner, step = first_compiled_step(self._compile, module, placed, compared=compared)
         return runner, step, outcome
 
     def _numerics(self) -> None:
@@ -214,16 +255,23 @@ class Ladder:
             local = None if reference_mod.rebuildable(self.case, self.config) else self.case
             with self.adapter.host_scope():
                 cached["reference"] = reference_mod.obtain(
-                    self._reference_spec(size), local,
-                    timeout_s=max(self.case_deadline - clock(), 30.0))
+                    self._reference_spec(size),
+                    local,
+                    timeout_s=max(self.case_deadline - clock(), 30.0),
+                )
         value = cached["reference"]
         kind = value["kind"]
         self.out.findings["reference"] = {
-            "kind": kind, "label": kind if kind == "float64" else
-            f"float32 (float64 failed: {value.get('float64_error')})",
-            "cache": value.get("cache"), "process": value.get("process"),
+            "kind": kind,
+            "label": kind
+            if kind == "float64"
+            else f"float32 (float64 failed: {value.get('float64_error')})",
+            "cache": value.get("cache"),
+            "process": value.get("process"),
             "rule": "float64 with CPU-baseline allowance under the dtype's ceiling"
-            if kind == "float64" else parity_weak.RULE}
+            if kind == "float64"
+            else parity_weak.RULE,
+        }
         if value.get("randomness"):
             self.out.findings["step"]["randomness"] = value["randomness"]
         return value
@@ -242,6 +290,7 @@ class Ladder:
 
     def _compile(self, module):
         import torch
+
         assert self.backend is not None, "the backend is chosen before compiling"
         return torch.compile(module, backend=self.backend.name)
 
@@ -249,37 +298,51 @@ class Ladder:
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
         # On the CPU, the eager run at the run's dtype is the baseline itself: judged by the
         # dtype's ceiling against float64, never passed against its own noise.
-        basis = "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") \
-            else "device"
+        basis = (
+            "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
+        )
         with self.adapter.host_scope():
             if reference["kind"] == "float64":
-                report = parity.compare(result, reference["reference"], reference["baseline"],
-                                        atol=atol, rtol=rtol, noise=noise,
-                                        low_precision=self.config.dtype in LOW_PRECISION,
-                                        dtype=self.config.dtype, basis=basis)
+                report = parity.compare(
+                    result,
+                    reference["reference"],
+                    reference["baseline"],
+                    atol=atol,
+                    rtol=rtol,
+                    noise=noise,
+                    low_precision=self.config.dtype in LOW_PRECISION,
+                    dtype=self.config.dtype,
+                    basis=basis,
+                )
             else:
-                report = parity_weak.compare(result, reference["reference"], atol=atol,
-                                             rtol=rtol)
+                report = parity_weak.compare(result, reference["reference"], atol=atol, rtol=rtol)
         self.out.probe_versions["parity"] = parity.PROBE_VERSION
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
         self.out.findings["parity"] = report.findings()
         uncontrolled = (self.out.findings["step"].get("randomness") or {}).get(
-            "uncontrolled_random_ops")
+            "uncontrolled_random_ops"
+        )
         if uncontrolled and not report.ok:
             self.out.findings["parity"]["note"] = (
                 "the step draws random numbers torchport does not control ("
-                + ", ".join(sorted(uncontrolled)) + "): a device's generator differs from the "
-                "CPU's, which alone can fail parity")
+                + ", ".join(sorted(uncontrolled))
+                + "): a device's generator differs from the "
+                "CPU's, which alone can fail parity"
+            )
         return report
 
     @staticmethod
     def _weak_note(reference: dict) -> str:
-        return "" if reference["kind"] == "float64" else " of the float32 reference " \
-            f"(float64 failed: {reference.get('float64_error')})"
+        return (
+            ""
+            if reference["kind"] == "float64"
+            else f" of the float32 reference (float64 failed: {reference.get('float64_error')})"
+        )
 
     def _probes(self, subject: Subject) -> None:
         from torchport.probes.registry import load_probe
+
         for name in self.config.probes:
             probe = load_probe(name)
             if not probe.applies(subject):
@@ -293,7 +356,8 @@ class Ladder:
                 report.check()
             except ValueError as exc:  # a malformed report is that probe's crash, not ours
                 self.out.findings.setdefault("probe_errors", []).append(
-                    {**error_value(exc), "probe": name, "status": "crash"})
+                    {**error_value(exc), "probe": name, "status": "crash"}
+                )
                 continue
             self.out.metrics.update(report.metrics)
             self.out.findings.update(report.findings)

@@ -35,13 +35,19 @@ class WorkerStartError(RuntimeError):
 class WorkerProcess:
     """One ``python -m torchport.runner.worker`` process."""
 
-    def __init__(self, device: str, env: dict[str, str], logs: LogFolder,
-                 cold_root: str | None = None):
+    def __init__(
+        self, device: str, env: dict[str, str], logs: LogFolder, cold_root: str | None = None
+    ):
         self.logs, self.cold_root = logs, cold_root
-        self.child = Child("torchport.runner.worker", ["--device", device], env=env,
-                           log_dir=logs.path, name="worker")
+        self.child = Child(
+            "torchport.runner.worker",
+            ["--device", device],
+            env=env,
+            log_dir=logs.path,
+            name="worker",
+        )
         self.environment: dict | None = None
-        self.task: Task | None = None      # the task now running, and its watch
+        self.task: Task | None = None  # the task now running, and its watch
         self.deadline = Deadline(case_s=0.0)
         self.stage: str | None = None
         self.started = self.case_deadline = 0.0
@@ -62,8 +68,11 @@ class WorkerProcess:
             detail = (event or {}).get("error", {}).get("message") if event else None
             self.child.kill()
             self.logs.keep(self.child.log.name)
-            raise WorkerStartError(detail or f"worker exited ({self.child.exit_description()})"
-                                   f" before it was ready: {self.child.tail()[-800:]}")
+            raise WorkerStartError(
+                detail
+                or f"worker exited ({self.child.exit_description()})"
+                f" before it was ready: {self.child.tail()[-800:]}"
+            )
         self.environment = event["environment"]
         return self.environment
 
@@ -97,8 +106,12 @@ class WorkerProcess:
         self.task, self.deadline, self.stage = task, deadline, None
         self.started = clock()
         self.case_deadline, self.compile_deadline = self.started + deadline.case_s, None
-        message = {"case": task.case, "mode": task.mode, "config": config,
-                   "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S}
+        message = {
+            "case": task.case,
+            "mode": task.mode,
+            "config": config,
+            "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S,
+        }
         if not self.child.send(json.dumps(message)):
             return self._crashed(task, None)
         return None
@@ -114,15 +127,19 @@ class WorkerProcess:
         missing or malformed: the api records that as a crash)."""
         if event["event"] == "stage":
             self.stage = event.get("stage")
-            self.compile_deadline = (clock() + self.deadline.compile_s
-                                     if self.stage == "compile" and self.deadline.compile_s
-                                     else None)
+            self.compile_deadline = (
+                clock() + self.deadline.compile_s
+                if self.stage == "compile" and self.deadline.compile_s
+                else None
+            )
             return False, None
         if event["event"] != "result":
             return False, None
         result = event.get("result")
-        if not isinstance(result, dict) or (result.get("case"), result.get("mode")) \
-                != self._task().key:
+        if (
+            not isinstance(result, dict)
+            or (result.get("case"), result.get("mode")) != self._task().key
+        ):
             # Something in the worker wrote a result that is not this task's: nothing more
             # it sends can be trusted. The api records the mismatch as a crash.
             self.child.kill()
@@ -130,8 +147,12 @@ class WorkerProcess:
 
     def on_bad_event(self, exc: BadEvent) -> dict:
         self.child.kill()
-        return self._lost(self._task(), self.stage, "crash", f"the worker wrote a malformed "
-                          f"event ({exc}); it was killed")
+        return self._lost(
+            self._task(),
+            self.stage,
+            "crash",
+            f"the worker wrote a malformed event ({exc}); it was killed",
+        )
 
     def on_late(self) -> dict:
         """A deadline passed: kill the group, and say which limit it was."""
@@ -140,10 +161,14 @@ class WorkerProcess:
         compile_hit = self.compile_deadline is not None and now >= self.compile_deadline
         seconds = self.deadline.compile_s if compile_hit else self.deadline.case_s
         what = "compilation" if compile_hit else "the case"
-        return self._lost(self._task(), self.stage, "compile_timeout" if compile_hit else
-                          "timeout",
-                          f"{what} ran past its {seconds:g} s limit; the worker was killed "
-                          "with its process group", elapsed_s=now - self.started)
+        return self._lost(
+            self._task(),
+            self.stage,
+            "compile_timeout" if compile_hit else "timeout",
+            f"{what} ran past its {seconds:g} s limit; the worker was killed "
+            "with its process group",
+            elapsed_s=now - self.started,
+        )
 
     def on_end(self) -> dict:
         """The event stream ended: let the worker report how it ended."""
@@ -155,13 +180,26 @@ class WorkerProcess:
         assert self.task is not None, "no task is running"
         return self.task
 
-    def _lost(self, task: Task, stage: str | None, status: str, message: str,
-              elapsed_s: float | None = None) -> dict:
+    def _lost(
+        self,
+        task: Task,
+        stage: str | None,
+        status: str,
+        message: str,
+        elapsed_s: float | None = None,
+    ) -> dict:
         log = self.logs.keep(self.child.log.name)
-        result = crashed(task.case, task.mode, case_version=task.case_version, stage=stage or
-                         "worker", status=status, error={**error_note(
-                             "Timeout" if "timeout" in status else "WorkerError", message),
-                             "traceback": self.child.tail()})
+        result = crashed(
+            task.case,
+            task.mode,
+            case_version=task.case_version,
+            stage=stage or "worker",
+            status=status,
+            error={
+                **error_note("Timeout" if "timeout" in status else "WorkerError", message),
+                "traceback": self.child.tail(),
+            },
+        )
         result.findings = {"tags": list(task.tags), "worker_log": log}
         if elapsed_s is not None:
             result.durations["elapsed_s"] = elapsed_s
@@ -169,8 +207,12 @@ class WorkerProcess:
 
     def _crashed(self, task: Task, stage: str | None) -> dict:
         code = self.child.returncode
-        out = self._lost(task, stage, "crash", f"worker died ({self.child.exit_description()})"
-                         f" during stage '{stage}'")
+        out = self._lost(
+            task,
+            stage,
+            "crash",
+            f"worker died ({self.child.exit_description()}) during stage '{stage}'",
+        )
         out["findings"]["exit_code"] = code
         return out
 
@@ -186,8 +228,15 @@ class WorkerProcess:
 class LocalExecutor:
     """Serial: ``next_result`` runs the next queued task to its end (or its deadline)."""
 
-    def __init__(self, *, device: str, env: dict[str, str], config: dict, deadline: Deadline,
-                 cache_dirs: Callable[[str], dict[str, str]] | None = None):
+    def __init__(
+        self,
+        *,
+        device: str,
+        env: dict[str, str],
+        config: dict,
+        deadline: Deadline,
+        cache_dirs: Callable[[str], dict[str, str]] | None = None,
+    ):
         self.device, self.env, self.config, self.deadline = device, env, config, deadline
         self.cache_dirs = cache_dirs or (lambda root: {})
         self.queue: collections.deque[Task] = collections.deque()
@@ -204,18 +253,32 @@ class LocalExecutor:
             return None
         task = self.queue.popleft()
         if task.skip_reason:
-            return Finished(task=task, result=skipped(
-                task.case, task.mode, case_version=task.case_version, reason=task.skip_reason,
-                tags=task.tags).to_dict())
+            return Finished(
+                task=task,
+                result=skipped(
+                    task.case,
+                    task.mode,
+                    case_version=task.case_version,
+                    reason=task.skip_reason,
+                    tags=task.tags,
+                ).to_dict(),
+            )
         try:
             worker = self._cold_worker() if task.cold else self._warm_worker()
         except WorkerStartError as exc:
             self.start_failures += 1
             if self.start_failures >= MAX_START_FAILURES:
                 raise ExecutorBroken(str(exc)) from None
-            return Finished(task=task, result=crashed(
-                task.case, task.mode, case_version=task.case_version, stage="worker_start",
-                error=error_note("WorkerStartError", str(exc))).to_dict())
+            return Finished(
+                task=task,
+                result=crashed(
+                    task.case,
+                    task.mode,
+                    case_version=task.case_version,
+                    stage="worker_start",
+                    error=error_note("WorkerStartError", str(exc)),
+                ).to_dict(),
+            )
         self.start_failures = 0
         self.current = worker
         try:

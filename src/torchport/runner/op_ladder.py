@@ -39,10 +39,16 @@ def _error(exc: BaseException) -> str:
 class OpLadder:
     """Same interface as ``runner.ladder.Ladder``: ``OpLadder(...).run() -> result dict``."""
 
-    def __init__(self, case, mode: str, config: RunConfig, adapter, emit: Callable,
-                 reference_cache: dict):
-        self.case, self.mode, self.config, self.adapter, self.emit = (case, mode, config,
-                                                                      adapter, emit)
+    def __init__(
+        self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
+    ):
+        self.case, self.mode, self.config, self.adapter, self.emit = (
+            case,
+            mode,
+            config,
+            adapter,
+            emit,
+        )
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
         self.target = adapter.device().split(":")[0]
         self.sample_skips: collections.Counter = collections.Counter()
@@ -54,19 +60,35 @@ class OpLadder:
 
     # -- outcome helpers --------------------------------------------------------------------
     def _skip(self, reason: str, message: str) -> dict:
-        from torchport.cases.ops import SKIP_REASONS
+        from torchport.cases.ops_reasons import SKIP_REASONS
+
         self.out.status, self.out.stage = "skip", None
         self.out.findings["skip"] = reason
-        self.out.error = {"type": "Skip", "message": f"{SKIP_REASONS[reason]}: {message}"
-                          if message else SKIP_REASONS[reason], "traceback": None}
+        self.out.error = {
+            "type": "Skip",
+            "message": f"{SKIP_REASONS[reason]}: {message}" if message else SKIP_REASONS[reason],
+            "traceback": None,
+        }
         return self._finish()
 
-    def _fail(self, index: int, phase: str, kind: str, message: str, aten: list[str],
-              exc: BaseException | None = None) -> None:
+    def _fail(
+        self,
+        index: int,
+        phase: str,
+        kind: str,
+        message: str,
+        aten: list[str],
+        exc: BaseException | None = None,
+    ) -> None:
         self.counts[f"failed_{kind}"] += 1
         if len(self.failures) < MAX_FAILURES_KEPT:
-            entry = {"sample": index, "phase": phase, "kind": kind, "message": message[:500],
-                     "aten_ops": aten[:20]}
+            entry = {
+                "sample": index,
+                "phase": phase,
+                "kind": kind,
+                "message": message[:500],
+                "aten_ops": aten[:20],
+            }
             if exc is not None and not self.failures:
                 entry["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
             self.failures.append(entry)
@@ -76,9 +98,11 @@ class OpLadder:
         import torch
 
         from torchport.cases import opinfo
+
         case = self.case
-        self.out.findings.update({"tags": list(case.tags), "op": case.op_key,
-                                  "dtype": case.dtype, "ladder": "op"})
+        self.out.findings.update(
+            {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
+        )
         if self.mode != "eager":
             return self._skip_mode()
         self.emit({"event": "stage", "stage": "build"})
@@ -103,13 +127,19 @@ class OpLadder:
             self.out.findings["opinfo_expected_failure"] = True
         tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
         self.out.findings["tolerance"] = {
-            "atol": decor.atol, "rtol": decor.rtol,
-            "source": decor.tolerance_source or "default by output dtype (probes/op_parity.py)"}
-        backward = op.supports_autograd and case.dtype in opinfo.backward_dtype_names(
-            op, device_type) and case.dtype in opinfo.backward_dtype_names(op, "cpu")
-        fp64 = (getattr(torch, case.dtype).is_floating_point and "float64" in cpu_dtypes)
-        self.out.findings.update({"backward": backward,
-                                  "reference_dtype": "float64" if fp64 else case.dtype})
+            "atol": decor.atol,
+            "rtol": decor.rtol,
+            "source": decor.tolerance_source or "default by output dtype (probes/op_parity.py)",
+        }
+        backward = (
+            op.supports_autograd
+            and case.dtype in opinfo.backward_dtype_names(op, device_type)
+            and case.dtype in opinfo.backward_dtype_names(op, "cpu")
+        )
+        fp64 = getattr(torch, case.dtype).is_floating_point and "float64" in cpu_dtypes
+        self.out.findings.update(
+            {"backward": backward, "reference_dtype": "float64" if fp64 else case.dtype}
+        )
         try:
             samples = self._samples(op, backward)
         except Exception as exc:
@@ -124,8 +154,7 @@ class OpLadder:
         start = clock()
         for index, sample in enumerate(samples):
             try:
-                self._sample(op, index, sample, backward=backward, fp64=fp64,
-                             tolerance=tolerance)
+                self._sample(op, index, sample, backward=backward, fp64=fp64, tolerance=tolerance)
             except Exception as exc:  # a bug outside one side's run: that sample fails
                 if is_oom(exc):
                     self.out.fail("oom", "run", error_value(exc))
@@ -137,26 +166,36 @@ class OpLadder:
     def _skip_mode(self) -> dict:
         self.out.status = "skip"
         self.out.findings["skip"] = "mode"
-        self.out.error = {"type": "Skip", "message": f"ops cases run in eager mode only, not "
-                          f"'{self.mode}'", "traceback": None}
+        self.out.error = {
+            "type": "Skip",
+            "message": f"ops cases run in eager mode only, not '{self.mode}'",
+            "traceback": None,
+        }
         return self._finish()
 
     def _samples(self, op, backward: bool) -> list:
         """Samples on the device; made on the CPU and moved when the device cannot make them."""
         from torchport.cases import opinfo
         from torchport.runner import op_samples
+
         device = self.adapter.device()
         try:
-            return opinfo.samples(op, device, self.case.dtype, requires_grad=backward,
-                                  seed=self.config.seed)
+            return opinfo.samples(
+                op, device, self.case.dtype, requires_grad=backward, seed=self.config.seed
+            )
         except Exception as exc:
             if self.target == "cpu":
                 raise
             self.out.findings["samples_made_on"] = f"cpu (on the device: {_error(exc)})"
-        made = opinfo.samples(op, "cpu", self.case.dtype, requires_grad=backward,
-                              seed=self.config.seed)
-        return [op_samples.convert(s, lambda t: op_samples.leaf(t, device=device),
-                                   self._device_fn(device, "cpu")) for s in made]
+        made = opinfo.samples(
+            op, "cpu", self.case.dtype, requires_grad=backward, seed=self.config.seed
+        )
+        return [
+            op_samples.convert(
+                s, lambda t: op_samples.leaf(t, device=device), self._device_fn(device, "cpu")
+            )
+            for s in made
+        ]
 
     @staticmethod
     def _device_fn(to: str, frm: str):
@@ -168,19 +207,23 @@ class OpLadder:
             if isinstance(value, str) and value in (frm, f"{frm}:0"):
                 return to
             return value
+
         return swap
 
-    def _sample(self, op, index: int, sample, *, backward: bool, fp64: bool,
-                tolerance) -> None:
+    def _sample(self, op, index: int, sample, *, backward: bool, fp64: bool, tolerance) -> None:
         from torchport.runner import op_samples as ops
+
         if ops.non_strided(sample):
             self.sample_skips["sparse"] += 1
             return
         seed = self.config.seed * 100_003 + index
         to_cpu = self._device_fn("cpu", self.adapter.device())
         cpu_sample = ops.convert(sample, lambda t: ops.leaf(t, device="cpu"), to_cpu)
-        ref_sample = ops.convert(cpu_sample, lambda t: ops.leaf(t, dtype=ops.wider(t.dtype)))\
-            if fp64 else None
+        ref_sample = (
+            ops.convert(cpu_sample, lambda t: ops.leaf(t, dtype=ops.wider(t.dtype)))
+            if fp64
+            else None
+        )
         device, aten = self._device_side(op, sample, backward, seed)
         tags = set().union(*(ops.op_tags(name) for name in aten))
         self.tags |= tags & set(ops.SHAPE_TAGS)
@@ -189,51 +232,89 @@ class OpLadder:
             return
         # On the CPU the device side is the baseline: running it twice would add nothing.
         cots = device.cotangents
-        base = device if self.target == "cpu" else ops.run_side(
-            op, cpu_sample, backward_with=cots, seed=seed, grad=backward)
+        base = (
+            device
+            if self.target == "cpu"
+            else ops.run_side(op, cpu_sample, backward_with=cots, seed=seed, grad=backward)
+        )
         if base.sparse or device.sparse:  # (checked before errors: a device without sparse
-            self.sample_skips["sparse"] += 1   # support raises on it)
+            self.sample_skips["sparse"] += 1  # support raises on it)
             return
         if device.forward_error is not None or base.forward_error is not None:
             if base.forward_error is not None:
                 self.sample_skips["cpu_raises"] += 1
             else:
-                self._fail(index, "forward", "error", _error(device.forward_error), aten,
-                           device.forward_error)
+                self._fail(
+                    index,
+                    "forward",
+                    "error",
+                    _error(device.forward_error),
+                    aten,
+                    device.forward_error,
+                )
             return
         assert base.outputs is not None  # no forward error: it made outputs
-        ref = ops.run_side(op, ref_sample, backward_with=cots, seed=seed, grad=backward) \
-            if ref_sample is not None else None
+        ref = (
+            ops.run_side(op, ref_sample, backward_with=cots, seed=seed, grad=backward)
+            if ref_sample is not None
+            else None
+        )
         if ref is not None and ref.forward_error is not None:
-            ref = None          # float64 refused: the baseline is the reference
+            ref = None  # float64 refused: the baseline is the reference
             self.counts["reference_fell_back"] += 1
         self.counts["checked"] += 1
-        self._check(index, "forward", device.outputs, base.outputs,
-                    ref.outputs if ref else None, tolerance, aten)
-        if not backward or (device.grads is None and base.grads is None and
-                            device.backward_error is None and base.backward_error is None):
+        self._check(
+            index,
+            "forward",
+            device.outputs,
+            base.outputs,
+            ref.outputs if ref else None,
+            tolerance,
+            aten,
+        )
+        if not backward or (
+            device.grads is None
+            and base.grads is None
+            and device.backward_error is None
+            and base.backward_error is None
+        ):
             return
         if base.backward_error is not None:
             self.counts["backward_cpu_raises"] += 1
             return
         if device.backward_error is not None:
-            self._fail(index, "backward", "error", _error(device.backward_error), aten,
-                       device.backward_error)
+            self._fail(
+                index,
+                "backward",
+                "error",
+                _error(device.backward_error),
+                aten,
+                device.backward_error,
+            )
             return
         if ref is not None and (ref.backward_error is not None or ref.grads is None):
             ref = None
         self.counts["backward_checked"] += 1
-        self._check(index, "backward", device.grads or {}, base.grads or {},
-                    ref.grads if ref else None, tolerance, aten)
+        self._check(
+            index,
+            "backward",
+            device.grads or {},
+            base.grads or {},
+            ref.grads if ref else None,
+            tolerance,
+            aten,
+        )
 
     def _device_side(self, op, sample, backward: bool, seed: int):
         """Forward, then backward, each under the placement recorder; the cotangents are made
         between the two, unrecorded. Returns the side (read back) and the aten ops it ran."""
         from torchport.runner import op_samples as ops
+
         holder: dict = {}
 
         def forward():
             holder["side"] = ops.forward(op, sample)
+
         passes = [placement.observe(self.adapter, forward)]
         side = holder["side"]
         side.cotangents = None
@@ -241,8 +322,9 @@ class OpLadder:
             side.cotangents = ops.cotangents(side, sample, seed)
             if side.cotangents is not None:
                 placed = ops.placed_cotangents(side, sample, side.cotangents)  # unrecorded
-                passes.append(placement.observe(
-                    self.adapter, lambda: ops.backward(side, sample, placed)))
+                passes.append(
+                    placement.observe(self.adapter, lambda: ops.backward(side, sample, placed))
+                )
         aten: set[str] = set()
         for observed in passes:
             rows = placement.op_table(observed, self.target)
@@ -250,12 +332,19 @@ class OpLadder:
             aten |= {r["op"] for r in rows if "->" not in r["device"]}
         return ops.to_host_side(side), sorted(aten)
 
-    def _check(self, index, phase, result: dict, baseline: dict, reference: dict | None,
-               tolerance, aten) -> None:
+    def _check(
+        self, index, phase, result: dict, baseline: dict, reference: dict | None, tolerance, aten
+    ) -> None:
         from torchport.probes import op_parity
+
         if set(result) != set(baseline):
-            self._fail(index, phase, "mismatch", f"outputs {sorted(result)} != CPU "
-                       f"{sorted(baseline)}", aten)
+            self._fail(
+                index,
+                phase,
+                "mismatch",
+                f"outputs {sorted(result)} != CPU {sorted(baseline)}",
+                aten,
+            )
             return
         bad = []
         for name, base in baseline.items():
@@ -279,18 +368,23 @@ class OpLadder:
     def _verdict(self, total: int) -> dict:
         out, counts = self.out, self.counts
         failed = sum(v for k, v in counts.items() if k.startswith("failed_"))
-        out.metrics.update({
-            "ops_samples": total, "ops_samples_checked": counts["checked"],
-            "ops_samples_skipped": sum(self.sample_skips.values()),
-            "ops_samples_failed": len({(f["sample"]) for f in self.failures}) if failed else 0,
-            "ops_backward_checked": counts["backward_checked"]})
+        out.metrics.update(
+            {
+                "ops_samples": total,
+                "ops_samples_checked": counts["checked"],
+                "ops_samples_skipped": sum(self.sample_skips.values()),
+                "ops_samples_failed": len({(f["sample"]) for f in self.failures}) if failed else 0,
+                "ops_backward_checked": counts["backward_checked"],
+            }
+        )
         if counts["checked"]:
             out.metrics["parity_max_abs_err"] = self.errors["abs"]
             out.metrics["parity_max_rel_err"] = self.errors["rel"]
         out.findings["sample_skips"] = dict(self.sample_skips)
         if counts["reference_fell_back"] or counts["backward_cpu_raises"]:
-            out.findings["notes"] = {k: counts[k] for k in ("reference_fell_back",
-                                                            "backward_cpu_raises") if counts[k]}
+            out.findings["notes"] = {
+                k: counts[k] for k in ("reference_fell_back", "backward_cpu_raises") if counts[k]
+            }
         out.findings["failures"] = self.failures
         if self.failures:
             first = self.failures[0]
@@ -298,11 +392,13 @@ class OpLadder:
             status, stage = ("eager_fail", "run") if errors else ("accuracy_fail", "parity")
             chosen = next(f for f in self.failures if (f["kind"] == "error") == bool(errors))
             out.status, out.stage = status, stage
-            out.error = {"type": "OpError" if errors else "ParityMismatch",
-                         "message": f"{self.case.op_key} [{self.case.dtype}] sample "
-                                    f"{chosen['sample']} {chosen['phase']}: {chosen['message']}"
-                                    f" (aten: {', '.join(chosen['aten_ops'][:6]) or '-'})",
-                         "traceback": first.get("traceback")}
+            out.error = {
+                "type": "OpError" if errors else "ParityMismatch",
+                "message": f"{self.case.op_key} [{self.case.dtype}] sample "
+                f"{chosen['sample']} {chosen['phase']}: {chosen['message']}"
+                f" (aten: {', '.join(chosen['aten_ops'][:6]) or '-'})",
+                "traceback": first.get("traceback"),
+            }
         elif not counts["checked"]:
             reason = self.sample_skips.most_common(1)[0][0] if self.sample_skips else "no_samples"
             detail = ", ".join(f"{k} {v}" for k, v in self.sample_skips.most_common())
@@ -312,16 +408,19 @@ class OpLadder:
     def _finish(self) -> dict:
         from torchport.probes import dispatch_recorder as rec
         from torchport.probes.placement import HOST_NO_WORK
+
         rows = sorted(self.rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
         if rows:
             self.out.findings["ops"] = rows
             self.out.findings["fallback_ops"] = placement.fallback_ops(rows)
-            compute = [r for r in rows if "->" not in r["device"]
-                       and rec.packet_key(r["op"]) not in HOST_NO_WORK]
+            compute = [
+                r
+                for r in rows
+                if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
+            ]
             on_host = sum(r["count"] for r in compute if r["fallback"])
             on_device = sum(r["count"] for r in compute if not r["fallback"])
-            self.out.grade = ("on_device" if not on_host else
-                              "host" if not on_device else "fallback")
+            self.out.grade = "on_device" if not on_host else "host" if not on_device else "fallback"
             self.out.findings["served"] = self._served(compute)
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
@@ -331,6 +430,7 @@ class OpLadder:
         """``kernel`` when the op's own aten op reached the device, else ``composite`` (torch
         decomposed it into the ops that did)."""
         from torchport.probes import dispatch_recorder as rec
+
         own = f"aten.{self.out.findings.get('aten_name') or ''}"
         families = {rec.packet_key(r["op"]).removesuffix("_") for r in compute}
         return "kernel" if own.removesuffix("_") in families else "composite"

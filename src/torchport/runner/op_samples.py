@@ -23,20 +23,21 @@ SHAPE_TAGS = ("dynamic_output_shape", "data_dependent_output")
 
 @dataclass
 class Side:
-    live: dict | None = None             # name -> output where the op made it
-    live_grads: dict | None = None       # "grad.<input>" -> gradient where it was made
-    outputs: dict | None = None          # name -> tensor (on the CPU) or Python value
-    grads: dict | None = None            # "grad.<input>" -> tensor (on the CPU) or None
+    live: dict | None = None  # name -> output where the op made it
+    live_grads: dict | None = None  # "grad.<input>" -> gradient where it was made
+    outputs: dict | None = None  # name -> tensor (on the CPU) or Python value
+    grads: dict | None = None  # "grad.<input>" -> tensor (on the CPU) or None
     forward_error: BaseException | None = None
     backward_error: BaseException | None = None
-    cotangents: list | None = None       # CPU tensors the device side used, for the others
-    sparse: bool = False                 # the op returned a sparse (non-strided) tensor
+    cotangents: list | None = None  # CPU tensors the device side used, for the others
+    sparse: bool = False  # the op returned a sparse (non-strided) tensor
 
 
 def convert(sample, tensor_fn, device_fn=lambda d: d):
     """A copy of a SampleInput with ``tensor_fn`` applied to every tensor (once per tensor)."""
     import torch
     from torch.testing._internal.opinfo.core import SampleInput
+
     memo: dict[int, object] = {}
 
     def walk(value):
@@ -46,7 +47,7 @@ def convert(sample, tensor_fn, device_fn=lambda d: d):
             return memo[id(value)]
         if isinstance(value, (torch.device, str)):
             return device_fn(value)
-        if isinstance(value, tuple) and hasattr(value, "_fields"):   # namedtuple
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
             return type(value)(*map(walk, value))
         if isinstance(value, (list, tuple)):
             return type(value)(map(walk, value))
@@ -55,10 +56,14 @@ def convert(sample, tensor_fn, device_fn=lambda d: d):
         return value
 
     with torch.no_grad():
-        return SampleInput(walk(sample.input), args=walk(sample.args),
-                           kwargs=walk(sample.kwargs),
-                           output_process_fn_grad=sample.output_process_fn_grad,
-                           broadcasts_input=sample.broadcasts_input, name=sample.name)
+        return SampleInput(
+            walk(sample.input),
+            args=walk(sample.args),
+            kwargs=walk(sample.kwargs),
+            output_process_fn_grad=sample.output_process_fn_grad,
+            broadcasts_input=sample.broadcasts_input,
+            name=sample.name,
+        )
 
 
 def leaf(t, device=None, dtype=None):
@@ -81,6 +86,7 @@ def leaf(t, device=None, dtype=None):
 def wider(dtype):
     """float64 for floating dtypes, complex128 for complex ones, else None (keep)."""
     import torch
+
     if dtype.is_complex:
         return torch.complex128
     return torch.float64 if dtype.is_floating_point else None
@@ -89,6 +95,7 @@ def wider(dtype):
 def named_tensors(sample) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for every tensor of a sample: input, args.0, kwargs.weight, args.1.0..."""
     import torch
+
     found = []
 
     def walk(value, name):
@@ -100,6 +107,7 @@ def named_tensors(sample) -> list[tuple[str, torch.Tensor]]:
         elif isinstance(value, dict):
             for k, item in value.items():
                 walk(item, f"{name}.{k}")
+
     walk(sample.input, "input")
     walk(list(sample.args), "args")
     walk(sample.kwargs, "kwargs")
@@ -108,6 +116,7 @@ def named_tensors(sample) -> list[tuple[str, torch.Tensor]]:
 
 def non_strided(sample, outputs: dict | None = None) -> bool:
     import torch
+
     tensors = [t for _, t in named_tensors(sample)]
     tensors += [v for v in (outputs or {}).values() if isinstance(v, torch.Tensor)]
     return any(t.layout != torch.strided or t.is_nested for t in tensors)
@@ -116,6 +125,7 @@ def non_strided(sample, outputs: dict | None = None) -> bool:
 def flatten(value, prefix: str = "out") -> dict:
     """Named leaves of an op's output: tensors and Python values (None dropped)."""
     import torch
+
     if value is None:
         return {}
     if isinstance(value, torch.Tensor):
@@ -138,6 +148,7 @@ def read_back(t):
     device and redone on the host: materialising it is the backend's transfer, not the op
     under test (simdev recurses until it crashes on it)."""
     import torch
+
     t = t.detach()
     if t.is_conj():
         return t.conj().to("cpu").conj().resolve_conj()
@@ -148,18 +159,21 @@ def read_back(t):
 
 def to_host(values: dict) -> dict:
     import torch
+
     return {k: read_back(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
 
 
 def forward(op, sample) -> Side:
     """The op on one sample, then OpInfo's output processing; outputs stay where they are."""
     import torch
+
     side = Side()
     try:
         raw = op(sample.input, *sample.args, **sample.kwargs)
-        side.sparse = any(isinstance(v, torch.Tensor) and (v.layout != torch.strided or
-                                                           v.is_nested)
-                          for v in flatten(raw).values())
+        side.sparse = any(
+            isinstance(v, torch.Tensor) and (v.layout != torch.strided or v.is_nested)
+            for v in flatten(raw).values()
+        )
         side.live = flatten(sample.output_process_fn_grad(raw))
     except Exception as exc:
         side.forward_error = exc
@@ -169,9 +183,11 @@ def forward(op, sample) -> Side:
 def differentiable(side: Side, sample) -> tuple[list, list]:
     """(inputs that require grad as (name, tensor), outputs that require grad)."""
     import torch
+
     inputs = [(n, t) for n, t in named_tensors(sample) if t.requires_grad]
-    outs = [v for v in (side.live or {}).values()
-            if isinstance(v, torch.Tensor) and v.requires_grad]
+    outs = [
+        v for v in (side.live or {}).values() if isinstance(v, torch.Tensor) and v.requires_grad
+    ]
     return inputs, outs
 
 
@@ -180,6 +196,7 @@ def cotangents(side: Side, sample, seed: int) -> list | None:
     there is nothing to differentiate. Random rather than ones: ones hide errors that sum to
     zero (softmax backward). Made outside any recorder: they are not the op's work."""
     import torch
+
     inputs, outs = differentiable(side, sample)
     if not inputs or not outs:
         return None
@@ -200,6 +217,7 @@ def placed_cotangents(side: Side, sample, cots: list) -> list:
 def backward(side: Side, sample, cots: list) -> None:
     """Gradients of the differentiable outputs against ``cots`` (cast here if they are not)."""
     import torch
+
     inputs, outs = differentiable(side, sample)
     try:
         cots = placed_cotangents(side, sample, cots)
@@ -215,8 +233,9 @@ def to_host_side(side: Side) -> Side:
     if side.live is not None:
         side.outputs = to_host(side.live)
     if side.live_grads is not None:
-        side.grads = {k: (read_back(v) if v is not None else None)
-                      for k, v in side.live_grads.items()}
+        side.grads = {
+            k: (read_back(v) if v is not None else None) for k, v in side.live_grads.items()
+        }
     return side
 
 
@@ -235,6 +254,7 @@ def run_side(op, sample, *, backward_with: list | None, seed: int, grad: bool) -
 def op_tags(name: str) -> frozenset[str]:
     """The aten tags of an op recorded as ``aten.bernoulli_.float`` (empty if unknown)."""
     import torch
+
     namespace, _, rest = name.partition(".")
     packet, _, overload = rest.partition(".")
     try:

@@ -40,9 +40,9 @@ class _Slot:
     def __init__(self, share: Share, device: str):
         self.share, self.device = share, device
         self.warm: WorkerProcess | None = None
-        self.worker: WorkerProcess | None = None   # running (or starting for) ``task``
+        self.worker: WorkerProcess | None = None  # running (or starting for) ``task``
         self.task: Task | None = None
-        self.ready_by: float | None = None         # set while ``worker`` is starting
+        self.ready_by: float | None = None  # set while ``worker`` is starting
 
     def wake_at(self) -> float:
         assert self.worker is not None
@@ -50,9 +50,17 @@ class _Slot:
 
 
 class ParallelExecutor:
-    def __init__(self, *, shares: list[Share], devices: list[str], env: dict[str, str],
-                 config: dict, deadline: Deadline, cache_dirs=None,
-                 ready_timeout_s: float = READY_TIMEOUT_S):
+    def __init__(
+        self,
+        *,
+        shares: list[Share],
+        devices: list[str],
+        env: dict[str, str],
+        config: dict,
+        deadline: Deadline,
+        cache_dirs=None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ):
         self.env, self.config, self.deadline = env, config, deadline
         self.cache_dirs: Callable[[str], dict[str, str]] = cache_dirs or (lambda root: {})
         self.ready_timeout_s = ready_timeout_s
@@ -88,9 +96,18 @@ class ParallelExecutor:
             while slot.task is None and self.queue and not self.broken:
                 task = self.queue.popleft()
                 if task.skip_reason:
-                    self.done.append(Finished(task=task, result=skipped(
-                        task.case, task.mode, case_version=task.case_version,
-                        reason=task.skip_reason, tags=task.tags).to_dict()))
+                    self.done.append(
+                        Finished(
+                            task=task,
+                            result=skipped(
+                                task.case,
+                                task.mode,
+                                case_version=task.case_version,
+                                reason=task.skip_reason,
+                                tags=task.tags,
+                            ).to_dict(),
+                        )
+                    )
                     continue
                 self._assign(slot, task)
 
@@ -107,8 +124,7 @@ class ParallelExecutor:
         else:
             if slot.warm is not None:
                 slot.warm.close()
-            slot.warm = slot.worker = WorkerProcess(slot.device, self._slot_env(slot),
-                                                    self.logs)
+            slot.warm = slot.worker = WorkerProcess(slot.device, self._slot_env(slot), self.logs)
         slot.ready_by = clock() + self.ready_timeout_s  # its ready event is waited on below
 
     def _slot_env(self, slot: _Slot) -> dict[str, str]:
@@ -192,8 +208,12 @@ class ParallelExecutor:
         if slot.ready_by is not None:
             slot.worker.child.kill()
             slot.worker.logs.keep(slot.worker.child.log.name)
-            self._start_failed(slot, WorkerStartError(
-                f"the worker was not ready after {self.ready_timeout_s:g} s; killed"))
+            self._start_failed(
+                slot,
+                WorkerStartError(
+                    f"the worker was not ready after {self.ready_timeout_s:g} s; killed"
+                ),
+            )
         else:
             self._finish(slot, slot.worker.on_late())
 
@@ -210,9 +230,18 @@ class ParallelExecutor:
         self.start_failures += 1
         if self.start_failures >= MAX_START_FAILURES:
             self.broken = str(exc)
-        self.done.append(Finished(task=task, result=crashed(
-            task.case, task.mode, case_version=task.case_version, stage="worker_start",
-            error=error_note("WorkerStartError", str(exc))).to_dict()))
+        self.done.append(
+            Finished(
+                task=task,
+                result=crashed(
+                    task.case,
+                    task.mode,
+                    case_version=task.case_version,
+                    stage="worker_start",
+                    error=error_note("WorkerStartError", str(exc)),
+                ).to_dict(),
+            )
+        )
 
     def _finish(self, slot: _Slot, result: dict | None) -> None:
         task, worker = slot.task, slot.worker

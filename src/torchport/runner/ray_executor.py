@@ -32,13 +32,13 @@ from torchport.runner.local import MAX_START_FAILURES, READY_TIMEOUT_S
 from torchport.runner.plan import Task
 from torchport.timing import clock
 
-MAX_WAIT_S = 1.0             # one ray.wait slice: signals are handled between slices
-GET_TIMEOUT_S = 60.0         # fetching a value Ray already says is ready
+MAX_WAIT_S = 1.0  # one ray.wait slice: signals are handled between slices
+GET_TIMEOUT_S = 60.0  # fetching a value Ray already says is ready
 CLOSE_TIMEOUT_S = 20.0
 # How long past the worker's own deadlines the driver waits for an actor before killing it:
 # the actor may first have to restart its worker (READY_TIMEOUT_S) after a crash.
 CALL_MARGIN_S = READY_TIMEOUT_S + 60.0
-LOCAL_OBJECT_STORE_BYTES = 256 * 2**20   # results are small; Ray's default takes 30% of RAM
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # results are small; Ray's default takes 30% of RAM
 
 
 def _ray():
@@ -52,32 +52,50 @@ def _ray():
 def _lost_errors(ray) -> tuple[type[BaseException], ...]:
     """Ray's errors for a worker, actor, node or object that is gone (not the task's fault)."""
     exc = ray.exceptions
-    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError",
-             "WorkerCrashedError", "ObjectLostError", "OwnerDiedError", "LocalRayletDiedError")
+    names = (
+        "RayActorError",
+        "ActorDiedError",
+        "ActorUnavailableError",
+        "NodeDiedError",
+        "WorkerCrashedError",
+        "ObjectLostError",
+        "OwnerDiedError",
+        "LocalRayletDiedError",
+    )
     return tuple(getattr(exc, n) for n in names if hasattr(exc, n))
 
 
-def resource_request(adapter, *, jobs: int, cluster: dict[str, float],
-                     node_cpus: float) -> tuple[dict, int]:
+def resource_request(
+    adapter, *, jobs: int, cluster: dict[str, float], node_cpus: float
+) -> tuple[dict, int]:
     """(actor options, host threads per actor) for one worker place of ``adapter``'s kind.
     ConfigError when no node offers the resource, or the cluster has fewer than ``jobs``."""
     total_cpus = int(cluster.get("CPU", 0))
     if adapter.name == "cpu":
         threads = max(1, min(int(node_cpus), total_cpus // jobs))
         if jobs > total_cpus:
-            raise ConfigError(f"--jobs {jobs} needs {jobs} CPUs; the Ray cluster offers "
-                              f"{total_cpus} (lower --jobs)")
+            raise ConfigError(
+                f"--jobs {jobs} needs {jobs} CPUs; the Ray cluster offers "
+                f"{total_cpus} (lower --jobs)"
+            )
         return {"num_cpus": threads}, threads
     name = adapter.ray_resource or f"device:{adapter.name}"
     offered = int(cluster.get(name, 0))
     if offered == 0:
-        hint = (f"start nodes that have it with ray start --resources '{{\"{name}\": N}}'"
-                if name.startswith("device:") else "add nodes that have one")
-        raise ConfigError(f"no node of the Ray cluster offers resource '{name}' (device "
-                          f"'{adapter.name}'); it offers {', '.join(sorted(cluster))}: {hint}")
+        hint = (
+            f"start nodes that have it with ray start --resources '{{\"{name}\": N}}'"
+            if name.startswith("device:")
+            else "add nodes that have one"
+        )
+        raise ConfigError(
+            f"no node of the Ray cluster offers resource '{name}' (device "
+            f"'{adapter.name}'); it offers {', '.join(sorted(cluster))}: {hint}"
+        )
     if jobs > offered:
-        raise ConfigError(f"--jobs {jobs} needs {jobs} x '{name}'; the Ray cluster offers "
-                          f"{offered} (lower --jobs)")
+        raise ConfigError(
+            f"--jobs {jobs} needs {jobs} x '{name}'; the Ray cluster offers "
+            f"{offered} (lower --jobs)"
+        )
     # The host's part of the work (the float64 reference, host ops) gets the cores per device;
     # Ray reserves them only for a host-backed device, whose kernels are those cores.
     threads = max(1, total_cpus // offered)
@@ -92,12 +110,12 @@ def resource_request(adapter, *, jobs: int, cluster: dict[str, float],
 class _Slot:
     def __init__(self, index: int):
         self.index = index
-        self.actor: Any = None           # a Ray actor handle
-        self.ref: Any = None             # the call in flight (an ObjectRef): start or run
+        self.actor: Any = None  # a Ray actor handle
+        self.ref: Any = None  # the call in flight (an ObjectRef): start or run
         self.starting = False
         self.task: Task | None = None
         self.wake_at = 0.0
-        self.where: dict = {}            # host, pid, ray_node_id, share (from start)
+        self.where: dict = {}  # host, pid, ray_node_id, share (from start)
 
 
 class RayExecutor:
@@ -106,6 +124,7 @@ class RayExecutor:
         """Join the cluster at ``config.ray_address`` (or start one on this host for the run)
         and check that it offers the run's device; ConfigError if not."""
         from torchport.devices import get_adapter
+
         ray = _ray()
         adapter = get_adapter(config.device)
         owns = not ray.is_initialized()
@@ -114,25 +133,39 @@ class RayExecutor:
         try:
             nodes = [n for n in ray.nodes() if n.get("Alive")]
             node_cpus = max((n["Resources"].get("CPU", 0) for n in nodes), default=0)
-            options, threads = resource_request(adapter, jobs=config.jobs,
-                                                cluster=ray.cluster_resources(),
-                                                node_cpus=node_cpus)
+            options, threads = resource_request(
+                adapter, jobs=config.jobs, cluster=ray.cluster_resources(), node_cpus=node_cpus
+            )
         except Exception:
             if owns:
                 ray.shutdown()
             raise
         folder = (workload_folder or os.getcwd()) if config.workload else None
-        return cls(config=config, options=options, threads=threads, owns_connection=owns,
-                   workload_folder=folder)
+        return cls(
+            config=config,
+            options=options,
+            threads=threads,
+            owns_connection=owns,
+            workload_folder=folder,
+        )
 
-    def __init__(self, *, config: RunConfig, options: dict, threads: int,
-                 owns_connection: bool = False, workload_folder: str | None = None,
-                 placement_timeout_s: float = READY_TIMEOUT_S):
+    def __init__(
+        self,
+        *,
+        config: RunConfig,
+        options: dict,
+        threads: int,
+        owns_connection: bool = False,
+        workload_folder: str | None = None,
+        placement_timeout_s: float = READY_TIMEOUT_S,
+    ):
         ray = _ray()
         from torchport.runner.ray_slot import SlotActor
+
         self.ray, self.lost_errors = ray, _lost_errors(ray)
-        self.actor_class = ray.remote(SlotActor).options(max_restarts=0, max_task_retries=0,
-                                                         **options)
+        self.actor_class = ray.remote(SlotActor).options(
+            max_restarts=0, max_task_retries=0, **options
+        )
         self.config, self.options, self.threads = config, options, threads
         self.deadline = Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s)
         self.owns_connection, self.workload_folder = owns_connection, workload_folder
@@ -181,15 +214,26 @@ class RayExecutor:
             while slot.task is None and self.queue and not self.broken:
                 task = self.queue.popleft()
                 if task.skip_reason:
-                    self.done.append(Finished(task=task, result=skipped(
-                        task.case, task.mode, case_version=task.case_version,
-                        reason=task.skip_reason, tags=task.tags).to_dict()))
+                    self.done.append(
+                        Finished(
+                            task=task,
+                            result=skipped(
+                                task.case,
+                                task.mode,
+                                case_version=task.case_version,
+                                reason=task.skip_reason,
+                                tags=task.tags,
+                            ).to_dict(),
+                        )
+                    )
                     continue
                 slot.task = task
                 if slot.actor is None:
                     slot.actor = self.actor_class.remote(
-                        config=self.config.to_dict(), threads=self.threads,
-                        workload_folder=self.workload_folder)
+                        config=self.config.to_dict(),
+                        threads=self.threads,
+                        workload_folder=self.workload_folder,
+                    )
                     slot.ref, slot.starting = slot.actor.start.remote(), True
                     slot.wake_at = clock() + self.placement_timeout_s
                 else:
@@ -224,8 +268,9 @@ class RayExecutor:
 
     def _started(self, slot: _Slot, value: dict) -> None:
         if value.get("error"):
-            self._start_failed(slot, f"the worker on {value.get('host')} could not start: "
-                                     f"{value['error']}")
+            self._start_failed(
+                slot, f"the worker on {value.get('host')} could not start: {value['error']}"
+            )
             return
         self.start_failures = 0
         slot.where = {k: value.get(k) for k in ("host", "pid", "ray_node_id", "share")}
@@ -239,9 +284,18 @@ class RayExecutor:
         assert task is not None
         self._drop_actor(slot)
         slot.task = slot.ref = None
-        self.done.append(Finished(task=task, result=crashed(
-            task.case, task.mode, case_version=task.case_version, stage="worker_start",
-            error=error_note("WorkerStartError", message)).to_dict()))
+        self.done.append(
+            Finished(
+                task=task,
+                result=crashed(
+                    task.case,
+                    task.mode,
+                    case_version=task.case_version,
+                    stage="worker_start",
+                    error=error_note("WorkerStartError", message),
+                ).to_dict(),
+            )
+        )
 
     def _lost(self, slot: _Slot, exc: BaseException) -> None:
         """The actor or its node is gone: run the task again on a fresh actor, or record it."""
@@ -249,37 +303,66 @@ class RayExecutor:
         assert task is not None
         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
         attempts = self.attempts.setdefault(task.key, [])
-        attempts.append({"reason": reason, "host": slot.where.get("host"),
-                         "ray_node_id": slot.where.get("ray_node_id")})
+        attempts.append(
+            {
+                "reason": reason,
+                "host": slot.where.get("host"),
+                "ray_node_id": slot.where.get("ray_node_id"),
+            }
+        )
         self._drop_actor(slot)
         slot.task = slot.ref = None
         if len(attempts) <= self.config.ray_retries:
             self.queue.appendleft(task)  # next dispatch: a fresh actor, wherever Ray puts it
             return
-        lost = crashed(task.case, task.mode, case_version=task.case_version, stage="worker",
-                       error=error_note("WorkerLost", f"the Ray worker or node running this "
-                                        f"task was lost {len(attempts)} time(s), retries "
-                                        f"allowed: {self.config.ray_retries}; last: {reason}"))
+        lost = crashed(
+            task.case,
+            task.mode,
+            case_version=task.case_version,
+            stage="worker",
+            error=error_note(
+                "WorkerLost",
+                f"the Ray worker or node running this "
+                f"task was lost {len(attempts)} time(s), retries "
+                f"allowed: {self.config.ray_retries}; last: {reason}",
+            ),
+        )
         lost.findings = {"tags": list(task.tags), "ray_attempts": attempts}
         self.done.append(Finished(task=task, result=lost.to_dict()))
 
     def _late(self, slot: _Slot) -> None:
         if slot.starting:
             request = {k: v for k, v in self.options.items()}
-            self._start_failed(slot, f"Ray placed no worker asking for {request} within "
-                                     f"{self.placement_timeout_s:g} s: no live node offers it")
+            self._start_failed(
+                slot,
+                f"Ray placed no worker asking for {request} within "
+                f"{self.placement_timeout_s:g} s: no live node offers it",
+            )
             return
         seconds = self.deadline.case_s + CALL_MARGIN_S
-        self._finish(slot, self._failure(slot, "Timeout", f"the Ray actor did not answer "
-                                         f"within {seconds:g} s; it was killed", "timeout"),
-                     None)
+        self._finish(
+            slot,
+            self._failure(
+                slot,
+                "Timeout",
+                f"the Ray actor did not answer within {seconds:g} s; it was killed",
+                "timeout",
+            ),
+            None,
+        )
         self._drop_actor(slot)
 
     def _failure(self, slot: _Slot, kind: str, message: str, status: str = "crash") -> dict:
         task = slot.task
         assert task is not None
-        return crashed(task.case, task.mode, case_version=task.case_version, stage="worker",
-                       status=status, error=error_note(kind, message)).to_dict()
+        return crashed(
+            task.case,
+            task.mode,
+            case_version=task.case_version,
+            stage="worker",
+            status=status,
+            error=error_note(kind, message),
+        ).to_dict()
 
     def _finish(self, slot: _Slot, result, environment: dict | None) -> None:
         task = slot.task
@@ -287,10 +370,13 @@ class RayExecutor:
         if isinstance(result, dict):
             findings = result.setdefault("findings", {})
             if isinstance(findings, dict):
-                findings["worker_share"] = {"slot": slot.index, "threads": self.threads,
-                                            **(slot.where.get("share") or {}),
-                                            "host": slot.where.get("host"),
-                                            "ray_node_id": slot.where.get("ray_node_id")}
+                findings["worker_share"] = {
+                    "slot": slot.index,
+                    "threads": self.threads,
+                    **(slot.where.get("share") or {}),
+                    "host": slot.where.get("host"),
+                    "ray_node_id": slot.where.get("ray_node_id"),
+                }
                 if task.key in self.attempts:
                     findings["ray_attempts"] = self.attempts[task.key]
         self.done.append(Finished(task=task, result=result, environment=environment))
@@ -348,14 +434,24 @@ def _init(ray, config: RunConfig, adapter) -> None:
         resources = {}
         if adapter.name != "cpu" and adapter.ray_resource is None:
             resources[f"device:{adapter.name}"] = config.jobs if adapter.host_backed else 1
-        ray.init(num_cpus=usable_cores(), resources=resources, include_dashboard=False,
-                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
+        ray.init(
+            num_cpus=usable_cores(),
+            resources=resources,
+            include_dashboard=False,
+            object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+            **quiet,
+        )
     except ConfigError:
         raise
     except Exception as exc:
-        where = f"the Ray cluster at {config.ray_address}" if config.ray_address else \
-            "a local Ray instance"
-        raise ConfigError(f"cannot start or reach {where}: {type(exc).__name__}: "
-                          f"{str(exc).strip().splitlines()[0] if str(exc) else ''} (check the "
-                          "address; a head started with RAY_AUTH_MODE=disabled needs it here "
-                          "too)") from None
+        where = (
+            f"the Ray cluster at {config.ray_address}"
+            if config.ray_address
+            else "a local Ray instance"
+        )
+        raise ConfigError(
+            f"cannot start or reach {where}: {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc) else ''} (check the "
+            "address; a head started with RAY_AUTH_MODE=disabled needs it here "
+            "too)"
+        ) from None

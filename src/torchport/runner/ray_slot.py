@@ -39,8 +39,7 @@ class SlotActor:
         run_config = RunConfig.from_dict(config)
         self.adapter = get_adapter(run_config.device)
         self.config, self.threads = config, threads
-        self.env = {**worker_env(run_config, self.adapter, workload_folder),
-                    **thread_env(threads)}
+        self.env = {**worker_env(run_config, self.adapter, workload_folder), **thread_env(threads)}
         # Ray numbers the devices it gave this actor from 0 (it exported them); a device Ray
         # does not manage is used as the run named it.
         self.device = self.adapter.name if self.adapter.ray_resource else run_config.device
@@ -50,11 +49,17 @@ class SlotActor:
     def start(self) -> dict:
         """Start the warm worker: where this actor runs, and the worker's environment."""
         import ray
-        where = {"host": socket.gethostname(), "pid": os.getpid(),
-                 "ray_node_id": ray.get_runtime_context().get_node_id()}
+
+        where = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "ray_node_id": ray.get_runtime_context().get_node_id(),
+        }
         var = self.adapter.visible_devices_env
-        share = {"threads": self.threads, "env": {k: v for k, v in self.env.items()
-                                                   if k in thread_env(1) or k == var}}
+        share = {
+            "threads": self.threads,
+            "env": {k: v for k, v in self.env.items() if k in thread_env(1) or k == var},
+        }
         try:
             environment = self._warm().environment
         except WorkerStartError as exc:
@@ -66,16 +71,25 @@ class SlotActor:
         try:
             worker = self._cold(task) if task.cold else self._warm()
         except WorkerStartError as exc:
-            return {"result": crashed(task.case, task.mode, case_version=task.case_version,
-                                      stage="worker_start",
-                                      error=error_note("WorkerStartError", str(exc))).to_dict()}
+            return {
+                "result": crashed(
+                    task.case,
+                    task.mode,
+                    case_version=task.case_version,
+                    stage="worker_start",
+                    error=error_note("WorkerStartError", str(exc)),
+                ).to_dict()
+            }
         try:
             result = worker.execute(task, self.config, deadline)
         finally:
             if task.cold:
                 worker.close()
-        return {"result": result, "files": _collect(result),
-                "environment": self._node_environment(worker.environment)}
+        return {
+            "result": result,
+            "files": _collect(result),
+            "environment": self._node_environment(worker.environment),
+        }
 
     def _warm(self) -> WorkerProcess:
         if self.worker is None or not self.worker.alive:

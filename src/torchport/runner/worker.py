@@ -25,6 +25,7 @@ def _reset_compiler() -> None:
     worker's life, and past them frames silently run eagerly."""
     try:
         from torchport.probes.compile_metrics import reset_dynamo
+
         reset_dynamo()
     except Exception:  # private API: a torch without it simply keeps its state
         pass
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     from torchport.execution.environment import fingerprint
     from torchport.runner.ladder import Ladder
     from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
+
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
@@ -66,11 +68,13 @@ def main(argv=None) -> int:
             config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
             ladder = OpLadder if getattr(case, "ladder", None) == "op" else Ladder
-            result = ladder(case, task["mode"], config, adapter, channel.emit,
-                            reference_cache).run()
+            result = ladder(
+                case, task["mode"], config, adapter, channel.emit, reference_cache
+            ).run()
         except Exception as exc:  # a bug outside the ladder's stages: still a result
-            result = crashed(task["case"], task["mode"], stage="worker",
-                             error=error_value(exc)).to_dict()
+            result = crashed(
+                task["case"], task["mode"], stage="worker", error=error_value(exc)
+            ).to_dict()
         watchdog.arm(None)
         channel.emit({"event": "result", "result": result})
     return 0

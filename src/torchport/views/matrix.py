@@ -9,19 +9,25 @@ from torchport.views.base import Column, View, outcome
 
 
 def build(run: dict, results: list[dict]) -> View | None:
-    modes = list(dict.fromkeys((run.get("config") or {}).get("modes") or
-                               [r["mode"] for r in results]))
+    modes = list(
+        dict.fromkeys((run.get("config") or {}).get("modes") or [r["mode"] for r in results])
+    )
     by_case: dict[str, dict] = {}
     for r in results:
         by_case.setdefault(r["case"], {})[r["mode"]] = r
-    rows = [[case] + [outcome(row[m]) if m in row else None for m in modes]
-            for case, row in by_case.items()]
-    notes = [f"{r['case']} ({r['mode']}): reference: {r['findings']['reference']['label']}"
-             for r in results if ((r.get("findings") or {}).get("reference") or {}).get("kind")
-             == "float32"]
+    rows = [
+        [case] + [outcome(row[m]) if m in row else None for m in modes]
+        for case, row in by_case.items()
+    ]
+    notes = [
+        f"{r['case']} ({r['mode']}): reference: {r['findings']['reference']['label']}"
+        for r in results
+        if ((r.get("findings") or {}).get("reference") or {}).get("kind") == "float32"
+    ]
     notes += step_notes(results) + compile_notes(results)
-    return View("Results", (Column("case"),) + tuple(Column(m, "outcome") for m in modes),
-                rows, notes)
+    return View(
+        "Results", (Column("case"),) + tuple(Column(m, "outcome") for m in modes), rows, notes
+    )
 
 
 def step_notes(results: list[dict]) -> list[str]:
@@ -34,18 +40,26 @@ def step_notes(results: list[dict]) -> list[str]:
             key = f"{step['kind']} in {step.get('mode')} mode"
             kinds[key] = kinds.get(key, 0) + 1
             randomness = step.get("randomness")
-            if isinstance(randomness, dict) and randomness.get("masked_dropout_calls") and \
-                    r["case"] not in masked:
+            if (
+                isinstance(randomness, dict)
+                and randomness.get("masked_dropout_calls")
+                and r["case"] not in masked
+            ):
                 masked.append(r["case"])
     notes = ["steps: " + ", ".join(f"{k} ({n})" for k, n in kinds.items())] if kinds else []
     if masked:
-        notes.append("dropout masks drawn on the CPU and applied identically on every side: "
-                     + ", ".join(masked))
+        notes.append(
+            "dropout masks drawn on the CPU and applied identically on every side: "
+            + ", ".join(masked)
+        )
     return notes
 
 
 def compile_notes(results: list[dict]) -> list[str]:
     """Which torch.compile backend compile mode used, and why."""
-    chosen = {(str(c.get("name")), str(c.get("reason"))) for r in results
-              if isinstance(c := (r.get("findings") or {}).get("compile_backend"), dict)}
+    chosen = {
+        (str(c.get("name")), str(c.get("reason")))
+        for r in results
+        if isinstance(c := (r.get("findings") or {}).get("compile_backend"), dict)
+    }
     return [f"compile backend {name}: {reason}" for name, reason in sorted(chosen)]

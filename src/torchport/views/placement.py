@@ -19,8 +19,13 @@ def host_ops(fallback_ops: dict) -> dict[str, int]:
 
 
 # How a host op was found, shortened for a table (the full text is in findings["host_ops"]).
-FOUND_BY = (("dispatcher", "dispatcher"), ("nested", "nested"), ("backend op list", "list"),
-            ("warning", "warning"), ("recorder", "host tensors"))
+FOUND_BY = (
+    ("dispatcher", "dispatcher"),
+    ("nested", "nested"),
+    ("backend op list", "list"),
+    ("warning", "warning"),
+    ("recorder", "host tensors"),
+)
 FOUND_SHOWN = 3
 
 
@@ -32,8 +37,11 @@ def found_by(host_ops_found: list[dict]) -> str | None:
     for h in ranked[:FOUND_SHOWN]:
         if not isinstance(h, dict) or "op" not in h:
             continue
-        tags = [short for prefix, short in FOUND_BY
-                if any(str(how).startswith(prefix) for how in h.get("found_by") or ())]
+        tags = [
+            short
+            for prefix, short in FOUND_BY
+            if any(str(how).startswith(prefix) for how in h.get("found_by") or ())
+        ]
         parts.append(f"{short_op(h['op'])}: {', '.join(tags) or '?'}")
     return "; ".join(parts) or None
 
@@ -52,8 +60,7 @@ def _tensor(entry) -> str:
     """``inv_freq (buffer, 1 copies per step)``; an entry of an older record as it is."""
     if not isinstance(entry, dict):
         return str(entry)
-    copied = f", {entry['copies_per_step']} copies per step" if "copies_per_step" in entry \
-        else ""
+    copied = f", {entry['copies_per_step']} copies per step" if "copies_per_step" in entry else ""
     return f"{entry.get('name')} ({entry.get('kind')}{copied})"
 
 
@@ -61,8 +68,9 @@ def copies(metrics: dict) -> Copies | None:
     count = metrics.get("placement_copies")
     if count is None:
         return None
-    return Copies(count, *(int(metrics.get(f"placement_{d}_bytes") or 0)
-                           for d in ("h2d", "d2h", "d2d")))
+    return Copies(
+        count, *(int(metrics.get(f"placement_{d}_bytes") or 0) for d in ("h2d", "d2h", "d2d"))
+    )
 
 
 def grade(result: dict):
@@ -70,8 +78,9 @@ def grade(result: dict):
     findings = result.get("findings") or {}
     if result.get("grade"):
         off = findings.get("placement_off_device") or []
-        return Annotated(result["grade"], f"{len(off)} tensors off device") if off else \
-            result["grade"]
+        return (
+            Annotated(result["grade"], f"{len(off)} tensors off device") if off else result["grade"]
+        )
     if "placement_unavailable" in findings:
         return "unavailable: " + str(findings["placement_unavailable"])
     errors = [e for e in findings.get("probe_errors") or () if e.get("probe") == "placement"]
@@ -88,27 +97,53 @@ def build(run: dict, results: list[dict]) -> View | None:
     rows = []
     for r in observed:
         findings, metrics = r.get("findings") or {}, r.get("metrics") or {}
-        rows.append([r["case"], r["mode"], r["status"], grade(r),
-                     host_ops(findings.get("fallback_ops") or {}),
-                     found_by(findings.get("host_ops") or []), copies(metrics)])
+        rows.append(
+            [
+                r["case"],
+                r["mode"],
+                r["status"],
+                grade(r),
+                host_ops(findings.get("fallback_ops") or {}),
+                found_by(findings.get("host_ops") or []),
+                copies(metrics),
+            ]
+        )
     passes = [r for r in observed if r["status"] == "pass"]
     clean = sum(1 for r in passes if r.get("grade") == "on_device")
     fallback = sum(1 for r in passes if r.get("grade") == "fallback")
     host = sum(1 for r in passes if r.get("grade") == "host")
-    notes = [f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
-             f"fallback, {host} pass on the host"]
+    notes = [
+        f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
+        f"fallback, {host} pass on the host"
+    ]
     totals: dict[str, int] = {}
     for r in observed:
-        for op in ((r.get("findings") or {}).get("fallback_ops") or {}):
+        for op in (r.get("findings") or {}).get("fallback_ops") or {}:
             totals[short_op(op)] = totals.get(short_op(op), 0) + 1
     if totals:
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-        notes.append("host ops across results: " + ", ".join(
-            f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked))
+        notes.append(
+            "host ops across results: "
+            + ", ".join(f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked)
+        )
     notes += [note for r in observed if (note := left_on_host(r))]
-    degraded = {f["placement_degraded"] for r in observed
-                if (f := r.get("findings") or {}).get("placement_degraded")}
+    degraded = {
+        f["placement_degraded"]
+        for r in observed
+        if (f := r.get("findings") or {}).get("placement_degraded")
+    }
     notes += [f"degraded: {d}" for d in sorted(degraded)]
-    return View("Placement (calls per step)",
-                columns("case", "mode", "status", ("grade", "error"), ("host ops", "op_counts"),
-                        "found by", ("copies", "copies")), rows, notes)
+    return View(
+        "Placement (calls per step)",
+        columns(
+            "case",
+            "mode",
+            "status",
+            ("grade", "error"),
+            ("host ops", "op_counts"),
+            "found by",
+            ("copies", "copies"),
+        ),
+        rows,
+        notes,
+    )

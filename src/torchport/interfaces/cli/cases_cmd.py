@@ -18,6 +18,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
     import os
 
     from torchport.records import default_db_path
+
     if db is None and not os.path.exists(default_db_path()):
         return {}
     with store_problems():
@@ -32,6 +33,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
     from torchport.cases.registry import load_suite
+
     if db is not None:
         open_db(db)  # a wrong --db fails before the suite is loaded
     with problems():
@@ -54,4 +56,5 @@ def command(suite, params, db, as_json):
         return
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.listing import cases_view
+
     print_view(make_console(), cases_view(suite, rows, params=params))

@@ -21,15 +21,25 @@ SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
 
 @click.command("show")
 @click.argument("run_id", required=False)
-@click.option("--all", "show_all", is_flag=True,
-              help=f"Every row even for a run of more than {SUMMARY_ABOVE} results.")
-@click.option("--csv", "csv_view", default=None, metavar="VIEW",
-              help="Print one view as CSV (e.g. 'ops', the operator compatibility table).")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"Every row even for a run of more than {SUMMARY_ABOVE} results.",
+)
+@click.option(
+    "--csv",
+    "csv_view",
+    default=None,
+    metavar="VIEW",
+    help="Print one view as CSV (e.g. 'ops', the operator compatibility table).",
+)
 @db_option
 @json_option
 def command(run_id, show_all, db, as_json, csv_view):
     """Show one run (default: the latest)."""
     from torchport.views import build_views
+
     store = open_db(db)
     with store_problems():
         run = store.get_run(run_id or store.latest_run_id())
@@ -39,6 +49,7 @@ def command(run_id, show_all, db, as_json, csv_view):
         summary = total > SUMMARY_ABOVE and not show_all and not csv_view
         if summary:
             from torchport.views.run_summary import summary_views
+
             views = summary_views(store, run)
             results = None
         else:
@@ -48,15 +59,22 @@ def command(run_id, show_all, db, as_json, csv_view):
         _print_csv(views, csv_view)
         return
     if as_json:
-        body = {"run": run, "environment": environments[0] if environments else {},
-                "environments": environments, "views": views, "notes": notes,
-                "summary": summary, "results_total": total}
+        body = {
+            "run": run,
+            "environment": environments[0] if environments else {},
+            "environments": environments,
+            "views": views,
+            "notes": notes,
+            "summary": summary,
+            "results_total": total,
+        }
         if results is not None:
             body["results"] = [public_result(r) for r in results]
         echo_json(body)
         return
     from torchport.interfaces.render import make_console, print_run_header, print_views
     from torchport.views.compare_tables import notes_view
+
     console = make_console()
     print_run_header(console, run, environments)
     console.print()
@@ -64,9 +82,12 @@ def command(run_id, show_all, db, as_json, csv_view):
         views["notes"] = notes_view(notes)
     print_views(console, views)
     if summary:
-        console.print(f"{total} results: a summary; --all for every row, or 'torchport "
-                      f"results --run {run['id']}' a page at a time", markup=False,
-                      highlight=False)
+        console.print(
+            f"{total} results: a summary; --all for every row, or 'torchport "
+            f"results --run {run['id']}' a page at a time",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _print_csv(views: dict, name: str) -> None:
@@ -74,13 +95,20 @@ def _print_csv(views: dict, name: str) -> None:
     import sys
 
     from torchport.interfaces.cli import UsageProblem
+
     if name not in views:
-        raise UsageProblem(f"--csv {name}: this run has no view '{name}'; it has "
-                           f"{', '.join(views) or 'none'}")
+        raise UsageProblem(
+            f"--csv {name}: this run has no view '{name}'; it has {', '.join(views) or 'none'}"
+        )
     from torchport.interfaces.formats import cell
+
     view = views[name]
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(view.names)
     for row in view.rows:  # numbers as numbers; composite values as the table shows them
-        writer.writerow([v if isinstance(v, (int, float, str)) or v is None
-                         else cell(v, c.kind) for v, c in zip(row, view.columns, strict=True)])
+        writer.writerow(
+            [
+                v if isinstance(v, (int, float, str)) or v is None else cell(v, c.kind)
+                for v, c in zip(row, view.columns, strict=True)
+            ]
+        )
