@@ -17,8 +17,14 @@ from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, Child, LogFolder
-from torchport.records.result import crashed, error_note, skipped
-from torchport.runner.executor import Deadline, ExecutorBroken, Finished
+from torchport.records.result import crashed, error_note
+from torchport.runner.executor import (
+    Deadline,
+    ExecutorBroken,
+    Finished,
+    finished_crash,
+    finished_skip,
+)
 from torchport.runner.plan import Task
 from torchport.timing import clock
 
@@ -253,32 +259,14 @@ class LocalExecutor:
             return None
         task = self.queue.popleft()
         if task.skip_reason:
-            return Finished(
-                task=task,
-                result=skipped(
-                    task.case,
-                    task.mode,
-                    case_version=task.case_version,
-                    reason=task.skip_reason,
-                    tags=task.tags,
-                ).to_dict(),
-            )
+            return finished_skip(task)
         try:
             worker = self._cold_worker() if task.cold else self._warm_worker()
         except WorkerStartError as exc:
             self.start_failures += 1
             if self.start_failures >= MAX_START_FAILURES:
                 raise ExecutorBroken(str(exc)) from None
-            return Finished(
-                task=task,
-                result=crashed(
-                    task.case,
-                    task.mode,
-                    case_version=task.case_version,
-                    stage="worker_start",
-                    error=error_note("WorkerStartError", str(exc)),
-                ).to_dict(),
-            )
+            return finished_crash(task, "worker_start", "WorkerStartError", str(exc))
         self.start_failures = 0
         self.current = worker
         try:

@@ -17,8 +17,13 @@ from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, LogFolder
-from torchport.records.result import crashed, error_note, skipped
-from torchport.runner.executor import Deadline, ExecutorBroken, Finished
+from torchport.runner.executor import (
+    Deadline,
+    ExecutorBroken,
+    Finished,
+    finished_crash,
+    finished_skip,
+)
 from torchport.runner.local import (
     MAX_START_FAILURES,
     READY_TIMEOUT_S,
@@ -96,18 +101,7 @@ class ParallelExecutor:
             while slot.task is None and self.queue and not self.broken:
                 task = self.queue.popleft()
                 if task.skip_reason:
-                    self.done.append(
-                        Finished(
-                            task=task,
-                            result=skipped(
-                                task.case,
-                                task.mode,
-                                case_version=task.case_version,
-                                reason=task.skip_reason,
-                                tags=task.tags,
-                            ).to_dict(),
-                        )
-                    )
+                    self.done.append(finished_skip(task))
                     continue
                 self._assign(slot, task)
 
@@ -230,18 +224,7 @@ class ParallelExecutor:
         self.start_failures += 1
         if self.start_failures >= MAX_START_FAILURES:
             self.broken = str(exc)
-        self.done.append(
-            Finished(
-                task=task,
-                result=crashed(
-                    task.case,
-                    task.mode,
-                    case_version=task.case_version,
-                    stage="worker_start",
-                    error=error_note("WorkerStartError", str(exc)),
-                ).to_dict(),
-            )
-        )
+        self.done.append(finished_crash(task, "worker_start", "WorkerStartError", str(exc)))
 
     def _finish(self, slot: _Slot, result: dict | None) -> None:
         task, worker = slot.task, slot.worker

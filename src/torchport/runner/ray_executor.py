@@ -26,8 +26,14 @@ from typing import Any
 
 from torchport.config import ConfigError, RunConfig
 from torchport.devices.base import usable_cores
-from torchport.records.result import crashed, error_note, skipped
-from torchport.runner.executor import Deadline, ExecutorBroken, Finished
+from torchport.records.result import crashed, error_note
+from torchport.runner.executor import (
+    Deadline,
+    ExecutorBroken,
+    Finished,
+    finished_crash,
+    finished_skip,
+)
 from torchport.runner.local import MAX_START_FAILURES, READY_TIMEOUT_S
 from torchport.runner.plan import Task
 from torchport.timing import clock
@@ -214,18 +220,7 @@ class RayExecutor:
             while slot.task is None and self.queue and not self.broken:
                 task = self.queue.popleft()
                 if task.skip_reason:
-                    self.done.append(
-                        Finished(
-                            task=task,
-                            result=skipped(
-                                task.case,
-                                task.mode,
-                                case_version=task.case_version,
-                                reason=task.skip_reason,
-                                tags=task.tags,
-                            ).to_dict(),
-                        )
-                    )
+                    self.done.append(finished_skip(task))
                     continue
                 slot.task = task
                 if slot.actor is None:
@@ -284,18 +279,7 @@ class RayExecutor:
         assert task is not None
         self._drop_actor(slot)
         slot.task = slot.ref = None
-        self.done.append(
-            Finished(
-                task=task,
-                result=crashed(
-                    task.case,
-                    task.mode,
-                    case_version=task.case_version,
-                    stage="worker_start",
-                    error=error_note("WorkerStartError", message),
-                ).to_dict(),
-            )
-        )
+        self.done.append(finished_crash(task, "worker_start", "WorkerStartError", message))
 
     def _lost(self, slot: _Slot, exc: BaseException) -> None:
         """The actor or its node is gone: run the task again on a fresh actor, or record it."""
