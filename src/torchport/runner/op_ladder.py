@@ -190,8 +190,11 @@ class OpLadder:
         made = opinfo.samples(
             op, "cpu", self.case.dtype, requires_grad=backward, seed=self.config.seed
         )
+        # sparse samples stay as made: the sample loop skips them with that reason
         return [
-            op_samples.convert(
+            s
+            if op_samples.non_strided(s)
+            else op_samples.convert(
                 s, lambda t: op_samples.leaf(t, device=device), self._device_fn(device, "cpu")
             )
             for s in made
