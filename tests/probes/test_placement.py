@@ -308,17 +308,24 @@ def test_view_names_grades_host_ops_and_copies():
     ]
     built = view.build({"config": {"probes": ["placement"]}}, results)
     rows = {r[0]: r for r in built.rows}
+    # "found by" is None: these results record no host_ops (how each one was found)
     assert rows["b"][3:] == [
         "fallback",
         {"cumsum": 2, "flip": 2, "all": 1, "sort": 1},
+        None,
         Copies(2, h2d_bytes=2048),
     ]
-    assert rows["a"][3:] == ["on_device", {}, Copies(0)]
+    assert rows["a"][3:] == ["on_device", {}, None, Copies(0)]
     assert rows["c"][2:4] == ["eager_fail", None]
     shown = [cell(v, c.kind) for v, c in zip(rows["b"], built.columns, strict=True)]
-    assert shown[3:] == ["fallback", "cumsum x2, flip x2, all x1 (+1 more)", "2: h2d 2.0 KiB"]
+    assert shown[3:] == [
+        "fallback",
+        "cumsum x2, flip x2, all x1 (+1 more)",
+        "-",
+        "2: h2d 2.0 KiB",
+    ]
     shown_a = [cell(v, c.kind) for v, c in zip(rows["a"], built.columns, strict=True)]
-    assert shown_a[4:] == ["", "none"]
+    assert shown_a[4:] == ["", "-", "none"]
     assert built.notes[0].startswith("1 / 2 passes ran on the device (clean), 1 pass + fallback")
     assert view.build({"config": {"probes": []}}, [results[2]]) is None
 
