@@ -231,6 +231,33 @@ class WorkerProcess:
             shutil.rmtree(self.cold_root, ignore_errors=True)
 
 
+def warm_worker(
+    current: WorkerProcess | None, device: str, env: dict[str, str], logs: LogFolder
+) -> WorkerProcess:
+    """``current`` while it lives; else a new worker, started (WorkerStartError if it cannot)."""
+    if current is not None and current.alive:
+        return current
+    if current is not None:
+        current.close()
+    worker = WorkerProcess(device, env, logs)
+    worker.start()
+    return worker
+
+
+def cold_worker(device: str, env: dict[str, str], cache_dirs, logs: LogFolder) -> WorkerProcess:
+    """A worker of its own whose compile caches start empty; it goes after its task."""
+    root = tempfile.mkdtemp(prefix="torchport-cold-")
+    worker = WorkerProcess(
+        device, {**env, **cache_dirs(root), COLD_WORKER_ENV: root}, logs, cold_root=root
+    )
+    try:
+        worker.start()
+    except WorkerStartError:
+        worker.close()
+        raise
+    return worker
+
+
 class LocalExecutor:
     """Serial: ``next_result`` runs the next queued task to its end (or its deadline)."""
 
@@ -278,26 +305,11 @@ class LocalExecutor:
         return Finished(task=task, result=result, environment=worker.environment)
 
     def _warm_worker(self) -> WorkerProcess:
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
-                self.worker.close()
-            self.worker = None
-            worker = WorkerProcess(self.device, self.env, self.logs)
-            worker.start()
-            self.worker = worker
+        self.worker = warm_worker(self.worker, self.device, self.env, self.logs)
         return self.worker
 
     def _cold_worker(self) -> WorkerProcess:
-        """A worker of its own whose compile caches start empty; it goes after its task."""
-        root = tempfile.mkdtemp(prefix="torchport-cold-")
-        env = {**self.env, **self.cache_dirs(root), COLD_WORKER_ENV: root}
-        worker = WorkerProcess(self.device, env, self.logs, cold_root=root)
-        try:
-            worker.start()
-        except WorkerStartError:
-            worker.close()
-            raise
-        return worker
+        return cold_worker(self.device, self.env, self.cache_dirs, self.logs)
 
     def cancel(self) -> None:
         self.queue.clear()

@@ -18,13 +18,13 @@ import shutil
 import socket
 import tempfile
 
-from torchport.config import COLD_WORKER_ENV, RunConfig
+from torchport.config import RunConfig
 from torchport.devices import get_adapter
 from torchport.devices.base import thread_env
 from torchport.execution.child import LogFolder
 from torchport.records.result import crashed, error_note
 from torchport.runner.executor import Deadline
-from torchport.runner.local import WorkerProcess, WorkerStartError
+from torchport.runner.local import WorkerProcess, WorkerStartError, cold_worker, warm_worker
 from torchport.runner.plan import Task, worker_env
 
 MAX_ARTIFACT_BYTES = 256 * 2**20
@@ -92,25 +92,11 @@ class SlotActor:
         }
 
     def _warm(self) -> WorkerProcess:
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
-                self.worker.close()
-            self.worker = None
-            worker = WorkerProcess(self.device, self.env, self.logs)
-            worker.start()
-            self.worker = worker
+        self.worker = warm_worker(self.worker, self.device, self.env, self.logs)
         return self.worker
 
     def _cold(self, task: Task) -> WorkerProcess:
-        root = tempfile.mkdtemp(prefix="torchport-cold-")
-        env = {**self.env, **self.adapter.cache_dirs(root), COLD_WORKER_ENV: root}
-        worker = WorkerProcess(self.device, env, self.logs, cold_root=root)
-        try:
-            worker.start()
-        except WorkerStartError:
-            worker.close()
-            raise
-        return worker
+        return cold_worker(self.device, self.env, self.adapter.cache_dirs, self.logs)
 
     @staticmethod
     def _node_environment(environment: dict | None) -> dict | None:
