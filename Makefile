@@ -13,13 +13,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
-.PHONY: install run test test-slow
+.PHONY: install run test test-slow check
 install: $(VENV)/.installed
+
+# Lint, format, types and the import contracts (layers one way, no torch in records/views,
+# no cycles): part of `make test`, so CI fails on any of them.
+check: install
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 run: install
 	$(VENV)/bin/torchport run $(ARGS)
 
-test: install
+test: install check
 	$(PY) -m pytest -q
 
 test-slow: install

@@ -42,9 +42,23 @@ def sweep(suite: str, device: str, probes: str, cache: str, extra: list[str]) ->
     if cache == "fresh":
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor")
         env["TRITON_CACHE_DIR"] = os.path.join(work, "triton")
-    cmd = [sys.executable, "-m", "torchport.interfaces.cli", "run", "--suite", suite,
-           "--device", device, "--modes", "compile", "--db", os.path.join(work, "kb.db"),
-           "--json", *([] if probes == "default" else ["--probes", probes]), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torchport.interfaces.cli",
+        "run",
+        "--suite",
+        suite,
+        "--device",
+        device,
+        "--modes",
+        "compile",
+        "--db",
+        os.path.join(work, "kb.db"),
+        "--json",
+        *([] if probes == "default" else ["--probes", probes]),
+        *extra,
+    ]
     start = clock()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
@@ -62,13 +76,17 @@ def case_lines(results: list[dict]) -> list[str]:
         c = (r.get("findings") or {}).get("compile") or {}
         cold, warm = c.get("cold") or {}, c.get("warm") or {}
         durations = r.get("durations") or {}
-        where = ("in the ladder (fresh worker)" if cold.get("measured_by") == "ladder"
-                 else f"in a child of {_s(cold.get('elapsed_s'))}")
+        where = (
+            "in the ladder (fresh worker)"
+            if cold.get("measured_by") == "ladder"
+            else f"in a child of {_s(cold.get('elapsed_s'))}"
+        )
         lines.append(
             f"  {r['case']:<16} {r['status']:<11} cold first compiled step "
             f"{_s(cold.get('first_step_s'))} {where}; probe {_s(durations.get('probe_compile_s'))}"
             f" = warm child {_s(warm.get('elapsed_s'))} (first compiled step "
-            f"{_s(warm.get('first_step_s'))}, proven warm: {c.get('warm_proven', '-')})")
+            f"{_s(warm.get('first_step_s'))}, proven warm: {c.get('warm_proven', '-')})"
+        )
     return lines
 
 
@@ -86,8 +104,11 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cache", choices=("default", "fresh"), default="default")
-    parser.add_argument("--base-probes", default="none",
-                        help="the plain sweep's --probes: none, default (no --probes) or a list")
+    parser.add_argument(
+        "--base-probes",
+        default="none",
+        help="the plain sweep's --probes: none, default (no --probes) or a list",
+    )
     parser.add_argument("--out", default=None, help="Also write the report to this file.")
     parser.add_argument("extra", nargs="*", help="More 'torchport run' options (after --).")
     args = parser.parse_args(argv)
@@ -95,6 +116,7 @@ def main(argv=None) -> int:
     base = args.base_probes
     if base == "default":
         from torchport.api import resolve_probes
+
         with_compile = ",".join([*resolve_probes(args.device, None), "compile"])
     else:
         with_compile = "compile" if base == "none" else f"{base},compile"
@@ -105,15 +127,17 @@ def main(argv=None) -> int:
     plain_s = statistics.median(s["wall_s"] for s in plain)
     probed_s = statistics.median(s["wall_s"] for s in probed)
     ratio = probed_s / plain_s
-    lines = [" ".join(["python", "benchmarks/compile_overhead.py", *(argv or sys.argv[1:])]),
-             f"suite {args.suite}, device {args.device}, modes compile, cache {args.cache}, "
-             f"{args.repeats} repeat(s), {os.cpu_count()} logical cores",
-             f"plain    --probes {base:<18} {plain_s:8.1f} s  (each: {_each(plain)})",
-             f"with the probe: --probes {with_compile:<10} {probed_s:8.1f} s  "
-             f"(each: {_each(probed)})",
-             f"ratio {ratio:.2f}x (target < {TARGET_RATIO:g}x: "
-             f"{'met' if ratio < TARGET_RATIO else 'NOT met'})",
-             "per case (last sweep with the probe):", *case_lines(probed[-1]["results"])]
+    lines = [
+        " ".join(["python", "benchmarks/compile_overhead.py", *(argv or sys.argv[1:])]),
+        f"suite {args.suite}, device {args.device}, modes compile, cache {args.cache}, "
+        f"{args.repeats} repeat(s), {os.cpu_count()} logical cores",
+        f"plain    --probes {base:<18} {plain_s:8.1f} s  (each: {_each(plain)})",
+        f"with the probe: --probes {with_compile:<10} {probed_s:8.1f} s  (each: {_each(probed)})",
+        f"ratio {ratio:.2f}x (target < {TARGET_RATIO:g}x: "
+        f"{'met' if ratio < TARGET_RATIO else 'NOT met'})",
+        "per case (last sweep with the probe):",
+        *case_lines(probed[-1]["results"]),
+    ]
     report = "\n".join(lines)
     print(report)
     if args.out:

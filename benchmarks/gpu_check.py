@@ -43,6 +43,7 @@ def ensure_torchport(out_dir: str, force_shim: bool = False) -> str:
         sys.path.insert(0, SRC)
     paths = [SRC]
     from importlib import metadata
+
     found = {ep.name for ep in metadata.entry_points(group="torchport.probes")}
     how = "installed package"
     if force_shim or "perf" not in found:
@@ -51,9 +52,12 @@ def ensure_torchport(out_dir: str, force_shim: bool = False) -> str:
         sys.path.insert(0, meta_root)
         paths.insert(0, meta_root)
         how = f"entry points from pyproject.toml written to {meta_root}"
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + [p for p in os.environ.get(
-        "PYTHONPATH", "").split(os.pathsep) if p and p not in paths])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        paths
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+    )
     import importlib
+
     importlib.invalidate_caches()
     return how
 
@@ -61,6 +65,7 @@ def ensure_torchport(out_dir: str, force_shim: bool = False) -> str:
 def write_metadata(root: str) -> None:
     """A minimal torchport .dist-info (METADATA + entry_points.txt) from pyproject.toml."""
     import tomllib
+
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     info = os.path.join(root, f"torchport-{project['version']}.dist-info")
@@ -96,6 +101,7 @@ class Report:
 
 def write_views(store, run_id: str, path: str) -> dict:
     from torchport.views import build_views
+
     run, results = store.get_run(run_id), store.results(run_id=run_id)
     built = build_views(run, results)
     views = {name: view.to_dict() for name, view in built.items()}  # typed values, JSON-able
@@ -106,8 +112,9 @@ def write_views(store, run_id: str, path: str) -> dict:
             from torchport.interfaces.render import print_views
         except ImportError:  # a bare GPU machine may lack rich: plain text will do
             for view in views.values():
-                f.write(f"{view['title']}\n" + " | ".join(c["name"] for c in view["columns"])
-                        + "\n")
+                f.write(
+                    f"{view['title']}\n" + " | ".join(c["name"] for c in view["columns"]) + "\n"
+                )
                 f.writelines(" | ".join(map(str, row)) + "\n" for row in view["rows"])
                 f.writelines(f"  {note}\n" for note in view.get("notes") or ())
                 f.write("\n")
@@ -120,28 +127,43 @@ def write_views(store, run_id: str, path: str) -> dict:
 
 # -- 1. the smoke suite through torchport's pipeline ------------------------------------------
 def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
-    from torchport.records import open_store
-    from torchport.config import RunConfig
     from torchport import api
-    config = RunConfig(**{"suite": "smoke", "device": args.device, "dtype": args.dtype,
-                          "modes": ("eager", "compile"), "perf_budget_s": args.budget_s,
-                          "timeout_s": 300.0,
-                          "artifacts_dir": os.path.join(args.out, "artifacts"), **overrides})
+    from torchport.config import RunConfig
+    from torchport.records import open_store
+
+    config = RunConfig(
+        **{
+            "suite": "smoke",
+            "device": args.device,
+            "dtype": args.dtype,
+            "modes": ("eager", "compile"),
+            "perf_budget_s": args.budget_s,
+            "timeout_s": 300.0,
+            "artifacts_dir": os.path.join(args.out, "artifacts"),
+            **overrides,
+        }
+    )
     store = open_store(os.path.join(args.out, "gpu_check.db"), write=True)
 
     def on_result(result):
         m = result.metrics
-        report.stamp(f"  {result.case:<16} {result.mode:<8} {result.status:<16} "
-                     + (f"{m['perf_median_ms']:.4g} ms/step" if "perf_median_ms" in m else ""))
-    outcome = api.run(config, store, labels={"check": name}, command=f"gpu_check {name}",
-                      on_result=on_result)
+        report.stamp(
+            f"  {result.case:<16} {result.mode:<8} {result.status:<16} "
+            + (f"{m['perf_median_ms']:.4g} ms/step" if "perf_median_ms" in m else "")
+        )
+
+    outcome = api.run(
+        config, store, labels={"check": name}, command=f"gpu_check {name}", on_result=on_result
+    )
     run_id, state = outcome.run_id, outcome.state
     views = write_views(store, run_id, os.path.join(args.out, f"{name}.txt"))
     report.add(f"{name}: run {run_id} {state}; views in {name}.txt")
     for view in ("perf", "train", "profile"):
         if view in views:
-            report.add(f"  {views[view]['title']}: " + " | ".join(
-                c["name"] for c in views[view]["columns"]))
+            report.add(
+                f"  {views[view]['title']}: "
+                + " | ".join(c["name"] for c in views[view]["columns"])
+            )
             for row in views[view]["rows"]:
                 report.add("    " + " | ".join("" if v is None else str(v) for v in row))
 
@@ -149,17 +171,31 @@ def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
 # -- 2. the ~0.5 B llama ----------------------------------------------------------------------
 def llama_config(args):
     from transformers import LlamaConfig
+
     if args.tiny:
-        return LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                           max_position_embeddings=256, tie_word_embeddings=False)
+        return LlamaConfig(
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=256,
+            tie_word_embeddings=False,
+        )
     # Default: 24 layers of hidden 1280 (10 heads of 128), SwiGLU 3584: 0.49 B in the layers,
     # 0.57 B in all with an untied 32000-token embedding and output projection.
     heads = args.hidden // 128
-    return LlamaConfig(vocab_size=32000, hidden_size=args.hidden,
-                       intermediate_size=args.intermediate, num_hidden_layers=args.layers,
-                       num_attention_heads=heads, num_key_value_heads=heads,
-                       max_position_embeddings=2048, tie_word_embeddings=False)
+    return LlamaConfig(
+        vocab_size=32000,
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+    )
 
 
 def llama_case(args, batch: int, seq: int, device: str):
@@ -168,54 +204,95 @@ def llama_case(args, batch: int, seq: int, device: str):
     def build(*, seed, size):
         import torch
         from transformers import AutoModelForCausalLM
+
         torch.manual_seed(seed)
         # Initialised straight on the device: a CPU init of 0.5 B parameters takes longer than
         # everything else here. place() then only copies it.
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(
-                llama_config(args), attn_implementation="sdpa", dtype=torch.float32)
+                llama_config(args), attn_implementation="sdpa", dtype=torch.float32
+            )
             ids = torch.randint(0, model.config.vocab_size, (batch, seq))
-        return Workload(model=model, kwargs={"input_ids": ids, "labels": ids, "use_cache": False},
-                        loss_fn=lambda out: out.loss, tokens=batch * seq, samples=batch)
+        return Workload(
+            model=model,
+            kwargs={"input_ids": ids, "labels": ids, "use_cache": False},
+            loss_fn=lambda out: out.loss,
+            tokens=batch * seq,
+            samples=batch,
+        )
+
     return FunctionCase("gpu_check/llama", build)
 
 
 def llama_check(args, report: Report) -> None:
     import torch
 
+    from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.probes.base import Subject
     from torchport.probes.flops import flops_6nt
     from torchport.probes.perf import PerfProbe
-    from torchport.config import RunConfig
+
     adapter = get_adapter(args.device)
     adapter.prepare()
     batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
     case = llama_case(args, batch, seq, adapter.device())
-    config = RunConfig(device=args.device, dtype=args.dtype, batch=batch, seq=seq,
-                       perf_budget_s=args.budget_s, peak_tflops=args.peak_tflops,
-                       artifacts_dir=os.path.join(args.out, "artifacts"))
-    subject = Subject(case=case, mode="compile", config=config, adapter=adapter,
-                      device=adapter.device(), dtype=getattr(torch, args.dtype), workload=None,
-                      model=None, runner=None, step=lambda: {}, make_runner=lambda: None)
-    shape = "tiny" if args.tiny else (f"hidden {args.hidden}, {args.layers} layers, "
-                                      f"intermediate {args.intermediate}, vocab 32000")
-    report.stamp(f"llama ({shape}): batch {batch} x seq {seq}, {args.dtype}, compile backend "
-                 f"{adapter.default_compile_backend}; building, compiling, timing")
+    config = RunConfig(
+        device=args.device,
+        dtype=args.dtype,
+        batch=batch,
+        seq=seq,
+        perf_budget_s=args.budget_s,
+        peak_tflops=args.peak_tflops,
+        artifacts_dir=os.path.join(args.out, "artifacts"),
+    )
+    subject = Subject(
+        case=case,
+        mode="compile",
+        config=config,
+        adapter=adapter,
+        device=adapter.device(),
+        dtype=getattr(torch, args.dtype),
+        workload=None,
+        model=None,
+        runner=None,
+        step=lambda: {},
+        make_runner=lambda: None,
+    )
+    shape = (
+        "tiny"
+        if args.tiny
+        else (
+            f"hidden {args.hidden}, {args.layers} layers, "
+            f"intermediate {args.intermediate}, vocab 32000"
+        )
+    )
+    report.stamp(
+        f"llama ({shape}): batch {batch} x seq {seq}, {args.dtype}, compile backend "
+        f"{adapter.default_compile_backend}; building, compiling, timing"
+    )
     result = PerfProbe().safe_run(subject)
     m, info = result.metrics, result.findings.get("perf", {})
     with open(os.path.join(args.out, "llama_perf.json"), "w") as f:
-        json.dump({"metrics": m, "findings": result.findings, "error": result.error}, f,
-                  indent=1, default=str)
+        json.dump(
+            {"metrics": m, "findings": result.findings, "error": result.error},
+            f,
+            indent=1,
+            default=str,
+        )
     if result.error:
-        report.add(f"llama: the perf probe failed: {result.error['type']}: "
-                   f"{result.error['message'][:2000]}")
+        report.add(
+            f"llama: the perf probe failed: {result.error['type']}: "
+            f"{result.error['message'][:2000]}"
+        )
         return
     report.stamp("llama: done")
     n6 = info.get("params_6nt", {})
     median_ms = m.get("perf_median_ms")
-    report.add(f"  step kind: {info.get('step_kind')}; timer: {info.get('timer')}; "
-               f"sides: {json.dumps(info.get('sides'))}")
+    report.add(
+        f"  step kind: {info.get('step_kind')}; timer: {info.get('timer')}; "
+        f"sides: {json.dumps(info.get('sides'))}"
+    )
     for note in info.get("notes", []):
         report.add(f"  note: {note}")
     if median_ms is None:
@@ -223,22 +300,32 @@ def llama_check(args, report: Report) -> None:
         return
     # The stated rule, computed here from the probe's own figures and the fixed H200 peak.
     tokens = batch * seq
-    mfu_6nt_h200 = flops_6nt(n6.get("n", 0), tokens, True) / (median_ms / 1e3) / (
-        H200_BF16_PEAK_TFLOPS * 1e12)
-    report.add(f"  compiled {median_ms:.2f} ms/step (p10 {m.get('perf_p10_ms', 0):.2f}, p90 "
-               f"{m.get('perf_p90_ms', 0):.2f}, n {m.get('perf_samples')}), eager "
-               f"{m.get('perf_eager_median_ms', float('nan')):.2f} ms, speedup "
-               f"{m.get('perf_speedup', float('nan')):.2f}x")
-    report.add(f"  tokens/s {m.get('perf_tokens_per_s', 0):,.0f}; peak memory "
-               f"{m.get('perf_peak_bytes', 0) / 2**30:.1f} GiB")
-    report.add(f"  N = {n6.get('n', 0) / 1e6:.1f} M ({n6.get('counts')}); 6·N·T = "
-               f"{m.get('perf_flops_6nt_per_step', 0) / 1e12:.2f} TFLOP/step; counted "
-               f"{m.get('perf_flops_per_step', 0) / 1e12:.2f} TFLOP/step")
-    report.add(f"  MFU (6·N·T vs {H200_BF16_PEAK_TFLOPS:.0f} TFLOP/s): {mfu_6nt_h200:.1%}   "
-               f"target >= 50%")
-    report.add(f"  torchport: perf_mfu_6nt {_pct(m.get('perf_mfu_6nt'))}, perf_mfu (counted) "
-               f"{_pct(m.get('perf_mfu'))}, achieved {m.get('perf_achieved_tflops', 0):.1f} "
-               f"TFLOP/s, peak {info.get('peak_tflops')} ({info.get('peak_source')})")
+    mfu_6nt_h200 = (
+        flops_6nt(n6.get("n", 0), tokens, True) / (median_ms / 1e3) / (H200_BF16_PEAK_TFLOPS * 1e12)
+    )
+    report.add(
+        f"  compiled {median_ms:.2f} ms/step (p10 {m.get('perf_p10_ms', 0):.2f}, p90 "
+        f"{m.get('perf_p90_ms', 0):.2f}, n {m.get('perf_samples')}), eager "
+        f"{m.get('perf_eager_median_ms', float('nan')):.2f} ms, speedup "
+        f"{m.get('perf_speedup', float('nan')):.2f}x"
+    )
+    report.add(
+        f"  tokens/s {m.get('perf_tokens_per_s', 0):,.0f}; peak memory "
+        f"{m.get('perf_peak_bytes', 0) / 2**30:.1f} GiB"
+    )
+    report.add(
+        f"  N = {n6.get('n', 0) / 1e6:.1f} M ({n6.get('counts')}); 6·N·T = "
+        f"{m.get('perf_flops_6nt_per_step', 0) / 1e12:.2f} TFLOP/step; counted "
+        f"{m.get('perf_flops_per_step', 0) / 1e12:.2f} TFLOP/step"
+    )
+    report.add(
+        f"  MFU (6·N·T vs {H200_BF16_PEAK_TFLOPS:.0f} TFLOP/s): {mfu_6nt_h200:.1%}   target >= 50%"
+    )
+    report.add(
+        f"  torchport: perf_mfu_6nt {_pct(m.get('perf_mfu_6nt'))}, perf_mfu (counted) "
+        f"{_pct(m.get('perf_mfu'))}, achieved {m.get('perf_achieved_tflops', 0):.1f} "
+        f"TFLOP/s, peak {info.get('peak_tflops')} ({info.get('peak_source')})"
+    )
 
 
 def _pct(value) -> str:
@@ -260,17 +347,23 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny llama, smoke/mlp only (CPU)")
     parser.add_argument("--skip-smoke", action="store_true")
     parser.add_argument("--skip-llama", action="store_true")
-    parser.add_argument("--force-shim", action="store_true",
-                        help="use the pyproject.toml entry points even if installed")
+    parser.add_argument(
+        "--force-shim",
+        action="store_true",
+        help="use the pyproject.toml entry points even if installed",
+    )
     args = parser.parse_args(argv)
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
-    report = Report(args.out, "$ " + " ".join(["python3", os.path.relpath(sys.argv[0])]
-                                              + sys.argv[1:]))
+    report = Report(
+        args.out, "$ " + " ".join(["python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    )
     how = ensure_torchport(args.out, args.force_shim)
     import torch
-    report.add(f"torchport from {SRC} ({how}); torch {torch.__version__}, python "
-               f"{sys.version.split()[0]}")
+
+    report.add(
+        f"torchport from {SRC} ({how}); torch {torch.__version__}, python {sys.version.split()[0]}"
+    )
     if args.device.startswith("cuda") and torch.cuda.is_available():
         report.add(f"device: {torch.cuda.get_device_name(0)}")
     # The llama first: it is the figure that matters most if time runs short.
@@ -283,9 +376,15 @@ def main(argv=None) -> int:
         report.stamp("smoke suite perf, eager and compile")
         smoke_sweep(args, report, "smoke_perf", probes=("perf",), cases=cases)
         report.stamp("training-loss parity (10 AdamW steps) and profile: smoke/mlp, hf/llama")
-        smoke_sweep(args, report, "smoke_train_profile", probes=("train", "profile"),
-                    cases=("smoke/mlp",) if args.tiny else ("smoke/mlp", "hf/llama"),
-                    train_steps=10, profile=True)
+        smoke_sweep(
+            args,
+            report,
+            "smoke_train_profile",
+            probes=("train", "profile"),
+            cases=("smoke/mlp",) if args.tiny else ("smoke/mlp", "hf/llama"),
+            train_steps=10,
+            profile=True,
+        )
     report.stamp("finished")
     return 0
 

@@ -106,14 +106,17 @@ def report_line(outcome: Outcome) -> str:
 def summary(outcomes: list[Outcome]) -> list[str]:
     """Totals per stage, then the cases that stopped short, grouped by where they stopped."""
     total = len(outcomes)
-    counts = ", ".join(f"{sum(stage in o.passed for o in outcomes)} / {total} {stage}"
-                       for stage in STAGES)
+    counts = ", ".join(
+        f"{sum(stage in o.passed for o in outcomes)} / {total} {stage}" for stage in STAGES
+    )
     groups = {
         "excluded (hf_exclusions)": [o for o in outcomes if o.skipped],
         "failed to build or to run eager fwd+bwd": [
-            o for o in outcomes if not o.skipped and STAGES[1] not in o.passed],
+            o for o in outcomes if not o.skipped and STAGES[1] not in o.passed
+        ],
         "eager fwd+bwd passes, the float64 reference does not": [
-            o for o in outcomes if STAGES[1] in o.passed and STAGES[2] not in o.passed],
+            o for o in outcomes if STAGES[1] in o.passed and STAGES[2] not in o.passed
+        ],
     }
     lines = ["", counts]
     for title, members in groups.items():
@@ -130,19 +133,20 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    import transformers
     from transformers.utils import logging as hf_logging
 
     from torchport.cases.base import Size
     from torchport.cases.hf import hf_suite
 
-    import transformers
-
     hf_logging.set_verbosity_error()
     warnings.filterwarnings("ignore")
     print("$ .venv/bin/python " + " ".join(sys.argv))
-    print(f"# torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"Python {platform.python_version()}, {platform.machine()}, CPU float32, seed 0, "
-          f"{'perf' if args.perf else 'parity'} size\n")
+    print(
+        f"# torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}, CPU float32, seed 0, "
+        f"{'perf' if args.perf else 'parity'} size\n"
+    )
     cases = [c for c in hf_suite() if not args.only or c.model_type in args.only]
     outcomes = []
     start = time.perf_counter()

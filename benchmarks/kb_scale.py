@@ -37,9 +37,20 @@ from torchport.records import open_store  # noqa: E402
 
 TORCHPORT = os.path.join(os.path.dirname(sys.executable), "torchport")
 MODES = ("eager", "compile")
-OPS = ("cumsum",) * 7 + ("sort", "flip", "_index_put_impl_", "nonzero", "unique",
-                         "searchsorted", "bincount", "repeat_interleave", "masked_scatter",
-                         "linalg_eigh", "polar", "istft")
+OPS = ("cumsum",) * 7 + (
+    "sort",
+    "flip",
+    "_index_put_impl_",
+    "nonzero",
+    "unique",
+    "searchsorted",
+    "bincount",
+    "repeat_interleave",
+    "masked_scatter",
+    "linalg_eigh",
+    "polar",
+    "istft",
+)
 FAMILIES = ("dense", "moe", "hybrid", "ssm", "multimodal", "encoder")
 TRACE_FRAMES = (
     '  File "/opt/torchport/src/torchport/execution/ladder.py", line {n}, in run_stage\n'
@@ -47,11 +58,13 @@ TRACE_FRAMES = (
     '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1775, '
     "in _call_impl\n    return forward_call(*args, **kwargs)\n"
     '  File "/opt/venv/lib/python3.11/site-packages/transformers/models/{arch}/modeling_{arch}'
-    '.py", line {m}, in forward\n    hidden_states = self.mlp(hidden_states)\n')
+    '.py", line {m}, in forward\n    hidden_states = self.mlp(hidden_states)\n'
+)
 
 
 def _case_ids(n_cases: int) -> list[str]:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
     types = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
     ids = [f"hf/{t}" for t in types]
     k = 0
@@ -62,8 +75,7 @@ def _case_ids(n_cases: int) -> list[str]:
 
 
 def _seed(*parts) -> int:
-    return int(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).hexdigest(),
-               16)
+    return int(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).hexdigest(), 16)
 
 
 def _failure(rng: random.Random, arch: str, mode: str) -> tuple[str, str, str, str]:
@@ -71,41 +83,68 @@ def _failure(rng: random.Random, arch: str, mode: str) -> tuple[str, str, str, s
     op = rng.choice(OPS)
     roll = rng.random()
     if roll < 0.30:
-        return ("eager_fail", "run", "NotImplementedError",
-                f"Could not run 'aten::{op}' with arguments from the 'neuron' backend. This "
-                "could be because the operator doesn't exist for this backend")
+        return (
+            "eager_fail",
+            "run",
+            "NotImplementedError",
+            f"Could not run 'aten::{op}' with arguments from the 'neuron' backend. This "
+            "could be because the operator doesn't exist for this backend",
+        )
     if roll < 0.42:
         a, b = rng.choice((2, 4, 8)), rng.choice((16, 32, 64, 128))
-        return ("eager_fail", "run", "RuntimeError",
-                f"shape '[{a}, {b}, -1]' is invalid for input of size {a * b * 3 + 1}")
+        return (
+            "eager_fail",
+            "run",
+            "RuntimeError",
+            f"shape '[{a}, {b}, -1]' is invalid for input of size {a * b * 3 + 1}",
+        )
     if roll < 0.52 and mode == "compile":
-        return ("compile_fail", "compile", "BackendCompilerFailed",
-                f"backend='inductor' raised:\nLoweringException: NotImplementedError: "
-                f"aten.{op}.default")
+        return (
+            "compile_fail",
+            "compile",
+            "BackendCompilerFailed",
+            f"backend='inductor' raised:\nLoweringException: NotImplementedError: "
+            f"aten.{op}.default",
+        )
     if roll < 0.60 and mode == "compile":
-        return ("compiled_run_fail", "compiled_run", "RuntimeError",
-                f"Expected all tensors to be on the same device, but found at least two "
-                f"devices, cpu and neuron:{rng.randint(0, 7)}")
+        return (
+            "compiled_run_fail",
+            "compiled_run",
+            "RuntimeError",
+            f"Expected all tensors to be on the same device, but found at least two "
+            f"devices, cpu and neuron:{rng.randint(0, 7)}",
+        )
     if roll < 0.70:
         layer = rng.randint(0, 3)
-        return ("accuracy_fail", "parity", "AccuracyError",
-                f"outside tolerance: grad.model.layers.{layer}.mlp.down_proj.weight max rel "
-                f"err {rng.uniform(1e-3, 1e-1):.2e}")
+        return (
+            "accuracy_fail",
+            "parity",
+            "AccuracyError",
+            f"outside tolerance: grad.model.layers.{layer}.mlp.down_proj.weight max rel "
+            f"err {rng.uniform(1e-3, 1e-1):.2e}",
+        )
     if roll < 0.80:
         heads = rng.choice((3, 5, 7))
-        return ("build_fail", "build", "ValueError",
-                f"{arch} requires num_key_value_heads ({heads}) to divide "
-                f"num_attention_heads (4)")
+        return (
+            "build_fail",
+            "build",
+            "ValueError",
+            f"{arch} requires num_key_value_heads ({heads}) to divide num_attention_heads (4)",
+        )
     if roll < 0.85:
         return "timeout", "run", "Timeout", f"worker ran past {rng.choice((300, 600))} s"
     if roll < 0.92:
-        return ("oom", "run", "OutOfMemoryError",
-                f"Out of memory: tried to allocate {rng.randint(64, 4096)} MiB")
+        return (
+            "oom",
+            "run",
+            "OutOfMemoryError",
+            f"Out of memory: tried to allocate {rng.randint(64, 4096)} MiB",
+        )
     return "crash", "run", "Crash", f"worker died: signal {rng.choice((6, 11))}"
 
 
 def _result(case: str, mode: str, run_index: int, device: str) -> dict:
-    base = random.Random(_seed(case, mode))           # what the case is, in every run
+    base = random.Random(_seed(case, mode))  # what the case is, in every run
     rng = random.Random(_seed(case, mode, run_index))  # what changed in this run
     arch = case.split("/", 1)[1].split("-", 1)[0]
     findings: dict = {"tags": [FAMILIES[_seed(arch) % len(FAMILIES)]]}
@@ -113,40 +152,69 @@ def _result(case: str, mode: str, run_index: int, device: str) -> dict:
     if rng.random() < 0.03:  # a transition between releases or devices
         fails = not fails
     if base.random() < 0.01:
-        return {"case": case, "mode": mode, "status": "skip", "findings": findings,
-                "error": {"type": "Skip", "message": f"needs {base.choice((80, 160))} GB"}}
+        return {
+            "case": case,
+            "mode": mode,
+            "status": "skip",
+            "findings": findings,
+            "error": {"type": "Skip", "message": f"needs {base.choice((80, 160))} GB"},
+        }
     if fails:
         status, stage, kind, message = _failure(base if rng.random() < 0.9 else rng, arch, mode)
-        trace = "Traceback (most recent call last):\n" + "".join(
-            TRACE_FRAMES.format(n=100 + i, m=200 + 37 * i, arch=arch) for i in range(2)) + \
-            f"{kind}: {message}\n"
-        return {"case": case, "mode": mode, "status": status, "stage": stage,
-                "findings": findings, "error": {"type": kind, "message": message,
-                                                "traceback": trace}}
-    median = base.lognormvariate(1.5, 1.0) * (0.12 if device == "cuda" else 1.0) * \
-        (1.0 - 0.02 * (run_index // 2)) * rng.uniform(0.97, 1.03)
+        trace = (
+            "Traceback (most recent call last):\n"
+            + "".join(TRACE_FRAMES.format(n=100 + i, m=200 + 37 * i, arch=arch) for i in range(2))
+            + f"{kind}: {message}\n"
+        )
+        return {
+            "case": case,
+            "mode": mode,
+            "status": status,
+            "stage": stage,
+            "findings": findings,
+            "error": {"type": kind, "message": message, "traceback": trace},
+        }
+    median = (
+        base.lognormvariate(1.5, 1.0)
+        * (0.12 if device == "cuda" else 1.0)
+        * (1.0 - 0.02 * (run_index // 2))
+        * rng.uniform(0.97, 1.03)
+    )
     spread = base.uniform(0.02, 0.15)
-    metrics = {"perf_median_ms": median, "perf_p10_ms": median * (1 - spread / 2),
-               "perf_p90_ms": median * (1 + spread / 2), "perf_cv": spread / 2.56,
-               "perf_samples": base.randint(20, 200), "perf_peak_bytes": base.randint(1, 64) << 24,
-               "parity_max_rel_err": base.uniform(1e-7, 1e-5),
-               "parity_rmse_ratio": base.uniform(0.5, 2.0) * (20 if rng.random() < 0.005 else 1),
-               "parity_cosine": 1.0 - base.uniform(0, 1e-7)}
+    metrics = {
+        "perf_median_ms": median,
+        "perf_p10_ms": median * (1 - spread / 2),
+        "perf_p90_ms": median * (1 + spread / 2),
+        "perf_cv": spread / 2.56,
+        "perf_samples": base.randint(20, 200),
+        "perf_peak_bytes": base.randint(1, 64) << 24,
+        "parity_max_rel_err": base.uniform(1e-7, 1e-5),
+        "parity_rmse_ratio": base.uniform(0.5, 2.0) * (20 if rng.random() < 0.005 else 1),
+        "parity_cosine": 1.0 - base.uniform(0, 1e-7),
+    }
     if mode == "compile":
-        metrics.update(compile_cold_first_step_s=base.uniform(2, 60) * rng.uniform(0.9, 1.3),
-                       compile_warm_first_step_s=base.uniform(0.2, 4), perf_speedup=
-                       base.uniform(0.8, 2.5))
+        metrics.update(
+            compile_cold_first_step_s=base.uniform(2, 60) * rng.uniform(0.9, 1.3),
+            compile_warm_first_step_s=base.uniform(0.2, 4),
+            perf_speedup=base.uniform(0.8, 2.5),
+        )
     grade = "on_device"
     if base.random() < 0.10 or rng.random() < 0.01:
         op = base.choice(OPS)
         grade = "fallback"
         findings["fallback_ops"] = {f"aten.{op}.default": base.randint(1, 4)}
-        findings["ops"] = [{"op": f"aten.{op}.default", "device": "cpu", "count": 2,
-                            "fallback": True},
-                           {"op": "aten.mm.default", "device": device, "count": 12,
-                            "fallback": False}]
-    return {"case": case, "mode": mode, "status": "pass", "grade": grade, "metrics": metrics,
-            "findings": findings}
+        findings["ops"] = [
+            {"op": f"aten.{op}.default", "device": "cpu", "count": 2, "fallback": True},
+            {"op": "aten.mm.default", "device": device, "count": 12, "fallback": False},
+        ]
+    return {
+        "case": case,
+        "mode": mode,
+        "status": "pass",
+        "grade": grade,
+        "metrics": metrics,
+        "findings": findings,
+    }
 
 
 def fill(path: str, runs: int, cases: list[str], batch: int) -> list[str]:
@@ -156,13 +224,22 @@ def fill(path: str, runs: int, cases: list[str], batch: int) -> list[str]:
             device = ("cpu", "cuda")[r % 2]
             release = f"2.{9 + r // 2}"
             run_id = f"{device}-{release}"
-            env = {"torch": f"{release}.0", "device": device, "python": "3.11.9",
-                   "device_name": "synthetic " + device, "torchport": "0.1.0"}
-            store.create_run(run_id=run_id, command=f"torchport run --suite hf --device "
-                             f"{device} --label release={release}", suite="hf", device=device,
-                             config={"modes": list(MODES), "device": device},
-                             plan=[[c, m] for c in cases for m in MODES],
-                             labels={"release": release})
+            env = {
+                "torch": f"{release}.0",
+                "device": device,
+                "python": "3.11.9",
+                "device_name": "synthetic " + device,
+                "torchport": "0.1.0",
+            }
+            store.create_run(
+                run_id=run_id,
+                command=f"torchport run --suite hf --device {device} --label release={release}",
+                suite="hf",
+                device=device,
+                config={"modes": list(MODES), "device": device},
+                plan=[[c, m] for c in cases for m in MODES],
+                labels={"release": release},
+            )
             store.set_environment(run_id, store.put_environment(env))
             items = ((c, m) for c in cases for m in MODES)
             while chunk := [_result(c, m, r, device) for c, m in itertools.islice(items, batch)]:
@@ -178,8 +255,9 @@ def one_by_one_rate(cases: list[str], n: int = 300) -> float:
     folder = tempfile.mkdtemp(prefix="kb-one-")
     try:
         with open_store(os.path.join(folder, "kb.db"), write=True) as store:
-            store.create_run(run_id="r", command="c", suite="hf", device="cpu", config={},
-                             plan=[], labels={})
+            store.create_run(
+                run_id="r", command="c", suite="hf", device="cpu", config={}, plan=[], labels={}
+            )
             items = [_result(c, "eager", 0, "cpu") for c in cases[:n]]
             start = time.perf_counter()
             for item in items:
@@ -195,8 +273,9 @@ _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int]:
     """(wall s, peak RSS bytes, stdout lines, exit code) of one run of the installed script."""
     start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True,
-                          text=True, cwd=cwd)
+    proc = subprocess.run(
+        ["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True, text=True, cwd=cwd
+    )
     wall = time.perf_counter() - start
     rss = int(_RSS.search(proc.stderr).group(1)) * 1024
     return wall, rss, proc.stdout.count("\n"), proc.returncode
@@ -210,8 +289,15 @@ def time_command(label: str, args: list[str], repeats: int, cwd: str) -> list:
         loads.append(os.getloadavg()[0])
     walls = [s[0] for s in samples]
     print(f"  {label}: {statistics.median(walls):.2f} s", file=sys.stderr, flush=True)
-    return [label, statistics.median(walls), max(walls), max(s[1] for s in samples),
-            samples[-1][2], samples[-1][3], statistics.median(loads)]
+    return [
+        label,
+        statistics.median(walls),
+        max(walls),
+        max(s[1] for s in samples),
+        samples[-1][2],
+        samples[-1][3],
+        statistics.median(loads),
+    ]
 
 
 def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[str]:
@@ -219,8 +305,18 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
     lines = []
     with open_store(path, write=False) as store:
         times = []
-        terms = ("cumsum", "llama", "signal", "NotImplementedError", "memory", "neuron backend",
-                 "qwen3", "tolerance", "shape invalid", "index_put_impl_")
+        terms = (
+            "cumsum",
+            "llama",
+            "signal",
+            "NotImplementedError",
+            "memory",
+            "neuron backend",
+            "qwen3",
+            "tolerance",
+            "shape invalid",
+            "index_put_impl_",
+        )
         for _ in range(5):
             for term in terms:
                 start = time.perf_counter()
@@ -228,24 +324,31 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
                 times.append(time.perf_counter() - start)
         times.sort()
         p95 = times[int(0.95 * (len(times) - 1))]
-        lines.append(f"search first page (50, ranked) inside the store: p50 "
-                     f"{statistics.median(times) * 1e3:.1f} ms, p95 {p95 * 1e3:.1f} ms over "
-                     f"{len(times)} queries ({len(terms)} terms x 5)")
+        lines.append(
+            f"search first page (50, ranked) inside the store: p50 "
+            f"{statistics.median(times) * 1e3:.1f} ms, p95 {p95 * 1e3:.1f} ms over "
+            f"{len(times)} queries ({len(terms)} terms x 5)"
+        )
         start = time.perf_counter()
         total = store.count_search("cumsum")
         took_ms = 1e3 * (time.perf_counter() - start)
         lines.append(f"count of 'cumsum' matches: {total} in {took_ms:.1f} ms")
         start = time.perf_counter()
         found = store.last_status_by_case(cases=hf_ids)
-        lines.append(f"last status of the {len(hf_ids)} hf suite cases (2 indexed lookups "
-                     f"each): {1e3 * (time.perf_counter() - start):.1f} ms, {len(found)} found")
+        lines.append(
+            f"last status of the {len(hf_ids)} hf suite cases (2 indexed lookups "
+            f"each): {1e3 * (time.perf_counter() - start):.1f} ms, {len(found)} found"
+        )
         from torchport.views.compare import compare_runs
+
         start = time.perf_counter()
         cmp = compare_runs(store, run_a, run_b)
-        lines.append(f"compare {run_a} {run_b} inside the store: "
-                     f"{time.perf_counter() - start:.2f} s ({cmp.common} pairs, "
-                     f"{len(cmp.newly_failing)} newly failing, {len(cmp.newly_passing)} newly "
-                     f"passing, {len(cmp.perf)} step-time changes beyond noise)")
+        lines.append(
+            f"compare {run_a} {run_b} inside the store: "
+            f"{time.perf_counter() - start:.2f} s ({cmp.common} pairs, "
+            f"{len(cmp.newly_failing)} newly failing, {len(cmp.newly_passing)} newly "
+            f"passing, {len(cmp.perf)} step-time changes beyond noise)"
+        )
     return lines
 
 
@@ -261,14 +364,18 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     cases = _case_ids(args.cases)
     hf_ids = cases[:196]
-    lines = [f"$ python benchmarks/kb_scale.py {' '.join(argv or sys.argv[1:])}",
-             f"{os.cpu_count()} logical cores, shared with other engineers' jobs; sqlite "
-             f"{__import__('sqlite3').sqlite_version}; load average (1 min) at start "
-             f"{os.getloadavg()[0]:.2f}"]
+    lines = [
+        f"$ python benchmarks/kb_scale.py {' '.join(argv or sys.argv[1:])}",
+        f"{os.cpu_count()} logical cores, shared with other engineers' jobs; sqlite "
+        f"{__import__('sqlite3').sqlite_version}; load average (1 min) at start "
+        f"{os.getloadavg()[0]:.2f}",
+    ]
     rate = one_by_one_rate(cases)
-    lines.append(f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
-                 f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
-                 f"{args.batch} per transaction")
+    lines.append(
+        f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
+        f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
+        f"{args.batch} per transaction"
+    )
     if not (args.reuse and os.path.exists(args.db)):
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(args.db + suffix):
@@ -277,15 +384,18 @@ def main(argv=None) -> None:
         run_ids = fill(args.db, args.runs, cases, args.batch)
         took = time.perf_counter() - start
         n = args.runs * len(cases) * len(MODES)
-        lines.append(f"fill: {n} results in {args.runs} runs, {took:.0f} s "
-                     f"({n / took:.0f} results/s), load average at end "
-                     f"{os.getloadavg()[0]:.2f}")
+        lines.append(
+            f"fill: {n} results in {args.runs} runs, {took:.0f} s "
+            f"({n / took:.0f} results/s), load average at end "
+            f"{os.getloadavg()[0]:.2f}"
+        )
     else:
         with open_store(args.db, write=False) as store:
             run_ids = [r["id"] for r in reversed(store.list_runs())]
         lines.append("fill: reused the existing file")
-    size = os.path.getsize(args.db) + (os.path.getsize(args.db + "-wal")
-                                       if os.path.exists(args.db + "-wal") else 0)
+    size = os.path.getsize(args.db) + (
+        os.path.getsize(args.db + "-wal") if os.path.exists(args.db + "-wal") else 0
+    )
     with open_store(args.db, write=False) as store:
         total = store.count_results()
     lines.append(f"knowledge base: {total} results, {size / 2**30:.2f} GiB")
@@ -298,11 +408,17 @@ def main(argv=None) -> None:
     commands = [
         ("runs", ["runs", *db], args.repeats),
         ("search cumsum", ["search", "cumsum", *db], args.repeats),
-        ("search cumsum --offset 10000", ["search", "cumsum", "--offset", "10000", *db],
-         args.repeats),
+        (
+            "search cumsum --offset 10000",
+            ["search", "cumsum", "--offset", "10000", *db],
+            args.repeats,
+        ),
         (f"show {run_b} (summary)", ["show", run_b, *db], args.repeats),
-        ("results --case 'hf/llama-123*'", ["results", "--case", "hf/llama-123*", *db],
-         args.repeats),
+        (
+            "results --case 'hf/llama-123*'",
+            ["results", "--case", "hf/llama-123*", *db],
+            args.repeats,
+        ),
         (f"results --run {run_b} (first page)", ["results", "--run", run_b, *db], args.repeats),
         ("cases hf", ["cases", "hf", *db], 3),
         (f"compare {run_a} {run_b}", ["compare", run_a, run_b, *db], 3),
@@ -317,21 +433,28 @@ def main(argv=None) -> None:
     os.makedirs(empty)
     rows.append(time_command("cases hf (no knowledge base)", ["cases", "hf"], 3, empty))
     # Writes on the big file: a note (the write open checks the file first), an import.
-    rows.append(time_command(f"note {run_b} (write)", ["note", run_b, "bench note", *db], 1,
-                             cwd))
+    rows.append(time_command(f"note {run_b} (write)", ["note", run_b, "bench note", *db], 1, cwd))
     target = os.path.join(cwd, "import.db")
-    rows.append([f"import ({per_run} results) into a new file", *_once(
-        ["import", exported, "--db", target], cwd)])
+    rows.append(
+        [
+            f"import ({per_run} results) into a new file",
+            *_once(["import", exported, "--db", target], cwd),
+        ]
+    )
     lines.append("")
     lines.append("| command | median s | max s | peak RSS MB | output lines | exit | load |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for label, median, worst, rss, out_lines, code, load in rows:
-        lines.append(f"| `{label}` | {median:.2f} | {worst:.2f} | {rss / 2**20:.0f} | "
-                     f"{out_lines} | {code} | {load:.1f} |")
+        lines.append(
+            f"| `{label}` | {median:.2f} | {worst:.2f} | {rss / 2**20:.0f} | "
+            f"{out_lines} | {code} | {load:.1f} |"
+        )
     lines.append("")
-    lines.append(f"median and max of {args.repeats} timed runs after one warm-up (3 for the "
-                 "slower commands, 1 for writes), wall time around the process, peak RSS from "
-                 "/usr/bin/time -v; the gate holds a run to its own baseline (exit 0)")
+    lines.append(
+        f"median and max of {args.repeats} timed runs after one warm-up (3 for the "
+        "slower commands, 1 for writes), wall time around the process, peak RSS from "
+        "/usr/bin/time -v; the gate holds a run to its own baseline (exit 0)"
+    )
     lines.extend(store_figures(args.db, run_a, run_b, hf_ids))
     lines.append(f"load average (1 min) at end {os.getloadavg()[0]:.2f}")
     shutil.rmtree(cwd)

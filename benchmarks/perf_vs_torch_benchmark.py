@@ -27,6 +27,7 @@ def _step(suite: str, case_id: str, device: str, dtype_name: str):
     from torchport.cases.base import Size
     from torchport.cases.registry import find_case
     from torchport.execution.steps import make_step, place
+
     workload = find_case(suite, case_id).build(seed=0, size=Size(perf=True))
     workload.model.eval()
     placed = place(workload, device, getattr(torch, dtype_name))
@@ -43,10 +44,14 @@ def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
     from torch.utils.benchmark import Timer
 
     from torchport.timing import Summary, round_order, sample_interleaved, step_timer
+
     timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
     measure = {
-        "torchport": lambda: Summary.of(sample_interleaved(
-            {"step": step}, step_timer(adapter), budget_s=budget_s)["step"]).median_s,
+        "torchport": lambda: (
+            Summary.of(
+                sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)["step"]
+            ).median_s
+        ),
         "torch.utils.benchmark": lambda: timer.blocked_autorange(min_run_time=budget_s).median,
     }
     got: dict[str, list[float]] = {name: [] for name in measure}
@@ -54,12 +59,14 @@ def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
         for name in round_order(list(measure), index):
             got[name].append(measure[name]())
     ours, theirs = got["torchport"], got["torch.utils.benchmark"]
-    return {"torchport_ms": statistics.median(ours) * 1e3,
-            "torch_benchmark_ms": statistics.median(theirs) * 1e3,
-            "ratio": statistics.median(a / b for a, b in zip(ours, theirs)),
-            "ratio_of_medians": statistics.median(ours) / statistics.median(theirs),
-            "rounds_torchport_ms": [x * 1e3 for x in ours],
-            "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs]}
+    return {
+        "torchport_ms": statistics.median(ours) * 1e3,
+        "torch_benchmark_ms": statistics.median(theirs) * 1e3,
+        "ratio": statistics.median(a / b for a, b in zip(ours, theirs, strict=True)),
+        "ratio_of_medians": statistics.median(ours) / statistics.median(theirs),
+        "rounds_torchport_ms": [x * 1e3 for x in ours],
+        "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs],
+    }
 
 
 def main(argv=None) -> int:
@@ -77,30 +84,39 @@ def main(argv=None) -> int:
     import torch
 
     from torchport.devices import get_adapter
+
     if args.threads:
         torch.set_num_threads(args.threads)
     adapter = get_adapter(args.device)
     adapter.prepare()
-    lines = ["$ python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
-             f"torch {torch.__version__}, device {args.device}, dtype {args.dtype}, "
-             f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}",
-             f"{'case':<16} {'torchport ms':>13} {'torch.utils.benchmark ms':>25} {'ratio':>7}"
-             f" {'ratio of medians':>17}  verdict"]
+    lines = [
+        "$ python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+        f"torch {torch.__version__}, device {args.device}, dtype {args.dtype}, "
+        f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}",
+        f"{'case':<16} {'torchport ms':>13} {'torch.utils.benchmark ms':>25} {'ratio':>7}"
+        f" {'ratio of medians':>17}  verdict",
+    ]
     worst = 0.0
     for case_id in args.cases.split(","):
         step = _step(args.suite, case_id, adapter.device(), args.dtype)
         result = compare(step, adapter, budget_s=args.budget_s, rounds=args.rounds)
         off = abs(result["ratio"] - 1)
         worst = max(worst, off)
-        lines.append(f"{case_id:<16} {result['torchport_ms']:>13.4g} "
-                     f"{result['torch_benchmark_ms']:>25.4g} {result['ratio']:>7.3f} "
-                     f"{result['ratio_of_medians']:>17.3f}  "
-                     f"{'within' if off <= args.target else 'OUTSIDE'} {args.target:.0%}")
-        lines.append(f"  rounds: torchport {[round(x, 4) for x in result['rounds_torchport_ms']]}"
-                     f", torch.utils.benchmark "
-                     f"{[round(x, 4) for x in result['rounds_torch_benchmark_ms']]}")
-    lines.append(f"largest deviation {worst:.1%} (target {args.target:.0%}); ratio = median of "
-                 f"per-round ratios; load average after {os.getloadavg()[0]:.2f}")
+        lines.append(
+            f"{case_id:<16} {result['torchport_ms']:>13.4g} "
+            f"{result['torch_benchmark_ms']:>25.4g} {result['ratio']:>7.3f} "
+            f"{result['ratio_of_medians']:>17.3f}  "
+            f"{'within' if off <= args.target else 'OUTSIDE'} {args.target:.0%}"
+        )
+        lines.append(
+            f"  rounds: torchport {[round(x, 4) for x in result['rounds_torchport_ms']]}"
+            f", torch.utils.benchmark "
+            f"{[round(x, 4) for x in result['rounds_torch_benchmark_ms']]}"
+        )
+    lines.append(
+        f"largest deviation {worst:.1%} (target {args.target:.0%}); ratio = median of "
+        f"per-round ratios; load average after {os.getloadavg()[0]:.2f}"
+    )
     emit(lines, args.out)
     return 0 if worst <= args.target else 1
 

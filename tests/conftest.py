@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# One reference cache for the test session (shared by in-process ladders and CLI runs, as it
+# is shared across runs on a user's host), never the user's own ~/.cache.
+os.environ.setdefault("TORCHPORT_REFERENCE_CACHE", tempfile.mkdtemp(prefix="torchport-refs-"))
 # The installed console script, as a user runs it (not ``python -m``): the venv's bin/ first.
 TORCHPORT = str(Path(sys.executable).parent / "torchport")
 if not os.path.exists(TORCHPORT):  # pragma: no cover - an install without scripts
@@ -24,8 +27,14 @@ def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedPro
     full_env = dict(os.environ, **(env or {}))
     if cwd is None:
         cwd = tempfile.mkdtemp(prefix="torchport-cli-")
-    return subprocess.run([TORCHPORT, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env=full_env)
+    return subprocess.run(
+        [TORCHPORT, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=full_env,
+    )
 
 
 @pytest.fixture
@@ -36,8 +45,10 @@ def db(tmp_path) -> Path:
 @pytest.fixture
 def run_json(db, tmp_path):
     """Run ``torchport run ... --json`` and return the parsed output (asserting exit 0)."""
+
     def _run(*args, expect=0):
         proc = torchport("run", *args, "--db", db, "--json", cwd=tmp_path)
         assert proc.returncode == expect, proc.stderr[-3000:]
         return json.loads(proc.stdout) if expect == 0 else proc
+
     return _run

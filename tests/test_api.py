@@ -26,15 +26,18 @@ def test_a_ten_line_script_runs_and_records_a_smoke_run(tmp_path):
     script = tmp_path / "evaluate.py"
     script.write_text(SCRIPT)
     assert len(SCRIPT.strip().splitlines()) <= 10
-    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     run_id, state, counts = out.stdout.split(" ", 2)
     assert state == "complete" and counts.strip() == "{'pass': 1}"
     from torchport.records import open_store
+
     results = open_store(str(tmp_path / "kb.db"), write=False).results(run_id=run_id)
     assert [(r["case"], r["mode"], r["status"]) for r in results] == [
-        ("smoke/mlp", "eager", "pass")]
+        ("smoke/mlp", "eager", "pass")
+    ]
 
 
 class FakeExecutor:
@@ -50,8 +53,9 @@ class FakeExecutor:
         if not self.queue:
             return None
         task = self.queue.pop(0)
-        return Finished(task=task, result=self.answers(task),
-                        environment={"torch": "fake", "host": "elsewhere"})
+        return Finished(
+            task=task, result=self.answers(task), environment={"torch": "fake", "host": "elsewhere"}
+        )
 
     def cancel(self):
         self.queue.clear()
@@ -68,8 +72,9 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     def answers(task):
         if task.case == "smoke/convnet" and task.mode == "compile":
             return {"case": task.case, "mode": task.mode, "status": "exploded"}  # malformed
-        return Result(case=task.case, mode=task.mode, status="pass",
-                      metrics={"perf_median_ms": 1.5}).to_dict()
+        return Result(
+            case=task.case, mode=task.mode, status="pass", metrics={"perf_median_ms": 1.5}
+        ).to_dict()
 
     store = open_store(str(tmp_path / "kb.db"), write=True)
     executor = FakeExecutor(answers)
@@ -78,8 +83,12 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     outcome = api.run(config, store, executor=executor, on_result=seen.append)
     assert executor.closed and outcome.state == "complete"
     recorded = {(r["case"], r["mode"]): r for r in store.results(run_id=outcome.run_id)}
-    assert set(recorded) == {("smoke/mlp", "eager"), ("smoke/mlp", "compile"),
-                             ("smoke/convnet", "eager"), ("smoke/convnet", "compile")}
+    assert set(recorded) == {
+        ("smoke/mlp", "eager"),
+        ("smoke/mlp", "compile"),
+        ("smoke/convnet", "eager"),
+        ("smoke/convnet", "compile"),
+    }
     bad = recorded[("smoke/convnet", "compile")]
     assert (bad["status"], bad["stage"]) == ("crash", "record")
     assert "unknown status 'exploded'" in bad["error"]["message"]
@@ -91,14 +100,17 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
 
 def test_resolve_probes():
     from torchport import api
-    assert api.resolve_probes("cpu", None) == ("perf",)
-    assert api.resolve_probes("simdev", None) == ("placement", "perf")
+
+    # flex applies to FlexAttention cases only (block-mask build, SDPA comparison).
+    assert api.resolve_probes("cpu", None) == ("perf", "flex")
+    assert api.resolve_probes("simdev", None) == ("placement", "perf", "flex")
     assert api.resolve_probes("cpu", "none", shapes=True) == ("compile",)
     assert api.resolve_probes("cpu", "perf,train") == ("perf", "train")
 
 
 def test_device_index_is_kept():
     from torchport.devices import UnknownDevice, get_adapter
+
     assert get_adapter("cuda:1").device() == "cuda:1"
     assert get_adapter("simdev").device() == "simdev:0"
     with pytest.raises(UnknownDevice):

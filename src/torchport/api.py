@@ -19,9 +19,9 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
 from torchport.config import ConfigError, RunConfig
 from torchport.records.result import MalformedResult, Result, crashed, error_note
@@ -32,7 +32,7 @@ from torchport.runner.plan import Task, expand, worker_env
 # (the point of evaluating a backend) and a short perf pass. Compile economics (cold and warm
 # compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
 # for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
-DEFAULT_PROBES = ("placement", "perf")
+DEFAULT_PROBES = ("placement", "perf", "flex")
 
 
 class RunRefused(ConfigError):
@@ -42,17 +42,24 @@ class RunRefused(ConfigError):
 @dataclass
 class RunOutcome:
     run_id: str
-    state: str                       # complete | interrupted
+    state: str  # complete | interrupted
     counts: dict[str, int] = field(default_factory=dict)
-    signal: int | None = None        # the signal that interrupted it, if one did
-    broken: str | None = None        # why the executor could not go on, if it could not
+    signal: int | None = None  # the signal that interrupted it, if one did
+    broken: str | None = None  # why the executor could not go on, if it could not
 
 
-def resolve_probes(device: str, requested: str | tuple[str, ...] | None, *, train_steps: int = 0,
-                   profile: bool = False, shapes: bool = False) -> tuple[str, ...]:
+def resolve_probes(
+    device: str,
+    requested: str | tuple[str, ...] | None,
+    *,
+    train_steps: int = 0,
+    profile: bool = False,
+    shapes: bool = False,
+) -> tuple[str, ...]:
     """The probes a run uses: the defaults for the device (None), none ("none"), or the names
     given; flags that ask for a measurement add its probe. Unknown names raise UnknownProbe."""
     from torchport.probes.registry import load_probe, probe_names
+
     if requested is None:
         chosen = [p for p in DEFAULT_PROBES if p in probe_names()]
         if device.split(":")[0] == "cpu" and "placement" in chosen:
@@ -62,8 +69,7 @@ def resolve_probes(device: str, requested: str | tuple[str, ...] | None, *, trai
     else:
         names = requested.split(",") if isinstance(requested, str) else list(requested)
         chosen = [n.strip() for n in names if n.strip()]
-    for name, wanted in (("train", train_steps > 0), ("profile", profile),
-                         ("compile", shapes)):
+    for name, wanted in (("train", train_steps > 0), ("profile", profile), ("compile", shapes)):
         if wanted and name not in chosen:
             chosen.append(name)
     for name in chosen:
@@ -74,22 +80,27 @@ def resolve_probes(device: str, requested: str | tuple[str, ...] | None, *, trai
 def check_device(name: str) -> None:
     """Raise ConfigError unless ``name`` (e.g. cuda:1) is usable here."""
     from torchport.devices import get_adapter
+
     adapter = get_adapter(name)
     ok, reason = adapter.availability()
     if ok:
         ok, reason = adapter.index_available()
     if not ok:
-        raise ConfigError(f"device '{name}' is not usable here: {reason} "
-                          "('torchport doctor' lists the usable devices)")
+        raise ConfigError(
+            f"device '{name}' is not usable here: {reason} "
+            "('torchport doctor' lists the usable devices)"
+        )
 
 
 def check_workload(config: RunConfig, folder: str | None = None) -> None:
     """Import and call the factory once, in a child with a deadline: bad input, not a result."""
     from torchport.runner.check_workload import check
+
     if config.workload is None:
         return
-    problem = check(config.workload, batch=config.batch, seq=config.seq,
-                    folder=folder or os.getcwd())
+    problem = check(
+        config.workload, batch=config.batch, seq=config.seq, folder=folder or os.getcwd()
+    )
     if problem:
         raise ConfigError(problem)
 
@@ -105,13 +116,48 @@ def command_line() -> str:
 def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
     from torchport.devices import get_adapter
     from torchport.runner.local import LocalExecutor
+
     adapter = get_adapter(config.device)
     folder = (workload_folder or os.getcwd()) if config.workload else None
-    return LocalExecutor(device=config.device, env=worker_env(config, adapter, folder),
-                         config=config.to_dict(),
-                         deadline=Deadline(case_s=config.timeout_s,
-                                           compile_s=config.compile_timeout_s),
-                         cache_dirs=adapter.cache_dirs)
+    return LocalExecutor(
+        device=config.device,
+        env=worker_env(config, adapter, folder),
+        config=config.to_dict(),
+        deadline=Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s),
+        cache_dirs=adapter.cache_dirs,
+    )
+
+
+def parallel_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
+    """``config.jobs`` workers on this host, each with its share (``runner.shares``)."""
+    from torchport.devices import get_adapter
+    from torchport.runner.parallel import ParallelExecutor
+    from torchport.runner.shares import worker_device, worker_shares
+
+    adapter = get_adapter(config.device)
+    folder = (workload_folder or os.getcwd()) if config.workload else None
+    env = worker_env(config, adapter, folder)
+    shares = worker_shares(adapter, config.jobs, env)
+    return ParallelExecutor(
+        shares=shares,
+        devices=[worker_device(config.device, adapter, s) for s in shares],
+        env=env,
+        config=config.to_dict(),
+        deadline=Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s),
+        cache_dirs=adapter.cache_dirs,
+    )
+
+
+def make_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
+    """The executor ``config`` asks for: Ray, ``jobs`` local workers, or the serial one.
+    Raises ConfigError when it cannot be had (no such devices, no Ray, no node with them)."""
+    if config.executor == "ray":
+        from torchport.runner.ray_executor import RayExecutor
+
+        return RayExecutor.connect(config, workload_folder=workload_folder)
+    if config.jobs > 1:
+        return parallel_executor(config, workload_folder=workload_folder)
+    return local_executor(config, workload_folder=workload_folder)
 
 
 def check_resumable(run: dict) -> None:
@@ -119,10 +165,15 @@ def check_resumable(run: dict) -> None:
     if run["state"] == "complete":
         raise RunRefused(f"run {run['id']} is already complete; nothing to resume")
     if run["state"] == "running":
-        where = f"pid {run.get('pid')} on {run.get('host')}" if run.get("pid") else \
-            f"host {run.get('host')}"
-        raise RunRefused(f"run {run['id']} is still going ({where}); wait for it to end, or "
-                         "stop that process, before --resume")
+        where = (
+            f"pid {run.get('pid')} on {run.get('host')}"
+            if run.get("pid")
+            else f"host {run.get('host')}"
+        )
+        raise RunRefused(
+            f"run {run['id']} is still going ({where}); wait for it to end, or "
+            "stop that process, before --resume"
+        )
 
 
 def checked(finished: Finished) -> Result:
@@ -133,11 +184,18 @@ def checked(finished: Finished) -> Result:
             raise MalformedResult("the worker sent an empty result")
         result = Result.from_dict(finished.result)
         if (result.case, result.mode) != task.key:
-            raise MalformedResult(f"result for {result.case} [{result.mode}] does not answer "
-                                  f"the task {task.case} [{task.mode}]")
+            raise MalformedResult(
+                f"result for {result.case} [{result.mode}] does not answer "
+                f"the task {task.case} [{task.mode}]"
+            )
     except MalformedResult as exc:
-        bad = crashed(task.case, task.mode, case_version=task.case_version, stage="record",
-                      error=error_note("MalformedResult", str(exc)))
+        bad = crashed(
+            task.case,
+            task.mode,
+            case_version=task.case_version,
+            stage="record",
+            error=error_note("MalformedResult", str(exc)),
+        )
         bad.findings["tags"] = list(task.tags)
         return bad
     result.case_version = task.case_version
@@ -153,12 +211,18 @@ def _raise_interrupted(signum, frame):
     raise _Interrupted(signum)
 
 
-def run(config: RunConfig | None, store, *, resume: str | None = None,
-        labels: dict[str, str] | None = None, command: str | None = None,
-        executor: Executor | None = None,
-        on_result: Callable[[Result], None] = lambda r: None,
-        on_start: Callable[[Task], None] = lambda t: None,
-        on_plan: Callable[[list[Task]], None] = lambda ts: None) -> RunOutcome:
+def run(
+    config: RunConfig | None,
+    store,
+    *,
+    resume: str | None = None,
+    labels: dict[str, str] | None = None,
+    command: str | None = None,
+    executor: Executor | None = None,
+    on_result: Callable[[Result], None] = lambda r: None,
+    on_start: Callable[[Task], None] = lambda t: None,
+    on_plan: Callable[[list[Task]], None] = lambda ts: None,
+) -> RunOutcome:
     """Run ``config`` (or finish run ``resume``) and record every result in ``store``.
 
     ``executor`` defaults to the local one. SIGINT and SIGTERM end the run cleanly (state
@@ -179,11 +243,17 @@ def run(config: RunConfig | None, store, *, resume: str | None = None,
     if resume:
         store.reopen_run(run_id)
     else:
-        store.create_run(run_id=run_id, command=command or command_line(), suite=config.suite,
-                         device=config.device, config=config.to_dict(),
-                         plan=[list(t.key) for t in tasks], labels=labels or {})
+        store.create_run(
+            run_id=run_id,
+            command=command or command_line(),
+            suite=config.suite,
+            device=config.device,
+            config=config.to_dict(),
+            plan=[list(t.key) for t in tasks],
+            labels=labels or {},
+        )
     on_plan(todo)
-    executor = executor or local_executor(config)
+    executor = executor or make_executor(config)
     outcome = RunOutcome(run_id=run_id, state="complete")
     environments: set[str] = set()
 
@@ -233,4 +303,5 @@ def run(config: RunConfig | None, store, *, resume: str | None = None,
 def doctor() -> dict:
     """Devices, versions and reasons, found in a child process (``runner.doctor``)."""
     from torchport.runner.doctor import diagnose
+
     return diagnose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 MODES = ("eager", "compile")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -13,6 +14,7 @@ DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2), "float16
 # Set (to its compile cache root) in a worker started for one compile-mode task with empty
 # compile caches: the ladder's first compiled step there is a cold compile in a fresh process.
 COLD_WORKER_ENV = "TORCHPORT_COLD_WORKER"
+EXECUTORS = ("local", "ray")
 
 
 class ConfigError(ValueError):
@@ -22,39 +24,49 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     suite: str = "smoke"
-    cases: tuple[str, ...] = ()          # globs; empty = all
+    cases: tuple[str, ...] = ()  # globs; empty = all
     exclude: tuple[str, ...] = ()
-    workload: str | None = None          # "pkg.module:factory"
+    workload: str | None = None  # "pkg.module:factory"
     modes: tuple[str, ...] = MODES
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0
     timeout_s: float = 600.0
     compile_timeout_s: float | None = None
-    compile_backend: str | None = None   # None = the device's default
+    compile_backend: str | None = None  # None = the device's default
     reference: str = "cpu-fp64"
-    probes: tuple[str, ...] = ()         # extra probes beyond the ladder; resolved by the CLI
+    probes: tuple[str, ...] = ()  # extra probes beyond the ladder; resolved by the CLI
     strict: bool = False
     batch: int | None = None
     seq: int | None = None
-    shapes: dict = field(default_factory=dict)   # e.g. {"seq": [64, 128]} for recompile study
+    shapes: dict = field(default_factory=dict)  # e.g. {"seq": [64, 128]} for recompile study
     train_steps: int = 0
     profile: bool = False
     peak_tflops: float | None = None
-    perf_budget_s: float = 2.0           # time budget per side of the perf probe
+    perf_budget_s: float = 2.0  # time budget per side of the perf probe
     artifacts_dir: str = "artifacts"
+    # Where tasks run: ``jobs`` workers at once, on this host (local) or on a Ray cluster
+    # (ray; ``ray_address`` None starts a Ray instance on this host for the run). A task whose
+    # Ray worker or node is lost is run again up to ``ray_retries`` times (each loss recorded).
+    jobs: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_retries: int = 1
 
     def __post_init__(self):
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
-            raise ConfigError(f"unknown mode {', '.join(bad) or '(none)'}; choose from "
-                              f"{', '.join(MODES)}")
+            raise ConfigError(
+                f"unknown mode {', '.join(bad) or '(none)'}; choose from {', '.join(MODES)}"
+            )
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype '{self.dtype}'; choose from {', '.join(DTYPES)}")
-        for flag, value in (("--timeout", self.timeout_s),
-                            ("--compile-timeout", self.compile_timeout_s),
-                            ("--perf-budget", self.perf_budget_s),
-                            ("--peak-tflops", self.peak_tflops)):
+        for flag, value in (
+            ("--timeout", self.timeout_s),
+            ("--compile-timeout", self.compile_timeout_s),
+            ("--perf-budget", self.perf_budget_s),
+            ("--peak-tflops", self.peak_tflops),
+        ):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive, finite number; got {value}")
         if self.reference != "cpu-fp64":
@@ -65,6 +77,16 @@ class RunConfig:
                 raise ConfigError(f"--{name} must be a positive integer")
         if self.train_steps < 0:
             raise ConfigError("--train-steps must be >= 0")
+        if not isinstance(self.jobs, int) or self.jobs < 1:
+            raise ConfigError(f"--jobs must be a positive integer; got {self.jobs}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(
+                f"unknown executor '{self.executor}'; choose from {', '.join(EXECUTORS)}"
+            )
+        if self.ray_address is not None and self.executor != "ray":
+            raise ConfigError("--ray-address needs --executor ray")
+        if self.ray_retries < 0:
+            raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -74,9 +96,9 @@ class RunConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         known = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key in known:
                 kwargs[key] = tuple(value) if isinstance(value, list) else value

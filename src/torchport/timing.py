@@ -11,13 +11,15 @@ from __future__ import annotations
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TypeVar
 
 clock = time.perf_counter
+T = TypeVar("T")
 
 
-def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> tuple[object, float]:
+def timed(fn: Callable[[], T], sync: Callable[[], None] = lambda: None) -> tuple[T, float]:
     """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
     sync()
     start = clock()
@@ -27,15 +29,35 @@ def timed(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> 
 
 
 class StepTimer:
-    """Times one call: device synchronised, then the host clock (any device)."""
+    """Times one call: device synchronised, then the host clock (any device).
+
+    ``wait(value)``, when given, waits for the call's own result instead of a second
+    synchronisation: a backend without a synchronise call (torchax) is waited on by reading
+    the result back, and ``kind`` says so.
+    """
 
     kind = "host clock between device synchronisations"
 
-    def __init__(self, sync: Callable[[], None] = lambda: None):
-        self.sync = sync
+    def __init__(
+        self,
+        sync: Callable[[], None] = lambda: None,
+        wait: Callable[[object], None] | None = None,
+        method: str | None = None,
+    ):
+        self.sync, self.wait = sync, wait
+        if method and wait is not None:
+            self.kind = f"host clock; device waited on by {method}"
+        elif method:
+            self.kind = f"host clock between device synchronisations ({method})"
 
     def __call__(self, fn: Callable[[], object]) -> tuple[object, float]:
-        return timed(fn, self.sync)
+        if self.wait is None:
+            return timed(fn, self.sync)
+        self.sync()
+        start = clock()
+        value = fn()
+        self.wait(value)
+        return value, clock() - start
 
 
 class CudaEventTimer(StepTimer):
@@ -49,6 +71,7 @@ class CudaEventTimer(StepTimer):
 
     def __init__(self, sync: Callable[[], None]):
         import torch
+
         super().__init__(sync)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
@@ -67,11 +90,17 @@ def step_timer(adapter) -> StepTimer:
     if getattr(adapter, "torch_type", "") == "cuda":
         try:
             import torch
+
             if torch.cuda.is_available():
                 return CudaEventTimer(adapter.synchronize)
         except (ImportError, AttributeError, RuntimeError):
             pass
-    return StepTimer(adapter.synchronize)
+    reads_back = getattr(adapter, "waits_by_reading_back", False)
+    return StepTimer(
+        adapter.synchronize,
+        wait=adapter.wait_for if reads_back else None,
+        method=getattr(adapter, "sync_method", None),
+    )
 
 
 def round_order(names: list[str], round_index: int) -> list[str]:
@@ -80,10 +109,16 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer, *,
-                       budget_s: float, warmup: int = 3, min_samples: int = 10,
-                       max_samples: int = 1000, warmup_budget_s: float | None = None,
-                       ) -> dict[str, list[float]]:
+def sample_interleaved(
+    sides: dict[str, Callable[[], object]],
+    timer: StepTimer,
+    *,
+    budget_s: float,
+    warmup: int = 3,
+    min_samples: int = 10,
+    max_samples: int = 1000,
+    warmup_budget_s: float | None = None,
+) -> dict[str, list[float]]:
     """Warm every side up, then time them in alternating rounds until the budget is spent.
 
     budget_s is per side: the timed phase stops when the rounds used ``budget_s * len(sides)``
@@ -108,8 +143,9 @@ def sample_interleaved(sides: dict[str, Callable[[], object]], timer: StepTimer,
     gc.disable()
     try:
         start, rounds = clock(), 0
-        while rounds < max_samples and (rounds < min_samples
-                                        or clock() - start < budget_s * len(names)):
+        while rounds < max_samples and (
+            rounds < min_samples or clock() - start < budget_s * len(names)
+        ):
             for name in round_order(names, rounds):
                 samples[name].append(timer(sides[name])[1])
             rounds += 1
@@ -132,15 +168,21 @@ class Summary:
     cv: float  # coefficient of variation (stdev / mean), unitless
 
     @classmethod
-    def of(cls, samples_s: list[float]) -> "Summary":
+    def of(cls, samples_s: list[float]) -> Summary:
         if not samples_s:
             raise ValueError("no samples")
         ordered = sorted(samples_s)
         mean = statistics.fmean(ordered)
         stdev = statistics.stdev(ordered) if len(ordered) > 1 else 0.0
-        return cls(n=len(ordered), median_s=statistics.median(ordered),
-                   p10_s=_quantile(ordered, 0.10), p90_s=_quantile(ordered, 0.90),
-                   mean_s=mean, min_s=ordered[0], cv=stdev / mean if mean > 0 else 0.0)
+        return cls(
+            n=len(ordered),
+            median_s=statistics.median(ordered),
+            p10_s=_quantile(ordered, 0.10),
+            p90_s=_quantile(ordered, 0.90),
+            mean_s=mean,
+            min_s=ordered[0],
+            cv=stdev / mean if mean > 0 else 0.0,
+        )
 
 
 def _quantile(ordered: list[float], q: float) -> float:

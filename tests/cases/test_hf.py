@@ -12,8 +12,16 @@ from torchport.cases.base import Size  # noqa: E402
 from torchport.cases.hf import TAG_VOCABULARY, HFCase, hf_suite, param_count  # noqa: E402
 from torchport.cases.hf_exclusions import EXCLUSIONS  # noqa: E402
 from torchport.cases.hf_shrink import (  # noqa: E402
-    HIDDEN, LAYERS, MAX_PARAMS, VOCAB, TooManyParams, causal_lm_class, check_param_budget,
-    make_config, shrink_config)
+    HIDDEN,
+    LAYERS,
+    MAX_PARAMS,
+    VOCAB,
+    TooManyParams,
+    causal_lm_class,
+    check_param_budget,
+    make_config,
+    shrink_config,
+)
 
 # One architecture per family (model type -> a tag it must carry).
 FAMILIES = {
@@ -78,7 +86,7 @@ def test_overrides_apply_after_the_shrink():
 def test_same_seed_same_workload():
     first, second = (HFCase("llama").build(seed=7, size=Size()) for _ in range(2))
     assert torch.equal(first.kwargs["input_ids"], second.kwargs["input_ids"])
-    for a, b in zip(first.model.parameters(), second.model.parameters()):
+    for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
         assert torch.equal(a, b)
     other = HFCase("llama").build(seed=8, size=Size())
     assert not torch.equal(first.kwargs["input_ids"], other.kwargs["input_ids"])
@@ -119,7 +127,11 @@ class MadeUpConfig(transformers.PretrainedConfig):
 def test_unknown_family_gets_the_generic_rule():
     cfg = shrink_config(MadeUpConfig())
     assert (cfg.n_embd, cfg.n_head, cfg.intermediate_size, cfg.vocab_size) == (
-        HIDDEN, 4, 128, VOCAB)
+        HIDDEN,
+        4,
+        128,
+        VOCAB,
+    )
     assert cfg.derived_width == 2 * HIDDEN
     # layer_types keeps one layer of every distinct type, and the layer count follows it
     assert cfg.layer_types == ["full_attention", "sliding_attention"] and cfg.n_layer == 2

@@ -5,7 +5,7 @@ import textwrap
 
 from tests.conftest import torchport
 
-FACTORY = textwrap.dedent('''
+FACTORY = textwrap.dedent("""
     import torch
 
     class TinyRegressor(torch.nn.Module):
@@ -22,7 +22,7 @@ FACTORY = textwrap.dedent('''
         return {"model": TinyRegressor(), "inputs": (x,),
                 "loss_fn": lambda out: torch.nn.functional.mse_loss(out, y.to(out.device)),
                 "tolerance": (1e-4, 1e-4)}
-''')
+""")
 
 
 def test_user_workload_runs_both_modes(tmp_path):
@@ -30,19 +30,30 @@ def test_user_workload_runs_both_modes(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "regressor.py").write_text(FACTORY)
-    proc = torchport("run", "--workload", "team_models.regressor:make", "--device", "cpu",
-                     "--probes", "none", "--db", tmp_path / "kb.db", "--json", cwd=tmp_path)
+    proc = torchport(
+        "run",
+        "--workload",
+        "team_models.regressor:make",
+        "--device",
+        "cpu",
+        "--probes",
+        "none",
+        "--db",
+        tmp_path / "kb.db",
+        "--json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)["results"]
     assert [(r["case"], r["mode"], r["status"]) for r in results] == [
         ("workload/team_models.regressor:make", "eager", "pass"),
-        ("workload/team_models.regressor:make", "compile", "pass")]
+        ("workload/team_models.regressor:make", "compile", "pass"),
+    ]
     # loss and gradients went through parity too
     assert results[0]["metrics"]["parity_tensors"] == 1 + 1 + 4
 
 
 def test_factory_that_raises_is_bad_input(tmp_path):
     (tmp_path / "broken.py").write_text("def make():\n    raise RuntimeError('no data')\n")
-    proc = torchport("run", "--workload", "broken:make", "--db", tmp_path / "kb.db",
-                     cwd=tmp_path)
+    proc = torchport("run", "--workload", "broken:make", "--db", tmp_path / "kb.db", cwd=tmp_path)
     assert proc.returncode == 2 and "factory raised RuntimeError: no data" in proc.stderr

@@ -41,8 +41,9 @@ def run_child(code: str, timeout: float = 180) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
     env.setdefault("TRANSFORMERS_VERBOSITY", "error")
     script = PRELUDE + textwrap.dedent(code) + "\nprint(json.dumps(result))\n"
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -55,6 +56,7 @@ def found(results: dict, name: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # Tracking, fallback, strict mode, native-set override: one child
+
 
 @pytest.fixture(scope="module")
 def behaviour() -> dict:
@@ -164,6 +166,7 @@ def test_fallback_keeps_views_out_and_inplace_aliased(behaviour):
 def test_native_set_from_env(monkeypatch):
     # Resolving the set needs no install, so this runs in the test process.
     from torchport.devices import simdev_backend as sb
+
     monkeypatch.setenv(sb.NATIVE_OPS_ENV, "+aten::cumsum,-mm")
     edited = sb.resolve_native_ops()
     assert "cumsum" in edited and "mm" not in edited and "bmm" in edited
@@ -189,6 +192,7 @@ def test_install_without_python_backend_hooks_says_why():
 
 # ---------------------------------------------------------------------------------------------
 # Parity with the CPU, eager and compiled: one child
+
 
 @pytest.fixture(scope="module")
 def parity() -> dict:

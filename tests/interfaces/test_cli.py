@@ -14,8 +14,23 @@ def recorded(tmp_path_factory):
     """One real run: smoke mlp + llama, both modes, ladder only."""
     tmp = tmp_path_factory.mktemp("cli")
     db = tmp / "kb.db"
-    proc = torchport("run", "--suite", "smoke", "--cases", "mlp,llama", "--device", "cpu",
-                     "--probes", "none", "--label", "team=core", "--db", db, "--json", cwd=tmp)
+    proc = torchport(
+        "run",
+        "--suite",
+        "smoke",
+        "--cases",
+        "mlp,llama",
+        "--device",
+        "cpu",
+        "--probes",
+        "none",
+        "--label",
+        "team=core",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return db, json.loads(proc.stdout)
 
@@ -24,8 +39,11 @@ def test_run_json_shape(recorded):
     _, out = recorded
     assert out["state"] == "complete"
     assert {(r["case"], r["mode"]) for r in out["results"]} == {
-        ("smoke/mlp", "eager"), ("smoke/mlp", "compile"), ("hf/llama", "eager"),
-        ("hf/llama", "compile")}
+        ("smoke/mlp", "eager"),
+        ("smoke/mlp", "compile"),
+        ("hf/llama", "eager"),
+        ("hf/llama", "compile"),
+    }
     for r in out["results"]:
         assert {"run_id", "case", "mode", "status", "stage", "metrics", "error"} <= set(r)
         assert r["status"] == "pass" and r["run_id"] == out["run_id"]
@@ -66,8 +84,14 @@ def test_show_and_runs(recorded):
 def test_suites_cases_doctor():
     assert "smoke" in torchport("suites").stdout
     cases = json.loads(torchport("cases", "smoke", "--json").stdout)
-    assert [c["case"] for c in cases] == ["smoke/mlp", "smoke/convnet", "hf/llama", "hf/gpt2",
-                                          "hf/qwen3_moe"]
+    assert [c["case"] for c in cases] == [
+        "smoke/mlp",
+        "smoke/convnet",
+        "smoke/bnnet",
+        "hf/llama",
+        "hf/gpt2",
+        "hf/qwen3_moe",
+    ]
     doctor = json.loads(torchport("doctor", "--json").stdout)
     rows = {d["device"]: d for d in doctor["devices"]}
     assert rows["cpu"]["usable"] and not rows["cuda"]["usable"] and rows["cuda"]["detail"]
@@ -77,21 +101,24 @@ def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["run", "--suite", "nope"], "unknown suite 'nope'"),
-    (["run", "--cases", "zzz*"], "no case matches"),
-    (["run", "--device", "tpu9"], "unknown device 'tpu9'"),
-    (["run", "--device", "cuda"], "device 'cuda' is not usable here"),
-    (["run", "--modes", "eager,jit"], "unknown mode jit"),
-    (["run", "--dtype", "float8"], "unknown dtype"),
-    (["run", "--workload", "no_such_module:f"], "cannot import 'no_such_module'"),
-    (["run", "--workload", "badworkload:factory"], "factory returned int"),
-    (["run", "--resume", "nope"], "no run 'nope'"),
-    (["show", "nope"], "no run 'nope'"),
-    (["results", "--run", "nope"], "no run 'nope'"),
-    (["results", "--status", "weird"], "unknown status 'weird'"),
-    (["run", "--probes", "magic"], "unknown probe 'magic'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "--suite", "nope"], "unknown suite 'nope'"),
+        (["run", "--cases", "zzz*"], "no case matches"),
+        (["run", "--device", "tpu9"], "unknown device 'tpu9'"),
+        (["run", "--device", "cuda"], "device 'cuda' is not usable here"),
+        (["run", "--modes", "eager,jit"], "unknown mode jit"),
+        (["run", "--dtype", "float8"], "unknown dtype"),
+        (["run", "--workload", "no_such_module:f"], "cannot import 'no_such_module'"),
+        (["run", "--workload", "badworkload:factory"], "factory returned int"),
+        (["run", "--resume", "nope"], "no run 'nope'"),
+        (["show", "nope"], "no run 'nope'"),
+        (["results", "--run", "nope"], "no run 'nope'"),
+        (["results", "--status", "weird"], "unknown status 'weird'"),
+        (["run", "--probes", "magic"], "unknown probe 'magic'"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(recorded, tmp_path, args, needle):
     db, _ = recorded
     (tmp_path / "badworkload.py").write_text("def factory():\n    return 42\n")

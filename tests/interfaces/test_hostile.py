@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -18,10 +19,26 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
-from torchport.records import open_store
+from torchport.records import StoreError, open_store
 from torchport.records.sqlite_schema import SCHEMA_VERSION
 
 READ_COMMANDS = (["runs"], ["show"], ["results"], ["search", "llama"], ["cases", "smoke"])
+# ``torchport run`` checks its input before it opens the store with ``open_store(db,
+# write=True)``; with these flags the checks need no torch. Some cases also open the store for
+# writing directly, the call ``run`` makes.
+RUN = [
+    "run",
+    "--suite",
+    "smoke",
+    "--cases",
+    "mlp",
+    "--modes",
+    "eager",
+    "--device",
+    "cpu",
+    "--probes",
+    "none",
+]
 # Every read command opens the store the same way (cases on its own path): where a check is
 # about the path itself, one of each kind is enough.
 SOME_READS = (["show"], ["cases", "smoke"])
@@ -37,6 +54,14 @@ def _folder(path) -> list[str]:
     return sorted(os.listdir(os.path.dirname(path)))
 
 
+def _refused_for_writing(path, needle: str) -> None:
+    """What ``run`` meets when it opens ``path``; the file stays as it was."""
+    before = _digest(path) if os.path.isfile(path) else None
+    with pytest.raises(StoreError, match=re.escape(needle)):
+        open_store(path, write=True)
+    assert (_digest(path) if os.path.isfile(path) else None) == before
+
+
 def _one_line_exit_2(proc, needle: str) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
@@ -46,15 +71,37 @@ def _one_line_exit_2(proc, needle: str) -> None:
 
 def _hostile_results():
     return [
-        {"case": "hf/llama", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "RuntimeError", "message": MARKUP_ERROR, "traceback": "tb [/]"}},
-        {"case": "hf/llama", "mode": "compile", "status": "crash", "stage": "probe:perf",
-         "error": {"type": "Esc", "message": "bell\x07 clear\x1b[2J cr\r back\x08 rtl\u202e",
-                   "traceback": None}},
-        {"case": "hf/[bold]gpt2[/bold]", "mode": "eager", "status": "pass",
-         "findings": {"perf": {"step_kind": "[/x]", "notes": ["[/y]"]}}},
-        {"case": "hf/huge", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "E", "message": HUGE, "traceback": HUGE}},
+        {
+            "case": "hf/llama",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "error": {"type": "RuntimeError", "message": MARKUP_ERROR, "traceback": "tb [/]"},
+        },
+        {
+            "case": "hf/llama",
+            "mode": "compile",
+            "status": "crash",
+            "stage": "probe:perf",
+            "error": {
+                "type": "Esc",
+                "message": "bell\x07 clear\x1b[2J cr\r back\x08 rtl\u202e",
+                "traceback": None,
+            },
+        },
+        {
+            "case": "hf/[bold]gpt2[/bold]",
+            "mode": "eager",
+            "status": "pass",
+            "findings": {"perf": {"step_kind": "[/x]", "notes": ["[/y]"]}},
+        },
+        {
+            "case": "hf/huge",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "error": {"type": "E", "message": HUGE, "traceback": HUGE},
+        },
         # findings a view does not expect (a list where it reads a mapping)
         {"case": "hf/odd", "mode": "eager", "status": "pass", "findings": {"train": ["?"]}},
     ]
@@ -63,14 +110,26 @@ def _hostile_results():
 @pytest.fixture(scope="module")
 def hostile_db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
-    return kb.build(folder / "kb.db", results_=_hostile_results(),
-                    labels={"note": "[/bold]", "esc": "\x1b]0;title\x07", "huge": HUGE},
-                    command="torchport run --label 'note=[/bold]'",
-                    environment={"torch": "[red]2.13[/red]", "cpu": "\x1b[31mred"})
+    return kb.build(
+        folder / "kb.db",
+        results_=_hostile_results(),
+        labels={"note": "[/bold]", "esc": "\x1b]0;title\x07", "huge": HUGE},
+        command="torchport run --label 'note=[/bold]'",
+        environment={"torch": "[red]2.13[/red]", "cpu": "\x1b[31mred"},
+    )
 
 
-@pytest.mark.parametrize("args", [["runs"], ["show"], ["results"], ["search", "llama"],
-                                  ["search", "[/red]"], ["results", "--case", "hf/[[]bold*"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs"],
+        ["show"],
+        ["results"],
+        ["search", "llama"],
+        ["search", "[/red]"],
+        ["results", "--case", "hf/[[]bold*"],
+    ],
+)
 def test_stored_text_prints_as_text(hostile_db, tmp_path, args):
     before = _digest(hostile_db)
     proc = torchport(*args, "--db", hostile_db, cwd=tmp_path)
@@ -126,25 +185,33 @@ NOT_OURS = "not a torchport knowledge base"
 FOREIGN = "another application's database (tables: users)"
 
 
-@pytest.mark.parametrize("make,read_needle,run_needle", [
-    (lambda p: _foreign(p), NOT_OURS, FOREIGN),
-    (lambda p: _foreign(p, user_version=7), FOREIGN, FOREIGN),
-    (lambda p: _empty_sqlite(p), NOT_OURS, None),  # a run may set up an empty file
-    (lambda p: open(p, "wb").close() or str(p), f"{NOT_OURS} (an empty file)", None),
-    (lambda p: open(p, "wb").write(b"not sqlite\n" * 50) and str(p), "not an SQLite database",
-     "not an SQLite database"),
-], ids=["foreign", "foreign-versioned", "empty-sqlite", "zero-bytes", "junk"])
+@pytest.mark.parametrize(
+    "make,read_needle,run_needle",
+    [
+        (lambda p: _foreign(p), NOT_OURS, FOREIGN),
+        (lambda p: _foreign(p, user_version=7), FOREIGN, FOREIGN),
+        (lambda p: _empty_sqlite(p), NOT_OURS, None),  # a run may set up an empty file
+        (lambda p: open(p, "wb").close() or str(p), f"{NOT_OURS} (an empty file)", None),
+        (
+            lambda p: open(p, "wb").write(b"not sqlite\n" * 50) and str(p),
+            "not an SQLite database",
+            "not an SQLite database",
+        ),
+    ],
+    ids=["foreign", "foreign-versioned", "empty-sqlite", "zero-bytes", "junk"],
+)
 def test_a_file_that_is_not_a_knowledge_base_is_refused_and_left_as_it_was(
-        tmp_path, make, read_needle, run_needle):
+    tmp_path, make, read_needle, run_needle
+):
     path = make(tmp_path / "other_app.db")
     before, files = _digest(path), _folder(path)
     for args in READ_COMMANDS:
         _one_line_exit_2(torchport(*args, "--db", path, cwd=tmp_path), read_needle)
         assert _digest(path) == before and _folder(path) == files, args  # no WAL, no journal
     if run_needle:
-        proc = torchport("run", "--suite", "smoke", "--device", "cpu", "--db", path, cwd=tmp_path)
-        _one_line_exit_2(proc, run_needle)
-        assert _digest(path) == before and _folder(path) == files
+        _one_line_exit_2(torchport(*RUN, "--db", path, cwd=tmp_path), run_needle)
+        _refused_for_writing(path, run_needle)
+        assert _folder(path) == files
 
 
 def test_a_foreign_database_in_wal_mode_is_not_changed_by_reads(tmp_path):
@@ -155,17 +222,15 @@ def test_a_foreign_database_in_wal_mode_is_not_changed_by_reads(tmp_path):
         assert _digest(path) == before
 
 
-@pytest.mark.parametrize("db,needle", [("/dev/null", "is not a regular file"),
-                                       (".", "is a directory")])
+@pytest.mark.parametrize(
+    "db,needle", [("/dev/null", "is not a regular file"), (".", "is a directory")]
+)
 def test_dev_null_and_a_directory_are_refused(tmp_path, db, needle):
-    for args in SOME_READS + (["run", "--suite", "smoke", "--device", "cpu"],):
+    for args in SOME_READS + (RUN,):
         _one_line_exit_2(torchport(*args, "--db", db, cwd=tmp_path), needle)
+    _refused_for_writing(os.path.join(tmp_path, db), needle)
     assert os.listdir(tmp_path) == []
-
-
-def test_a_run_in_a_folder_that_does_not_exist_is_refused(tmp_path):
-    proc = torchport("run", "--suite", "smoke", "--db", tmp_path / "no" / "kb.db", cwd=tmp_path)
-    _one_line_exit_2(proc, "does not exist; create it")
+    _refused_for_writing(str(tmp_path / "no" / "kb.db"), "does not exist; create it")
 
 
 def test_bad_input_to_run_leaves_no_database_behind(tmp_path):
@@ -186,8 +251,9 @@ def _page_of(path, table: str) -> int:
         pass
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
-                            (table,)).fetchone()[0]
+        return conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)
+        ).fetchone()[0]
     finally:
         conn.close()
 
@@ -201,9 +267,7 @@ def _clobber(path, offset: int, data: bytes) -> None:
 def test_a_read_only_database_refuses_a_run_and_still_reads(good_db, tmp_path):
     os.chmod(good_db, 0o444)
     before = _digest(good_db)
-    proc = torchport("run", "--suite", "smoke", "--cases", "mlp", "--device", "cpu",
-                     "--probes", "none", "--db", good_db, cwd=tmp_path)
-    _one_line_exit_2(proc, "is read-only")
+    _one_line_exit_2(torchport(*RUN, "--db", good_db, cwd=tmp_path), "is read-only")
     assert _digest(good_db) == before
     proc = torchport("runs", "--db", good_db, "--json", cwd=tmp_path)
     assert proc.returncode == 0 and json.loads(proc.stdout)[0]["id"] == "r1"
@@ -213,8 +277,7 @@ def test_a_damaged_page_is_one_line_for_every_command(good_db, tmp_path):
     page = _page_of(good_db, "results")
     _clobber(good_db, (page - 1) * 4096, b"\xff" * 64)
     before = _digest(good_db)
-    for args in (["results"], ["show"], ["search", "llama"],
-                 ["run", "--suite", "smoke", "--device", "cpu"]):
+    for args in (["results"], ["show"], ["search", "llama"], RUN):
         _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path), "is damaged")
     # 'runs' counts from an index (schema v3) and never reads the damaged table page.
     assert torchport("runs", "--db", good_db, cwd=tmp_path).returncode == 0
@@ -223,8 +286,9 @@ def test_a_damaged_page_is_one_line_for_every_command(good_db, tmp_path):
 
 def test_a_clobbered_header_is_not_a_database(good_db, tmp_path):
     _clobber(good_db, 0, b"garbage!" * 4)
-    for args in SOME_READS + (["run", "--suite", "smoke"],):
+    for args in SOME_READS:
         _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path), "not an SQLite")
+    _refused_for_writing(good_db, "not an SQLite database")
 
 
 def test_a_missing_table_is_named(good_db, tmp_path):
@@ -233,9 +297,11 @@ def test_a_missing_table_is_named(good_db, tmp_path):
     conn.commit()
     conn.close()
     before = _digest(good_db)
-    for args in READ_COMMANDS + (["run", "--suite", "smoke", "--device", "cpu"],):
-        _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path),
-                         "damaged torchport knowledge base (missing table result_ops)")
+    for args in READ_COMMANDS + (RUN,):
+        _one_line_exit_2(
+            torchport(*args, "--db", good_db, cwd=tmp_path),
+            "damaged torchport knowledge base (missing table result_ops)",
+        )
     assert _digest(good_db) == before
 
 
@@ -244,8 +310,8 @@ def test_a_newer_schema_is_refused_by_reads_and_runs(good_db, tmp_path):
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     before = _digest(good_db)
-    for args in (["runs"], ["run", "--suite", "smoke"]):
-        _one_line_exit_2(torchport(*args, "--db", good_db, cwd=tmp_path), "newer than this")
+    _one_line_exit_2(torchport("runs", "--db", good_db, cwd=tmp_path), "newer than this")
+    _refused_for_writing(good_db, "newer than this")
     assert _digest(good_db) == before
 
 
@@ -263,14 +329,19 @@ store.add_result(run_id, {"case": "a", "mode": "eager", "status": "pass"})
 
 
 def test_concurrent_starts_on_a_new_database_migrate_it_once(tmp_path):
-    for attempt in range(2):  # the unguarded migration failed every attempt
+    for attempt in range(3):  # the unguarded migration failed every attempt
         path = tmp_path / f"new{attempt}.db"
         start_at = time.time() + 1.0  # past both interpreters' start-up
-        children = [subprocess.Popen([sys.executable, "-c", _STARTER, str(path), f"run{i}",
-                                      str(start_at)], stderr=subprocess.PIPE, text=True)
-                    for i in range(3)]
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _STARTER, str(path), f"run{i}", str(start_at)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
         errors = [child.communicate(timeout=60)[1] for child in children]
-        assert [c.returncode for c in children] == [0, 0, 0], errors
+        assert [c.returncode for c in children] == [0, 0, 0, 0], errors
         with open_store(str(path), write=False) as store:
             assert store.schema_version() == SCHEMA_VERSION
-            assert sorted(r["id"] for r in store.list_runs()) == ["run0", "run1", "run2"]
+            assert sorted(r["id"] for r in store.list_runs()) == ["run0", "run1", "run2", "run3"]

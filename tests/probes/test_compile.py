@@ -10,27 +10,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import torchport
-
 import pytest
+
+from tests.conftest import torchport
 
 torch = pytest.importorskip("torch")
 
 from torchport.cases.base import FunctionCase, Size, Workload  # noqa: E402
 from torchport.cases.registry import find_case  # noqa: E402
+from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.views import compile as compile_view  # noqa: E402
-from torchport.views.base import Annotated, Breaks, Exceeded, Graphs  # noqa: E402
 from torchport.probes import compile_metrics as cm  # noqa: E402
 from torchport.probes.base import Subject  # noqa: E402
-from torchport.probes.compile import (CompileProbe, build_report, child_findings,  # noqa: E402
-                                      cold_metrics)
+from torchport.probes.compile import CompileProbe, build_report, child_findings, cold_metrics  # noqa: E402
 from torchport.probes.compile_child import measure  # noqa: E402
 from torchport.probes.compile_run import Child  # noqa: E402
 from torchport.probes.compile_shapes import study  # noqa: E402
-from torchport.config import RunConfig  # noqa: E402
 from torchport.runner.plan import cold_worker_modes  # noqa: E402
 from torchport.timing import clock  # noqa: E402
+from torchport.views import compile as compile_view  # noqa: E402
+from torchport.views.base import Annotated, Breaks, Exceeded, Graphs  # noqa: E402
 
 TINY = "tests.probes.test_compile:tiny_forward"
 REPO = Path(__file__).resolve().parents[2]
@@ -38,29 +37,57 @@ REPO = Path(__file__).resolve().parents[2]
 
 def tiny_forward():
     """A one-layer forward-only workload: the cheapest real Inductor compile."""
-    return {"model": torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()),
-            "inputs": torch.randn(4, 8)}
+    return {
+        "model": torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()),
+        "inputs": torch.randn(4, 8),
+    }
 
 
 def spec_for(suite: str, case: str, **extra) -> dict:
-    return {"suite": suite, "workload": None, "case": case, "device": "cpu",
-            "dtype": "float32", "seed": 0, "batch": None, "seq": None, "backend": "eager",
-            **extra}
+    return {
+        "suite": suite,
+        "workload": None,
+        "case": case,
+        "device": "cpu",
+        "dtype": "float32",
+        "seed": 0,
+        "batch": None,
+        "seq": None,
+        "backend": "eager",
+        **extra,
+    }
 
 
 def measure_in_process(suite: str, case: str, **extra) -> dict:
     cm.reset_dynamo()
-    return measure(find_case(suite, case), spec_for(suite, case, **extra), CPUAdapter(),
-                   lambda event: None)
+    return measure(
+        find_case(suite, case), spec_for(suite, case, **extra), CPUAdapter(), lambda event: None
+    )
 
 
 def subject_for(case_id: str, suite: str = "planted", workload=None, **config) -> Subject:
-    cfg = RunConfig(suite=suite, device="cpu", modes=("compile",), probes=("compile",),
-                    workload=workload, **config)
+    cfg = RunConfig(
+        suite=suite,
+        device="cpu",
+        modes=("compile",),
+        probes=("compile",),
+        workload=workload,
+        **config,
+    )
     case = find_case(suite, case_id, workload=workload)
-    return Subject(case=case, mode="compile", config=cfg, adapter=CPUAdapter(), device="cpu",
-                   dtype=torch.float32, workload=None, model=None, runner=None,
-                   step=lambda: {}, make_runner=lambda: None)
+    return Subject(
+        case=case,
+        mode="compile",
+        config=cfg,
+        adapter=CPUAdapter(),
+        device="cpu",
+        dtype=torch.float32,
+        workload=None,
+        model=None,
+        runner=None,
+        step=lambda: {},
+        make_runner=lambda: None,
+    )
 
 
 # -- graph breaks ----------------------------------------------------------------------------
@@ -82,6 +109,7 @@ def test_graph_break_reported_with_reason_and_user_stack():
 def test_missing_compilation_metrics_are_unavailable_not_zero(monkeypatch):
     import torch._dynamo.convert_frame
     import torch._dynamo.utils
+
     monkeypatch.delattr(torch._dynamo.utils, "get_compilation_metrics")
     monkeypatch.delattr(torch._dynamo.utils, "graph_break_reasons")
     cold = measure_in_process("planted", "planted/graph_break")
@@ -104,6 +132,7 @@ def test_missing_compilation_metrics_are_unavailable_not_zero(monkeypatch):
 
 def test_missing_counters_are_unavailable(monkeypatch):
     import torch._dynamo.utils
+
     monkeypatch.delattr(torch._dynamo.utils, "counters")
     snapshot = cm.counters_snapshot()
     assert cm.is_unavailable(snapshot)
@@ -116,9 +145,15 @@ def _tiny_tokens(*, seed: int, size: Size) -> Workload:
     """Embedding + linear over (batch 2, seq) token ids: a token model that compiles fast."""
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Embedding(32, 8), torch.nn.Linear(8, 32))
-    input_ids = torch.randint(0, 32, (2, size.seq or 8))        # (B, T)
-    return Workload(model=model, kwargs={}, args=(input_ids,), tokens=2 * (size.seq or 8),
-                    samples=2, loss_fn=lambda out: out.float().pow(2).mean())
+    input_ids = torch.randint(0, 32, (2, size.seq or 8))  # (B, T)
+    return Workload(
+        model=model,
+        kwargs={},
+        args=(input_ids,),
+        tokens=2 * (size.seq or 8),
+        samples=2,
+        loss_fn=lambda out: out.float().pow(2).mean(),
+    )
 
 
 def seq_study(case, seqs=(8, 16, 32, 64)) -> dict:
@@ -127,8 +162,7 @@ def seq_study(case, seqs=(8, 16, 32, 64)) -> dict:
 
 
 def test_static_compile_recompiles_once_per_new_sequence_length():
-    check_static_recompiles(seq_study(FunctionCase("test/tiny_tokens", _tiny_tokens)),
-                            "'args[0]'")
+    check_static_recompiles(seq_study(FunctionCase("test/tiny_tokens", _tiny_tokens)), "'args[0]'")
 
 
 @pytest.mark.slow
@@ -143,7 +177,7 @@ def check_static_recompiles(result: dict, input_name: str) -> None:
     assert [s["compiles"] for s in static["sizes"]] == [1, 1, 1, 1]
     assert static["recompiles"] == 3
     assert static["sizes"][0]["reasons"] == []
-    for previous, size in zip([8, 16, 32], static["sizes"][1:]):
+    for previous, size in zip([8, 16, 32], static["sizes"][1:], strict=True):
         [reason] = size["reasons"]  # the guard that failed: the sequence length changed
         assert input_name in reason
         assert f"expected {previous}, actual {size['value']}" in reason
@@ -155,8 +189,9 @@ def check_static_recompiles(result: dict, input_name: str) -> None:
 def test_recompile_limit_sending_the_frame_to_eager_is_reported():
     spec = spec_for("smoke", "smoke/mlp", shapes={"batch": [2, 3, 4, 5]})
     try:
-        result = study(find_case("smoke", "smoke/mlp"), spec, CPUAdapter(), lambda e: None,
-                       recompile_limit=2)
+        result = study(
+            find_case("smoke", "smoke/mlp"), spec, CPUAdapter(), lambda e: None, recompile_limit=2
+        )
     finally:
         cm.set_recompile_limit(8)
     static = result["studies"][0]["static"]
@@ -177,8 +212,7 @@ def test_case_without_seq_studies_batch_and_says_so():
 
 # -- time limits -----------------------------------------------------------------------------
 def test_cold_compile_past_the_limit_is_compile_timeout():
-    subject = subject_for("planted/slow_compile", compile_timeout_s=2.0,
-                          compile_backend="eager")
+    subject = subject_for("planted/slow_compile", compile_timeout_s=2.0, compile_backend="eager")
     start = clock()
     report = CompileProbe().run(subject)
     assert clock() - start < 20  # the child was killed, not waited for (it sleeps 30 s)
@@ -202,9 +236,20 @@ def test_child_is_held_to_the_case_deadline(tmp_path):
 def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json, probes):
     # The eager backend keeps compile_wrong's own compile well inside the limit on a busy box.
     # With the probe, the ladder's compile is the cold one, in a worker of its own.
-    out = run_json("--suite", "planted", "--cases", "slow_compile,compile_wrong", "--modes",
-                   "compile", "--compile-timeout", "3", "--compile-backend", "eager",
-                   "--probes", probes)
+    out = run_json(
+        "--suite",
+        "planted",
+        "--cases",
+        "slow_compile,compile_wrong",
+        "--modes",
+        "compile",
+        "--compile-timeout",
+        "3",
+        "--compile-backend",
+        "eager",
+        "--probes",
+        probes,
+    )
     by_case = {r["case"]: r for r in out["results"]}
     slow = by_case["planted/slow_compile"]
     assert (slow["status"], slow["stage"]) == ("compile_timeout", "compile")
@@ -241,9 +286,22 @@ def test_only_the_compile_probe_asks_for_cold_workers():
 
 
 def test_sweep_measures_cold_in_the_ladder_and_warm_in_one_child(db, tmp_path):
-    proc = torchport("run", "--suite", "workload", "--workload", TINY, "--modes", "compile",
-                     "--probes", "compile", "--db", db, "--json", cwd=tmp_path,
-                     env={"PYTHONPATH": str(REPO)})
+    proc = torchport(
+        "run",
+        "--suite",
+        "workload",
+        "--workload",
+        TINY,
+        "--modes",
+        "compile",
+        "--probes",
+        "compile",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     [result] = json.loads(proc.stdout)["results"]
     assert result["status"] == "pass", result.get("error")
@@ -259,8 +317,18 @@ def test_sweep_measures_cold_in_the_ladder_and_warm_in_one_child(db, tmp_path):
 
 # -- end to end: run, store, view ----------------------------------------------------------------
 def test_run_records_compile_findings_and_show_prints_them(run_json):
-    out = run_json("--suite", "planted", "--cases", "graph_break", "--modes", "compile",
-                   "--probes", "compile", "--compile-backend", "eager")
+    out = run_json(
+        "--suite",
+        "planted",
+        "--cases",
+        "graph_break",
+        "--modes",
+        "compile",
+        "--probes",
+        "compile",
+        "--compile-backend",
+        "eager",
+    )
     [result] = out["results"]
     found = result["findings"]["compile"]
     assert found["cold"]["status"] == "ok" and found["warm"]["status"] == "ok"
@@ -274,22 +342,57 @@ def test_run_records_compile_findings_and_show_prints_them(run_json):
 
 
 def _result(case, cold_s, graphs, warm_s=1.0, proven=True):
-    return {"case": case, "mode": "compile", "status": "pass", "findings": {"compile": {
-        "cold": {"status": "ok", "first_step_s": cold_s, "eager_first_step_s": 0.1,
-                 "graph_count": graphs, "graphs": [{"ops": 3}] * graphs},
-        "warm": {"status": "ok", "first_step_s": warm_s,
-                 "cache": {"fxgraph_cache_hit": 2, "autograd_cache_hit": 1}},
-        "warm_proven": proven, "graph_breaks": [],
-        "shapes": {"status": "ok", "studies": [
-            {"dim": "seq", "values": [32, 64], "static": {"recompiles": 1},
-             "dynamic": {"recompiles": 0}}]}}}}
+    return {
+        "case": case,
+        "mode": "compile",
+        "status": "pass",
+        "findings": {
+            "compile": {
+                "cold": {
+                    "status": "ok",
+                    "first_step_s": cold_s,
+                    "eager_first_step_s": 0.1,
+                    "graph_count": graphs,
+                    "graphs": [{"ops": 3}] * graphs,
+                },
+                "warm": {
+                    "status": "ok",
+                    "first_step_s": warm_s,
+                    "cache": {"fxgraph_cache_hit": 2, "autograd_cache_hit": 1},
+                },
+                "warm_proven": proven,
+                "graph_breaks": [],
+                "shapes": {
+                    "status": "ok",
+                    "studies": [
+                        {
+                            "dim": "seq",
+                            "values": [32, 64],
+                            "static": {"recompiles": 1},
+                            "dynamic": {"recompiles": 0},
+                        }
+                    ],
+                },
+            }
+        },
+    }
 
 
 def test_view_summarises_cold_compile_and_multi_graph_cases():
-    results = [_result("a", 10.0, 1), _result("b", 30.0, 3), _result("c", 20.0, 2),
-               {"case": "d", "mode": "eager", "status": "pass", "findings": {}},
-               {"case": "e", "mode": "compile", "status": "compile_timeout", "findings": {
-                   "compile": {"cold": {"status": "compile_timeout"}, "compile_timeout_s": 3}}}]
+    results = [
+        _result("a", 10.0, 1),
+        _result("b", 30.0, 3),
+        _result("c", 20.0, 2),
+        {"case": "d", "mode": "eager", "status": "pass", "findings": {}},
+        {
+            "case": "e",
+            "mode": "compile",
+            "status": "compile_timeout",
+            "findings": {
+                "compile": {"cold": {"status": "compile_timeout"}, "compile_timeout_s": 3}
+            },
+        },
+    ]
     view = compile_view.build({"config": {}}, results)
     assert [r[0] for r in view.rows] == ["a", "b", "c", "e"]
     assert view.rows[1][1:5] == [30.0, Annotated(1.0, "3 hits"), 0.1, Graphs(3, [3, 3, 3])]

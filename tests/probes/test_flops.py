@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from torchport.config import RunConfig
 from torchport.devices.base import DeviceAdapter
 from torchport.probes import flops
-from torchport.config import RunConfig
 
 
 def test_linear_forward_is_2_b_in_out():
@@ -27,6 +27,7 @@ def test_count_is_cached_per_key():
     def step():
         calls.append(1)
         return layer(x)
+
     key = ("test/cached", 1, 0)
     first = flops.count_flops(step, key)
     assert flops.count_flops(step, key) == first and len(calls) == 1
@@ -43,9 +44,9 @@ def test_mfu_arithmetic():
 class TinyLM(torch.nn.Module):
     def __init__(self, tied: bool):
         super().__init__()
-        self.embed = torch.nn.Embedding(100, 8)                  # 800 parameters
-        self.body = torch.nn.Linear(8, 8)                        # 72
-        self.head = torch.nn.Linear(8, 100, bias=False)          # 800
+        self.embed = torch.nn.Embedding(100, 8)  # 800 parameters
+        self.body = torch.nn.Linear(8, 8)  # 72
+        self.head = torch.nn.Linear(8, 100, bias=False)  # 800
         if tied:
             self.head.weight = self.embed.weight
 
@@ -73,7 +74,9 @@ class NamedAdapter(DeviceAdapter):
 
 def test_peak_from_override_table_or_a_stated_absence():
     assert flops.peak_for(RunConfig(peak_tflops=12.5), NamedAdapter("x"), "float32") == (
-        12.5, "--peak-tflops")
+        12.5,
+        "--peak-tflops",
+    )
     peak, source = flops.peak_for(RunConfig(), NamedAdapter("NVIDIA H200"), "bfloat16")
     assert peak == 989.0 and "table" in source
     peak, reason = flops.peak_for(RunConfig(), NamedAdapter("Some CPU"), "float32")

@@ -1,18 +1,28 @@
 """The perf probe: synchronised, interleaved, honest about what it could not measure."""
 
 import logging
+import re
 
 import pytest
-import torch
 
-from torchport.views import perf as perf_view
-from torchport.probes.perf import PerfProbe, RecompileLimitWatch
 from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
+from torchport.probes.perf import PerfProbe, RecompileLimitWatch
+from torchport.views import perf as perf_view
 
-KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_cv", "perf_samples",
-        "perf_eager_median_ms", "perf_tokens_per_s", "perf_samples_per_s",
-        "perf_flops_per_step", "perf_achieved_tflops", "perf_flops_6nt_per_step",
-        "perf_peak_bytes")
+KEYS = (
+    "perf_median_ms",
+    "perf_p10_ms",
+    "perf_p90_ms",
+    "perf_cv",
+    "perf_samples",
+    "perf_eager_median_ms",
+    "perf_tokens_per_s",
+    "perf_samples_per_s",
+    "perf_flops_per_step",
+    "perf_achieved_tflops",
+    "perf_flops_6nt_per_step",
+    "perf_peak_bytes",
+)
 
 
 def test_eager_perf_at_the_perf_size():
@@ -30,8 +40,10 @@ def test_eager_perf_at_the_perf_size():
     assert m["perf_tokens_per_s"] == pytest.approx(64 / (m["perf_median_ms"] / 1e3))
     # every timed sample is bracketed by two synchronisations
     assert adapter.log.count("sync") >= 2 * m["perf_samples"]
-    assert any(n.startswith("no peak known for") and n.endswith("pass --peak-tflops")
-               for n in info["notes"])
+    assert any(
+        n.startswith("no peak known for") and n.endswith("pass --peak-tflops")
+        for n in info["notes"]
+    )
 
 
 def test_compile_mode_times_both_sides_interleaved_and_reports_speedup():
@@ -40,8 +52,9 @@ def test_compile_mode_times_both_sides_interleaved_and_reports_speedup():
     assert info["interleaved"] == ["eager", "compiled"]
     assert info["sides"]["eager"]["n"] == info["sides"]["compiled"]["n"]
     assert m["perf_median_ms"] == m["perf_compiled_median_ms"]
-    assert m["perf_speedup"] == pytest.approx(m["perf_eager_median_ms"]
-                                              / m["perf_compiled_median_ms"])
+    assert m["perf_speedup"] == pytest.approx(
+        m["perf_eager_median_ms"] / m["perf_compiled_median_ms"]
+    )
 
 
 def test_mfu_against_a_given_peak():
@@ -62,6 +75,7 @@ def test_forward_only_case_is_an_inference_step():
 
 def test_a_side_that_cannot_run_is_reported_not_timed():
     from torchport.cases.registry import find_case
+
     subject = make_subject(find_case("planted", "planted/compile_bomb"), mode="compile")
     report = PerfProbe().safe_run(subject)
     m, info = report.metrics, report.findings["perf"]
@@ -76,6 +90,7 @@ def test_recompile_limit_watch_sees_dynamo_running_frames_eagerly():
 
     def f(x):
         return x * 2
+
     compiled = torch.compile(f, backend="eager", dynamic=False)
     with torch._dynamo.config.patch(recompile_limit=1), RecompileLimitWatch() as watch:
         compiled(torch.ones(2))
@@ -92,20 +107,43 @@ def test_recompile_limit_watch_ignores_other_messages():
 
 def test_perf_view_rows():
     report = PerfProbe().safe_run(make_subject(mode="compile"))
-    result = {"case": "test/mlp", "mode": "compile", "status": "pass",
-              "metrics": report.metrics, "findings": report.findings}
+    result = {
+        "case": "test/mlp",
+        "mode": "compile",
+        "status": "pass",
+        "metrics": report.metrics,
+        "findings": report.findings,
+    }
     view = perf_view.build({}, [result])
     assert view.names[:4] == ["case", "mode", "median ms", "p10-p90 ms"]
     [row] = view.records()
-    assert row["MFU"] == "no peak" and row["speedup"] > 0 and row["median ms"] > 0
+    # the speedup with the two medians it came from (this compile task's interleaved rounds)
+    assert row["MFU"] == "no peak" and row["median ms"] > 0
+    assert row["speedup"].value > 0 and re.fullmatch(
+        r"\S+ / \S+ ms(, from a noisy side)?", row["speedup"].note
+    )
     assert any("--peak-tflops" in n for n in view.notes)
-    assert perf_view.build({}, [{"case": "x", "mode": "eager", "status": "pass",
-                                 "metrics": {}, "findings": {}}]) is None
+    assert (
+        perf_view.build(
+            {}, [{"case": "x", "mode": "eager", "status": "pass", "metrics": {}, "findings": {}}]
+        )
+        is None
+    )
 
 
 def test_smoke_mlp_perf_from_the_command_line(run_json):
-    out = run_json("--suite", "smoke", "--cases", "smoke/mlp", "--device", "cpu",
-                   "--probes", "perf", "--compile-backend", "eager")
+    out = run_json(
+        "--suite",
+        "smoke",
+        "--cases",
+        "smoke/mlp",
+        "--device",
+        "cpu",
+        "--probes",
+        "perf",
+        "--compile-backend",
+        "eager",
+    )
     by_mode = {r["mode"]: r for r in out["results"]}
     assert by_mode["eager"]["status"] == by_mode["compile"]["status"] == "pass"
     assert "perf_speedup" in by_mode["compile"]["metrics"]
@@ -131,12 +169,29 @@ def test_gpu_check_script_runs_end_to_end_on_the_cpu(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
+
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
-        [sys.executable, str(repo / "benchmarks" / "gpu_check.py"), "--tiny", "--device", "cpu",
-         "--dtype", "float32", "--budget-s", "0.2", "--force-shim", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(repo / "src")})
+        [
+            sys.executable,
+            str(repo / "benchmarks" / "gpu_check.py"),
+            "--tiny",
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--budget-s",
+            "0.2",
+            "--force-shim",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (tmp_path / "report.txt").read_text()
     assert report.startswith("$ python3 ") and "finished" in report
@@ -144,3 +199,51 @@ def test_gpu_check_script_runs_end_to_end_on_the_cpu(tmp_path):
     assert "compiled" in report and "MFU (6·N·T" in report
     for name in ("llama_perf.json", "smoke_perf.txt", "smoke_train_profile.txt"):
         assert (tmp_path / name).exists(), name
+
+
+def test_noisy_sides_are_flagged_with_the_host_load_and_the_speedup_says_so():
+    from torchport.probes.perf import NOISE_LIMITS, noisy
+    from torchport.timing import Summary
+
+    steady = Summary.of([0.010] * 12)
+    scattered = Summary.of([0.001, 0.05] * 6)  # CV far above the limit
+    few = Summary.of([0.010] * 3)
+    assert noisy(steady) == []
+    assert noisy(scattered)[0].startswith("CV ") and noisy(few) == [
+        f"n = 3 < {NOISE_LIMITS['min_samples']}"
+    ]
+    result = {
+        "case": "c",
+        "mode": "compile",
+        "status": "pass",
+        "metrics": {"perf_median_ms": 5.0, "perf_speedup": 5.01},
+        "findings": {
+            "perf": {
+                "noisy": {"eager": ["CV 238% > 10%", "n = 3 < 10"]},
+                "speedup_noisy": "from a noisy side: eager (...)",
+                "speedup_from": {"eager_median_ms": 10.0, "compiled_median_ms": 2.0},
+                "host_load": {"load_avg_1min": 7.5, "cpu_count": 2},
+            }
+        },
+    }
+    view = perf_view.build({}, [result])
+    [row] = view.records()
+    assert row["noisy"] == "eager CV 238% > 10%, n = 3 < 10"
+    assert row["speedup"].note == "10 / 2 ms, from a noisy side"
+    assert any(
+        n.startswith(
+            "noisy: outside CV <= 10% and n >= 10; host load then: c (compile) 7.5 on 2 cores"
+        )
+        for n in view.notes
+    )
+
+
+def test_the_probe_flags_a_side_outside_the_limits(monkeypatch):
+    from torchport.probes import perf
+
+    monkeypatch.setitem(perf.NOISE_LIMITS, "min_samples", 10**9)  # no run has that many
+    report = PerfProbe().safe_run(make_subject(mode="compile"))
+    info = report.findings["perf"]
+    assert set(info["noisy"]) == {"eager", "compiled"}
+    assert info["speedup_noisy"].startswith("from a noisy side: eager (")
+    assert info["noise_limits"]["min_samples"] == 10**9 and "load_avg_1min" in info["host_load"]

@@ -6,10 +6,10 @@ import os
 import pytest
 from torch.profiler import ProfilerActivity
 
-from torchport.views import profile as profile_view
+from tests.probes.perf_helpers import make_subject
 from torchport.probes import profile
 from torchport.probes.profile import ProfileProbe, breakdown
-from tests.probes.perf_helpers import make_subject
+from torchport.views import profile as profile_view
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +46,13 @@ def test_top_ops_by_self_time(profiled):
 
 
 def test_profile_view(profiled):
-    result = {"case": "test/mlp", "mode": "eager", "status": "pass",
-              "metrics": profiled.metrics, "findings": profiled.findings}
+    result = {
+        "case": "test/mlp",
+        "mode": "eager",
+        "status": "pass",
+        "metrics": profiled.metrics,
+        "findings": profiled.findings,
+    }
     view = profile_view.build({}, [result])
     assert view.rows[0][-1] == profiled.artifacts[0]
     assert "device compute" in view.names
@@ -58,38 +63,55 @@ def _x(name, cat, ts, dur):
 
 
 def test_breakdown_of_a_device_timeline_is_a_partition():
-    events = [_x(profile.WINDOW, "user_annotation", 0, 100),
-              _x("Trace", "Trace", -5, 200),                    # the profiler's own span
-              _x(profile.WINDOW, "gpu_user_annotation", 0, 100),  # mirrors on the device row
-              _x(profile.STEP, "gpu_user_annotation", 0, 90),
-              _x("aten::mm", "cpu_op", 0, 30),                  # host busy 0-30
-              _x("sgemm", "kernel", 10, 40),                    # compute 10-50
-              _x("ncclAllReduce", "kernel", 40, 20),            # comm 50-60 beyond compute
-              _x("Memcpy HtoD", "gpu_memcpy", 55, 15),          # copies 60-70
-              _x("cudaLaunchKernel", "cuda_runtime", 80, 5)]    # host 80-85
+    events = [
+        _x(profile.WINDOW, "user_annotation", 0, 100),
+        _x("Trace", "Trace", -5, 200),  # the profiler's own span
+        _x(profile.WINDOW, "gpu_user_annotation", 0, 100),  # mirrors on the device row
+        _x(profile.STEP, "gpu_user_annotation", 0, 90),
+        _x("aten::mm", "cpu_op", 0, 30),  # host busy 0-30
+        _x("sgemm", "kernel", 10, 40),  # compute 10-50
+        _x("ncclAllReduce", "kernel", 40, 20),  # comm 50-60 beyond compute
+        _x("Memcpy HtoD", "gpu_memcpy", 55, 15),  # copies 60-70
+        _x("cudaLaunchKernel", "cuda_runtime", 80, 5),
+    ]  # host 80-85
     split = breakdown(events)
     assert split["device_timeline"]
-    assert split["parts_ms"] == pytest.approx({
-        "device_compute": 0.040, "communication": 0.010, "copies": 0.010,
-        "host": 0.015, "idle": 0.025})
+    assert split["parts_ms"] == pytest.approx(
+        {
+            "device_compute": 0.040,
+            "communication": 0.010,
+            "copies": 0.010,
+            "host": 0.015,
+            "idle": 0.025,
+        }
+    )
     assert sum(split["parts_ms"].values()) == pytest.approx(split["window_ms"])
 
 
 def test_breakdown_on_the_cpu_counts_operators_and_compiled_graphs_as_compute():
-    events = [_x(profile.WINDOW, "user_annotation", 0, 60),
-              _x(profile.STEP, "user_annotation", 0, 50),        # Python around the ops
-              _x("aten::mm", "cpu_op", 0, 10),
-              _x("## Call CompiledFxGraph abc ##", "cpu_op", 20, 20),
-              _x("c10d::allreduce_", "cpu_op", 45, 2)]
+    events = [
+        _x(profile.WINDOW, "user_annotation", 0, 60),
+        _x(profile.STEP, "user_annotation", 0, 50),  # Python around the ops
+        _x("aten::mm", "cpu_op", 0, 10),
+        _x("## Call CompiledFxGraph abc ##", "cpu_op", 20, 20),
+        _x("c10d::allreduce_", "cpu_op", 45, 2),
+    ]
     split = breakdown(events)
     assert not split["device_timeline"]
-    assert split["parts_ms"] == pytest.approx({
-        "device_compute": 0.030, "communication": 0.002, "copies": 0.0,
-        "host": 0.018, "idle": 0.010})
+    assert split["parts_ms"] == pytest.approx(
+        {
+            "device_compute": 0.030,
+            "communication": 0.002,
+            "copies": 0.0,
+            "host": 0.018,
+            "idle": 0.010,
+        }
+    )
 
 
 def test_activities_include_the_privateuse1_backend(monkeypatch):
     import torch
+
     monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "fakedev")
     acts, notes = profile.activities("fakedev")
     assert ProfilerActivity.PrivateUse1 in acts and not notes
@@ -99,6 +121,7 @@ def test_activities_include_the_privateuse1_backend(monkeypatch):
 
 def test_activities_degrade_without_the_private_api_or_the_activity(monkeypatch):
     import torch
+
     monkeypatch.delattr(torch._C, "_get_privateuse1_backend_name")
     acts, notes = profile.activities("fakedev")
     assert acts == [ProfilerActivity.CPU] and "PrivateUse1" in notes[0]
@@ -109,8 +132,22 @@ def test_activities_degrade_without_the_private_api_or_the_activity(monkeypatch)
 
 def test_profile_and_train_from_the_command_line(run_json, db, tmp_path):
     from tests.conftest import torchport
-    out = run_json("--suite", "smoke", "--cases", "smoke/mlp", "--modes", "eager", "--device",
-                   "cpu", "--probes", "none", "--profile", "--train-steps", "3")
+
+    out = run_json(
+        "--suite",
+        "smoke",
+        "--cases",
+        "smoke/mlp",
+        "--modes",
+        "eager",
+        "--device",
+        "cpu",
+        "--probes",
+        "none",
+        "--profile",
+        "--train-steps",
+        "3",
+    )
     (result,) = out["results"]
     assert result["status"] == "pass", result["error"]
     (trace,) = result["artifacts"]

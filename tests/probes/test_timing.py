@@ -4,9 +4,9 @@ import statistics
 
 import pytest
 
+from tests.probes.perf_helpers import RecordingAdapter
 from torchport import timing
 from torchport.timing import StepTimer, Summary, round_order, sample_interleaved, step_timer
-from tests.probes.perf_helpers import RecordingAdapter
 
 
 def test_timed_synchronises_before_and_after_the_call():
@@ -25,6 +25,7 @@ def test_step_timer_uses_the_adapters_synchronize():
 
 def test_cuda_adapter_without_a_gpu_falls_back_to_the_host_clock(monkeypatch):
     import torch
+
     adapter = RecordingAdapter()
     adapter.torch_type = "cuda"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -54,8 +55,9 @@ def test_interleaved_sampling_order_and_counts(monkeypatch):
     monkeypatch.setattr(timing, "clock", FakeClock(0.001))
     calls = []
     sides = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    samples = sample_interleaved(sides, StepTimer(), budget_s=0.0, warmup=2, min_samples=4,
-                                 warmup_budget_s=0.0)
+    samples = sample_interleaved(
+        sides, StepTimer(), budget_s=0.0, warmup=2, min_samples=4, warmup_budget_s=0.0
+    )
     # 2 warm-up rounds, then 4 timed rounds, every round in alternating order (ABBA...)
     assert calls == ["a", "b", "b", "a"] + ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert len(samples["a"]) == len(samples["b"]) == 4
@@ -64,8 +66,14 @@ def test_interleaved_sampling_order_and_counts(monkeypatch):
 
 def test_sampling_stops_when_the_budget_is_spent(monkeypatch):
     monkeypatch.setattr(timing, "clock", FakeClock(0.01))
-    samples = sample_interleaved({"a": lambda: None, "b": lambda: None}, StepTimer(),
-                                 budget_s=0.5, warmup=1, min_samples=3, warmup_budget_s=0.0)
+    samples = sample_interleaved(
+        {"a": lambda: None, "b": lambda: None},
+        StepTimer(),
+        budget_s=0.5,
+        warmup=1,
+        min_samples=3,
+        warmup_budget_s=0.0,
+    )
     # each timed call reads the clock twice and the loop once per round: ~0.05 s per round,
     # so the 2 * 0.5 s budget ends after about 20 rounds; far from the max of 1000
     assert 15 <= len(samples["a"]) <= 25
@@ -73,8 +81,14 @@ def test_sampling_stops_when_the_budget_is_spent(monkeypatch):
 
 def test_sampling_respects_max_samples(monkeypatch):
     monkeypatch.setattr(timing, "clock", FakeClock(1e-9))
-    samples = sample_interleaved({"a": lambda: None}, StepTimer(), budget_s=10.0, warmup=1,
-                                 max_samples=7, warmup_budget_s=0.0)
+    samples = sample_interleaved(
+        {"a": lambda: None},
+        StepTimer(),
+        budget_s=10.0,
+        warmup=1,
+        max_samples=7,
+        warmup_budget_s=0.0,
+    )
     assert len(samples["a"]) == 7
 
 

@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
+from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
 from torchport.cases.registry import find_case
-from torchport.views import train as train_view
+from torchport.config import RunConfig
 from torchport.probes import train
 from torchport.probes.train import TrainProbe, divergence
-from torchport.config import RunConfig
 from torchport.runner.ladder import Ladder
-from tests.probes.perf_helpers import RecordingAdapter, make_subject, mlp_case
+from torchport.views import train as train_view
 
 
 def test_divergence_is_relative_and_unbounded_when_not_finite():
@@ -46,8 +46,9 @@ def test_planted_divergent_optimizer_is_detected(monkeypatch):
 def test_divergence_fails_the_result_through_the_ladder(monkeypatch):
     monkeypatch.setattr(train, "make_optimizer", planted_divergent_optimizer)
     config = RunConfig(device="cpu", probes=("train",), train_steps=4)
-    out = Ladder(find_case("smoke", "smoke/mlp"), "eager", config, RecordingAdapter(),
-                 lambda event: None, {}).run()
+    out = Ladder(
+        find_case("smoke", "smoke/mlp"), "eager", config, RecordingAdapter(), lambda event: None, {}
+    ).run()
     assert out["status"] == "accuracy_fail" and out["stage"] == "train"
     view = train_view.build({}, [out])
     assert view.rows[0][0] == "smoke/mlp" and view.rows[0][-1] == "diverged"
@@ -57,6 +58,7 @@ def test_no_verdict_when_the_cpu_baseline_diverges_too(monkeypatch):
     def broken_in_the_run_dtype(params, side):
         lr = train.LEARNING_RATE if side == "reference" else float("nan")
         return torch.optim.SGD(list(params), lr=lr)
+
     monkeypatch.setattr(train, "make_optimizer", broken_in_the_run_dtype)
     report = TrainProbe().safe_run(make_subject(train_steps=3, seed=7))
     info = report.findings["train"]
@@ -64,8 +66,18 @@ def test_no_verdict_when_the_cpu_baseline_diverges_too(monkeypatch):
     assert "train_max_loss_divergence" not in report.metrics  # unbounded: no number
     assert any("no verdict" in n for n in info["notes"])
     assert None in info["device_losses"]  # nan is not JSON: recorded as None
-    view = train_view.build({}, [{"case": "test/mlp", "mode": "eager", "status": "pass",
-                                  "metrics": report.metrics, "findings": report.findings}])
+    view = train_view.build(
+        {},
+        [
+            {
+                "case": "test/mlp",
+                "mode": "eager",
+                "status": "pass",
+                "metrics": report.metrics,
+                "findings": report.findings,
+            }
+        ],
+    )
     assert view.rows[0][-1] == "no verdict"
 
 

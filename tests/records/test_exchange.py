@@ -21,10 +21,13 @@ def source(tmp_path):
     with open_store(path, write=True) as store:
         store.add_note("r1", "accepted: cumsum on the host costs 2%", author="ana")
         store.add_note("r1", "known tf32 drift", case="smoke/mlp", mode="compile")
-        store.put_artifacts("r1", [{"path": "/gone/trace.json", "sha256": "ab" * 32,
-                                    "bytes": 10}])
-    kb.build(path, run_id="r2", labels={"release": "b"},
-             environment={"torch": "2.14.0", "python": "3.11"})
+        store.put_artifacts("r1", [{"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10}])
+    kb.build(
+        path,
+        run_id="r2",
+        labels={"release": "b"},
+        environment={"torch": "2.14.0", "python": "3.11"},
+    )
     return path
 
 
@@ -36,8 +39,9 @@ def _export(path, runs) -> str:
 
 
 def _body(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines()
-            if json.loads(line)["kind"] != "header"]  # the header carries the export time
+    return [
+        json.loads(line) for line in text.splitlines() if json.loads(line)["kind"] != "header"
+    ]  # the header carries the export time
 
 
 def _write(tmp_path, text, name="x.jsonl"):
@@ -51,12 +55,14 @@ def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp
     with open_store(str(tmp_path / "b.db"), write=True) as target:
         report = import_file(target, _write(tmp_path, text))
         assert report.added == {"r1": 8, "r2": 8} and report.notes_added == 2
-        assert target.results(fallback_op="aten.cumsum") == \
-            open_store(source, write=False).results(fallback_op="aten.cumsum")
+        assert target.results(fallback_op="aten.cumsum") == open_store(source, write=False).results(
+            fallback_op="aten.cumsum"
+        )
         empty_sha = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
         assert target.artifacts("r1") == [
             {"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10},
-            {"path": str(tmp_path / "trace.json"), "sha256": empty_sha, "bytes": 2}]
+            {"path": str(tmp_path / "trace.json"), "sha256": empty_sha, "bytes": 2},
+        ]
         assert target.get_run("r1")["pid"] is None  # the supervisor lived elsewhere
     assert _body(_export(str(tmp_path / "b.db"), ["r1", "r2"])) == _body(text)
 
@@ -83,20 +89,24 @@ def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path):
     target_path = str(tmp_path / "b.db")
     with open_store(target_path, write=True) as target:
         import_file(target, _write(tmp_path, _export(source, ["r1"]), "r1.jsonl"))
-        with pytest.raises(ExchangeError, match="r1 already in the knowledge base with "
-                                                "different content"):
+        with pytest.raises(
+            ExchangeError, match="r1 already in the knowledge base with different content"
+        ):
             import_file(target, _write(tmp_path, edited))
         assert [r["id"] for r in target.list_runs()] == ["r1"]  # r2 was not added either
 
 
-@pytest.mark.parametrize("damage,needle", [
-    (lambda t: t.rsplit("\n", 2)[0] + "\n", "cut off"),
-    (lambda t: t.replace('"torch":"2.14.0"', '"torch":"2.15.0"'), "does not match its content"),
-    (lambda t: t.replace('"status":"skip"', '"status":"skipped"', 1), "unknown status"),
-    (lambda t: "{}\n" + t, "line 1 is not a torchport export record"),
-    (lambda t: t.split("\n", 1)[1], "does not start with a torchport-export/1 header"),
-    (lambda t: t + "not json\n", "is not JSON"),
-])
+@pytest.mark.parametrize(
+    "damage,needle",
+    [
+        (lambda t: t.rsplit("\n", 2)[0] + "\n", "cut off"),
+        (lambda t: t.replace('"torch":"2.14.0"', '"torch":"2.15.0"'), "does not match its content"),
+        (lambda t: t.replace('"status":"skip"', '"status":"skipped"', 1), "unknown status"),
+        (lambda t: "{}\n" + t, "line 1 is not a torchport export record"),
+        (lambda t: t.split("\n", 1)[1], "does not start with a torchport-export/1 header"),
+        (lambda t: t + "not json\n", "is not JSON"),
+    ],
+)
 def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, damage, needle):
     path = _write(tmp_path, damage(_export(source, ["r1", "r2"])))
     with open_store(str(tmp_path / "b.db"), write=True) as target:
@@ -108,7 +118,8 @@ def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, dama
 def test_a_run_still_going_is_not_exported(tmp_path):
     path = str(tmp_path / "a.db")
     with open_store(path, write=True) as store:  # this process is its live supervisor
-        store.create_run(run_id="live", command="c", suite="smoke", device="cpu", config={},
-                         plan=[], labels={})
+        store.create_run(
+            run_id="live", command="c", suite="smoke", device="cpu", config={}, plan=[], labels={}
+        )
         with pytest.raises(ExchangeError, match="live is still running"):
             export_runs(store, ["live"], io.StringIO())

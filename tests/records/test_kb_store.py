@@ -15,8 +15,15 @@ from torchport.records.sqlite_schema import SCHEMA_VERSION
 
 
 def _run(store, run_id="r1", device="cpu", labels=None, plan=None):
-    store.create_run(run_id=run_id, command="torchport run", suite="smoke", device=device,
-                     config={}, plan=plan or [], labels=labels or {})
+    store.create_run(
+        run_id=run_id,
+        command="torchport run",
+        suite="smoke",
+        device=device,
+        config={},
+        plan=plan or [],
+        labels=labels or {},
+    )
 
 
 @pytest.fixture
@@ -29,8 +36,9 @@ def store(tmp_path):
 
 def test_globs_in_sql_match_what_fnmatch_matches():
     rng = random.Random(7)
-    names = sorted({"".join(rng.choice("ab-^!]/_[") for _ in range(rng.randint(0, 4)))
-                    for _ in range(300)})
+    names = sorted(
+        {"".join(rng.choice("ab-^!]/_[") for _ in range(rng.randint(0, 4))) for _ in range(300)}
+    )
     conn = sqlite3.connect(":memory:")
     inexact = 0
     for _ in range(3000):
@@ -52,32 +60,41 @@ def test_paging_and_counts_with_exact_and_inexact_globs(store):
     pages = [store.results(limit=7, offset=o) for o in range(0, 35, 7)]
     assert [r["case"] for page in pages for r in page] == cases
     assert store.count_results(case_glob="hf/m1*") == 10
-    assert [r["case"] for r in store.results(case_glob="hf/m1*", limit=3, offset=8)] == \
-        ["hf/m18", "hf/m19"]
+    assert [r["case"] for r in store.results(case_glob="hf/m1*", limit=3, offset=8)] == [
+        "hf/m18",
+        "hf/m19",
+    ]
     # '[^x]' is the set {^, x} in fnmatch: an inexact GLOB, filtered and paged in Python.
     assert [r["case"] for r in store.results(case_glob="hf/[^a]x")] == ["hf/^x", "hf/ax"]
     assert [r["case"] for r in store.results(case_glob="hf/[^a]x", offset=1)] == ["hf/ax"]
     assert store.count_results(case_glob="hf/[^a]x") == 2
-    assert [r["case"] for r in store.iter_results(order="case", case_glob="hf/m0[!0-7]")] == \
-        ["hf/m08", "hf/m09"]
+    assert [r["case"] for r in store.iter_results(order="case", case_glob="hf/m0[!0-7]")] == [
+        "hf/m08",
+        "hf/m09",
+    ]
 
 
 def test_last_status_per_case_by_lookups_matches_the_full_pass(store):
-    store.add_result("r1", {"case": "a", "mode": "compile", "status": "compile_fail",
-                            "stage": "compile"})
+    store.add_result(
+        "r1", {"case": "a", "mode": "compile", "status": "compile_fail", "stage": "compile"}
+    )
     store.add_result("r1", {"case": "a", "mode": "eager", "status": "pass"})
     store.add_result("r1", {"case": "b", "mode": "compile", "status": "crash"})
     _run(store, "r2", device="cuda")
     store.add_result("r2", {"case": "a", "mode": "compile", "status": "oom"})
-    store.add_result("r2", {"case": "b", "mode": "eager", "status": "eager_fail",
-                            "stage": "run"})
+    store.add_result("r2", {"case": "b", "mode": "eager", "status": "eager_fail", "stage": "run"})
     every = store.last_status_by_case()
     assert every == {"a": "pass", "b": "eager_fail"}
     assert store.last_status_by_case(cases=["a", "b", "zz"]) == every
-    assert store.last_status_by_case(device="cpu", cases=["a", "b"]) == \
-        store.last_status_by_case(device="cpu") == {"a": "pass", "b": "crash"}
-    assert store.last_status_by_case(device="cuda", cases=["a", "b"]) == \
-        {"a": "oom", "b": "eager_fail"}
+    assert (
+        store.last_status_by_case(device="cpu", cases=["a", "b"])
+        == store.last_status_by_case(device="cpu")
+        == {"a": "pass", "b": "crash"}
+    )
+    assert store.last_status_by_case(device="cuda", cases=["a", "b"]) == {
+        "a": "oom",
+        "b": "eager_fail",
+    }
 
 
 def test_signatures_take_numbers_out_but_keep_op_names():
@@ -89,24 +106,46 @@ def test_signatures_take_numbers_out_but_keep_op_names():
 
 
 def test_failure_groups_most_common_and_worst_first(store):
-    rows = [{"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
-             "error": {"type": "RuntimeError", "message": f"size {i} does not match {i + 1}"}}
-            for i in range(5)]
-    rows += [{"case": "d0", "mode": "eager", "status": "crash", "stage": "run",
-              "error": {"type": "Crash", "message": "worker died: signal 11"}},
-             {"case": "e0", "mode": "eager", "status": "pass"},
-             {"case": "s0", "mode": "eager", "status": "skip",
-              "error": {"type": "Skip", "message": "needs 80 GB"}}]
+    rows = [
+        {
+            "case": f"c{i}",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "error": {"type": "RuntimeError", "message": f"size {i} does not match {i + 1}"},
+        }
+        for i in range(5)
+    ]
+    rows += [
+        {
+            "case": "d0",
+            "mode": "eager",
+            "status": "crash",
+            "stage": "run",
+            "error": {"type": "Crash", "message": "worker died: signal 11"},
+        },
+        {"case": "e0", "mode": "eager", "status": "pass"},
+        {
+            "case": "s0",
+            "mode": "eager",
+            "status": "skip",
+            "error": {"type": "Skip", "message": "needs 80 GB"},
+        },
+    ]
     store.add_results("r1", rows)
     assert store.status_counts("r1") == {"eager_fail": 5, "crash": 1, "pass": 1, "skip": 1}
     common = store.failure_groups("r1", examples=2)
     assert [(g["status"], g["count"]) for g in common] == [("eager_fail", 5), ("crash", 1)]
     assert common[0]["signature"] == "RuntimeError: size N does not match N"
-    assert common[0]["examples"] == [{"case": "c0", "mode": "eager"},
-                                     {"case": "c1", "mode": "eager"}]
+    assert common[0]["examples"] == [
+        {"case": "c0", "mode": "eager"},
+        {"case": "c1", "mode": "eager"},
+    ]
     assert common[0]["message"] == "size 0 does not match 1"
-    assert [g["status"] for g in store.failure_groups("r1", worst_first=True)] == \
-        ["crash", "eager_fail"]
+    assert [g["status"] for g in store.failure_groups("r1", worst_first=True)] == [
+        "crash",
+        "eager_fail",
+    ]
     assert store.count_failure_groups("r1") == 2
 
 
@@ -122,8 +161,9 @@ def test_notes_on_runs_and_cases_are_searchable(store):
         store.add_note("r9", "x")
     with pytest.raises(StoreError, match="needs text"):
         store.add_note("r1", "  ")
-    assert [n["text"] for n in store.notes(run_id="r1", case="hf/llama")] == \
-        ["parity drift explained by tf32"]
+    assert [n["text"] for n in store.notes(run_id="r1", case="hf/llama")] == [
+        "parity drift explained by tf32"
+    ]
     assert [n["author"] for n in store.search_notes("cumsum")] == ["ana"]
     assert store.search_notes("tf3") == []  # whole words ...
     assert [n["case"] for n in store.search_notes("tf3*")] == ["hf/llama"]  # ... or a prefix
@@ -132,21 +172,37 @@ def test_notes_on_runs_and_cases_are_searchable(store):
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
     from torchport.records import sqlite_store
+
     monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 4)
-    store.add_results("r1", [
-        {"case": "c0", "mode": "eager", "status": "eager_fail", "stage": "run",
-         "error": {"type": "E", "message": "cumsum fell back"}},
-        {"case": "hf/cumsum", "mode": "eager", "status": "pass"},  # a case-id hit, oldest
-        *({"case": f"c{i}", "mode": "eager", "status": "eager_fail", "stage": "run",
-           "error": {"type": "E", "message": "the op fell back", "traceback": "in cumsum"}}
-          for i in range(2, 8))])
+    store.add_results(
+        "r1",
+        [
+            {
+                "case": "c0",
+                "mode": "eager",
+                "status": "eager_fail",
+                "stage": "run",
+                "error": {"type": "E", "message": "cumsum fell back"},
+            },
+            {"case": "hf/cumsum", "mode": "eager", "status": "pass"},  # a case-id hit, oldest
+            *(
+                {
+                    "case": f"c{i}",
+                    "mode": "eager",
+                    "status": "eager_fail",
+                    "stage": "run",
+                    "error": {"type": "E", "message": "the op fell back", "traceback": "in cumsum"},
+                }
+                for i in range(2, 8)
+            ),
+        ],
+    )
     assert store.count_search("cumsum") == 8
     # The newest four matches are ranked (a message hit above traceback hits, then newest);
     # older ones follow newest first: the case-id hit is too old to be ranked.
     order = [r["case"] for r in store.search("cumsum")]
     assert order == ["c7", "c6", "c5", "c4", "c3", "c2", "hf/cumsum", "c0"]
-    pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3,
-                                                                      offset=o)]
+    pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3, offset=o)]
     assert pages == order
     monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 100)
     assert [r["case"] for r in store.search("cumsum", limit=2)] == ["hf/cumsum", "c0"]
@@ -172,14 +228,19 @@ def _plan(store, sql, args=()):
 
 def test_reads_use_indexes_not_a_scan_of_every_result(store):
     from torchport.records import queries as q
+
     flags = dict(run_id=False, status=False, case_glob=True, fallback_op=False)
     plan = _plan(store, q.select_results(**flags, paged=True), ("hf/llama-1*", 10, 0))
     assert "USING INDEX results_case_mode" in plan and "SCAN results" not in plan, plan
-    plan = _plan(store, q.select_results(**dict(flags, case_glob=False, run_id=True),
-                                         paged=True), ("r1", 10, 0))
+    plan = _plan(
+        store,
+        q.select_results(**dict(flags, case_glob=False, run_id=True), paged=True),
+        ("r1", 10, 0),
+    )
     assert "USING INDEX results_run" in plan, plan
-    by_case = q.select_results(**dict(flags, case_glob=False, run_id=True), order="case",
-                               with_ops=True)
+    by_case = q.select_results(
+        **dict(flags, case_glob=False, run_id=True), order="case", with_ops=True
+    )
     for sql in (q.outcomes(version=SCHEMA_VERSION), by_case):
         plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
         assert "USING INDEX" in plan and "(run_id=?)" in plan and "TEMP B-TREE" not in plan, plan
@@ -190,15 +251,24 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
     assert "COVERING INDEX results_run_status" in plan, plan
     plan = _plan(store, q.failure_groups(signature="signature", severity=()), ("r1", 10))
     assert "COVERING INDEX results_run_status" in plan, plan
-    params = {"run_a": "r1", "run_b": "r2", "parity": 10, "compile": 1.15, "memory": 1.1,
-              "min_samples": 5}
-    for sql in (q.pairs_that_may_differ(version=SCHEMA_VERSION),
-                q.pair_counts(version=SCHEMA_VERSION)):
+    params = {
+        "run_a": "r1",
+        "run_b": "r2",
+        "parity": 10,
+        "compile": 1.15,
+        "memory": 1.1,
+        "min_samples": 5,
+    }
+    for sql in (
+        q.pairs_that_may_differ(version=SCHEMA_VERSION),
+        q.pair_counts(version=SCHEMA_VERSION),
+    ):
         plan = _plan(store, sql, params)  # A walked on an index, B found by one
         assert "SEARCH a USING" in plan and "SCAN" not in plan, plan
         assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
-    assert "COVERING INDEX results_pairs" in _plan(store, q.pair_counts(version=SCHEMA_VERSION),
-                                                   params)
+    assert "COVERING INDEX results_pairs" in _plan(
+        store, q.pair_counts(version=SCHEMA_VERSION), params
+    )
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))
     assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
     for sql, args in ((q.SEARCH_WINDOW, ('"x"', 1000)), (q.SEARCH_BY_RECENCY, ('"x"', 50, 0))):
@@ -207,21 +277,43 @@ def test_reads_use_indexes_not_a_scan_of_every_result(store):
 
 
 def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path):
-    metrics = {"perf_median_ms": 2.5, "perf_p10_ms": 2.0, "perf_p90_ms": 3.0,
-               "perf_samples": 31, "perf_peak_bytes": 1024, "parity_cosine": 1.0}
-    store.add_result("r1", {"case": "a", "mode": "eager", "metrics": metrics,
-                            "grade": "fallback",
-                            "findings": {"fallback_ops": {"aten.cumsum.default": 2}}})
-    store.add_result("r1", {"case": "b", "mode": "eager", "status": "eager_fail",
-                            "stage": "run", "grade": "on_device",
-                            "findings": {"fallback_ops": {}},
-                            "error": {"type": "E", "message": "first line\nsecond"}})
+    metrics = {
+        "perf_median_ms": 2.5,
+        "perf_p10_ms": 2.0,
+        "perf_p90_ms": 3.0,
+        "perf_samples": 31,
+        "perf_peak_bytes": 1024,
+        "parity_cosine": 1.0,
+    }
+    store.add_result(
+        "r1",
+        {
+            "case": "a",
+            "mode": "eager",
+            "metrics": metrics,
+            "grade": "fallback",
+            "findings": {"fallback_ops": {"aten.cumsum.default": 2}},
+        },
+    )
+    store.add_result(
+        "r1",
+        {
+            "case": "b",
+            "mode": "eager",
+            "status": "eager_fail",
+            "stage": "run",
+            "grade": "on_device",
+            "findings": {"fallback_ops": {}},
+            "error": {"type": "E", "message": "first line\nsecond"},
+        },
+    )
     a, b = store.iter_outcomes("r1")
     expected = {k: v for k, v in metrics.items() if k != "parity_cosine"}
     assert a["figures"] == expected and type(a["figures"]["perf_samples"]) is int
     assert a["host_ops"] == {"aten.cumsum.default": 2} and b["host_ops"] is None
     assert b["error_line"] == "first line" and b["figures"] == {}
     from tests.records.test_store import _v1_file
+
     old = str(tmp_path / "v1.db")
     _v1_file(old)
     with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
@@ -232,23 +324,37 @@ def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
     import json as json_
 
     from tests.records.test_store import _v1_file
+
     old = str(tmp_path / "v1.db")
     _v1_file(old)
-    findings = json_.dumps({"fallback_ops": {"aten.sort.default": 1, "aten.cumsum.default": 2}},
-                           sort_keys=True)
+    findings = json_.dumps(
+        {"fallback_ops": {"aten.sort.default": 1, "aten.cumsum.default": 2}}, sort_keys=True
+    )
     conn = sqlite3.connect(old)
-    conn.execute("UPDATE results SET grade = 'fallback', findings = ?, error_type = 'E',"
-                 " error_message = 'size 3 != 4', metrics = '{\"perf_median_ms\": 2.5}'",
-                 (findings,))
+    conn.execute(
+        "UPDATE results SET grade = 'fallback', findings = ?, error_type = 'E',"
+        " error_message = 'size 3 != 4', metrics = '{\"perf_median_ms\": 2.5}'",
+        (findings,),
+    )
     conn.commit()
     conn.close()
     with open_store(old, write=True) as store:  # migrates v1 -> v3
-        store.add_result("old", {"case": "b", "mode": "eager", "grade": "fallback",
-                                 "metrics": {"perf_median_ms": 2.5},
-                                 "findings": json_.loads(findings),
-                                 "error": {"type": "E", "message": "size 3 != 4"}})
-        rows = store._conn().execute(
-            "SELECT host_ops, signature, perf_median_ms FROM results ORDER BY id").fetchall()
+        store.add_result(
+            "old",
+            {
+                "case": "b",
+                "mode": "eager",
+                "grade": "fallback",
+                "metrics": {"perf_median_ms": 2.5},
+                "findings": json_.loads(findings),
+                "error": {"type": "E", "message": "size 3 != 4"},
+            },
+        )
+        rows = (
+            store._conn()
+            .execute("SELECT host_ops, signature, perf_median_ms FROM results ORDER BY id")
+            .fetchall()
+        )
     assert [tuple(r) for r in rows][0] == tuple(rows[1])
     assert rows[0]["signature"] == "E: size N != N"
 
@@ -258,6 +364,7 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
     the JSON, with the same answer."""
     from tests import kb
     from torchport.views.compare import compare_runs
+
     path = kb.build(tmp_path / "kb.db")
     results = kb.results()
     results[1]["findings"] = dict(results[1]["findings"], fallback_ops={"aten.sort.default": 1})

@@ -7,7 +7,12 @@ import math
 import pytest
 
 from torchport.records.result import (
-    MalformedResult, Result, capture, classify, error_value, is_oom,
+    MalformedResult,
+    Result,
+    capture,
+    classify,
+    error_value,
+    is_oom,
 )
 from torchport.timing import clock
 
@@ -22,19 +27,22 @@ def _raised(fn):
 
 def test_cpu_allocator_failure_is_oom():
     import torch
-    exc = _raised(lambda: torch.empty(2 ** 50, dtype=torch.uint8))
+
+    exc = _raised(lambda: torch.empty(2**50, dtype=torch.uint8))
     assert type(exc) is RuntimeError and is_oom(exc)
     assert classify("run", exc) == "oom"
 
 
 def test_torch_oom_and_memory_error_are_oom_at_any_stage():
     import torch
+
     assert classify("compile", torch.OutOfMemoryError("x")) == "oom"
     assert classify("place", MemoryError()) == "oom"
 
 
 def test_stage_statuses_and_compile_split():
     import torch._dynamo.exc as dynamo_exc
+
     assert classify("build", ValueError()) == "build_fail"
     assert classify("reference", ValueError()) == "build_fail"
     assert classify("run", ValueError()) == "eager_fail"
@@ -58,13 +66,17 @@ def test_capture_returns_value_or_exception_with_duration():
 
 
 def test_round_trip_and_validation():
-    result = Result(case="c", mode="eager", metrics={"perf_median_ms": 2.0},
-                    probe_versions={"perf": 1})
+    result = Result(
+        case="c", mode="eager", metrics={"perf_median_ms": 2.0}, probe_versions={"perf": 1}
+    )
     assert Result.from_dict(result.to_dict()) == result
     assert Result.from_dict({**result.to_dict(), "metrics": {"loss": math.nan}})
-    for bad in ({"case": "c", "mode": "eager", "status": "fine"},
-                {"case": "c", "mode": "eager", "metrics": {"x": "12 ms"}},
-                {"case": "c", "mode": "eager", "grade": "sideways"},
-                {"case": "c"}, [1, 2]):
+    for bad in (
+        {"case": "c", "mode": "eager", "status": "fine"},
+        {"case": "c", "mode": "eager", "metrics": {"x": "12 ms"}},
+        {"case": "c", "mode": "eager", "grade": "sideways"},
+        {"case": "c"},
+        [1, 2],
+    ):
         with pytest.raises(MalformedResult):
             Result.from_dict(bad)

@@ -28,9 +28,16 @@ def _result(case, mode="eager", status="pass", **extra):
 
 
 def _run(store, run_id="r1", **extra):
-    store.create_run(run_id=run_id, command="torchport run", suite="smoke", device="cpu",
-                     config={"modes": ["eager"]}, plan=[["a", "eager"]], labels={"k": "v"},
-                     **extra)
+    store.create_run(
+        run_id=run_id,
+        command="torchport run",
+        suite="smoke",
+        device="cpu",
+        config={"modes": ["eager"]},
+        plan=[["a", "eager"]],
+        labels={"k": "v"},
+        **extra,
+    )
 
 
 def _digest(path):
@@ -51,11 +58,26 @@ def test_store_satisfies_the_protocol_and_is_migrated_to_the_latest(store):
 
 
 def test_results_round_trip_and_filters(store):
-    store.add_result("r1", _result("hf/llama", metrics={"parity_cosine": 1.0},
-                                   probe_versions={"compile": 2, "perf": 1}))
-    store.add_result("r1", Result(case="hf/gpt2", mode="eager", status="eager_fail", stage="run",
-                                  error={"type": "RuntimeError", "message": "shape mismatch",
-                                         "traceback": "Traceback: in gpt2_attention"}))
+    store.add_result(
+        "r1",
+        _result(
+            "hf/llama", metrics={"parity_cosine": 1.0}, probe_versions={"compile": 2, "perf": 1}
+        ),
+    )
+    store.add_result(
+        "r1",
+        Result(
+            case="hf/gpt2",
+            mode="eager",
+            status="eager_fail",
+            stage="run",
+            error={
+                "type": "RuntimeError",
+                "message": "shape mismatch",
+                "traceback": "Traceback: in gpt2_attention",
+            },
+        ),
+    )
     assert [r["case"] for r in store.results(run_id="r1")] == ["hf/llama", "hf/gpt2"]
     assert store.results(status="eager_fail")[0]["error"]["message"] == "shape mismatch"
     assert [r["case"] for r in store.results(case_glob="hf/l*")] == ["hf/llama"]
@@ -65,14 +87,17 @@ def test_results_round_trip_and_filters(store):
     assert store.results(status="eager_fail")[0]["probe_versions"] == {}
 
 
-@pytest.mark.parametrize("bad", [
-    _result("x", status="kinda"),
-    _result("x", grade="somewhere"),
-    _result("x", metrics={"step_ms": "fast"}),
-    {"mode": "eager", "status": "pass"},
-    _result("x", findings={"ops": [{"op": "aten.mm"}]}),  # no device, no count
-    _result("x", findings={1: "a", "b": 2}),  # keys JSON cannot sort
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _result("x", status="kinda"),
+        _result("x", grade="somewhere"),
+        _result("x", metrics={"step_ms": "fast"}),
+        {"mode": "eager", "status": "pass"},
+        _result("x", findings={"ops": [{"op": "aten.mm"}]}),  # no device, no count
+        _result("x", findings={1: "a", "b": 2}),  # keys JSON cannot sort
+    ],
+)
 def test_a_malformed_result_is_refused_before_anything_is_written(store, bad):
     with pytest.raises(MalformedResult):
         store.add_result("r1", bad)
@@ -80,9 +105,18 @@ def test_a_malformed_result_is_refused_before_anything_is_written(store, bad):
 
 
 def test_full_text_search(store):
-    store.add_result("r1", _result("hf/gpt2", status="eager_fail",
-                                   error={"type": "E", "message": "shape mismatch in attention",
-                                          "traceback": "File modeling_gpt2.py"}))
+    store.add_result(
+        "r1",
+        _result(
+            "hf/gpt2",
+            status="eager_fail",
+            error={
+                "type": "E",
+                "message": "shape mismatch in attention",
+                "traceback": "File modeling_gpt2.py",
+            },
+        ),
+    )
     store.add_result("r1", _result("hf/llama"))
     assert [r["case"] for r in store.search("attention")] == ["hf/gpt2"]
     assert [r["case"] for r in store.search("llama")] == ["hf/llama"]
@@ -91,10 +125,24 @@ def test_full_text_search(store):
 
 
 def test_fallback_op_query_is_an_exact_prefix_not_a_pattern(store):
-    store.add_result("r1", _result("a", findings={"ops": [
-        {"op": "aten.cumsum.default", "device": "cpu", "count": 3, "fallback": True},
-        {"op": "aten._index_put_impl_.default", "device": "cpu", "count": 1, "fallback": True},
-        {"op": "aten.mm.default", "device": "simdev", "count": 9, "fallback": False}]}))
+    store.add_result(
+        "r1",
+        _result(
+            "a",
+            findings={
+                "ops": [
+                    {"op": "aten.cumsum.default", "device": "cpu", "count": 3, "fallback": True},
+                    {
+                        "op": "aten._index_put_impl_.default",
+                        "device": "cpu",
+                        "count": 1,
+                        "fallback": True,
+                    },
+                    {"op": "aten.mm.default", "device": "simdev", "count": 9, "fallback": False},
+                ]
+            },
+        ),
+    )
     store.add_result("r1", _result("b"))
     assert [r["case"] for r in store.results(fallback_op="aten.cumsum")] == ["a"]
     assert [r["case"] for r in store.results(fallback_op="aten::cumsum")] == ["a"]
@@ -109,7 +157,9 @@ def test_case_glob_reads_underscore_and_brackets_as_fnmatch_does(store):
         store.add_result("r1", _result(case))
     assert [r["case"] for r in store.results(case_glob="hf/qwen3_moe")] == ["hf/qwen3_moe"]
     assert [r["case"] for r in store.results(case_glob="hf/[q]wen3?moe")] == [
-        "hf/qwen3_moe", "hf/qwen3Xmoe"]
+        "hf/qwen3_moe",
+        "hf/qwen3Xmoe",
+    ]
     assert store.results(case_glob="hf/llama") == []  # case-sensitive
 
 
@@ -160,8 +210,9 @@ time.sleep(60)
 
 def test_resume_of_a_live_run_is_refused_naming_its_process(tmp_path):
     path = str(tmp_path / "kb.db")
-    child = subprocess.Popen([sys.executable, "-c", _LIVE_RUN, path], stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LIVE_RUN, path], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         store = open_store(path, write=True)
@@ -221,8 +272,9 @@ def test_reads_from_many_threads_while_one_writes(store):
         except Exception as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=read) for _ in range(3)] + \
-        [threading.Thread(target=read_shared) for _ in range(3)]
+    threads = [threading.Thread(target=read) for _ in range(3)] + [
+        threading.Thread(target=read_shared) for _ in range(3)
+    ]
     for t in threads:
         t.start()
     for i in range(40):
@@ -242,11 +294,15 @@ def _v1_file(path):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
     conn.execute("INSERT INTO environments VALUES ('e1', '{\"torch\": \"2.12\"}', 't')")
-    conn.execute("INSERT INTO runs(id, started_at, state, command, suite, device, config, plan,"
-                 " labels, environment_id) VALUES ('old', 't', 'complete', 'c', 'smoke', 'cpu',"
-                 " '{}', '[[\"a\", \"eager\"]]', '{}', 'e1')")
-    conn.execute("INSERT INTO results(run_id, case_id, case_version, mode, status, finished_at)"
-                 " VALUES ('old', 'a', 1, 'eager', 'pass', 't')")
+    conn.execute(
+        "INSERT INTO runs(id, started_at, state, command, suite, device, config, plan,"
+        " labels, environment_id) VALUES ('old', 't', 'complete', 'c', 'smoke', 'cpu',"
+        " '{}', '[[\"a\", \"eager\"]]', '{}', 'e1')"
+    )
+    conn.execute(
+        "INSERT INTO results(run_id, case_id, case_version, mode, status, finished_at)"
+        " VALUES ('old', 'a', 1, 'eager', 'pass', 't')"
+    )
     conn.close()
 
 
@@ -267,9 +323,11 @@ def test_an_older_schema_is_read_as_it_is_and_upgraded_by_a_write(tmp_path):
 
 
 def test_records_and_views_never_import_torch():
-    code = ("import sys, torchport.records, torchport.views as v, torchport.interfaces.render, "
-            "torchport.interfaces.cli.show_cmd, torchport.interfaces.cli.runs_cmd, "
-            "torchport.interfaces.cli.results_cmd, torchport.interfaces.cli.search_cmd; "
-            "v.build_views({'plan': []}, []); print('torch' in sys.modules)")
+    code = (
+        "import sys, torchport.records, torchport.views as v, torchport.interfaces.render, "
+        "torchport.interfaces.cli.show_cmd, torchport.interfaces.cli.runs_cmd, "
+        "torchport.interfaces.cli.results_cmd, torchport.interfaces.cli.search_cmd; "
+        "v.build_views({'plan': []}, []); print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

@@ -19,13 +19,13 @@ def test_doctor_names_a_backend_whose_autoload_breaks_import_torch(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-npu\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[torch.backends]\nfake_npu = fake_npu:autoload\n")
     (site / "fake_npu.py").write_text(BROKEN)
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site),
-                                                       os.environ.get("PYTHONPATH")]))}
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     out = torchport("doctor", env=env, timeout=300)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert "fake_npu" in lines[0] and "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in lines[0]
+    assert "cause: ImportError: libhccl.so: cannot open shared object file" in lines[0]
 
 
 def test_doctor_lists_devices(tmp_path):

@@ -7,9 +7,24 @@ import pytest
 
 def _run(tmp, cases: str, timeout_s: str) -> dict:
     from tests.conftest import torchport
-    proc = torchport("run", "--suite", "planted", "--device", "cpu", "--timeout", timeout_s,
-                     "--cases", cases, "--probes", "none", "--db", tmp / "kb.db", "--json",
-                     cwd=tmp)
+
+    proc = torchport(
+        "run",
+        "--suite",
+        "planted",
+        "--device",
+        "cpu",
+        "--timeout",
+        timeout_s,
+        "--cases",
+        cases,
+        "--probes",
+        "none",
+        "--db",
+        tmp / "kb.db",
+        "--json",
+        cwd=tmp,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -30,16 +45,19 @@ def test_every_item_has_a_result(planted):
     assert out["state"] == "complete" and len(results) == 12
 
 
-@pytest.mark.parametrize("case,mode,status,stage", [
-    ("hang", "eager", "timeout", "run"),
-    ("abort", "eager", "crash", "run"),
-    ("segfault", "compile", "crash", "run"),
-    ("compile_bomb", "eager", "pass", None),
-    ("compile_bomb", "compile", "compile_fail", "compile"),
-    ("compile_wrong", "eager", "pass", None),
-    ("compile_wrong", "compile", "accuracy_fail", "parity"),
-    ("oom", "eager", "oom", "run"),
-])
+@pytest.mark.parametrize(
+    "case,mode,status,stage",
+    [
+        ("hang", "eager", "timeout", "run"),
+        ("abort", "eager", "crash", "run"),
+        ("segfault", "compile", "crash", "run"),
+        ("compile_bomb", "eager", "pass", None),
+        ("compile_bomb", "compile", "compile_fail", "compile"),
+        ("compile_wrong", "eager", "pass", None),
+        ("compile_wrong", "compile", "accuracy_fail", "parity"),
+        ("oom", "eager", "oom", "run"),
+    ],
+)
 def test_status_and_stage(planted, case, mode, status, stage):
     result = planted[0][(case, mode)]
     assert (result["status"], result["stage"]) == (status, stage), result["error"]

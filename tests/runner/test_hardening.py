@@ -32,10 +32,23 @@ def _marked_processes(marker: str) -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hardening")
-    proc = torchport("run", "--suite", "planted", "--modes", "eager", "--probes", "none",
-                     "--device", "cpu", "--cases",
-                     "cpu_oom,nan_loss,orphan,garbage_event,forged_result",
-                     "--db", tmp / "kb.db", "--json", cwd=tmp)
+    proc = torchport(
+        "run",
+        "--suite",
+        "planted",
+        "--modes",
+        "eager",
+        "--probes",
+        "none",
+        "--device",
+        "cpu",
+        "--cases",
+        "cpu_oom,nan_loss,orphan,garbage_event,forged_result",
+        "--db",
+        tmp / "kb.db",
+        "--json",
+        cwd=tmp,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     return {r["case"].split("/")[1]: r for r in out["results"]}, out
@@ -72,10 +85,23 @@ def test_a_result_for_another_task_is_not_recorded_as_it(planted):
 
 
 def _start(tmp_path, *args):
-    return subprocess.Popen([TORCHPORT, "run", "--device", "cpu", "--probes", "none", *args,
-                             "--db", str(tmp_path / "kb.db")], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            TORCHPORT,
+            "run",
+            "--device",
+            "cpu",
+            "--probes",
+            "none",
+            *args,
+            "--db",
+            str(tmp_path / "kb.db"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def _worker_of(proc: subprocess.Popen, limit_s: float = 60) -> psutil.Process:
@@ -90,8 +116,9 @@ def _worker_of(proc: subprocess.Popen, limit_s: float = 60) -> psutil.Process:
 
 
 def test_worker_dies_with_its_supervisor(tmp_path):
-    proc = _start(tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager",
-                  "--timeout", "600")
+    proc = _start(
+        tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager", "--timeout", "600"
+    )
     worker = _worker_of(proc)
     proc.send_signal(signal.SIGKILL)  # the supervisor alone: the worker is in its own group
     proc.wait()
@@ -99,8 +126,9 @@ def test_worker_dies_with_its_supervisor(tmp_path):
 
 
 def test_sigterm_exits_143_and_marks_interrupted(tmp_path):
-    proc = _start(tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager",
-                  "--timeout", "600")
+    proc = _start(
+        tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager", "--timeout", "600"
+    )
     _worker_of(proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 143
@@ -109,8 +137,9 @@ def test_sigterm_exits_143_and_marks_interrupted(tmp_path):
 
 
 def test_resume_of_a_live_run_is_refused(tmp_path):
-    proc = _start(tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager",
-                  "--timeout", "600")
+    proc = _start(
+        tmp_path, "--suite", "planted", "--cases", "hang", "--modes", "eager", "--timeout", "600"
+    )
     try:
         _worker_of(proc)
         with sqlite3.connect(tmp_path / "kb.db") as conn:
@@ -138,39 +167,84 @@ def make():
 def test_readme_workload_example_runs_from_its_folder(tmp_path):
     (tmp_path / "team_models").mkdir()
     (tmp_path / "team_models" / "regressor.py").write_text(REGRESSOR)
-    out = torchport("run", "--workload", "team_models.regressor:make", "--device", "cpu",
-                    "--modes", "eager", "--probes", "none", "--db", tmp_path / "kb.db",
-                    "--json", cwd=tmp_path)
+    out = torchport(
+        "run",
+        "--workload",
+        "team_models.regressor:make",
+        "--device",
+        "cpu",
+        "--modes",
+        "eager",
+        "--probes",
+        "none",
+        "--db",
+        tmp_path / "kb.db",
+        "--json",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)["results"][0]["status"] == "pass"
 
 
 def test_folder_does_not_shadow_the_standard_library_in_workers(tmp_path):
     marker = tmp_path / "shadowed"
-    (tmp_path / "argparse.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
-                                          "raise SystemExit('shadowed argparse imported')\n")
-    out = torchport("run", "--suite", "smoke", "--cases", "mlp", "--modes", "eager",
-                    "--probes", "none", "--device", "cpu", "--db", tmp_path / "kb.db",
-                    "--json", cwd=tmp_path)
+    (tmp_path / "argparse.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nraise SystemExit('shadowed argparse imported')\n"
+    )
+    out = torchport(
+        "run",
+        "--suite",
+        "smoke",
+        "--cases",
+        "mlp",
+        "--modes",
+        "eager",
+        "--probes",
+        "none",
+        "--device",
+        "cpu",
+        "--db",
+        tmp_path / "kb.db",
+        "--json",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)["results"][0]["status"] == "pass"
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("body,words", [
-    ("import time\ndef make():\n    time.sleep(600)\n", "did not return within"),
-    ("import ctypes\ndef make():\n    ctypes.string_at(0)\n", "SIGSEGV"),
-    ("import sys\ndef make():\n    sys.exit(0)\n", "ended the process"),
-    ("import torch\ndef make():\n    return {'model': torch.nn.Linear(2, 2), 'inputs': 5}\n",
-     "'inputs' is int"),
-    ("import torch\ndef make():\n    return {'model': torch.nn.Linear(2, 2), "
-     "'inputs': torch.ones(2), 'tolerance': 'x'}\n", "'tolerance' must be (atol, rtol)"),
-])
+@pytest.mark.parametrize(
+    "body,words",
+    [
+        ("import time\ndef make():\n    time.sleep(600)\n", "did not return within"),
+        ("import ctypes\ndef make():\n    ctypes.string_at(0)\n", "SIGSEGV"),
+        ("import sys\ndef make():\n    sys.exit(0)\n", "ended the process"),
+        (
+            "import torch\ndef make():\n    return {'model': torch.nn.Linear(2, 2), 'inputs': 5}\n",
+            "'inputs' is int",
+        ),
+        (
+            "import torch\ndef make():\n    return {'model': torch.nn.Linear(2, 2), "
+            "'inputs': torch.ones(2), 'tolerance': 'x'}\n",
+            "'tolerance' must be (atol, rtol)",
+        ),
+    ],
+)
 def test_broken_factories_are_one_line_and_record_nothing(tmp_path, body, words):
     (tmp_path / "factory_mod.py").write_text(body)
     env = {"TORCHPORT_WORKLOAD_CHECK_TIMEOUT_S": "8"}
-    out = torchport("run", "--workload", "factory_mod:make", "--device", "cpu", "--db",
-                    tmp_path / "kb.db", cwd=tmp_path, env=env, timeout=120)
+    out = torchport(
+        "run",
+        "--workload",
+        "factory_mod:make",
+        "--device",
+        "cpu",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], out.stderr
@@ -180,22 +254,48 @@ def test_broken_factories_are_one_line_and_record_nothing(tmp_path, body, words)
 def test_size_flags_a_factory_cannot_take_are_refused(tmp_path):
     (tmp_path / "team_models").mkdir()
     (tmp_path / "team_models" / "regressor.py").write_text(REGRESSOR)
-    out = torchport("run", "--workload", "team_models.regressor:make", "--batch", "64",
-                    "--device", "cpu", "--db", tmp_path / "kb.db", cwd=tmp_path)
+    out = torchport(
+        "run",
+        "--workload",
+        "team_models.regressor:make",
+        "--batch",
+        "64",
+        "--device",
+        "cpu",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "--batch given" in out.stderr, out.stderr
     assert not (tmp_path / "kb.db").exists()
 
 
 def test_sized_factory_records_the_size_that_ran(tmp_path):
-    (tmp_path / "sized.py").write_text(textwrap.dedent("""
+    (tmp_path / "sized.py").write_text(
+        textwrap.dedent("""
         import torch
 
         def make(batch=4):
             return {"model": torch.nn.Linear(8, 2), "inputs": (torch.randn(batch, 8),)}
-    """))
-    out = torchport("run", "--workload", "sized:make", "--batch", "3", "--modes", "eager",
-                    "--probes", "none", "--device", "cpu", "--db", tmp_path / "kb.db",
-                    "--json", cwd=tmp_path)
+    """)
+    )
+    out = torchport(
+        "run",
+        "--workload",
+        "sized:make",
+        "--batch",
+        "3",
+        "--modes",
+        "eager",
+        "--probes",
+        "none",
+        "--device",
+        "cpu",
+        "--db",
+        tmp_path / "kb.db",
+        "--json",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)["results"][0]
     assert result["status"] == "pass"
@@ -204,7 +304,8 @@ def test_sized_factory_records_the_size_that_ran(tmp_path):
 
 @pytest.mark.parametrize("flag", ["nan", "inf", "-1"])
 def test_non_finite_timeouts_are_refused(tmp_path, flag):
-    out = torchport("run", "--timeout", flag, "--device", "cpu", "--db", tmp_path / "kb.db",
-                    cwd=tmp_path)
+    out = torchport(
+        "run", "--timeout", flag, "--device", "cpu", "--db", tmp_path / "kb.db", cwd=tmp_path
+    )
     assert out.returncode == 2 and "--timeout" in out.stderr, out.stderr
     assert not (tmp_path / "kb.db").exists()

@@ -6,8 +6,8 @@ torch = pytest.importorskip("torch")
 
 from torchport.cases.base import FunctionCase, Workload  # noqa: E402
 from torchport.cases.smoke import smoke_suite  # noqa: E402
-from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
+from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.runner.ladder import Ladder  # noqa: E402
 
 
@@ -29,8 +29,7 @@ def test_eager_climbs_build_place_run_parity(mlp):
     assert stages == ["build", "place", "run", "reference", "parity"]
     assert {"build_s", "place_s", "run_s", "parity_s"} <= set(result["durations"])
     metrics = result["metrics"]
-    for key in ("parity_max_abs_err", "parity_max_rel_err", "parity_rmse_ratio",
-                "parity_cosine"):
+    for key in ("parity_max_abs_err", "parity_max_rel_err", "parity_rmse_ratio", "parity_cosine"):
         assert key in metrics
     assert metrics["parity_cosine"] > 0.999999
     # loss and every gradient took part in parity, not only the output
@@ -51,15 +50,17 @@ def _case(forward, name="t"):
             def __init__(self):
                 super().__init__()
                 self.lin = torch.nn.Linear(4, 4)
+
         M.forward = forward
-        return Workload(model=M(), args=(torch.randn(2, 4),),
-                        loss_fn=lambda out: out.sum())
+        return Workload(model=M(), args=(torch.randn(2, 4),), loss_fn=lambda out: out.sum())
+
     return FunctionCase(f"test/{name}", fn)
 
 
 def test_eager_exception_is_eager_fail_with_traceback():
     def forward(self, x):
         raise ValueError("boom")
+
     result, _ = run_ladder(_case(forward), "eager")
     assert (result["status"], result["stage"]) == ("eager_fail", "run")
     assert result["error"]["type"] == "ValueError"
@@ -69,6 +70,7 @@ def test_eager_exception_is_eager_fail_with_traceback():
 def test_build_exception_is_build_fail():
     def broken(seed, size):
         raise ImportError("missing dependency")
+
     result, _ = run_ladder(FunctionCase("test/broken", broken), "eager")
     assert (result["status"], result["stage"]) == ("build_fail", "build")
 
@@ -78,6 +80,7 @@ def test_wrong_numbers_are_accuracy_fail_with_metrics():
         y = self.lin(x)
         # wrong only in compiled code: the reference and the CPU baseline stay right
         return y * 1.05 if torch.compiler.is_compiling() else y
+
     result, _ = run_ladder(_case(forward), "compile")
     assert (result["status"], result["stage"]) == ("accuracy_fail", "parity")
     assert result["metrics"]["parity_max_rel_err"] > 0.01

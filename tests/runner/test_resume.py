@@ -5,7 +5,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 from tests.conftest import TORCHPORT, torchport
@@ -23,9 +22,26 @@ def _count(db):
 
 def _start(db, cwd):
     return subprocess.Popen(
-        [TORCHPORT, "run", "--suite", "smoke", "--cases",
-         CASES, "--device", "cpu", "--probes", "none", "--db", str(db), "--json"],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            TORCHPORT,
+            "run",
+            "--suite",
+            "smoke",
+            "--cases",
+            CASES,
+            "--device",
+            "cpu",
+            "--probes",
+            "none",
+            "--db",
+            str(db),
+            "--json",
+        ],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def _wait_for_results(db, n, proc, limit_s=240):
@@ -45,7 +61,7 @@ def _resume_and_check(db, tmp_path, before):
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT case_id, mode, finished_at FROM results ORDER BY id").fetchall()
     assert len(rows) == 4 and len({(r[0], r[1]) for r in rows}) == 4  # nothing run twice
-    assert rows[:len(before)] == before  # nothing finished before the kill changed
+    assert rows[: len(before)] == before  # nothing finished before the kill changed
     assert json.loads(torchport("runs", "--db", db, "--json").stdout)[0]["state"] == "complete"
 
 
@@ -55,8 +71,9 @@ def test_sigkill_then_resume(db, tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the supervisor and its worker die at once
     proc.wait()
     with sqlite3.connect(db) as conn:
-        before = conn.execute("SELECT case_id, mode, finished_at FROM results ORDER BY id"
-                              ).fetchall()
+        before = conn.execute(
+            "SELECT case_id, mode, finished_at FROM results ORDER BY id"
+        ).fetchall()
     assert 1 <= len(before) < 4
     _resume_and_check(db, tmp_path, before)
 
@@ -69,7 +86,8 @@ def test_sigint_marks_interrupted(db, tmp_path):
     assert proc.returncode == 130
     with sqlite3.connect(db) as conn:
         state = conn.execute("SELECT state FROM runs").fetchone()[0]
-        before = conn.execute("SELECT case_id, mode, finished_at FROM results ORDER BY id"
-                              ).fetchall()
+        before = conn.execute(
+            "SELECT case_id, mode, finished_at FROM results ORDER BY id"
+        ).fetchall()
     assert state == "interrupted"
     _resume_and_check(db, tmp_path, before)

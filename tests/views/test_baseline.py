@@ -8,34 +8,63 @@ from torchport.views.baseline import BaselineError, gate, load_baseline, make_ba
 
 
 def _r(case, status="pass", stage=None, median=None, mode="eager"):
-    metrics = {} if median is None else {"perf_median_ms": median,
-                                         "perf_p10_ms": median * 0.95,
-                                         "perf_p90_ms": median * 1.05, "perf_samples": 30}
+    metrics = (
+        {}
+        if median is None
+        else {
+            "perf_median_ms": median,
+            "perf_p10_ms": median * 0.95,
+            "perf_p90_ms": median * 1.05,
+            "perf_samples": 30,
+        }
+    )
     return {"case": case, "mode": mode, "status": status, "stage": stage, "metrics": metrics}
 
 
-RUN = {"id": "base", "suite": "smoke", "device": "cpu", "labels": {},
-       "plan": [[c, "eager"] for c in "abcdefgh"]}
-BASE = [_r("a", median=10.0), _r("b", "eager_fail", "run"), _r("c", "compile_fail", "compile"),
-        _r("d", median=10.0), _r("e"), _r("f", "skip"), _r("g", median=10.0), _r("h")]
+RUN = {
+    "id": "base",
+    "suite": "smoke",
+    "device": "cpu",
+    "labels": {},
+    "plan": [[c, "eager"] for c in "abcdefgh"],
+}
+BASE = [
+    _r("a", median=10.0),
+    _r("b", "eager_fail", "run"),
+    _r("c", "compile_fail", "compile"),
+    _r("d", median=10.0),
+    _r("e"),
+    _r("f", "skip"),
+    _r("g", median=10.0),
+    _r("h"),
+]
 
 
 def test_gate_lists_regressions_and_improvements():
     baseline = make_baseline(RUN, BASE)
     assert baseline["entries"]["a|eager"]["perf_p90_ms"] == pytest.approx(10.5)
-    new = [_r("a", median=13.0),                       # slower beyond the noise
-           _r("b"),                                    # now passes
-           _r("c", "compiled_run_fail", "compiled_run"),  # got further up the ladder
-           _r("d", median=10.2),                       # within noise
-           _r("e", "crash", "run"),                    # now fails
-           _r("f", "skip"), _r("g", median=7.0),       # faster
-           _r("new")]                                  # not in the baseline; h not recorded
+    new = [
+        _r("a", median=13.0),  # slower beyond the noise
+        _r("b"),  # now passes
+        _r("c", "compiled_run_fail", "compiled_run"),  # got further up the ladder
+        _r("d", median=10.2),  # within noise
+        _r("e", "crash", "run"),  # now fails
+        _r("f", "skip"),
+        _r("g", median=7.0),  # faster
+        _r("new"),
+    ]  # not in the baseline; h not recorded
     report = gate(baseline, {"id": "r2", "plan": RUN["plan"]}, new)
     assert not report.ok
     assert [(i["case"], i["kind"]) for i in report.regressions] == [
-        ("a", "step slower"), ("e", "now fails"), ("h", "missing (not recorded)")]
+        ("a", "step slower"),
+        ("e", "now fails"),
+        ("h", "missing (not recorded)"),
+    ]
     assert [(i["case"], i["kind"]) for i in report.improvements] == [
-        ("b", "now passes"), ("c", "got further"), ("g", "step faster")]
+        ("b", "now passes"),
+        ("c", "got further"),
+        ("g", "step faster"),
+    ]
     assert report.unchanged == 2 and report.checked == 8 and report.new[0]["case"] == "new"
     assert "baseline p10-p90" in report.regressions[0]["test"]
 
@@ -46,11 +75,14 @@ def test_a_narrower_run_is_checked_on_what_it_planned_and_a_clean_run_passes():
     assert report.ok and report.checked == 1 and report.not_planned == 7
 
 
-@pytest.mark.parametrize("old,new,kind", [
-    (("eager_fail", "run"), ("build_fail", "build"), "stopped earlier"),
-    (("timeout", "run"), ("crash", "run"), "failure changed"),
-    (("pass", None), ("skip", None), "skipped (was run)"),
-])
+@pytest.mark.parametrize(
+    "old,new,kind",
+    [
+        (("eager_fail", "run"), ("build_fail", "build"), "stopped earlier"),
+        (("timeout", "run"), ("crash", "run"), "failure changed"),
+        (("pass", None), ("skip", None), "skipped (was run)"),
+    ],
+)
 def test_failure_kinds_that_regress(old, new, kind):
     baseline = make_baseline(RUN, [_r("a", *old)])
     report = gate(baseline, {"id": "r", "plan": []}, [_r("a", *new)])
@@ -68,12 +100,19 @@ def test_a_tolerance_in_the_file_replaces_the_measured_noise(tmp_path):
     assert "tolerance ±10%" in report.regressions[0]["test"]
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("not json", "not readable JSON"), ('{"format": "x"}', "not a torchport baseline"),
-    ('{"format": "torchport-baseline/1", "entries": {"a": {}}}', "needs the form"),
-    ('{"format": "torchport-baseline/1", "perf_tolerance": "10%", "entries": '
-     '{"a|eager": {"status": "pass"}}}', "must be a fraction"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("not json", "not readable JSON"),
+        ('{"format": "x"}', "not a torchport baseline"),
+        ('{"format": "torchport-baseline/1", "entries": {"a": {}}}', "needs the form"),
+        (
+            '{"format": "torchport-baseline/1", "perf_tolerance": "10%", "entries": '
+            '{"a|eager": {"status": "pass"}}}',
+            "must be a fraction",
+        ),
+    ],
+)
 def test_a_bad_baseline_file_names_the_fix(tmp_path, text, needle):
     path = tmp_path / "expected.json"
     path.write_text(text)

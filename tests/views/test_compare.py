@@ -7,30 +7,51 @@ from torchport.views.compare_tables import comparison_views
 from torchport.views.noise import judge
 
 
-def _r(case, mode="eager", status="pass", stage=None, grade=None, metrics=None, ops=None,
-       message=None):
-    return {"case": case, "mode": mode, "status": status, "stage": stage, "grade": grade,
-            "metrics": metrics or {}, "findings": {"fallback_ops": ops or {}},
-            "error": {"type": "E", "message": message} if message else None}
+def _r(
+    case, mode="eager", status="pass", stage=None, grade=None, metrics=None, ops=None, message=None
+):
+    return {
+        "case": case,
+        "mode": mode,
+        "status": status,
+        "stage": stage,
+        "grade": grade,
+        "metrics": metrics or {},
+        "findings": {"fallback_ops": ops or {}},
+        "error": {"type": "E", "message": message} if message else None,
+    }
 
 
 def _perf(median, spread=0.10, n=30):
     """A step time whose p10-p90 range is ``spread`` of the median wide."""
-    return {"perf_median_ms": median, "perf_p10_ms": median * (1 - spread / 2),
-            "perf_p90_ms": median * (1 + spread / 2), "perf_samples": n}
+    return {
+        "perf_median_ms": median,
+        "perf_p10_ms": median * (1 - spread / 2),
+        "perf_p90_ms": median * (1 + spread / 2),
+        "perf_samples": n,
+    }
 
 
 def _run(run_id, plan, state="complete", suite="smoke"):
-    return {"id": run_id, "suite": suite, "device": "cpu", "state": state, "labels": {},
-            "started_at": "t", "plan": plan}
+    return {
+        "id": run_id,
+        "suite": suite,
+        "device": "cpu",
+        "state": state,
+        "labels": {},
+        "started_at": "t",
+        "plan": plan,
+    }
 
 
 def _sorted(results):
     return sorted(results, key=lambda r: (r["case"], r["mode"]))
 
 
-@pytest.mark.parametrize("ratio,verdict", [(1.03, "within noise"), (0.97, "within noise"),
-                                           (1.30, "slower"), (0.70, "faster")])
+@pytest.mark.parametrize(
+    "ratio,verdict",
+    [(1.03, "within noise"), (0.97, "within noise"), (1.30, "slower"), (0.70, "faster")],
+)
 def test_a_change_is_judged_against_the_measured_spread(ratio, verdict):
     judged = judge(_perf(10.0), _perf(10.0 * ratio))
     assert judged.verdict == verdict
@@ -47,63 +68,122 @@ def test_a_wide_spread_hides_what_a_narrow_one_shows():
 def test_without_spread_or_samples_nothing_is_judged_and_a_file_tolerance_decides():
     assert judge(_perf(10.0, n=3), _perf(30.0)).verdict == "not judged"
     assert judge({"perf_median_ms": 10.0}, {"perf_median_ms": 30.0}).verdict == "not judged"
-    assert judge({"perf_median_ms": 10.0}, {"perf_median_ms": 10.3},
-                 tolerance=0.02).verdict == "slower"
+    assert (
+        judge({"perf_median_ms": 10.0}, {"perf_median_ms": 10.3}, tolerance=0.02).verdict
+        == "slower"
+    )
     assert judge({"perf_median_ms": 10.0}, {}) is None
 
 
 def _runs():
-    plan_a = [["a", "eager"], ["b", "eager"], ["c", "eager"], ["d", "eager"], ["e", "eager"],
-              ["f", "eager"], ["g", "eager"], ["x", "eager"]]
-    a = [_r("a"), _r("b", status="eager_fail", stage="run", message="boom 1"),
-         _r("c", status="compile_fail", stage="compile"), _r("d", metrics=_perf(10.0)),
-         _r("e", grade="fallback", ops={"aten.cumsum.default": 2}),
-         _r("f", metrics={"parity_rmse_ratio": 1.0, "compile_cold_first_step_s": 10.0,
-                          "perf_peak_bytes": 100}),
-         _r("g", metrics=_perf(10.0)), _r("x")]
+    plan_a = [
+        ["a", "eager"],
+        ["b", "eager"],
+        ["c", "eager"],
+        ["d", "eager"],
+        ["e", "eager"],
+        ["f", "eager"],
+        ["g", "eager"],
+        ["x", "eager"],
+    ]
+    a = [
+        _r("a"),
+        _r("b", status="eager_fail", stage="run", message="boom 1"),
+        _r("c", status="compile_fail", stage="compile"),
+        _r("d", metrics=_perf(10.0)),
+        _r("e", grade="fallback", ops={"aten.cumsum.default": 2}),
+        _r(
+            "f",
+            metrics={
+                "parity_rmse_ratio": 1.0,
+                "compile_cold_first_step_s": 10.0,
+                "perf_peak_bytes": 100,
+            },
+        ),
+        _r("g", metrics=_perf(10.0)),
+        _r("x"),
+    ]
     # B was interrupted: it planned x and y but recorded neither.
     plan_b = plan_a + [["y", "eager"]]
-    b = [_r("a", status="crash", stage="run", message="worker died: signal 11"), _r("b"),
-         _r("c", status="compiled_run_fail", stage="compiled_run"), _r("d", metrics=_perf(13.0)),
-         _r("e", grade="fallback", ops={"aten.sort.default": 1}),
-         _r("f", metrics={"parity_rmse_ratio": 40.0, "compile_cold_first_step_s": 12.0,
-                          "perf_peak_bytes": 150}),
-         _r("g", metrics=_perf(10.3)), _r("z")]
+    b = [
+        _r("a", status="crash", stage="run", message="worker died: signal 11"),
+        _r("b"),
+        _r("c", status="compiled_run_fail", stage="compiled_run"),
+        _r("d", metrics=_perf(13.0)),
+        _r("e", grade="fallback", ops={"aten.sort.default": 1}),
+        _r(
+            "f",
+            metrics={
+                "parity_rmse_ratio": 40.0,
+                "compile_cold_first_step_s": 12.0,
+                "perf_peak_bytes": 150,
+            },
+        ),
+        _r("g", metrics=_perf(10.3)),
+        _r("z"),
+    ]
     return _run("A", plan_a), a, _run("B", plan_b, state="interrupted"), b
 
 
 def test_compare_constructed_runs_with_known_transitions():
     run_a, a, run_b, b = _runs()
-    cmp = compare(run_a, _sorted(a), run_b, _sorted(b), env_a={"torch": "2.13.0", "os": "x"},
-                  env_b={"torch": "2.14.0", "os": "x"})
+    cmp = compare(
+        run_a,
+        _sorted(a),
+        run_b,
+        _sorted(b),
+        env_a={"torch": "2.13.0", "os": "x"},
+        env_b={"torch": "2.14.0", "os": "x"},
+    )
     assert cmp.common == 7 and cmp.only_a == [["x", "eager"]] and cmp.only_b == [["z", "eager"]]
     assert cmp.unrecorded_b == 1 and cmp.unrecorded_a == 0  # x was planned by B, not recorded
-    assert cmp.transitions == {"pass": {"crash": 1, "pass": 4},
-                               "eager_fail": {"pass": 1},
-                               "compile_fail": {"compiled_run_fail": 1}}
+    assert cmp.transitions == {
+        "pass": {"crash": 1, "pass": 4},
+        "eager_fail": {"pass": 1},
+        "compile_fail": {"compiled_run_fail": 1},
+    }
     assert [(e["case"], e["after"]) for e in cmp.newly_failing] == [("a", "crash")]
     assert cmp.newly_failing[0]["error"] == "worker died: signal 11"
     assert [e["case"] for e in cmp.newly_passing] == ["b"]
-    assert [(e["case"], e["before"], e["after"]) for e in cmp.failure_changed] == \
-        [("c", "compile_fail", "compiled_run_fail")]
-    assert cmp.host_ops == {"aten.sort.default": {"added": [["e", "eager"]], "removed": []},
-                            "aten.cumsum.default": {"added": [], "removed": [["e", "eager"]]}}
+    assert [(e["case"], e["before"], e["after"]) for e in cmp.failure_changed] == [
+        ("c", "compile_fail", "compiled_run_fail")
+    ]
+    assert cmp.host_ops == {
+        "aten.sort.default": {"added": [["e", "eager"]], "removed": []},
+        "aten.cumsum.default": {"added": [], "removed": [["e", "eager"]]},
+    }
     assert [(p["case"], p["metric"]) for p in cmp.parity] == [("f", "parity_rmse_ratio")]
     assert [(p.case, p.verdict) for p in cmp.perf] == [("d", "slower")]  # g: 3% in a 10% spread
     assert cmp.perf_verdicts == {"slower": 1, "within noise": 1}
     assert [(c["case"], c["verdict"]) for c in cmp.compile] == [("f", "slower")]  # 1.2x > 1.15
     assert [m["case"] for m in cmp.memory] == ["f"]
     assert cmp.environment == [{"key": "torch", "a": "2.13.0", "b": "2.14.0"}]
-    assert any("run B (B) is interrupted" in r and "1 pairs it planned are missing" in r
-               for r in cmp.remarks)
+    assert any(
+        "run B (B) is interrupted" in r and "1 pairs it planned are missing" in r
+        for r in cmp.remarks
+    )
 
 
 def test_the_environment_difference_comes_first_and_lists_are_capped():
     run_a, a, run_b, b = _runs()
-    cmp = compare(run_a, _sorted(a), run_b, _sorted(b), env_a={"torch": "2.13.0"},
-                  env_b={"torch": "2.14.0"}, notes=[{"run_id": "B", "case": "a", "mode": None,
-                                                     "author": "ana", "created_at": "t",
-                                                     "text": "known segfault"}])
+    cmp = compare(
+        run_a,
+        _sorted(a),
+        run_b,
+        _sorted(b),
+        env_a={"torch": "2.13.0"},
+        env_b={"torch": "2.14.0"},
+        notes=[
+            {
+                "run_id": "B",
+                "case": "a",
+                "mode": None,
+                "author": "ana",
+                "created_at": "t",
+                "text": "known segfault",
+            }
+        ],
+    )
     views = comparison_views(cmp, limit=1)
     assert views[0].title.startswith("Environment difference")
     assert ["torch", "2.13.0", "2.14.0"] in views[0].rows
@@ -138,29 +218,46 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(tmp_path):
             if rng.random() < 0.5:
                 metrics[name] = rng.choice((0.0, 1.0, 1.1, 1.3, 20.0))
         ops = rng.choice(({}, {"aten.cumsum.default": 1}, {"aten.cumsum.default": 2}))
-        return {"case": case, "mode": "eager", "status": status,
-                "stage": None if status == "pass" else rng.choice(("run", "parity")),
-                "grade": rng.choice((None, "on_device", "fallback")), "metrics": metrics,
-                "findings": {"fallback_ops": ops},
-                "error": None if status == "pass" else {"type": "E", "message": "boom\nx"}}
+        return {
+            "case": case,
+            "mode": "eager",
+            "status": status,
+            "stage": None if status == "pass" else rng.choice(("run", "parity")),
+            "grade": rng.choice((None, "on_device", "fallback")),
+            "metrics": metrics,
+            "findings": {"fallback_ops": ops},
+            "error": None if status == "pass" else {"type": "E", "message": "boom\nx"},
+        }
 
     path = str(tmp_path / "kb.db")
     with open_store(path, write=True) as store:
         for run_id in ("A", "B"):
             cases = [f"c{i:03d}" for i in range(300) if rng.random() < 0.95]
-            store.create_run(run_id=run_id, command="c", suite="s", device="cpu", config={},
-                             plan=[[c, "eager"] for c in cases], labels={})
+            store.create_run(
+                run_id=run_id,
+                command="c",
+                suite="s",
+                device="cpu",
+                config={},
+                plan=[[c, "eager"] for c in cases],
+                labels={},
+            )
             store.add_results(run_id, [result(c) for c in cases])
             store.finish_run(run_id, "complete")
     with open_store(path, write=False) as store:
         joined = compare_runs(store, "A", "B").to_dict()
         a, b = store.get_run("A"), store.get_run("B")
-        walked = compare(a, store.iter_outcomes("A"), b, store.iter_outcomes("B"),
-                         env_a={}, env_b={}).to_dict()
+        walked = compare(
+            a, store.iter_outcomes("A"), b, store.iter_outcomes("B"), env_a={}, env_b={}
+        ).to_dict()
     assert joined["perf"] and joined["newly_failing"] and joined["placement"]
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
     assert joined == walked
     with open_store(path, write=False) as store:  # most pairs never left SQLite
-        shown = sum(1 for _ in store.compare_pairs("A", "B", parity_factor=10, compile_ratio=1.15,
-                                                   memory_ratio=1.1, min_samples=5)["pairs"])
+        shown = sum(
+            1
+            for _ in store.compare_pairs(
+                "A", "B", parity_factor=10, compile_ratio=1.15, memory_ratio=1.1, min_samples=5
+            )["pairs"]
+        )
     assert 0 < shown < joined["common"]

@@ -12,8 +12,9 @@ float64 reference from the same workload. Heavy imports (torch, transformers) ha
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +41,11 @@ class Workload:
     tokens:   tokens per step for token models (batch * seq), None otherwise.
     samples:  samples per step (the batch).
     meta:     JSON-serialisable facts worth keeping with the result (e.g. a shrunk config).
+    reference_model: the same function computed another way (same parameter names), e.g.
+              explicit attention for a FlexAttention case: when set, the CPU float64 reference
+              and the CPU baseline run it instead of ``model``.
+    alternatives: other implementations of the same function, by name (same parameter names,
+              same inputs), e.g. {"sdpa": ...}: the perf probe times each as a side of its own.
     """
 
     model: Any
@@ -50,6 +56,8 @@ class Workload:
     tokens: int | None = None
     samples: int | None = None
     meta: dict = field(default_factory=dict)
+    reference_model: Any = None
+    alternatives: dict = field(default_factory=dict)
 
     @property
     def trains(self) -> bool:
@@ -76,14 +84,25 @@ class Case:
     tags: tuple[str, ...] = ()
     # A case may declare that it cannot run, as data: the runner records ``skip`` with this reason.
     skip_reason: str | None = None
+    # Modes the case can run in (None: every mode); a run plans only these for it.
+    modes: tuple[str, ...] | None = None
 
     def build(self, *, seed: int, size: Size) -> Workload:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def skip_reason_for(self, *, mode: str, device: str) -> str | None:
+        """Why this case cannot run in ``mode`` on ``device`` (asked in the worker, before the
+        build; may ask the device), or None. Default: the static ``skip_reason``."""
+        return self.skip_reason
+
     def describe(self) -> dict:
         """Cheap facts for ``torchport cases`` (no torch import)."""
-        return {"case": self.id, "version": self.version, "tags": list(self.tags),
-                "skip_reason": self.skip_reason}
+        return {
+            "case": self.id,
+            "version": self.version,
+            "tags": list(self.tags),
+            "skip_reason": self.skip_reason,
+        }
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} v{self.version}>"
@@ -92,8 +111,15 @@ class Case:
 class FunctionCase(Case):
     """A case whose workload comes from a plain function ``fn(seed, size) -> Workload``."""
 
-    def __init__(self, id: str, fn: Callable[..., Workload], *, version: int = 1,
-                 tags: tuple[str, ...] = (), skip_reason: str | None = None):
+    def __init__(
+        self,
+        id: str,
+        fn: Callable[..., Workload],
+        *,
+        version: int = 1,
+        tags: tuple[str, ...] = (),
+        skip_reason: str | None = None,
+    ):
         self.id, self.fn, self.version, self.tags = id, fn, version, tuple(tags)
         self.skip_reason = skip_reason
 

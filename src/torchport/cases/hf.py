@@ -17,10 +17,21 @@ from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 from torchport.cases.hf_exclusions import EXCLUSIONS
+
 # hf_shrink imports torch and transformers only inside its functions.
 from torchport.cases.hf_shrink import (
-    EXPERT_FIELDS, causal_lm_class, causal_lm_config, check_param_budget, count_params_meta,
-    make_config, read_field, shrink_config, special_token_ids, sub_configs, text_vocab_size)
+    EXPERT_FIELDS,
+    causal_lm_class,
+    causal_lm_config,
+    check_param_budget,
+    count_params_meta,
+    make_config,
+    read_field,
+    shrink_config,
+    special_token_ids,
+    sub_configs,
+    text_vocab_size,
+)
 
 PARITY_BATCH, PARITY_SEQ = 2, 16
 PERF_BATCH, PERF_SEQ = 4, 128
@@ -32,8 +43,14 @@ CODEBOOK_DECODERS = {"musicgen", "musicgen_melody"}
 class HFCase(Case):
     """``hf/<model_type>``: the shrunk architecture trained one step on random tokens."""
 
-    def __init__(self, model_type: str, *, id_prefix: str = "hf/", overrides: dict | None = None,
-                 version: int = 1):
+    def __init__(
+        self,
+        model_type: str,
+        *,
+        id_prefix: str = "hf/",
+        overrides: dict | None = None,
+        version: int = 1,
+    ):
         self.model_type = model_type
         self.id = f"{id_prefix}{model_type}"
         self.overrides = dict(overrides or {})
@@ -41,7 +58,7 @@ class HFCase(Case):
         self.skip_reason = EXCLUSIONS.get(model_type)
 
     @functools.cached_property
-    def tags(self) -> tuple[str, ...]:
+    def tags(self) -> tuple[str, ...]:  # type: ignore[override]
         """Family tags, read from the shrunk config (imports transformers, builds no model)."""
         try:
             return case_tags(self.model_type)
@@ -76,12 +93,65 @@ class HFCase(Case):
         kwargs = token_inputs(cfg, batch, seq, seed, codebooks=codebooks)
         if _accepts(model, "use_cache"):
             kwargs["use_cache"] = False
-        return Workload(model=model, kwargs=kwargs, loss_fn=_loss, tokens=batch * seq,
-                        samples=batch, meta={"config": config_dict(cfg), "params": params})
+        return Workload(
+            model=model,
+            kwargs=kwargs,
+            loss_fn=_loss,
+            tokens=batch * seq,
+            samples=batch,
+            meta={
+                "config": config_dict(cfg),
+                "params": params,
+                "reference_loss": precise_loss(model),
+            },
+        )
 
 
 def _loss(out: Any) -> Any:
     return out.loss
+
+
+def causal_lm_loss(
+    logits,
+    labels,
+    vocab_size: int,
+    num_items_in_batch=None,
+    ignore_index: int = -100,
+    shift_labels=None,
+    **kwargs,
+):
+    """transformers' ``ForCausalLMLoss``, but upcasting logits only *to* float32: float64
+    logits (the reference) keep float64, where ``logits.float()`` would make the reference
+    loss, and every gradient through it, only float32-deep. Same numbers for float32 and
+    below."""
+    import torch
+    from transformers.loss.loss_utils import fixed_cross_entropy
+
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    if shift_labels is None:  # tokens < n predict n
+        labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)
+        shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)  # (B * T, vocab)
+    shift_labels = shift_labels.view(-1).to(logits.device)
+    return fixed_cross_entropy(logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+
+
+def precise_loss(model: Any) -> str:
+    """Give a model that uses transformers' causal-LM loss the float64-preserving one; say
+    how deep the reference loss is."""
+    try:
+        from transformers.loss.loss_utils import ForCausalLMLoss
+
+        uses_default = model.loss_function is ForCausalLMLoss
+    except Exception:  # noqa: BLE001 - an architecture without the property keeps its own
+        uses_default = False
+    if not uses_default:
+        return (
+            "the model's own loss function (may cast logits to float32: the reference "
+            "loss can be only float32-deep)"
+        )
+    model.loss_function = causal_lm_loss
+    return "float64 from float64 logits (ForCausalLMLoss without its float32 cast)"
 
 
 def _input_shape(size: Size) -> tuple[int, int]:
@@ -112,8 +182,9 @@ def build_model(model_class: Any, cfg: Any) -> Any:
     return model.float()
 
 
-def token_inputs(cfg: Any, batch: int, seq: int, seed: int, *, codebooks: int | None = None
-                 ) -> dict:
+def token_inputs(
+    cfg: Any, batch: int, seq: int, seed: int, *, codebooks: int | None = None
+) -> dict:
     """``input_ids`` and ``labels`` (the same tokens: the model shifts them) for one step.
 
     Codebook decoders read one row per codebook, ``(batch * codebooks, seq)``, and take labels
@@ -144,7 +215,7 @@ def config_dict(cfg: Any) -> dict:
     return json.loads(cfg.to_json_string(use_diff=False))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def param_count(model_type: str) -> int:
     """Parameters of ``hf/<model_type>``, counted on the meta device (``torchport cases hf``)."""
     return _count_params(model_type, {})
@@ -212,7 +283,7 @@ def _is_multimodal(cfg: Any) -> bool:
 
 def _layer_kinds(text: Any) -> set[str]:
     """{"attention"}, {"recurrent"} or both, from the layer pattern a config declares."""
-    names = set()
+    names: set[str] = set()
     for name in ("layer_types", "layers_block_type", "block_types"):
         value = read_field(text, name)
         if isinstance(value, (list, tuple)):

@@ -37,55 +37,120 @@ SSM_STATE = 16
 # field -> small value. Only fields a config already holds as an int are set.
 GENERIC_RULE: dict[str, int] = {
     # width
-    "hidden_size": HIDDEN, "n_embd": HIDDEN, "d_model": HIDDEN, "n_embed": HIDDEN,
-    "embed_dim": HIDDEN, "word_embed_proj_dim": HIDDEN, "embedding_size": HIDDEN,
-    "embedding_dim": HIDDEN, "hidden_size_global": HIDDEN, "pronunciation_embed_dim": HIDDEN,
-    "shape_embed_dim": HIDDEN, "ext_pw_out_channel": HIDDEN,
-    "depthwise_separable_out_channel": HIDDEN, "nemo_conv_channels": HIDDEN,
-    "projection_dim": HIDDEN, "vision_embed_dim": HIDDEN, "audio_embed_dim": HIDDEN,
-    "lru_width": HIDDEN, "output_embedding_size": HIDDEN, "router_hidden_size": HIDDEN,
+    "hidden_size": HIDDEN,
+    "n_embd": HIDDEN,
+    "d_model": HIDDEN,
+    "n_embed": HIDDEN,
+    "embed_dim": HIDDEN,
+    "word_embed_proj_dim": HIDDEN,
+    "embedding_size": HIDDEN,
+    "embedding_dim": HIDDEN,
+    "hidden_size_global": HIDDEN,
+    "pronunciation_embed_dim": HIDDEN,
+    "shape_embed_dim": HIDDEN,
+    "ext_pw_out_channel": HIDDEN,
+    "depthwise_separable_out_channel": HIDDEN,
+    "nemo_conv_channels": HIDDEN,
+    "projection_dim": HIDDEN,
+    "vision_embed_dim": HIDDEN,
+    "audio_embed_dim": HIDDEN,
+    "lru_width": HIDDEN,
+    "output_embedding_size": HIDDEN,
+    "router_hidden_size": HIDDEN,
     # depth
-    "num_hidden_layers": LAYERS, "n_layer": LAYERS, "n_layers": LAYERS, "num_layers": LAYERS,
-    "decoder_layers": LAYERS, "encoder_layers": LAYERS, "num_encoder_layers": LAYERS,
-    "num_decoder_layers": LAYERS, "num_blocks": LAYERS, "depth": LAYERS,
+    "num_hidden_layers": LAYERS,
+    "n_layer": LAYERS,
+    "n_layers": LAYERS,
+    "num_layers": LAYERS,
+    "decoder_layers": LAYERS,
+    "encoder_layers": LAYERS,
+    "num_encoder_layers": LAYERS,
+    "num_decoder_layers": LAYERS,
+    "num_blocks": LAYERS,
+    "depth": LAYERS,
     # attention heads
-    "num_attention_heads": HEADS, "n_head": HEADS, "n_heads": HEADS, "num_heads": HEADS,
-    "decoder_attention_heads": HEADS, "encoder_attention_heads": HEADS,
-    "swa_num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "n_kv_heads": KV_HEADS,
-    "num_kv_heads": KV_HEADS, "multi_query_group_num": KV_HEADS,
-    "swa_num_key_value_heads": KV_HEADS, "num_query_groups": KV_HEADS,
-    "head_dim": HEAD_DIM, "attention_head_dim": HEAD_DIM, "kv_channels": HEAD_DIM,
-    "attention_head_size": HEAD_DIM, "swa_head_dim": HEAD_DIM, "global_head_dim": HEAD_DIM,
-    "rotary_dim": SMALL_DIM, "rotary_emb_dim": SMALL_DIM, "dim_head": HEAD_DIM,
-    "q_lora_rank": RANK, "kv_lora_rank": RANK, "o_lora_rank": RANK, "hc_lowrank": RANK,
+    "num_attention_heads": HEADS,
+    "n_head": HEADS,
+    "n_heads": HEADS,
+    "num_heads": HEADS,
+    "decoder_attention_heads": HEADS,
+    "encoder_attention_heads": HEADS,
+    "swa_num_attention_heads": HEADS,
+    "num_key_value_heads": KV_HEADS,
+    "n_kv_heads": KV_HEADS,
+    "num_kv_heads": KV_HEADS,
+    "multi_query_group_num": KV_HEADS,
+    "swa_num_key_value_heads": KV_HEADS,
+    "num_query_groups": KV_HEADS,
+    "head_dim": HEAD_DIM,
+    "attention_head_dim": HEAD_DIM,
+    "kv_channels": HEAD_DIM,
+    "attention_head_size": HEAD_DIM,
+    "swa_head_dim": HEAD_DIM,
+    "global_head_dim": HEAD_DIM,
+    "rotary_dim": SMALL_DIM,
+    "rotary_emb_dim": SMALL_DIM,
+    "dim_head": HEAD_DIM,
+    "q_lora_rank": RANK,
+    "kv_lora_rank": RANK,
+    "o_lora_rank": RANK,
+    "hc_lowrank": RANK,
     # linear attention (gated delta net, KDA, lightning): value heads are a multiple of key heads
-    "linear_num_heads": HEADS, "linear_head_dim": HEAD_DIM, "linear_num_key_heads": KV_HEADS,
-    "linear_num_value_heads": HEADS, "linear_key_head_dim": HEAD_DIM,
+    "linear_num_heads": HEADS,
+    "linear_head_dim": HEAD_DIM,
+    "linear_num_key_heads": KV_HEADS,
+    "linear_num_value_heads": HEADS,
+    "linear_key_head_dim": HEAD_DIM,
     "linear_value_head_dim": HEAD_DIM,
     # feed-forward
-    "intermediate_size": INTERMEDIATE, "n_inner": INTERMEDIATE, "ffn_dim": INTERMEDIATE,
-    "decoder_ffn_dim": INTERMEDIATE, "encoder_ffn_dim": INTERMEDIATE,
-    "ffn_hidden_size": INTERMEDIATE, "d_ff": INTERMEDIATE, "feed_forward_size": INTERMEDIATE,
-    "dense_intermediate_size": INTERMEDIATE, "dff": INTERMEDIATE, "dim_ff": INTERMEDIATE,
-    "d_inner": INTERMEDIATE, "intermediate_size_mlp": INTERMEDIATE, "mlp_dim": INTERMEDIATE,
+    "intermediate_size": INTERMEDIATE,
+    "n_inner": INTERMEDIATE,
+    "ffn_dim": INTERMEDIATE,
+    "decoder_ffn_dim": INTERMEDIATE,
+    "encoder_ffn_dim": INTERMEDIATE,
+    "ffn_hidden_size": INTERMEDIATE,
+    "d_ff": INTERMEDIATE,
+    "feed_forward_size": INTERMEDIATE,
+    "dense_intermediate_size": INTERMEDIATE,
+    "dff": INTERMEDIATE,
+    "dim_ff": INTERMEDIATE,
+    "d_inner": INTERMEDIATE,
+    "intermediate_size_mlp": INTERMEDIATE,
+    "mlp_dim": INTERMEDIATE,
     # vocabularies and positions (type_vocab_size and friends are already tiny)
-    "vocab_size": VOCAB, "decoder_vocab_size": VOCAB, "shape_vocab_size": VOCAB,
-    "pronunciation_vocab_size": VOCAB, "vocab_size_per_layer_input": VOCAB,
-    "unpadded_vocab_size": VOCAB, "encoder_hash_byte_group_vocab": VOCAB,
-    "n_positions": MAX_POSITIONS, "max_position_embeddings": MAX_POSITIONS,
-    "n_ctx": MAX_POSITIONS, "seq_length": MAX_POSITIONS,
+    "vocab_size": VOCAB,
+    "decoder_vocab_size": VOCAB,
+    "shape_vocab_size": VOCAB,
+    "pronunciation_vocab_size": VOCAB,
+    "vocab_size_per_layer_input": VOCAB,
+    "unpadded_vocab_size": VOCAB,
+    "encoder_hash_byte_group_vocab": VOCAB,
+    "n_positions": MAX_POSITIONS,
+    "max_position_embeddings": MAX_POSITIONS,
+    "n_ctx": MAX_POSITIONS,
+    "seq_length": MAX_POSITIONS,
     # mixture of experts
-    "num_experts": EXPERTS, "num_local_experts": EXPERTS, "n_routed_experts": EXPERTS,
-    "moe_num_experts": EXPERTS, "num_experts_per_tok": EXPERTS_PER_TOKEN,
-    "num_experts_per_token": EXPERTS_PER_TOKEN, "moe_k": EXPERTS_PER_TOKEN,
-    "moe_topk": EXPERTS_PER_TOKEN, "top_k": EXPERTS_PER_TOKEN,
-    "moe_intermediate_size": MOE_INTERMEDIATE, "expert_intermediate_size": MOE_INTERMEDIATE,
-    "shared_expert_intermediate_size": MOE_INTERMEDIATE, "expert_ffn_hidden_size": MOE_INTERMEDIATE,
+    "num_experts": EXPERTS,
+    "num_local_experts": EXPERTS,
+    "n_routed_experts": EXPERTS,
+    "moe_num_experts": EXPERTS,
+    "num_experts_per_tok": EXPERTS_PER_TOKEN,
+    "num_experts_per_token": EXPERTS_PER_TOKEN,
+    "moe_k": EXPERTS_PER_TOKEN,
+    "moe_topk": EXPERTS_PER_TOKEN,
+    "top_k": EXPERTS_PER_TOKEN,
+    "moe_intermediate_size": MOE_INTERMEDIATE,
+    "expert_intermediate_size": MOE_INTERMEDIATE,
+    "shared_expert_intermediate_size": MOE_INTERMEDIATE,
+    "expert_ffn_hidden_size": MOE_INTERMEDIATE,
     "shared_experts_intermediate_size": MOE_INTERMEDIATE,
     "moe_shared_expert_intermediate_size": MOE_INTERMEDIATE,
-    "shared_intermediate_size": MOE_INTERMEDIATE, "zero_expert_num": EXPERTS,
+    "shared_intermediate_size": MOE_INTERMEDIATE,
+    "zero_expert_num": EXPERTS,
     # adapters and per-layer embeddings
-    "hidden_size_per_layer_input": SMALL_DIM, "laurel_rank": SMALL_DIM, "adapter_rank": SMALL_DIM,
+    "hidden_size_per_layer_input": SMALL_DIM,
+    "laurel_rank": SMALL_DIM,
+    "adapter_rank": SMALL_DIM,
     "ple_embed_dim": HEAD_DIM,
 }
 
@@ -98,41 +163,73 @@ FILL_IF_NONE: dict[str, int] = {"head_dim": HEAD_DIM, "num_key_value_heads": KV_
 # applied to that config (top-level or nested) after the rules.
 FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # transformers 5.24's default configs do not build or run these; complete them.
-    "dbrx": {"attn_config.rope_theta": 10000.0,  # DbrxAttention reads a field its config lacks
-             "attn_config.clip_qkv": 8.0},  # and clamps q/k/v with clip_qkv even when None
-    "dots1": {"n_routed_experts": EXPERTS, "num_experts_per_tok": EXPERTS_PER_TOKEN,
-              "n_shared_experts": 1},  # all None by default, yet every layer is MoE
+    "dbrx": {
+        "attn_config.rope_theta": 10000.0,  # DbrxAttention reads a field its config lacks
+        "attn_config.clip_qkv": 8.0,
+    },  # and clamps q/k/v with clip_qkv even when None
+    "dots1": {
+        "n_routed_experts": EXPERTS,
+        "num_experts_per_tok": EXPERTS_PER_TOKEN,
+        "n_shared_experts": 1,
+    },  # all None by default, yet every layer is MoE
     "qwen4_exp_text": {  # indexed-attention layers need an indexer; its sizes default to None
-        "indexer_n_heads": HEADS, "indexer_kv_heads": 1,  # keys are squeezed to one head
+        "indexer_n_heads": HEADS,
+        "indexer_kv_heads": 1,  # keys are squeezed to one head
         "indexer_head_dim": HEAD_DIM,
-        "indexer_budget": SMALL_DIM, "indexer_compress_ratio": 2},
+        "indexer_budget": SMALL_DIM,
+        "indexer_compress_ratio": 2,
+    },
     "cohere_compass_text": {  # rope parameters are keyed by layer type, default is empty
-        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    },
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},  # default leaves layer_types None
     # Hybrids whose default is all-Mamba: place one attention layer so the hybrid is exercised
     # (granitemoehybrid's forward also needs one: it reads the sequence length from its cache).
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
     "bamba": {"attn_layer_indices": [1]},
     # zamba ties one shared transformer block across its hybrid layers: it needs two of them.
-    "zamba": {"num_hidden_layers": 3, "attn_layer_period": 1, "attn_layer_offset": 1,
-              "layers_block_type": ["linear_attention", "hybrid", "hybrid"]},
+    "zamba": {
+        "num_hidden_layers": 3,
+        "attn_layer_period": 1,
+        "attn_layer_offset": 1,
+        "layers_block_type": ["linear_attention", "hybrid", "hybrid"],
+    },
     # blt's global transformer reads cross_attn_k (2) local patches side by side: twice as wide.
-    "blt": {"global_config.hidden_size": 2 * HIDDEN, "global_config.head_dim": 2 * HIDDEN // HEADS,
-            "encoder_config.hidden_size_global": 2 * HIDDEN,
-            "decoder_config.hidden_size_global": 2 * HIDDEN},
+    "blt": {
+        "global_config.hidden_size": 2 * HIDDEN,
+        "global_config.head_dim": 2 * HIDDEN // HEADS,
+        "encoder_config.hidden_size_global": 2 * HIDDEN,
+        "decoder_config.hidden_size_global": 2 * HIDDEN,
+    },
     "reformer": {  # a causal LM only as a decoder; positions factorise over axial_pos_shape
-        "is_decoder": True, "axial_pos_shape": (16, 32), "axial_pos_embds_dim": (16, 48),
-        "local_attn_chunk_length": SMALL_DIM, "lsh_attn_chunk_length": SMALL_DIM},
+        "is_decoder": True,
+        "axial_pos_shape": (16, 32),
+        "axial_pos_embds_dim": (16, 48),
+        "local_attn_chunk_length": SMALL_DIM,
+        "lsh_attn_chunk_length": SMALL_DIM,
+    },
 }
 
 # Names of the layer count, newest first (older configs alias it).
 LAYER_COUNT_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
 # Per-layer lists (one entry per layer) that the layer-pattern rule keeps consistent.
-PER_LAYER_LIST_SUFFIXES = ("layer_types", "layers_block_type", "block_types", "indexer_types",
-                           "attn_layers", "activation_sparsity_pattern", "kv_sharing_modes")
+PER_LAYER_LIST_SUFFIXES = (
+    "layer_types",
+    "layers_block_type",
+    "block_types",
+    "indexer_types",
+    "attn_layers",
+    "activation_sparsity_pattern",
+    "kv_sharing_modes",
+)
 # Lists of layer indices, remapped onto the kept layers.
-LAYER_INDEX_LISTS = ("full_attn_idxs", "attn_layer_indices", "hybrid_layer_ids",
-                     "global_attn_layers", "no_rope_layers_idx")
+LAYER_INDEX_LISTS = (
+    "full_attn_idxs",
+    "attn_layer_indices",
+    "hybrid_layer_ids",
+    "global_attn_layers",
+    "no_rope_layers_idx",
+)
 
 
 @dataclass
@@ -181,7 +278,8 @@ def sub_configs(cfg: Any) -> list[Any]:
     """The config and every config nested in it (text, vision, audio towers...), depth first."""
     from transformers import PretrainedConfig
 
-    found, stack = [], [cfg]
+    found: list[Any] = []
+    stack = [cfg]
     while stack:
         node = stack.pop()
         if any(node is seen for seen in found):
@@ -286,8 +384,10 @@ def _shrink_layer_periods(node: Any, before: Before) -> None:
         _set(node, "first_k_dense_replace", 1)
     if _is_int(before.get("num_dense_layers")) and before.get("num_dense_layers") > 0:
         _set(node, "num_dense_layers", 1)
-    for period, offset in (("attn_layer_period", "attn_layer_offset"),
-                           ("expert_layer_period", "expert_layer_offset")):
+    for period, offset in (
+        ("attn_layer_period", "attn_layer_offset"),
+        ("expert_layer_period", "expert_layer_offset"),
+    ):
         if _is_int(before.get(period)) and before.get(period) > LAYERS:
             _set(node, period, LAYERS)
             _set_if_int(node, offset, LAYERS - 1)
@@ -331,8 +431,16 @@ def _as_ids(value: Any) -> list[int]:
     return []
 
 
-RULES = [apply_generic_rule, _fill_router_top_k, _shrink_latent_attention, _shrink_sparse_indexer,
-         _shrink_expert_groups, _shrink_state_space, _shrink_layer_periods, _shrink_kv_sharing]
+RULES = [
+    apply_generic_rule,
+    _fill_router_top_k,
+    _shrink_latent_attention,
+    _shrink_sparse_indexer,
+    _shrink_expert_groups,
+    _shrink_state_space,
+    _shrink_layer_periods,
+    _shrink_kv_sharing,
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,8 +457,9 @@ def _per_layer_lists(node: Any, layers: int) -> dict[str, list]:
     return found
 
 
-def _choose_kept_layers(layers: int, lists: dict[str, list], overrides: dict[int, dict]
-                        ) -> list[int]:
+def _choose_kept_layers(
+    layers: int, lists: dict[str, list], overrides: dict[int, dict]
+) -> list[int]:
     """The first layer of every distinct kind (over per-layer lists and overrides), >= LAYERS."""
     first_of_kind: dict[Any, int] = {}
     for i in range(layers):
@@ -415,9 +524,12 @@ def shrink_node(node: Any) -> None:
     """Shrink one config (not its sub-configs) in place."""
     overrides = _lift_per_layer_overrides(node)
     layers_field = next((n for n in LAYER_COUNT_FIELDS if _is_int(read_field(node, n))), None)
-    before = Before(values=dict(vars(node)), per_layer_overrides=overrides,
-                    layers=read_field(node, layers_field) if layers_field else None,
-                    layers_field=layers_field or "num_hidden_layers")
+    before = Before(
+        values=dict(vars(node)),
+        per_layer_overrides=overrides,
+        layers=read_field(node, layers_field) if layers_field else None,
+        layers_field=layers_field or "num_hidden_layers",
+    )
     for layer in overrides.values():  # globals the overrides are measured against
         before.values.update({k: read_field(node, k) for k in layer})
     lists = {}
@@ -494,8 +606,13 @@ def causal_lm_config(model_type: str, cfg: Any) -> Any:
 
 def special_token_ids(cfg: Any) -> set[int]:
     """Every token id a config (or a sub-config) gives a special meaning (pad, image, eos...)."""
-    return {i for node in sub_configs(cfg) for n in vars(node) if _is_special_id_field(n)
-            for i in _as_ids(read_field(node, n))}
+    return {
+        i
+        for node in sub_configs(cfg)
+        for n in vars(node)
+        if _is_special_id_field(n)
+        for i in _as_ids(read_field(node, n))
+    }
 
 
 def text_vocab_size(cfg: Any) -> int:
@@ -524,6 +641,8 @@ def check_param_budget(model_class: Any, cfg: Any, limit: int = MAX_PARAMS) -> i
     """The parameter count of ``model_class(cfg)``; raises ``TooManyParams`` past ``limit``."""
     params = count_params_meta(model_class, cfg)
     if params > limit:
-        raise TooManyParams(f"{cfg.model_type}: {params:,} parameters after shrinking, "
-                            f"over the {limit:,} limit; a shrink rule is missing")
+        raise TooManyParams(
+            f"{cfg.model_type}: {params:,} parameters after shrinking, "
+            f"over the {limit:,} limit; a shrink rule is missing"
+        )
     return params

@@ -14,6 +14,8 @@ oom          raises an out-of-memory error in its forward (oom)
 cpu_oom      asks the CPU allocator for more memory than exists (oom, not eager_fail)
 nan_loss     a model whose loss is NaN on every device and in the reference (accuracy_fail:
              a reference that is not finite vouches for nothing)
+fp32_grad_error  gradients 1% off in float32 only, on every device, the CPU included
+             (accuracy_fail on --device cpu: the CPU's float32 run is no allowance for itself)
 orphan       starts a background process in the worker's group, then dies (crash); the
              process must not outlive the task's worker
 garbage_event writes a line that is not JSON on the worker's event channel (crash)
@@ -28,11 +30,16 @@ from torchport.cases.base import Case, FunctionCase, Size, Workload
 
 def _linear_workload(model_cls, *, seed: int, trains: bool = True, **kwargs) -> Workload:
     import torch
+
     torch.manual_seed(seed)
     model = model_cls(**kwargs)
-    x = torch.randn(4, 16)                                 # (B, 16)
-    return Workload(model=model, args=(x,), samples=4,
-                    loss_fn=(lambda out: out.float().pow(2).mean()) if trains else None)
+    x = torch.randn(4, 16)  # (B, 16)
+    return Workload(
+        model=model,
+        args=(x,),
+        samples=4,
+        loss_fn=(lambda out: out.float().pow(2).mean()) if trains else None,
+    )
 
 
 def _module(forward):
@@ -54,12 +61,14 @@ def _hang(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         while True:
             time.sleep(1)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _abort(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         os.abort()
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -68,6 +77,7 @@ def _segfault(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         ctypes.string_at(0)  # reads address 0: SIGSEGV
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -75,7 +85,9 @@ def _tracing_only_op(name: str, on_trace):
     """A custom op ``torchport_planted::<name>``: identity when run, but its fake (tracing)
     kernel calls ``on_trace()`` first, so only compilation meets the planted behaviour."""
     import torch
+
     if not hasattr(torch.ops.torchport_planted, name):
+
         @torch.library.custom_op(f"torchport_planted::{name}", mutates_args=())
         def op(x: torch.Tensor) -> torch.Tensor:
             return x.clone()
@@ -84,6 +96,7 @@ def _tracing_only_op(name: str, on_trace):
         def _(x):
             on_trace()
             return torch.empty_like(x)
+
     return getattr(torch.ops.torchport_planted, name)
 
 
@@ -96,12 +109,14 @@ def _with_op_when_compiling(op, seed: int) -> Workload:
         if torch.compiler.is_compiling():
             y = op(y)
         return y
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _compile_bomb(*, seed: int, size: Size) -> Workload:
     def explode():
         raise RuntimeError("planted: this op cannot be compiled")
+
     return _with_op_when_compiling(_tracing_only_op("compile_bomb", explode), seed)
 
 
@@ -110,12 +125,14 @@ SLOW_COMPILE_S = 30.0
 
 def _slow_compile(*, seed: int, size: Size) -> Workload:
     import time
-    slept = []
+
+    slept: list[bool] = []
 
     def sleep_once():  # tracing calls the fake kernel several times per compile: wait once
         if not slept:
             slept.append(True)
             time.sleep(SLOW_COMPILE_S)
+
     return _with_op_when_compiling(_tracing_only_op("slow_compile", sleep_once), seed)
 
 
@@ -127,6 +144,7 @@ def _compile_wrong(*, seed: int, size: Size) -> Workload:
         if torch.compiler.is_compiling():
             y = y * 1.01  # 1% off, only in compiled code
         return y
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -137,6 +155,7 @@ def _graph_break(*, seed: int, size: Size) -> Workload:
         y = torch.relu(self.linear(x))
         torch._dynamo.graph_break()  # deliberate: the compile probe must report it
         return self.linear(y)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -157,6 +176,7 @@ def _host_model(*, seed: int, size: Size) -> Workload:
 
         def forward(self, x):
             return x.cpu() @ self.weight
+
     return _linear_workload(HostPinned, seed=seed)
 
 
@@ -165,6 +185,7 @@ def _cumsum(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         return torch.cumsum(self.linear(x), dim=-1)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -173,6 +194,7 @@ def _oom(*, seed: int, size: Size) -> Workload:
 
     def forward(self, x):
         raise torch.OutOfMemoryError("planted: out of memory")
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -180,13 +202,36 @@ def _cpu_oom(*, seed: int, size: Size) -> Workload:
     import torch
 
     def forward(self, x):
-        return torch.empty(2 ** 50, dtype=torch.uint8)  # 1 PiB: the allocator refuses
+        return torch.empty(2**50, dtype=torch.uint8)  # 1 PiB: the allocator refuses
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _nan_loss(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         return self.linear(x) * float("nan")
+
+    return _linear_workload(_module(forward), seed=seed)
+
+
+def _fp32_grad_error(*, seed: int, size: Size) -> Workload:
+    import torch
+
+    class OnePercentOffInFloat32(torch.autograd.Function):
+        """Identity forward; the backward scales float32 gradients by 1.01 (float64 is
+        right), as a float32-only kernel bug would."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.01 if grad.dtype == torch.float32 else grad
+
+    def forward(self, x):
+        return OnePercentOffInFloat32.apply(self.linear(x))
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -201,12 +246,14 @@ def _orphan(*, seed: int, size: Size) -> Workload:
         # A grandchild in the worker's process group, named so a test can look for it.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", ORPHAN_MARKER])
         os.abort()
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def _worker_channel():
     """The worker's event channel (its ``--fd``): what a rogue case could write to."""
     import sys
+
     fd = int(sys.argv[sys.argv.index("--fd") + 1])
     return os.fdopen(os.dup(fd), "w", buffering=1)
 
@@ -215,6 +262,7 @@ def _garbage_event(*, seed: int, size: Size) -> Workload:
     def forward(self, x):
         _worker_channel().write("this is not an event\n")
         return self.linear(x)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
@@ -225,14 +273,28 @@ def _forged_result(*, seed: int, size: Size) -> Workload:
         forged = {"case": "planted/somebody_else", "mode": "eager", "status": "pass"}
         _worker_channel().write(json.dumps({"event": "result", "result": forged}) + "\n")
         return self.linear(x)
+
     return _linear_workload(_module(forward), seed=seed)
 
 
 def planted_suite() -> list[Case]:
     """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
-    fns = {"hang": _hang, "abort": _abort, "segfault": _segfault, "compile_bomb": _compile_bomb,
-           "compile_wrong": _compile_wrong, "graph_break": _graph_break,
-           "host_model": _host_model, "cumsum": _cumsum, "oom": _oom,
-           "slow_compile": _slow_compile, "cpu_oom": _cpu_oom, "nan_loss": _nan_loss,
-           "orphan": _orphan, "garbage_event": _garbage_event, "forged_result": _forged_result}
+    fns = {
+        "hang": _hang,
+        "abort": _abort,
+        "segfault": _segfault,
+        "compile_bomb": _compile_bomb,
+        "compile_wrong": _compile_wrong,
+        "graph_break": _graph_break,
+        "host_model": _host_model,
+        "cumsum": _cumsum,
+        "oom": _oom,
+        "slow_compile": _slow_compile,
+        "cpu_oom": _cpu_oom,
+        "nan_loss": _nan_loss,
+        "orphan": _orphan,
+        "garbage_event": _garbage_event,
+        "forged_result": _forged_result,
+        "fp32_grad_error": _fp32_grad_error,
+    }
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

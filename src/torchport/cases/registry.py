@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from typing import cast
 
 from torchport import plugins
 from torchport.cases.base import Case
@@ -35,27 +36,34 @@ def suite_doc(name: str) -> str:
 def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
     if name == WORKLOAD_SUITE:
         from torchport.cases.workload import WorkloadCase
-        return [WorkloadCase(workload)]
+
+        # None only when the suite is listed (``torchport cases workload``).
+        return [WorkloadCase(cast(str, workload))]
     target = _suite_targets().get(name)
     if target is None:
-        raise UnknownSuite(f"unknown suite '{name}'; known: {', '.join(suite_names())} "
-                           "('torchport suites' lists them)")
+        raise UnknownSuite(
+            f"unknown suite '{name}'; known: {', '.join(suite_names())} "
+            "('torchport suites' lists them)"
+        )
     return list(plugins.load(target)())
 
 
-def select(cases: list[Case], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
-           ) -> list[Case]:
+def select(
+    cases: list[Case], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
+) -> list[Case]:
     """Cases whose id (or id without the suite prefix) matches an include glob and no exclude."""
+
     def matches(case: Case, globs) -> bool:
         short = case.id.split("/", 1)[-1]
         return any(fnmatch.fnmatch(case.id, g) or fnmatch.fnmatch(short, g) for g in globs)
 
-    chosen = [c for c in cases if (not include or matches(c, include))
-              and not matches(c, exclude)]
+    chosen = [c for c in cases if (not include or matches(c, include)) and not matches(c, exclude)]
     if not chosen:
-        raise NoMatchingCases(f"no case matches --cases {','.join(include) or '*'}"
-                              + (f" --exclude {','.join(exclude)}" if exclude else "")
-                              + "; 'torchport cases SUITE' lists the ids")
+        raise NoMatchingCases(
+            f"no case matches --cases {','.join(include) or '*'}"
+            + (f" --exclude {','.join(exclude)}" if exclude else "")
+            + "; 'torchport cases SUITE' lists the ids"
+        )
     return chosen
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+from collections.abc import Mapping
 
 from torchport.cases.base import Case, Size, Tolerance, Workload
 
@@ -33,8 +34,10 @@ def load_factory(path: str):
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise WorkloadError(f"--workload: cannot import '{module_name}' ({type(exc).__name__}: "
-                            f"{exc}); is it on PYTHONPATH / run from its folder?") from None
+        raise WorkloadError(
+            f"--workload: cannot import '{module_name}' ({type(exc).__name__}: "
+            f"{exc}); is it on PYTHONPATH / run from its folder?"
+        ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise WorkloadError(f"--workload: '{module_name}' has no callable '{attr}'")
@@ -44,35 +47,54 @@ def load_factory(path: str):
 def to_workload(obj, path: str) -> Workload:
     """Check a factory's return value and normalise it to a Workload."""
     import torch
+
     if isinstance(obj, Workload):
         wl = obj
     elif isinstance(obj, dict):
         unknown = set(obj) - {"model", "inputs", "loss_fn", "tolerance", "tokens"}
         if unknown or "model" not in obj or "inputs" not in obj:
-            raise WorkloadError(f"--workload {path}: factory must return a dict with 'model' and "
-                                f"'inputs' (optional loss_fn, tolerance, tokens); got keys "
-                                f"{sorted(obj)}")
+            raise WorkloadError(
+                f"--workload {path}: factory must return a dict with 'model' and "
+                f"'inputs' (optional loss_fn, tolerance, tokens); got keys "
+                f"{sorted(obj)}"
+            )
         inputs = obj["inputs"]
         if not isinstance(inputs, (torch.Tensor, tuple, list, dict)):
-            raise WorkloadError(f"--workload {path}: 'inputs' is {type(inputs).__name__}; it "
-                                "must be a tensor, a tuple of positional inputs or a dict of "
-                                "keyword inputs")
-        args, kwargs = ((), inputs) if isinstance(inputs, dict) else (
-            (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs), {})
+            raise WorkloadError(
+                f"--workload {path}: 'inputs' is {type(inputs).__name__}; it "
+                "must be a tensor, a tuple of positional inputs or a dict of "
+                "keyword inputs"
+            )
+        args, kwargs = (
+            ((), inputs)
+            if isinstance(inputs, dict)
+            else ((inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs), {})
+        )
         tol = _tolerance(obj.get("tolerance"), path)
         tokens = obj.get("tokens")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                                   or tokens <= 0):
-            raise WorkloadError(f"--workload {path}: 'tokens' must be a positive integer, got "
-                                f"{tokens!r}")
-        wl = Workload(model=obj["model"], args=args, kwargs=kwargs, loss_fn=obj.get("loss_fn"),
-                      tolerance=tol, tokens=tokens)
+        if tokens is not None and (
+            isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0
+        ):
+            raise WorkloadError(
+                f"--workload {path}: 'tokens' must be a positive integer, got {tokens!r}"
+            )
+        wl = Workload(
+            model=obj["model"],
+            args=args,
+            kwargs=kwargs,
+            loss_fn=obj.get("loss_fn"),
+            tolerance=tol,
+            tokens=tokens,
+        )
     else:
-        raise WorkloadError(f"--workload {path}: factory returned {type(obj).__name__}; it must "
-                            "return a dict(model=..., inputs=...) or a torchport Workload")
+        raise WorkloadError(
+            f"--workload {path}: factory returned {type(obj).__name__}; it must "
+            "return a dict(model=..., inputs=...) or a torchport Workload"
+        )
     if not isinstance(wl.model, torch.nn.Module):
-        raise WorkloadError(f"--workload {path}: 'model' is {type(wl.model).__name__}, "
-                            "not a torch.nn.Module")
+        raise WorkloadError(
+            f"--workload {path}: 'model' is {type(wl.model).__name__}, not a torch.nn.Module"
+        )
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise WorkloadError(f"--workload {path}: 'loss_fn' is not callable")
     return wl
@@ -81,12 +103,16 @@ def to_workload(obj, path: str) -> Workload:
 def _tolerance(value, path: str) -> Tolerance | None:
     if value is None or isinstance(value, Tolerance):
         return value
-    problem = f"--workload {path}: 'tolerance' must be (atol, rtol), two non-negative " \
-              f"numbers; got {value!r}"
+    problem = (
+        f"--workload {path}: 'tolerance' must be (atol, rtol), two non-negative "
+        f"numbers; got {value!r}"
+    )
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise WorkloadError(problem)
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-           or v < 0 for v in value):
+    if any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+        for v in value
+    ):
         raise WorkloadError(problem)
     return Tolerance(atol=float(value[0]), rtol=float(value[1]))
 
@@ -97,17 +123,19 @@ def size_kwargs(factory, size: Size, path: str) -> dict:
     if not asked:
         return {}
     try:
-        params = inspect.signature(factory).parameters
+        params: Mapping[str, inspect.Parameter] = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     refused = [k for k in asked if k not in params and not takes_any]
     if refused:
         flags = " ".join(f"--{k}" for k in refused)
-        raise WorkloadError(f"--workload {path}: {flags} given, but the factory takes no "
-                            f"{' or '.join(refused)} parameter; add it to the factory "
-                            f"(def make({', '.join(f'{k}=...' for k in refused)})) or drop "
-                            f"{flags}")
+        raise WorkloadError(
+            f"--workload {path}: {flags} given, but the factory takes no "
+            f"{' or '.join(refused)} parameter; add it to the factory "
+            f"(def make({', '.join(f'{k}=...' for k in refused)})) or drop "
+            f"{flags}"
+        )
     return asked
 
 
@@ -121,6 +149,7 @@ class WorkloadCase(Case):
 
     def build(self, *, seed: int, size: Size) -> Workload:
         import torch
+
         torch.manual_seed(seed)
         factory = load_factory(self.path)
         workload = to_workload(factory(**size_kwargs(factory, size, self.path)), self.path)

@@ -22,16 +22,40 @@ def device_names() -> list[str]:
 
 
 def get_adapter(name: str) -> DeviceAdapter:
-    """The adapter for a device name such as ``cuda`` or ``cuda:1`` (the index is kept)."""
+    """The adapter for a device name such as ``cuda`` or ``cuda:1`` (the index is kept).
+
+    A name no adapter claims may be the registered PrivateUse1 backend's own name (``tpu``,
+    ``neuron`` without torchport's adapter, a vendor's next one): then the generic PrivateUse1
+    adapter serves it under that name. Asking which name PrivateUse1 has imports torch (and
+    the backend), so it happens only for names no adapter claims.
+    """
     family, sep, index = name.partition(":")
     target = _entry_points().get(family)
     if target is None:
-        raise UnknownDevice(f"unknown device '{name}'; known: {', '.join(device_names())} "
-                            "('torchport doctor' shows which are usable here)")
+        from torchport.devices import privateuse1
+
+        registered = privateuse1.registered_name()
+        if registered != family:
+            hint = (
+                f"; the PrivateUse1 backend here is '{registered}'"
+                if registered
+                else f"; a PrivateUse1 backend is known by its own name once it autoloads or "
+                f"{privateuse1.MODULE_ENV} names its module (none is registered here)"
+            )
+            raise UnknownDevice(
+                f"unknown device '{name}'; known: {', '.join(device_names())}"
+                f"{hint} ('torchport doctor' shows which are usable here)"
+            )
     if sep and not (index.isdigit() and str(int(index)) == index):
-        raise UnknownDevice(f"device '{name}': the index must be a non-negative integer, "
-                            f"e.g. {family}:1")
-    adapter = plugins.load(target)()
+        raise UnknownDevice(
+            f"device '{name}': the index must be a non-negative integer, e.g. {family}:1"
+        )
+    if target is None:
+        from torchport.devices.privateuse1 import PrivateUse1Adapter
+
+        adapter: DeviceAdapter = PrivateUse1Adapter(by_name=family)
+    else:
+        adapter = plugins.load(target)()
     adapter.index = int(index) if sep else 0
     return adapter
 

@@ -14,7 +14,7 @@ import platform
 
 class DeviceAdapter:
     name: str = ""
-    torch_type: str = ""                 # the torch device type string
+    torch_type: str = ""  # the torch device type string
     default_compile_backend: str = "inductor"
     # Environment variables that turn host fallback into an error (for --strict reruns).
     strict_env: dict[str, str] = {}
@@ -28,6 +28,16 @@ class DeviceAdapter:
     # Regular expressions for the backend's own fallback messages (warnings or log lines), with
     # a named group ``op`` where the message names the op; see devices/signals.py.
     fallback_patterns: tuple[str, ...] = ()
+    # How a worker is given its own devices (``--jobs``): the variable the backend reads to
+    # choose which devices a process sees (CUDA_VISIBLE_DEVICES, ...). None: the device cannot
+    # be split between workers, unless it is ``host_backed`` (its work runs on the host CPUs,
+    # so workers share the cores instead).
+    visible_devices_env: str | None = None
+    host_backed: bool = False
+    # Ray's own resource for this family, which Ray hands out by index and exports the
+    # backend's way (GPU, neuron_cores, NPU, TPU); None: a custom ``device:<name>`` resource
+    # that the nodes declare (``ray start --resources '{"device:simdev": 1}'``).
+    ray_resource: str | None = None
 
     def availability(self) -> tuple[bool, str]:
         """(usable, reason). The reason says why not, or what was found."""
@@ -37,11 +47,12 @@ class DeviceAdapter:
         """Import or install what the backend needs in this process (worker side).
 
         Overrides call ``super().prepare()``: it starts listening for the backend's fallback
-        messages, which many backends print once per op per process, often before any probe.
+        messages (its own patterns and the generic ones), which many backends print once per
+        op per process, often before any probe.
         """
-        if self.fallback_patterns:
-            from torchport.devices import signals
-            signals.listen(self.fallback_patterns)
+        from torchport.devices import signals
+
+        signals.listen(self.fallback_patterns)
 
     # The device index a run asked for (``--device cuda:1``); set by ``devices.get_adapter``.
     index: int = 0
@@ -56,14 +67,76 @@ class DeviceAdapter:
             return False, f"index {self.index} out of range: {count} device(s) visible"
         return True, ""
 
+    def visible_env(self, indices: tuple[int, ...], parent: dict[str, str]) -> dict[str, str]:
+        """Environment that shows a worker only the devices ``indices`` (as numbered in the
+        parent, whose own restriction, e.g. CUDA_VISIBLE_DEVICES=2,3, is kept: index 0 is 2).
+        Inside the worker they are numbered from 0."""
+        if self.visible_devices_env is None:
+            return {}
+        already = parent.get(self.visible_devices_env)
+        names = [n.strip() for n in already.split(",")] if already else None
+        chosen = [names[i] if names else str(i) for i in indices]
+        return {self.visible_devices_env: ",".join(chosen)}
+
     def module(self):
         import torch
+
         return getattr(torch, self.torch_type, None)
 
     def synchronize(self) -> None:
         mod = self.module()
         if mod is not None and hasattr(mod, "synchronize"):
             mod.synchronize()
+
+    # True for a backend with no synchronise call: timing then waits on each step's results.
+    waits_by_reading_back: bool = False
+
+    def wait_for(self, value) -> None:
+        """Wait until ``value`` (a step's outputs) is computed. A backend with a synchronise
+        call waits on the device; one without (torchax) reads the result back instead."""
+        self.synchronize()
+
+    @property
+    def sync_method(self) -> str:
+        """How this adapter waits on the device: the record and the perf table say it."""
+        mod = self.module()
+        if mod is not None and hasattr(mod, "synchronize"):
+            return f"torch.{self.torch_type}.synchronize()"
+        return (
+            f"none: torch.{self.torch_type} has no synchronize (figures may time the "
+            "launch, not the work)"
+        )
+
+    def host_scope(self):
+        """A context in which host (CPU) work runs untouched by the backend's global state
+        (copying a model, comparing numbers). Most backends need nothing."""
+        return contextlib.nullcontext()
+
+    def explain_failure(self, stage: str, exc: BaseException) -> str | None:
+        """What a failure at ``stage`` means on this backend, where the adapter knows (judged
+        from the exception's type and where it was raised); None when it has nothing to add."""
+        return None
+
+    def strict_note(self) -> str:
+        """What ``--strict`` does on this backend (recorded with each strict result)."""
+        switches = [f"{k}={v}" for k, v in self.strict_env.items()]
+        switches += [f"unset {k}" for k in self.strict_unset]
+        if switches:
+            return "host fallback made an error: " + ", ".join(switches)
+        return (
+            f"unavailable: the {self.name} adapter knows no switch that makes host "
+            "fallback an error; host ops are named and graded instead"
+        )
+
+    def numerics(self) -> dict:
+        """Settings that change a device's numbers (recorded with every result)."""
+        import torch
+
+        return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+    # How many steps the placement pass runs before the one it records: a backend whose op
+    # accounting is reset by compilation (torch_xla) is read from a step that does not compile.
+    placement_warmup_steps: int = 0
 
     def reset_peak_memory(self) -> None:
         mod = self.module()
@@ -78,11 +151,19 @@ class DeviceAdapter:
         except Exception:
             return None
 
+    def peak_memory_reason(self) -> str:
+        """Why ``peak_memory_bytes`` answered None (recorded instead of a figure)."""
+        mod = self.module()
+        if mod is None or not hasattr(mod, "max_memory_allocated"):
+            return f"torch.{self.torch_type} has no max_memory_allocated()"
+        return f"{self.name} reports no peak memory"
+
     def device_info(self) -> dict:
         return {"device_type": self.torch_type, "device_count": 0}
 
     def versions(self) -> dict:
         from importlib import metadata
+
         found = {}
         for pkg in self.backend_packages:
             with contextlib.suppress(metadata.PackageNotFoundError):
@@ -106,15 +187,37 @@ class DeviceAdapter:
 
     def cache_dirs(self, root: str) -> dict[str, str]:
         """Environment for a compile cache rooted at ``root`` (cold: new root, warm: same)."""
-        env = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
-               "TRITON_CACHE_DIR": os.path.join(root, "triton")}
+        env = {
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+        }
         if self.cache_env_var:
             env[self.cache_env_var] = os.path.join(root, self.name)
         return env
 
     def peak_tflops(self, dtype: str) -> float | None:
         from torchport.devices.peaks import lookup_peak_tflops
+
         return lookup_peak_tflops(self.device_info().get("device_name", ""), dtype)
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment that holds a worker to ``threads`` host threads: torch's intra-op pool
+    (OMP/MKL read at import) and Inductor's compile workers, which default to every core."""
+    value = str(threads)
+    return {
+        "OMP_NUM_THREADS": value,
+        "MKL_NUM_THREADS": value,
+        "TORCHINDUCTOR_COMPILE_THREADS": value,
+    }
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask), not every core of the host."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def cpu_model() -> str:

@@ -12,8 +12,12 @@ class NPUAdapter(DeviceAdapter):
     name = torch_type = "npu"
     strict_env = {"TORCH_NPU_FALLBACK_CPU_DISABLE": "1"}
     backend_packages = ("torch-npu", "torchair")
-    fallback_patterns = (r"operator '(?P<op>[^']+)' is not currently supported on the NPU "
-                         r"backend and will fall back",)
+    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+    ray_resource = "NPU"
+    fallback_patterns = (
+        r"operator '(?P<op>[^']+)' is not currently supported on the NPU "
+        r"backend and will fall back",
+    )
 
     def availability(self):
         try:
@@ -21,6 +25,7 @@ class NPUAdapter(DeviceAdapter):
         except ImportError:
             return False, "torch_npu is not installed (Ascend hosts only)"
         import torch
+
         mod = getattr(torch, "npu", None)
         if mod is None or not mod.is_available():
             return False, "torch_npu imported but no Ascend NPU is visible"
@@ -32,6 +37,10 @@ class NPUAdapter(DeviceAdapter):
 
     def device_info(self):
         import torch
+
         mod = torch.npu
-        return {"device_type": "npu", "device_name": mod.get_device_name(0),
-                "device_count": mod.device_count()}
+        return {
+            "device_type": "npu",
+            "device_name": mod.get_device_name(0),
+            "device_count": mod.device_count(),
+        }

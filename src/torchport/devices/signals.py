@@ -2,7 +2,10 @@
 
 Each adapter declares ``fallback_patterns``: regular expressions for its own documented message
 (MPS/XPU/Ascend warnings, Neuron's log line), with a named group ``op`` where the message names
-the op. Only those patterns classify a message; nothing else in its text is interpreted.
+the op. A backend torchport has never seen words its warning its own way, so ``GENERIC_PATTERNS``
+are always read too: any message that names an op (quoted, or spelt ``aten::x`` / ``aten.x``)
+together with a fallback to the CPU or the host. Each op heard keeps which kind of pattern
+heard it (``Messages.sources``), so a reader can weigh a generic match against a documented one.
 
 Two ways to hear them:
 - ``capture(patterns)``: a block (the placement pass) with every warning recorded
@@ -23,7 +26,23 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-UNNAMED = "(op not named)"   # a pattern without an ``op`` group matched: fallback, op unknown
+UNNAMED = "(op not named)"  # a pattern without an ``op`` group matched: fallback, op unknown
+ADAPTER, GENERIC = "adapter pattern", "generic pattern"
+# A fallback to the host, in any wording: "fall(s|ing) back", "fallback", "fall back to run".
+_FALLBACK = r"(?:fall(?:s|ing)?[ -]?back|fallback)"
+_HOST = r"(?:cpu|host)"
+_OP = r"(?P<op>(?:aten|prims|torch\.ops\.aten)(?:::|\.)[A-Za-z_][\w.]*)"
+GENERIC_PATTERNS = (
+    # "... aten::cumsum.out ... falling back to the CPU" / "... aten.sort ... CPU fallback"
+    rf"(?is){_OP}.*?\b{_FALLBACK}\b.*?\b{_HOST}\b",
+    rf"(?is){_OP}.*?\b{_HOST}[ -]{_FALLBACK}",
+    # "Operator 'cumsum' is not implemented for TPU. Falling back to CPU"
+    rf"(?is)\b(?:operator|op|kernel)\s+['\"`](?P<op>[A-Za-z_][\w.:]*)['\"`].*?\b{_FALLBACK}\b.*?"
+    rf"\b{_HOST}\b",
+    # "CPU fallback for aten::cumsum" / "falling back to the CPU for aten::cumsum"
+    rf"(?is)\b{_FALLBACK}\b.*?\b{_HOST}\b.*?{_OP}",
+    rf"(?is)\b{_HOST}[ -]{_FALLBACK}\b.*?{_OP}",
+)
 
 
 @dataclass
@@ -32,21 +51,29 @@ class Messages:
 
     ops: Counter = field(default_factory=Counter)
     texts: list = field(default_factory=list)
+    sources: dict = field(default_factory=dict)  # op -> {ADAPTER, GENERIC}: who heard it
 
-    def feed(self, patterns: list[re.Pattern], text: str) -> bool:
-        for pattern in patterns:
+    def feed(self, patterns: list[tuple[re.Pattern, str]], text: str) -> bool:
+        for pattern, source in patterns:
             match = pattern.search(text)
             if match:
                 op = match.groupdict().get("op") or UNNAMED
-                self.ops[op] += 1
+                self.add(op, 1, {source})
                 if len(self.texts) < 20:
                     self.texts.append(text[:300])
                 return True
         return False
 
+    def add(self, op: str, n: int, sources) -> None:
+        self.ops[op] += n
+        self.sources.setdefault(op, set()).update(sources)
 
-def compile_patterns(patterns) -> list[re.Pattern]:
-    return [re.compile(p) for p in patterns]
+
+def compile_patterns(patterns) -> list[tuple[re.Pattern, str]]:
+    """The adapter's own patterns first (documented wording), then the generic ones."""
+    return [(re.compile(p), ADAPTER) for p in patterns] + [
+        (re.compile(p), GENERIC) for p in GENERIC_PATTERNS
+    ]
 
 
 class _Handler(logging.Handler):
@@ -59,8 +86,8 @@ class _Handler(logging.Handler):
             self.messages.feed(self.patterns, record.getMessage())
 
 
-_HEARD = Messages()          # process-wide, see listen()
-_listening: dict = {}        # patterns -> (handler, previous showwarning)
+_HEARD = Messages()  # process-wide, see listen()
+_listening: dict = {}  # patterns -> (handler, previous showwarning)
 
 
 def heard() -> Messages:
@@ -75,11 +102,12 @@ def listen(patterns) -> None:
     not hide the second op) and still shown as before; the root logger gets a handler.
     """
     key = tuple(patterns)
-    if not key or key in _listening:
+    if key in _listening:
         return
     compiled = compile_patterns(key)
-    for p in key:
-        warnings.filterwarnings("always", message=f".*{p}")
+    for p in key + GENERIC_PATTERNS:
+        # filterwarnings matches from the start of the message (and ignores case): ".*" first
+        warnings.filterwarnings("always", message="(?s).*" + p.removeprefix("(?is)"))
     previous = warnings.showwarning
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
@@ -109,4 +137,4 @@ def capture(patterns):
     for w in caught:
         messages.feed(compiled, str(w.message))
     for op, n in messages.ops.items():
-        _HEARD.ops[op] += n
+        _HEARD.add(op, n, messages.sources.get(op, ()))

@@ -11,20 +11,35 @@ class SimdevAdapter(DeviceAdapter):
     name = torch_type = "simdev"
     default_compile_backend = "simdev"
     strict_env = {"TORCHPORT_SIMDEV_STRICT": "1"}
+    host_backed = True  # its kernels are CPU kernels: workers share the cores
     # simdev_backend warns "Operator 'aten::X' executed via CPU fallback on simdev" (Neuron's line)
     fallback_patterns = (r"Operator '(?P<op>[^']+)' executed via CPU fallback",)
 
     def availability(self):
         import torch.utils.backend_registration as reg
+
         if not hasattr(reg, "_setup_privateuseone_for_python_backend"):
             import torch
-            return False, (f"torch {torch.__version__} lacks the PrivateUse1 Python-backend hooks "
-                           "(torch 2.10+ needed)")
+
+            return False, (
+                f"torch {torch.__version__} lacks the PrivateUse1 Python-backend hooks "
+                "(torch 2.10+ needed)"
+            )
+        import torch
+
+        claimed = torch._C._get_privateuse1_backend_name()
+        if claimed not in ("privateuseone", "simdev"):
+            return False, (
+                f"PrivateUse1 is already claimed by '{claimed}' in this process "
+                "(autoloaded, or named by TORCHPORT_PRIVATEUSE1_MODULE); simdev "
+                "needs it unclaimed"
+            )
         return True, "simulated device (PrivateUse1 Python backend, CPU-backed)"
 
     def prepare(self):
         super().prepare()
         from torchport.devices import simdev_backend
+
         simdev_backend.install()
 
     def device(self):
@@ -34,18 +49,24 @@ class SimdevAdapter(DeviceAdapter):
         return None
 
     def device_info(self):
-        return {"device_type": "simdev", "device_name": "simdev (python reference device)",
-                "device_count": 1}
+        return {
+            "device_type": "simdev",
+            "device_name": "simdev (python reference device)",
+            "device_count": 1,
+        }
 
     # Its own op accounting, the TorchNeuron API: {"aten::cumsum": 2, ...}
     def start_fallback_tracking(self):
         from torchport.devices import simdev_backend
+
         simdev_backend.clear_op_tracking()
 
     def fallback_ops(self):
         from torchport.devices import simdev_backend
+
         return simdev_backend.get_fallback_ops()
 
     def executed_ops(self):
         from torchport.devices import simdev_backend
+
         return simdev_backend.get_executed_ops()

@@ -25,11 +25,25 @@ Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_
 (``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``); and
 ``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
 Strict mode is read at each fallback, so it can be switched within a process.
+
+Device compute is invisible to observers, as on real hardware: own kernels and transfers run
+their host arithmetic with RecordFunction off, so torch.profiler sees the device op and nothing
+inside it. The CPU fallback stays visible (a host op nested in a device op), which is how a
+real backend's ``cpu_fallback`` looks to the profiler.
+
+The same machinery makes other test backends (``install(name=..., fallback_message=...,
+silent_fallback=...)``): a backend under another PrivateUse1 name, one that words its fallback
+warning its own way, or one that falls back without any word (see ``devices/quirkdev.py``).
+
+Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
+names as for the native set, read at install) makes those native kernels return wrong values:
+floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import threading
@@ -44,38 +58,134 @@ from torch.utils._pytree import tree_map
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
+WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
 # tracing with an empty native set, plus common elementwise, reduction and random ops a young
 # backend ships first. A bare name covers every overload and the in-place variant (add, add_).
-DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(f"aten::{n}" for n in (
-    # memory, views, transfers
-    "empty", "empty_strided", "as_strided", "view", "_reshape_alias", "unfold", "resize_", "set_",
-    "fill_", "zero_", "_local_scalar_dense", "cat", "index", "index_select",
-    "gather", "scatter", "scatter_add", "masked_fill", "masked_select", "nonzero", "where",
-    "arange",
-    # elementwise
-    "add", "sub", "mul", "div", "neg", "pow", "rsqrt", "sqrt", "exp", "log", "log1p", "abs",
-    "sign", "reciprocal", "remainder", "floor_divide", "addcmul", "addcdiv", "lerp", "clamp",
-    "clamp_min", "maximum", "minimum", "sin", "cos", "erf", "tanh", "sigmoid", "eq", "ne", "gt",
-    "ge", "lt", "le", "logical_not", "bitwise_and", "bitwise_or", "ceil", "floor", "round",
-    # activations and their backward
-    "relu", "threshold_backward", "gelu", "gelu_backward", "silu", "tanh_backward",
-    "hardtanh", "leaky_relu",
-    # matmul, convolution, pooling, normalisation
-    "mm", "bmm", "addmm", "baddbmm", "convolution_overrideable",
-    "convolution_backward_overrideable", "max_pool2d_with_indices",
-    "max_pool2d_with_indices_backward", "native_batch_norm", "native_batch_norm_backward",
-    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "native_layer_norm_backward", "native_group_norm_backward", "var_mean",
-    # reductions, softmax, loss
-    "sum", "mean", "amax", "max", "min", "argmax", "prod", "linalg_vector_norm", "sort", "topk",
-    "histc", "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
-    "nll_loss_forward", "nll_loss_backward", "mse_loss", "mse_loss_backward", "flip",
-    # random (computed with the CPU generator, so seeded runs match the CPU)
-    "normal_", "uniform_", "bernoulli_", "random_", "native_dropout", "native_dropout_backward",
-))
+DEFAULT_NATIVE_OPS: tuple[str, ...] = tuple(
+    f"aten::{n}"
+    for n in (
+        # memory, views, transfers
+        "empty",
+        "empty_strided",
+        "as_strided",
+        "view",
+        "_reshape_alias",
+        "unfold",
+        "resize_",
+        "set_",
+        "fill_",
+        "zero_",
+        "_local_scalar_dense",
+        "cat",
+        "index",
+        "index_select",
+        "gather",
+        "scatter",
+        "scatter_add",
+        "masked_fill",
+        "masked_select",
+        "nonzero",
+        "where",
+        "arange",
+        # elementwise
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "neg",
+        "pow",
+        "rsqrt",
+        "sqrt",
+        "exp",
+        "log",
+        "log1p",
+        "abs",
+        "sign",
+        "reciprocal",
+        "remainder",
+        "floor_divide",
+        "addcmul",
+        "addcdiv",
+        "lerp",
+        "clamp",
+        "clamp_min",
+        "maximum",
+        "minimum",
+        "sin",
+        "cos",
+        "erf",
+        "tanh",
+        "sigmoid",
+        "eq",
+        "ne",
+        "gt",
+        "ge",
+        "lt",
+        "le",
+        "logical_not",
+        "bitwise_and",
+        "bitwise_or",
+        "ceil",
+        "floor",
+        "round",
+        # activations and their backward
+        "relu",
+        "threshold_backward",
+        "gelu",
+        "gelu_backward",
+        "silu",
+        "tanh_backward",
+        "hardtanh",
+        "leaky_relu",
+        # matmul, convolution, pooling, normalisation
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "convolution_overrideable",
+        "convolution_backward_overrideable",
+        "max_pool2d_with_indices",
+        "max_pool2d_with_indices_backward",
+        "native_batch_norm",
+        "native_batch_norm_backward",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "native_layer_norm_backward",
+        "native_group_norm_backward",
+        "var_mean",
+        # reductions, softmax, loss
+        "sum",
+        "mean",
+        "amax",
+        "max",
+        "min",
+        "argmax",
+        "prod",
+        "linalg_vector_norm",
+        "sort",
+        "topk",
+        "histc",
+        "_softmax",
+        "_softmax_backward_data",
+        "_log_softmax",
+        "_log_softmax_backward_data",
+        "nll_loss_forward",
+        "nll_loss_backward",
+        "mse_loss",
+        "mse_loss_backward",
+        "flip",
+        # random (computed with the CPU generator, so seeded runs match the CPU)
+        "normal_",
+        "uniform_",
+        "bernoulli_",
+        "random_",
+        "native_dropout",
+        "native_dropout_backward",
+    )
+)
 
 # Left out on purpose, so that the smoke suite shows realistic fallback (op -> who falls back).
 # The MLP and the conv net stay clean in eager and compile: the on-device baseline.
@@ -93,10 +203,10 @@ class SimdevFallbackWarning(UserWarning):
 # ---------------------------------------------------------------------------------------------
 # Tracking (the Neuron API)
 
-_lock = threading.Lock()                     # backward runs on the autograd device thread
+_lock = threading.Lock()  # backward runs on the autograd device thread
 _executed_counts: collections.Counter[str] = collections.Counter()
 _fallback_counts: collections.Counter[str] = collections.Counter()
-_warned: set[str] = set()                    # once per op type per process, as Neuron logs
+_warned: set[str] = set()  # once per op type per process, as Neuron logs
 
 
 def get_executed_ops() -> dict[str, int]:
@@ -136,12 +246,12 @@ class _Entry:
     __slots__ = ("host", "device_ref")
 
     def __init__(self, host: torch.UntypedStorage, device: torch.UntypedStorage):
-        self.host = host                       # CPU bytes
+        self.host = host  # CPU bytes
         self.device_ref = weakref.ref(device)  # the simdev storage they belong to
 
 
-_table: dict[int, _Entry] = {}     # device storage _cdata -> entry
-_by_host: dict[int, int] = {}      # host storage _cdata -> device storage _cdata
+_table: dict[int, _Entry] = {}  # device storage _cdata -> entry
+_by_host: dict[int, int] = {}  # host storage _cdata -> device storage _cdata
 
 
 def _forget(device_key: int, host_key: int) -> None:
@@ -149,7 +259,7 @@ def _forget(device_key: int, host_key: int) -> None:
     _by_host.pop(host_key, None)
 
 
-def _set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> None:
+def _set_metadata(t: torch.Tensor, storage, offset: int | torch.SymInt, size, stride) -> None:
     # The Meta kernel of set_ only swaps storage and metadata and grows the storage's byte
     # count; it never touches the (null) data pointer, so it works on a simdev tensor.
     _set_storage.redispatch(_META, t, storage, offset, list(size), list(stride))
@@ -157,7 +267,8 @@ def _set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> None:
 
 def _grow(device: torch.UntypedStorage, nbytes: int) -> None:
     if device.nbytes() < nbytes:
-        _set_metadata(torch._C._acc.create_empty_tensor([0], torch.uint8), device, 0, [nbytes], [1])
+        empty = torch._C._acc.create_empty_tensor([0], torch.uint8)  # type: ignore[arg-type]
+        _set_metadata(empty, device, 0, [nbytes], [1])
 
 
 def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entry:
@@ -171,7 +282,7 @@ def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entr
 
 def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
     """A simdev storage whose bytes are ``host`` (adopted, not copied)."""
-    device = torch._C._acc.create_empty_tensor([0], torch.uint8).untyped_storage()
+    device = torch._C._acc.create_empty_tensor([0], torch.uint8).untyped_storage()  # type: ignore[arg-type]
     _grow(device, host.nbytes())
     _register(host, device)
     return device
@@ -180,7 +291,7 @@ def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
     entry = _table.get(device._cdata)
     if entry is None:  # made outside simdev's kernels (create_empty_tensor): zeroed bytes
-        entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)
+        entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)  # type: ignore[attr-defined]
     if entry.host.nbytes() < device.nbytes():
         entry.host.resize_(device.nbytes())
     return entry.host
@@ -189,7 +300,12 @@ def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
 def _host_view(t: torch.Tensor) -> torch.Tensor:
     """A CPU tensor aliasing the bytes of simdev tensor ``t`` (same size, stride, offset)."""
     host = _host_storage(t.untyped_storage())
-    return torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    h = torch.empty(0, dtype=t.dtype).set_(host, t.storage_offset(), t.size(), t.stride())
+    # A lazy conjugate or negative view reads its bytes through the bit: keep it, or kernels
+    # compute on the unconjugated values.
+    torch._C._set_conj(h, t.is_conj())
+    torch._C._set_neg(h, t.is_neg())
+    return h
 
 
 def _to_device(h: torch.Tensor) -> torch.Tensor:
@@ -200,26 +316,55 @@ def _to_device(h: torch.Tensor) -> torch.Tensor:
     if device is None:
         device = _new_device_storage(host)
     _grow(device, host.nbytes())
-    out = torch._C._acc.create_empty_tensor([0], h.dtype)
+    out = torch._C._acc.create_empty_tensor([0], h.dtype)  # type: ignore[arg-type]
     _set_metadata(out, device, h.storage_offset(), h.size(), h.stride())
+    torch._C._set_conj(out, h.is_conj())
+    torch._C._set_neg(out, h.is_neg())
     return out
 
 
 def _same_layout(d: torch.Tensor, h: torch.Tensor) -> bool:
-    return (d.size() == h.size() and d.stride() == h.stride()
-            and d.storage_offset() == h.storage_offset())
+    return (
+        d.size() == h.size()
+        and d.stride() == h.stride()
+        and d.storage_offset() == h.storage_offset()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Running an op on the side-table bytes (shared by own kernels and the fallback)
 
+
+def _name() -> str:
+    return _state["name"]
+
+
 def _is_simdev(x) -> bool:
-    return isinstance(x, torch.Tensor) and x.device.type == DEVICE_NAME
+    return isinstance(x, torch.Tensor) and x.device.type == _state["name"]
+
+
+_hidden_depth = threading.local()
+
+
+@contextlib.contextmanager
+def _device_compute():
+    """Host arithmetic that stands for device compute: hidden from RecordFunction (profilers),
+    as a real device kernel's work is. Nested kernels keep it hidden until the outermost ends."""
+    depth = getattr(_hidden_depth, "n", 0)
+    _hidden_depth.n = depth + 1
+    if depth == 0:
+        torch._C._autograd._enable_record_function(False)
+    try:
+        yield
+    finally:
+        _hidden_depth.n = depth
+        if depth == 0:
+            torch._C._autograd._enable_record_function(True)
 
 
 def _execute(op, args, kwargs):
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (simdev arg, its CPU alias)
-    cpu_args: set[int] = set()                           # storages of genuine CPU args
+    cpu_args: set[int] = set()  # storages of genuine CPU args
 
     def to_host(x):
         if _is_simdev(x):
@@ -228,10 +373,10 @@ def _execute(op, args, kwargs):
             return h
         if isinstance(x, torch.Tensor) and x.device.type == "cpu":
             cpu_args.add(x.untyped_storage()._cdata)
-        if isinstance(x, torch.UntypedStorage) and x.device.type == DEVICE_NAME:
+        if isinstance(x, torch.UntypedStorage) and x.device.type == _state["name"]:
             return _host_storage(x)
-        if isinstance(x, torch.device) and x.type == DEVICE_NAME:
-            return torch.device("cpu")   # factories: empty, empty_strided, ...
+        if isinstance(x, torch.device) and x.type == _state["name"]:
+            return torch.device("cpu")  # factories: empty, empty_strided, ...
         return x
 
     out = op(*tree_map(to_host, args), **tree_map(to_host, kwargs))
@@ -255,6 +400,10 @@ def _execute(op, args, kwargs):
         d = returned.get(id(x))
         if d is not None:
             return d
+        if x._is_zerotensor():
+            # an efficient zero tensor (e.g. the gradient of sgn) has no bytes: adopting its
+            # storage as device memory made every later read of it a segfault
+            return _to_device(torch.zeros(x.shape, dtype=x.dtype))
         if x.untyped_storage()._cdata in cpu_args:
             x = x.clone()  # never adopt the bytes of a caller's CPU tensor as device memory
         return _to_device(x)
@@ -264,36 +413,65 @@ def _execute(op, args, kwargs):
 
 def _native_kernel(op, *args, **kwargs):
     _record(op._schema.name, fallback=False)
-    return _execute(op, args, kwargs)
+    with _device_compute():
+        return _execute(op, args, kwargs)
+
+
+def _wrong_kernel(op, *args, **kwargs):
+    """A planted faulty kernel: the native result, then every tensor it returns made wrong."""
+    value = _native_kernel(op, *args, **kwargs)
+
+    def spoil(x):
+        if _is_simdev(x) and x.dtype == torch.bool:
+            _host_view(x).logical_not_()
+        elif _is_simdev(x):
+            _host_view(x).add_(1)
+        return x
+
+    tree_map(spoil, value)
+    return value
+
+
+def _planted_wrong(overload) -> bool:
+    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    base = overload._schema.name.removeprefix("aten::")
+    return bool(names & {base, base.removesuffix("_"), f"{base}.{overload._overloadname}"})
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
     """Host <-> device copies (``.to``, ``.cpu()``, ``copy_``); always synchronous."""
     _record("aten::_copy_from", fallback=False)
-    src_h = _host_view(src) if _is_simdev(src) else src
-    dst_h = _host_view(dst) if _is_simdev(dst) else dst
-    dst_h.copy_(src_h)
+    with _device_compute():
+        src_h = _host_view(src) if _is_simdev(src) else src
+        dst_h = _host_view(dst) if _is_simdev(dst) else dst
+        dst_h.copy_(src_h)
     return dst
 
 
 def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
     _record("aten::_copy_from_and_resize", fallback=False)
     if dst.size() != src.size():
-        dst.resize_(src.size())
+        with _device_compute():
+            dst.resize_(src.size())
     return _copy_from(src, dst)
 
 
 def _enter_fallback(name: str) -> None:
-    """Strict mode raises; otherwise count the op and warn once per op type."""
+    """Strict mode raises; otherwise count the op and warn once per op type (an op in the
+    silent set does neither: the backend keeps no word of it)."""
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         raise NotImplementedError(
-            f"Operator '{name}' is not implemented on {DEVICE_NAME} and the CPU fallback is off "
-            f"({STRICT_ENV}=1)")
+            f"Operator '{name}' is not implemented on {_name()} and the CPU fallback is off "
+            f"({STRICT_ENV}=1)"
+        )
+    if _normalize(name) in _state["silent"]:
+        return
     _record(name, fallback=True)
     if name not in _warned:
         _warned.add(name)
-        warnings.warn(f"Operator '{name}' executed via CPU fallback on {DEVICE_NAME}",
-                      SimdevFallbackWarning, stacklevel=3)
+        warnings.warn(
+            _state["message"].format(op=name, device=_name()), SimdevFallbackWarning, stacklevel=3
+        )
 
 
 def _fallback(op, *args, **kwargs):
@@ -304,13 +482,33 @@ def _fallback(op, *args, **kwargs):
 # Ops that torch routes to a backend under another name: the CPU has no kernel for the name the
 # backend sees, so they are run through their CPU equivalent. ``*_overrideable`` ops even have a
 # composite kernel that raises, so without an entry here the fallback would never see them.
-def _conv_backward_on_host(grad_out, inp, weight, stride, padding, dilation, transposed,
-                           output_padding, groups, output_mask):
+def _conv_backward_on_host(
+    grad_out,
+    inp,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     # weight: (out, in/groups, kh, kw), or (in, out/groups, kh, kw) when transposed
     bias_sizes = [weight.size(1) * groups if transposed else weight.size(0)]
     return torch.ops.aten.convolution_backward.default(
-        grad_out, inp, weight, bias_sizes, stride, padding, dilation, transposed,
-        output_padding, groups, output_mask)
+        grad_out,
+        inp,
+        weight,
+        bias_sizes,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask,
+    )
 
 
 def _histc_on_host(x, bins=100, min=0, max=0):
@@ -329,21 +527,23 @@ _HOST_EQUIVALENTS = {
 
 
 def _translated_kernel(name: str, host_fn, native: bool, *args, **kwargs):
-    if native:
-        _record(name, fallback=False)
-    else:
+    if not native:
         _enter_fallback(name)
-    return _execute(host_fn, args, kwargs)
+        return _execute(host_fn, args, kwargs)
+    _record(name, fallback=False)
+    with _device_compute():
+        return _execute(host_fn, args, kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
 # Choosing and registering the native set
 
+
 def _normalize(name: str) -> str:
     name = name.strip()
     for prefix in ("aten::", "aten.", "torch.ops.aten."):
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -377,8 +577,9 @@ def _overloads(name: str, *, strict: bool) -> list:
     Unknown names raise when ``strict`` (a user's list) and are skipped otherwise (the default
     set, should a torch release drop an op)."""
     packet_name, _, overload = name.partition(".")
-    packets = [packet_name] if overload or packet_name.endswith("_") else [packet_name,
-                                                                           packet_name + "_"]
+    packets = (
+        [packet_name] if overload or packet_name.endswith("_") else [packet_name, packet_name + "_"]
+    )
     found = []
     for p in packets:
         packet = getattr(torch.ops.aten, p, None)
@@ -405,12 +606,20 @@ def _is_dispatcher_op(op) -> bool:
 def _native_kernels(names: frozenset[str]) -> list[tuple]:
     """(OpOverload, kernel) pairs to register for the native set; raises on unknown names."""
     # Transfers are always native: a device without them is no device.
-    kernels = [(torch.ops.aten._copy_from.default, _copy_from),
-               (torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize)]
+    kernels = [
+        (torch.ops.aten._copy_from.default, _copy_from),
+        (torch.ops.aten._copy_from_and_resize.default, _copy_from_and_resize),
+    ]
     # Translated ops are always registered; the native set decides how they are counted.
     for op_name, host_fn in _HOST_EQUIVALENTS.items():
-        kernels.append((getattr(torch.ops.aten, op_name).default, functools.partial(
-            _translated_kernel, f"aten::{op_name}", host_fn, op_name in names)))
+        kernels.append(
+            (
+                getattr(torch.ops.aten, op_name).default,
+                functools.partial(
+                    _translated_kernel, f"aten::{op_name}", host_fn, op_name in names
+                ),
+            )
+        )
     # _to_copy changes device: it must stay the composite that ends in _copy_from.
     skip = {"_copy_from", "_copy_from_and_resize", "_to_copy", *_HOST_EQUIVALENTS}
     for name in sorted(names):
@@ -420,27 +629,37 @@ def _native_kernels(names: frozenset[str]) -> list[tuple]:
             # A backend kernel for a CompositeImplicitAutograd op would hide its autograd
             # formula (the op has none of its own): those must decompose, never be native.
             if torch._C._dispatch_has_kernel_for_dispatch_key(
-                    overload.name(), "CompositeImplicitAutograd"):
+                overload.name(), "CompositeImplicitAutograd"
+            ):
                 continue
-            kernels.append((overload, functools.partial(_native_kernel, overload)))
+            kernel = _wrong_kernel if _planted_wrong(overload) else _native_kernel
+            kernels.append((overload, functools.partial(kernel, overload)))
     return kernels
 
 
 # ---------------------------------------------------------------------------------------------
 # Device module (torch.simdev), compile backend, install
 
+
 def memory_allocated(device=None) -> int:
-    """Bytes of device memory held now (all live simdev storages)."""
+    """Bytes of device memory held now (all live device storages)."""
     return sum(e.host.nbytes() for e in list(_table.values()))
 
 
 def _device_module() -> types.SimpleNamespace:
     """``torch.simdev``: what torch and the runner's adapter call on a device module."""
     return types.SimpleNamespace(
-        is_available=lambda: True, is_initialized=lambda: True, _is_in_bad_fork=lambda: False,
-        device_count=lambda: 1, current_device=lambda: 0,
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        _is_in_bad_fork=lambda: False,
+        device_count=lambda: 1,
+        current_device=lambda: 0,
         synchronize=lambda device=None: None,  # kernels finish before they return
-        manual_seed_all=lambda seed: None,     # random ops use the CPU generator, seeded already
+        manual_seed_all=lambda seed: None,  # random ops use the CPU generator, seeded already
+        # ... so the device's generator state is the CPU's (torch.testing's freeze_rng_state
+        # saves and restores the current accelerator's state around seeded ops)
+        get_rng_state=lambda device="simdev": torch.get_rng_state(),
+        set_rng_state=lambda state, device="simdev": torch.set_rng_state(state),
         memory_allocated=memory_allocated,
     )
 
@@ -450,33 +669,69 @@ def _shallow_copy_compatible(self: torch.Tensor, other: torch.Tensor) -> bool:
     # PrivateUse1 device Module.to() makes new Parameters instead of swapping data in place,
     # which unties tied weights (gpt2's wte / lm_head) and orphans optimizer state. simdev
     # answers as CUDA does; a real PrivateUse1 backend without this shows that failure.
-    return self.layout == torch.strided and other.layout == torch.strided and not (
-        self.is_meta or other.is_meta)
+    return (
+        self.layout == torch.strided
+        and other.layout == torch.strided
+        and not (self.is_meta or other.is_meta)
+    )
 
 
 def _simdev_compile(gm, example_inputs, **kwargs):
     """``torch.compile(backend="simdev")``: AOT autograd, graphs run as-is (like aot_eager)."""
     from torch._dynamo.backends.debugging import aot_eager
+
     return aot_eager(gm, example_inputs, **kwargs)
 
 
-def _register_compile_backend() -> None:
+def _register_compile_backend(name: str) -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-    if DEVICE_NAME not in _COMPILER_FNS:
-        register_backend(compiler_fn=_simdev_compile, name=DEVICE_NAME)
+
+    if name not in _COMPILER_FNS:
+        register_backend(compiler_fn=_simdev_compile, name=name)
 
 
-_state: dict = {"fallback_lib": None, "device_lib": None, "native_lib": None, "native": None}
+DEFAULT_MESSAGE = "Operator '{op}' executed via CPU fallback on {device}"
+_state: dict = {
+    "fallback_lib": None,
+    "device_lib": None,
+    "native_lib": None,
+    "native": None,
+    "name": DEVICE_NAME,
+    "message": DEFAULT_MESSAGE,
+    "silent": frozenset(),
+}
 _install_lock = threading.Lock()
 
 
-def install(native_ops: Iterable[str] | None = None) -> None:
-    """Make ``simdev`` a torch device in this process. Idempotent; a repeat call with another
-    native set re-registers the kernels (the PrivateUse1 name itself can be set only once)."""
+def install(
+    native_ops: Iterable[str] | None = None,
+    *,
+    name: str = DEVICE_NAME,
+    fallback_message: str = DEFAULT_MESSAGE,
+    silent_fallback: Iterable[str] = (),
+) -> None:
+    """Make ``name`` (default ``simdev``) a torch device in this process. Idempotent; a repeat
+    call with another native set re-registers the kernels (the PrivateUse1 name itself can be
+    set only once per process).
+
+    fallback_message: the once-per-op warning, formatted with ``op`` and ``device``.
+    silent_fallback:  ops (``aten::cumsum`` or ``cumsum``) the fallback serves without warning
+                      and without counting them: a backend that says nothing.
+    """
     names = resolve_native_ops(native_ops)
     with _install_lock:
         if _state["fallback_lib"] is None:
+            _state.update(
+                name=name,
+                message=fallback_message,
+                silent=frozenset(_normalize(n) for n in silent_fallback),
+            )
             _setup_device()
+        elif name != _state["name"]:
+            raise RuntimeError(
+                f"PrivateUse1 is already named {_state['name']!r} in this "
+                f"process; cannot install {name!r} too"
+            )
         if _state["native"] != names:
             kernels = _native_kernels(names)  # validate before dropping the kernels in place
             if _state["native_lib"] is not None:
@@ -494,20 +749,23 @@ def native_ops() -> frozenset[str]:
 
 def _setup_device() -> None:
     from torch.utils import backend_registration
+
     setup = getattr(backend_registration, "_setup_privateuseone_for_python_backend", None)
     if setup is None or not hasattr(torch._C, "_acc"):
         raise RuntimeError(
             f"simdev needs torch's PrivateUse1 Python-backend hooks (torch 2.10+); torch "
-            f"{torch.__version__} lacks _setup_privateuseone_for_python_backend")
+            f"{torch.__version__} lacks _setup_privateuseone_for_python_backend"
+        )
     current = torch._C._get_privateuse1_backend_name()
     if current != "privateuseone":
         raise RuntimeError(
             f"PrivateUse1 is already named {current!r} in this process; simdev can only be "
-            f"installed in a process whose PrivateUse1 backend is still unclaimed")
-    setup(DEVICE_NAME, backend_module=_device_module())
+            f"installed in a process whose PrivateUse1 backend is still unclaimed"
+        )
+    setup(_state["name"], backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
     fallback_lib.fallback(_fallback, "PrivateUse1")
     device_lib = torch.library.Library("aten", "IMPL")
     device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
     _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
-    _register_compile_backend()
+    _register_compile_backend(_state["name"])

@@ -6,7 +6,8 @@ the computation parity checked.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torchport.cases.base import Case, Size, Workload
 
@@ -14,17 +15,37 @@ from torchport.cases.base import Case, Size, Workload
 def build_workload(case: Case, *, seed: int, size: Size) -> Workload:
     """The case's workload on the CPU in float32, in the mode its steps run in.
 
-    Steps run in eval mode (dropout off, BatchNorm on running statistics), so that the device
-    and the reference compute the same deterministic function.
+    A training step (the case has a loss: forward + backward) runs in training mode: dropout
+    on, BatchNorm on batch statistics and updating its running statistics, as training does;
+    the device and the reference are made comparable by ``steps.Compared`` (masks and buffers),
+    not by switching training behaviour off. An inference step runs in eval mode.
     """
     workload = case.build(seed=seed, size=size)
-    workload.model.eval()
+    workload.model.train(workload.trains)
+    if workload.reference_model is not None:
+        workload.reference_model.train(workload.trains)
     return workload
 
 
-def build_placed(case: Case, *, seed: int, size: Size, device: str, dtype) -> Workload:
+def step_info(workload: Workload) -> dict:
+    """findings["step"]: what one step is and the mode the model runs it in."""
+    return {
+        "kind": "training forward+backward" if workload.trains else "inference forward",
+        "mode": "train" if workload.trains else "eval",
+    }
+
+
+def build_placed(
+    case: Case, *, seed: int, size: Size, device: str, dtype, host_scope=None
+) -> Workload:
+    """Built on the CPU (under ``host_scope``: see ``DeviceAdapter.host_scope``), placed."""
+    import contextlib
+
     from torchport.execution.steps import place
-    return place(build_workload(case, seed=seed, size=size), device, dtype)
+
+    with (host_scope or contextlib.nullcontext)():
+        workload = build_workload(case, seed=seed, size=size)
+    return place(workload, device, dtype, host_scope=host_scope)
 
 
 class StageFailed(Exception):

@@ -36,13 +36,29 @@ class LineReader:
             remaining = deadline - clock()
             if remaining <= 0:
                 return None
+            assert self.fd is not None, "read after close"
             ready, _, _ = select.select([self.fd], [], [], min(remaining, 1.0))
             if not ready:
                 continue
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
+            if not self.fill():
                 return None
-            self.buffer += chunk
+        return self.buffered_line()
+
+    # For a supervisor that waits on many children at once (``select`` over their fds):
+    def fileno(self) -> int | None:
+        return self.fd
+
+    def fill(self) -> bool:
+        """Read what the pipe holds now (it is readable); False at end of stream."""
+        assert self.fd is not None, "read after close"
+        chunk = os.read(self.fd, 65536)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def buffered_line(self) -> bytes | None:
+        """A complete line already read, if there is one; never waits."""
+        if b"\n" not in self.buffer:
+            return None
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line
 

@@ -29,11 +29,14 @@ from torchport.execution.channel import LineReader
 from torchport.timing import clock
 
 TAIL_CHARS = 4000
+SUPERVISOR_PID_ENV = "TORCHPORT_SUPERVISOR_PID"
 # ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
 # there would shadow the standard library inside every child. Drop that entry, then run the
 # module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
-_BOOTSTRAP = ("import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
-              "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+_BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 class BadEvent(ValueError):
@@ -43,16 +46,26 @@ class BadEvent(ValueError):
 class Child:
     """``python -m MODULE ARGS --fd N``, supervised."""
 
-    def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None,
-                 log_dir: str, name: str):
+    def __init__(
+        self, module: str, args: list[str], *, env: dict[str, str] | None, log_dir: str, name: str
+    ):
         read_fd, write_fd = os.pipe()
         self.log: IO[bytes] = tempfile.NamedTemporaryFile(
-            "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False)
+            "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False
+        )
         self.started = clock()
+        # The child's watchdog watches this pid, not whatever parent it finds once it is up:
+        # a supervisor killed while the child was still starting is noticed too.
+        env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), env=env, start_new_session=True)
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,
+        )
         os.close(write_fd)
         self.reader = LineReader(read_fd)
         self.returncode: int | None = None
@@ -81,8 +94,23 @@ class Child:
         Raises BadEvent for a line that is not a JSON object with an "event" key.
         """
         line = self.reader.next_line(deadline)
-        if line is None:
-            return None
+        return None if line is None else self._parse(line)
+
+    def fileno(self) -> int | None:
+        """The event channel's fd, for ``select`` over many children; None once closed."""
+        return self.reader.fileno()
+
+    def read_available(self) -> bool:
+        """Read what the channel holds now (after ``select`` said so); False at end of stream."""
+        return self.reader.fill()
+
+    def buffered_event(self) -> dict | None:
+        """An event already read, never waiting (``next_event`` for a multiplexed parent)."""
+        line = self.reader.buffered_line()
+        return None if line is None else self._parse(line)
+
+    @staticmethod
+    def _parse(line: bytes) -> dict:
         try:
             event = json.loads(line)
         except ValueError:
@@ -146,8 +174,9 @@ def describe_exit(code: int | None) -> str:
         return "not started"
     if code < 0:
         name = signal.Signals(-code).name
-        hint = " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" \
-            else ""
+        hint = (
+            " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" else ""
+        )
         return f"signal {name}{hint}"
     return f"exit code {code}"
 
@@ -182,7 +211,8 @@ class Watchdog:
     POLL_S = 0.5
 
     def __init__(self) -> None:
-        self.parent = os.getppid()
+        # Popped: a process this one starts by other means must not watch our supervisor.
+        self.parent = int(os.environ.pop(SUPERVISOR_PID_ENV, None) or os.getppid())
         self.deadline: float | None = None  # time.monotonic() value
         threading.Thread(target=self._watch, name="torchport-watchdog", daemon=True).start()
 

@@ -23,8 +23,9 @@ def torchport_git_sha() -> str | None:
     """The sha of the torchport checkout, when it runs from one."""
     here = Path(torchport.__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -32,6 +33,7 @@ def torchport_git_sha() -> str | None:
 
 def fingerprint(adapter) -> dict:
     import torch
+
     info = {}
     with contextlib.suppress(Exception):
         info = adapter.device_info()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 
@@ -10,6 +11,7 @@ from torchport.cases.base import Workload
 
 def _move(value, device, dtype):
     import torch
+
     if isinstance(value, torch.Tensor):
         # Floating inputs follow the run's dtype; integer inputs (token ids) keep theirs.
         return value.to(device=device, dtype=dtype if value.is_floating_point() else None)
@@ -20,16 +22,71 @@ def _move(value, device, dtype):
     return value
 
 
-def place(workload: Workload, device: str, dtype) -> Workload:
-    """A copy of the workload with model and inputs on ``device`` in ``dtype``."""
-    model = copy.deepcopy(workload.model).to(device=device, dtype=dtype)
-    return dataclasses.replace(workload, model=model, args=_move(workload.args, device, dtype),
-                               kwargs=_move(workload.kwargs, device, dtype))
+def shared_parameters(model) -> list[list[str]]:
+    """Names of parameters that are one tensor (tied), per group: [["wte.weight",
+    "lm_head.weight"]]. The first name is the one ``named_parameters()`` keeps."""
+    groups: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(param), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def retie(model, groups: list[list[str]]) -> list[str]:
+    """Make every group in ``groups`` one parameter again; the names that had to be re-tied.
+
+    Some backends replace parameters when a module moves (torch_xla: ``model.to("xla")``
+    builds new ones), which unties shared weights: the device would train a different model
+    from the reference. The first name's parameter is set on the other names' modules.
+    """
+    retied = []
+    for names in groups:
+        first = model.get_parameter(names[0])
+        for name in names[1:]:
+            if model.get_parameter(name) is first:
+                continue
+            owner, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(owner), leaf, first)
+            retied.append(name)
+    return retied
+
+
+def place(workload: Workload, device: str, dtype, *, host_scope=None) -> Workload:
+    """A copy of the workload with model and inputs on ``device`` in ``dtype``.
+
+    ``host_scope``: a context manager factory under which host-side work runs (the adapter's
+    ``host_scope``; torchax's global modes would otherwise catch the deep copy). Tied
+    parameters stay tied: a move that untied them is undone, and ``meta["placement_ties"]``
+    names the groups and what was re-tied.
+    """
+    with (host_scope or contextlib.nullcontext)():
+        model = copy.deepcopy(workload.model)
+        ties = shared_parameters(model)
+    model = model.to(device=device, dtype=dtype)
+    meta = dict(workload.meta)
+    if ties:
+        retied = retie(model, ties)
+        meta["placement_ties"] = {
+            "groups": ties,
+            "retied": retied,
+            "note": (
+                f"the move to {device} untied {', '.join(retied)}: re-tied"
+                if retied
+                else "still tied after the move"
+            ),
+        }
+    return dataclasses.replace(
+        workload,
+        model=model,
+        args=_move(workload.args, device, dtype),
+        kwargs=_move(workload.kwargs, device, dtype),
+        meta=meta,
+    )
 
 
 def flatten_output(value, prefix: str = "out") -> dict:
     """Named floating-point tensors of a model output (tensor, tuple, dict or ModelOutput)."""
     import torch
+
     found = {}
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex():
@@ -43,18 +100,21 @@ def flatten_output(value, prefix: str = "out") -> dict:
     return found
 
 
-def make_step(runner, module, workload: Workload):
+def make_step(runner, module, workload: Workload, *, compared: Compared | None = None):
     """A zero-argument step: forward through ``runner`` (+ backward when the workload trains).
 
     ``module`` is the underlying nn.Module, whose parameter names label the gradients
     (a torch.compile wrapper would prefix them). Returns detached named tensors.
+    ``compared``: a step whose numbers are compared with the reference's (``Compared``).
     """
+
     def step() -> dict:
         if workload.trains:
             module.zero_grad(set_to_none=True)
         output = runner(*workload.args, **workload.kwargs)
         tensors = {k: v.detach() for k, v in flatten_output(output).items()}
         if workload.trains:
+            assert workload.loss_fn is not None  # trains: it has a loss
             loss = workload.loss_fn(output)
             loss.backward()
             tensors["loss"] = loss.detach()
@@ -62,15 +122,65 @@ def make_step(runner, module, workload: Workload):
                 if param.grad is not None:
                     tensors[f"grad.{name}"] = param.grad.detach()
         return tensors
-    return step
+
+    return step if compared is None else compared.wrap(step, module)
 
 
-def first_compiled_step(compile_fn, module, workload: Workload):
+class Compared:
+    """What makes one step comparable with the same step on another device or dtype.
+
+    Every call starts from the state the model was placed in (floating buffers, e.g. BatchNorm
+    running statistics, restored in place, so compiled code keeps its tensors), draws dropout
+    masks the way every side does (``randomness.comparable``), and returns the floating buffers
+    after the step as ``buffer.<name>``: running-stat updates are compared like outputs.
+    """
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.masked_calls = 0  # dropout calls masked in the last step
+        self.changed: list[str] = []  # buffer.* names the last step changed
+        self._placed: dict = {}  # id(module) -> its buffers as first wrapped
+
+    def wrap(self, step, module):
+        """Wrap ``step``; the state restored is the module's when it was first wrapped (the
+        eager and the compiled step of one module start from the same placed state)."""
+        import torch
+
+        from torchport.execution.randomness import comparable
+
+        buffers = {n: b for n, b in module.named_buffers() if b.is_floating_point()}
+        if id(module) not in self._placed:
+            with torch.no_grad():
+                self._placed[id(module)] = (
+                    module,
+                    {n: b.detach().clone() for n, b in buffers.items()},
+                )
+        placed = self._placed[id(module)][1]
+
+        def compared_step() -> dict:
+            with torch.no_grad():
+                for name, buffer in buffers.items():
+                    buffer.copy_(placed[name])
+            with comparable(self.seed) as report:
+                tensors = step()
+            self.masked_calls = report["masked_calls"]
+            self.changed = [
+                f"buffer.{n}" for n, b in buffers.items() if not torch.equal(b, placed[n])
+            ]
+            tensors.update({f"buffer.{n}": b.detach().clone() for n, b in buffers.items()})
+            return tensors
+
+        return compared_step
+
+
+def first_compiled_step(
+    compile_fn, module, workload: Workload, *, compared: Compared | None = None
+):
     """``compile_fn(module)`` (torch.compile: its first call in a process imports dynamo and
     inductor, a wait the user meets too) and the first step through the result, which
     compiles. Returns (runner, step); that step's outputs are dropped."""
     runner = compile_fn(module)
-    step = make_step(runner, module, workload)
+    step = make_step(runner, module, workload, compared=compared)
     step()
     return runner, step
 

@@ -25,9 +25,9 @@ from torchport.views.base import (
 from torchport.views.listing import Tally
 
 MISSING = "-"
-CELL_CHARS = 240     # any text cell
-ERROR_CHARS = 100    # an error message in a table
-TOP_OPS = 3          # host ops named per cell
+CELL_CHARS = 240  # any text cell
+ERROR_CHARS = 100  # an error message in a table
+TOP_OPS = 3  # host ops named per cell
 GRAPH_OPS_SHOWN = 4  # ops-per-graph figures named per cell
 
 
@@ -37,8 +37,12 @@ def safe(text: Any) -> str:
     text = str(text)
     if text.isprintable():
         return text
-    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
-                   else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return "".join(
+        ch
+        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
+        else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 def trim_middle(text: str, limit: int) -> str:
@@ -46,7 +50,7 @@ def trim_middle(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = (limit - 1) * 2 // 3
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
 
 
 def brief_error(message: str, limit: int = ERROR_CHARS) -> str:
@@ -56,7 +60,7 @@ def brief_error(message: str, limit: int = ERROR_CHARS) -> str:
     if len(line) > limit:
         end = line.find(". ")
         if 0 < end < limit:
-            line = line[:end + 1]
+            line = line[: end + 1]
     return trim_middle(line, limit)
 
 
@@ -76,8 +80,8 @@ def number(value: float, kind: str) -> str:
     """A number in the unit of its column."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if kind == "ms" or kind == "tflops":
-        return f"{value:.3g}"
+    if kind == "ms" or kind == "tflops":  # 3 significant digits, never 1.07e+03
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     if kind == "s":
         return f"{value:.2f} s"
     if kind == "percent":  # a tiny 0.0021% must not read as 0.0%
@@ -99,6 +103,8 @@ def number(value: float, kind: str) -> str:
 
 
 def outcome_metric(o: Outcome) -> str:
+    if o.status not in ("pass", "skip") and o.error:  # a failure says why before how fast
+        return safe(brief_error(o.error))
     if o.step_ms is not None:
         return f"{number(o.step_ms, 'ms')} ms/step"
     if o.status == "pass" and o.max_rel_err is not None:
@@ -125,8 +131,11 @@ def _op_counts(ops: dict) -> str:
 def _copies(c: Copies) -> str:
     if not c.count:
         return "none"
-    moved = [f"{d} {human_bytes(n)}" for d, n in (("h2d", c.h2d_bytes), ("d2h", c.d2h_bytes),
-                                                  ("d2d", c.d2d_bytes)) if n]
+    moved = [
+        f"{d} {human_bytes(n)}"
+        for d, n in (("h2d", c.h2d_bytes), ("d2h", c.d2h_bytes), ("d2d", c.d2d_bytes))
+        if n
+    ]
     return f"{c.count}: " + ", ".join(moved) if moved else str(c.count)
 
 
@@ -153,8 +162,9 @@ def cell(value: Any, kind: str) -> str:
     if isinstance(value, Span):
         return f"{number(value.low, kind)}-{number(value.high, kind)}"
     if isinstance(value, Fraction):
-        return f"{value.n} / {value.of} ({100.0 * value.n / value.of:.1f}%)" if value.of \
-            else MISSING
+        return (
+            f"{value.n} / {value.of} ({100.0 * value.n / value.of:.1f}%)" if value.of else MISSING
+        )
     if isinstance(value, Share):
         share = f" ({value.part / value.whole:.0%})" if value.whole else ""
         return number(value.part, kind) + share

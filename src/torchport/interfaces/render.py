@@ -14,8 +14,23 @@ from rich.text import Text
 from torchport.interfaces.formats import cell, safe, text_cell
 from torchport.views.base import View
 
-ENVIRONMENT_KEYS = ("device_name", "device_count", "torch", "transformers", "backend_packages",
-                    "runtime", "driver", "cpu", "python", "os", "torchport", "torchport_git")
+ENVIRONMENT_KEYS = (
+    "device_name",
+    "device_count",
+    "privateuse1_backend",
+    "adapter",
+    "dispatch_key",
+    "torch",
+    "transformers",
+    "backend_packages",
+    "runtime",
+    "driver",
+    "cpu",
+    "python",
+    "os",
+    "torchport",
+    "torchport_git",
+)
 
 
 def make_console(**kwargs) -> Console:
@@ -33,8 +48,12 @@ def view_table(view: View) -> Table:
     for column in view.columns:
         table.add_column(Text(safe(column.name)), overflow="fold")
     for row in view.rows:
-        table.add_row(*[Text(cell(value, column.kind)) for value, column in
-                        zip(row, view.columns, strict=True)])
+        table.add_row(
+            *[
+                Text(cell(value, column.kind))
+                for value, column in zip(row, view.columns, strict=True)
+            ]
+        )
     return table
 
 
@@ -54,8 +73,11 @@ def print_views(console: Console, views: dict[str, View]) -> None:
 
 
 def environment_lines(env: dict) -> list[str]:
-    return [text_cell(f"{k}: {env[k]}", 500) for k in ENVIRONMENT_KEYS
-            if env.get(k) not in (None, {}, "")]
+    return [
+        text_cell(f"{k}: {env[k]}", 500)
+        for k in ENVIRONMENT_KEYS
+        if env.get(k) not in (None, {}, "")
+    ]
 
 
 def print_run_header(console: Console, run: dict, environments: list[dict]) -> None:
@@ -63,8 +85,13 @@ def print_run_header(console: Console, run: dict, environments: list[dict]) -> N
     labels = ", ".join(f"{k}={v}" for k, v in run["labels"].items()) or "-"
     head = Text()
     head.append(text_cell(f"run {run['id']}", 120), style="bold")
-    head.append(text_cell(f"  {run['state']}  suite {run['suite']}  device {run['device']}  "
-                          f"dtype {run['config'].get('dtype')}  labels {labels}", 1000))
+    head.append(
+        text_cell(
+            f"  {run['state']}  suite {run['suite']}  device {run['device']}  "
+            f"dtype {run['config'].get('dtype')}  labels {labels}",
+            1000,
+        )
+    )
     console.print(head)
     console.print(Text(text_cell(f"command: {run['command']}", 1000)))
     first, *others = environments or [{}]

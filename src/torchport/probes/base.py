@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from torchport.cases.base import Case, Workload
 from torchport.config import RunConfig
@@ -30,9 +31,9 @@ class Subject:
     adapter: DeviceAdapter
     device: str
     dtype: torch.dtype
-    workload: Workload       # device-side Workload (args/kwargs moved)
+    workload: Workload  # device-side Workload (args/kwargs moved)
     model: torch.nn.Module
-    runner: Callable[..., Any]   # the model, or its torch.compile wrapper
+    runner: Callable[..., Any]  # the model, or its torch.compile wrapper
     step: Callable[[], dict]
     make_runner: Callable[[], Any]
     emit: Callable[[dict], None] = lambda event: None

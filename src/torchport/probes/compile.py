@@ -25,9 +25,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.probes.compile_metrics import is_unavailable, unavailable, warm_verdict
+from torchport.probes.compile_metrics import (
+    backend_warm_verdict,
+    is_unavailable,
+    unavailable,
+    warm_verdict,
+)
 from torchport.probes.compile_run import Child, ChildOutcome
 from torchport.timing import clock
 
@@ -46,15 +52,25 @@ class CompileProbe(Probe):
         return subject.mode == "compile"
 
     def run(self, subject: Subject) -> ProbeReport:
+        from torchport.execution.compile_backend import choose
+
         config, adapter = subject.config, subject.adapter
-        backend = config.compile_backend or adapter.default_compile_backend
-        spec = {"suite": config.suite, "workload": config.workload, "case": subject.case.id,
-                "device": config.device, "dtype": config.dtype, "seed": config.seed,
-                "batch": config.batch, "seq": config.seq, "backend": backend}
+        backend = choose(adapter, config.compile_backend).name
+        spec: dict[str, Any] = {
+            "suite": config.suite,
+            "workload": config.workload,
+            "case": subject.case.id,
+            "device": config.device,
+            "dtype": config.dtype,
+            "seed": config.seed,
+            "batch": config.batch,
+            "seq": config.seq,
+            "backend": backend,
+        }
         deadline = case_deadline(subject)
         # The child's own watchdog: it ends itself a little after the deadline it is held to.
         spec["deadline_s"] = max(deadline - clock(), 1.0) + DEADLINE_MARGIN_S
-        tasks = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
+        tasks: tuple[str, ...] = ("cold", "warm", "shapes") if config.shapes else ("cold", "warm")
         root = tempfile.mkdtemp(prefix="torchport-compile-")
         found: dict[str, dict] = {}
         if subject.cold_compile is not None:
@@ -69,8 +85,9 @@ class CompileProbe(Probe):
             # All children start at once and wait, built, for a go: their imports and builds
             # overlap, and each measured part then runs alone on the machine.
             for task in tasks:
-                children[task] = Child({**spec, "task": task, "hold": True,
-                                        "shapes": config.shapes}, env, root)
+                children[task] = Child(
+                    {**spec, "task": task, "hold": True, "shapes": config.shapes}, env, root
+                )
             for child in children.values():
                 child.wait_ready(deadline)
             for task, child in children.items():
@@ -78,8 +95,9 @@ class CompileProbe(Probe):
                     break  # warm needs what cold leaves behind; shapes, a working compile
                 subject.emit({"event": "stage", "stage": f"probe:compile:{task}"})
                 child.go()
-                found[task] = child_findings(child.finish(deadline, config.compile_timeout_s),
-                                             config)
+                found[task] = child_findings(
+                    child.finish(deadline, config.compile_timeout_s), config
+                )
                 found[task].setdefault("measured_by", "child")
         finally:
             for child in children.values():
@@ -103,21 +121,38 @@ def case_deadline(subject: Subject) -> float:
 def child_findings(outcome: ChildOutcome, config) -> dict:
     """What one child gave, or why it gave nothing: always data, with the time it took."""
     if outcome.ended == "result":
+        assert outcome.result is not None  # a child that reported gave its result
         found = dict(outcome.result)
         if found.get("status") != "ok" and found.get("error"):
-            found["error"] = {**found["error"], "traceback": (found["error"].get("traceback")
-                                                               or "")[-TAIL_CHARS:]}
+            found["error"] = {
+                **found["error"],
+                "traceback": (found["error"].get("traceback") or "")[-TAIL_CHARS:],
+            }
     elif outcome.ended == "compile_timeout":
-        found = {"status": "compile_timeout", "stage": "compile", "error": {
-            "type": "Timeout", "message": f"compilation ran past its {config.compile_timeout_s:g}"
-            " s limit (--compile-timeout); the child process was killed"}}
+        found = {
+            "status": "compile_timeout",
+            "stage": "compile",
+            "error": {
+                "type": "Timeout",
+                "message": f"compilation ran past its {config.compile_timeout_s:g}"
+                " s limit (--compile-timeout); the child process was killed",
+            },
+        }
     elif outcome.ended == "deadline":
-        found = {"status": unavailable(f"stopped at the case deadline during stage "
-                                       f"'{outcome.stage}'")}
+        found = {
+            "status": unavailable(f"stopped at the case deadline during stage '{outcome.stage}'")
+        }
     else:
-        found = {"status": "crash", "stage": outcome.stage, "error": {
-            "type": "ChildCrash", "message": f"the compile child died ({outcome.exit}) during "
-            f"stage '{outcome.stage}'", "traceback": outcome.tail[-TAIL_CHARS:]}}
+        found = {
+            "status": "crash",
+            "stage": outcome.stage,
+            "error": {
+                "type": "ChildCrash",
+                "message": f"the compile child died ({outcome.exit}) during "
+                f"stage '{outcome.stage}'",
+                "traceback": outcome.tail[-TAIL_CHARS:],
+            },
+        }
     if outcome.records and found.get("status") != "ok":  # what completed before it ended
         found.setdefault("records", outcome.records)
     found["elapsed_s"] = outcome.elapsed_s
@@ -125,9 +160,20 @@ def child_findings(outcome: ChildOutcome, config) -> dict:
 
 
 # The warm child repeats the cold one's graphs and breaks; keep only what differs.
-WARM_KEYS = ("status", "stage", "error", "measured_by", "first_step_s", "second_step_s",
-             "eager_first_step_s", "cache", "backend_cache", "phases_s", "graph_count",
-             "elapsed_s")
+WARM_KEYS = (
+    "status",
+    "stage",
+    "error",
+    "measured_by",
+    "first_step_s",
+    "second_step_s",
+    "eager_first_step_s",
+    "cache",
+    "backend_cache",
+    "phases_s",
+    "graph_count",
+    "elapsed_s",
+)
 
 
 def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
@@ -136,10 +182,13 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
     if "warm" in found:
         found["warm"] = {k: v for k, v in found["warm"].items() if k in WARM_KEYS}
     cold = found["cold"]
-    warm = found.get("warm") or {"status": unavailable("not run: the cold compile did not "
-                                                       "succeed")}
-    findings = {"backend": backend, "compile_timeout_s": config.compile_timeout_s,
-                "cold": cold, "warm": warm}
+    warm = found.get("warm") or {"status": unavailable("not run: the cold compile did not succeed")}
+    findings = {
+        "backend": backend,
+        "compile_timeout_s": config.compile_timeout_s,
+        "cold": cold,
+        "warm": warm,
+    }
     metrics: dict[str, float] = {}
     if cold.get("status") == "ok":
         metrics.update(cold_metrics(cold))
@@ -147,13 +196,28 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
     if warm.get("status") == "ok":
         metrics["compile_warm_first_step_s"] = warm["first_step_s"]
         findings["warm_proven"], findings["warm_check"] = warm_verdict(
-            warm["cache"], cold.get("cache", unavailable("no cold run")))
+            warm["cache"], cold.get("cache", unavailable("no cold run"))
+        )
+        own = backend_warm_verdict(warm.get("backend_cache"))
+        if own is not None and not findings["warm_proven"]:
+            # A backend that compiles outside Inductor (openxla, tpu) proves warmth with its
+            # own cache; Inductor's counters had nothing to say.
+            findings["warm_proven"], findings["warm_check"] = (
+                own[0],
+                f"{own[1]} (dynamo/Inductor: {findings['warm_check']})",
+            )
     if config.shapes:
         findings["shapes"] = shapes_findings(found.get("shapes"))
         metrics.update(shapes_metrics(findings["shapes"]))
     report = ProbeReport(metrics=metrics, findings={"compile": findings})
-    failed = next(((name, f) for name, f in found.items() if f.get("status") not in
-                   ("ok", None) and not is_unavailable(f.get("status"))), None)
+    failed = next(
+        (
+            (name, f)
+            for name, f in found.items()
+            if f.get("status") not in ("ok", None) and not is_unavailable(f.get("status"))
+        ),
+        None,
+    )
     if failed:
         name, f = failed
         error = dict(f.get("error") or {"type": f["status"], "message": f["status"]})
@@ -167,13 +231,19 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
 
 
 def cold_metrics(cold: dict) -> dict:
-    metrics = {"compile_cold_first_step_s": cold["first_step_s"],
-               "compile_eager_first_step_s": cold["eager_first_step_s"],
-               "compile_cold_second_step_s": cold["second_step_s"]}
+    metrics = {
+        "compile_cold_first_step_s": cold["first_step_s"],
+        "compile_eager_first_step_s": cold["eager_first_step_s"],
+        "compile_cold_second_step_s": cold["second_step_s"],
+    }
     if isinstance(cold.get("phases_s"), dict):
-        metrics.update({f"compile_cold_{phase}_s": seconds
-                        for phase, seconds in cold["phases_s"].items()
-                        if phase in PHASE_METRICS})
+        metrics.update(
+            {
+                f"compile_cold_{phase}_s": seconds
+                for phase, seconds in cold["phases_s"].items()
+                if phase in PHASE_METRICS
+            }
+        )
     if isinstance(cold.get("graph_count"), int):
         metrics["compile_graph_count"] = cold["graph_count"]
     if isinstance(cold.get("graph_breaks"), list):
@@ -189,8 +259,10 @@ def shapes_findings(found: dict | None) -> dict:
     if found.get("status") == "ok":
         return found
     # Killed or failed part-way: keep the modes that completed (sent as records).
-    return {**{k: v for k, v in found.items() if k != "records"},
-            "completed": found.get("records", [])}
+    return {
+        **{k: v for k, v in found.items() if k != "records"},
+        "completed": found.get("records", []),
+    }
 
 
 def shapes_metrics(shapes: dict) -> dict:

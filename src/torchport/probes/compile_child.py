@@ -5,7 +5,8 @@
 The parent sets the compile cache environment (``adapter.cache_dirs(root)``) before this
 process starts, so torch reads it at import. Tasks:
 
-cold / warm  build the case exactly as the ladder does (same seed, size, dtype, eval mode),
+cold / warm  build the case exactly as the ladder does (same seed, size, dtype, and mode:
+             training mode for a training step, with the model's real dropout),
              run one eager step, then time the first compiled step and read what dynamo
              recorded (cache counters, phases, graphs, breaks). Cold and warm are the same
              program; only the cache they find differs.
@@ -32,10 +33,12 @@ from torchport.probes import compile_metrics as cm
 from torchport.records.result import classify, error_value
 
 
-def place_on(workload, spec: dict, device: str):
+def place_on(workload, spec: dict, device: str, host_scope=None):
     import torch
+
     from torchport.execution.steps import place
-    return place(workload, device, getattr(torch, spec["dtype"]))
+
+    return place(workload, device, getattr(torch, spec["dtype"]), host_scope=host_scope)
 
 
 def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
@@ -44,22 +47,44 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     ``ready()`` is called once the case is built, before anything is placed or timed.
     """
     import torch
+
     from torchport.cases.base import Size
     from torchport.execution.steps import first_compiled_step, make_step
     from torchport.timing import timed
+
     sync = adapter.synchronize
-    workload = staged(emit, "build", lambda: build_workload(
-        case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))))
+    workload = staged(
+        emit,
+        "build",
+        lambda: build_workload(
+            case, seed=spec["seed"], size=Size(batch=spec.get("batch"), seq=spec.get("seq"))
+        ),
+    )
     ready()
-    placed = staged(emit, "place", lambda: place_on(workload, spec, adapter.device()))
+    placed = staged(
+        emit, "place", lambda: place_on(workload, spec, adapter.device(), adapter.host_scope)
+    )
     model = placed.model
     _, eager_s = staged(emit, "eager", lambda: timed(make_step(model, model, placed), sync))
     cm.start_recording()
-    (_, step), first_s = staged(emit, "compile", lambda: timed(lambda: first_compiled_step(
-        lambda m: torch.compile(m, backend=spec["backend"]), model, placed), sync))
+    (_, step), first_s = staged(
+        emit,
+        "compile",
+        lambda: timed(
+            lambda: first_compiled_step(
+                lambda m: torch.compile(m, backend=spec["backend"]), model, placed
+            ),
+            sync,
+        ),
+    )
     _, second_s = staged(emit, "compiled_run", lambda: timed(step, sync))
     emit({"event": "stage", "stage": "collect"})
-    return cm.first_step_record(adapter, first_s, second_s, eager_s)
+    from torchport.execution.build import step_info
+
+    return {
+        **cm.first_step_record(adapter, first_s, second_s, eager_s),
+        "step": step_info(workload),
+    }
 
 
 def main(argv=None) -> int:
@@ -76,22 +101,29 @@ def main(argv=None) -> int:
         if spec.get("hold"):
             channel.emit({"event": "ready"})
             sys.stdin.readline()
+
     try:
         from torchport.cases.registry import find_case
         from torchport.devices import get_adapter
+
         adapter = get_adapter(spec["device"])
         adapter.prepare()
         case = find_case(spec["suite"], spec["case"], workload=spec.get("workload"))
         if spec["task"] == "shapes":
             import torch  # noqa: F401 - imported while held, not after the go
+
             from torchport.probes.compile_shapes import study
+
             ready()
             result = study(case, spec, adapter, channel.emit)
         else:
             result = measure(case, spec, adapter, channel.emit, ready)
     except StageFailed as failed:
-        result = {"status": classify(failed.stage, failed.exc), "stage": failed.stage,
-                  "error": error_value(failed.exc)}
+        result = {
+            "status": classify(failed.stage, failed.exc),
+            "stage": failed.stage,
+            "error": error_value(failed.exc),
+        }
     except Exception as exc:  # outside any stage: still data, never a silent death
         result = {"status": "crash", "stage": "child", "error": error_value(exc)}
     channel.emit({"event": "result", "result": result})

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from torchport.execution.child import BadEvent, Child as SupervisedChild
+from torchport.execution.child import BadEvent
+from torchport.execution.child import Child as SupervisedChild
 from torchport.timing import clock
 
 TAIL_CHARS = 3000
@@ -35,9 +36,13 @@ class Child:
     """One ``python -m torchport.probes.compile_child`` process and its event stream."""
 
     def __init__(self, spec: dict, env: dict | None, log_dir: str):
-        self.child = SupervisedChild("torchport.probes.compile_child",
-                                     ["--spec", json.dumps(spec)], env=env, log_dir=log_dir,
-                                     name=spec["task"])
+        self.child = SupervisedChild(
+            "torchport.probes.compile_child",
+            ["--spec", json.dumps(spec)],
+            env=env,
+            log_dir=log_dir,
+            name=spec["task"],
+        )
         self.started = self.child.started
         self.outcome = ChildOutcome(ended="crash")
         self.done = False
@@ -69,14 +74,20 @@ class Child:
                 return
             if event is None:
                 if clock() >= limit:  # a limit passed
-                    self.outcome.ended = ("compile_timeout" if compile_deadline is not None
-                                          and clock() >= compile_deadline else "deadline")
+                    self.outcome.ended = (
+                        "compile_timeout"
+                        if compile_deadline is not None and clock() >= compile_deadline
+                        else "deadline"
+                    )
                 self.done = True  # else end of stream: the child died without a result
                 return
             if event["event"] == "stage":
                 self.outcome.stage = event["stage"]
-                compile_deadline = (clock() + compile_timeout_s if event["stage"] == "compile"
-                                    and compile_timeout_s else None)
+                compile_deadline = (
+                    clock() + compile_timeout_s
+                    if event["stage"] == "compile" and compile_timeout_s
+                    else None
+                )
             elif event["event"] == "record":
                 self.outcome.records.append(event["record"])
             elif event["event"] == "result":
@@ -93,8 +104,9 @@ class Child:
         self.child.kill()
         self.done = True
         self.outcome.elapsed_s = clock() - self.started
-        self.outcome.exit = None if self.outcome.ended == "result" else \
-            self.child.exit_description()
+        self.outcome.exit = (
+            None if self.outcome.ended == "result" else self.child.exit_description()
+        )
         self.outcome.tail = self.child.tail(TAIL_CHARS)
         if self.outcome.ended == "result":
             self.child.remove_log()

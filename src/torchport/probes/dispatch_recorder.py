@@ -20,17 +20,18 @@ from dataclasses import dataclass, field
 # index, "out" for the result, or "host" for a value read back to Python.
 COPY_OPS = {
     "aten._to_copy": (0, "out"),
-    "aten.copy_": (1, 0),                # copy_(self=dst, src)
-    "aten._copy_from": (0, 1),           # _copy_from(self=src, dst)
+    "aten.copy_": (1, 0),  # copy_(self=dst, src)
+    "aten._copy_from": (0, 1),  # _copy_from(self=src, dst)
     "aten._copy_from_and_resize": (0, 1),
-    "aten._local_scalar_dense": (0, "host"),   # .item(): a scalar read back to the host
+    "aten._local_scalar_dense": (0, "host"),  # .item(): a scalar read back to the host
 }
 
 try:  # private module, stable for years, but guarded like every private API
     from torch.utils._python_dispatch import TorchDispatchMode
+
     _IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - very old torch
-    TorchDispatchMode, _IMPORT_ERROR = object, exc
+    TorchDispatchMode, _IMPORT_ERROR = object, exc  # type: ignore[misc, assignment]
 
 
 def availability() -> tuple[bool, str]:
@@ -51,9 +52,12 @@ def sees_compiled_code() -> tuple[bool, str]:
         return False, reason
     if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
         import torch
-        return False, (f"torch {torch.__version__} lacks TorchDispatchMode."
-                       "ignore_compile_internals: Dynamo skips frames under the recorder, so "
-                       "compile-mode ops are the eager ones")
+
+        return False, (
+            f"torch {torch.__version__} lacks TorchDispatchMode."
+            "ignore_compile_internals: Dynamo skips frames under the recorder, so "
+            "compile-mode ops are the eager ones"
+        )
     return True, "ignore_compile_internals"
 
 
@@ -77,6 +81,7 @@ def packet_key(name: str) -> str:
 
 def _tensors(value, found: list) -> list:
     import torch
+
     if isinstance(value, torch.Tensor):
         found.append(value)
     elif isinstance(value, (list, tuple)):
@@ -99,10 +104,13 @@ class Recording:
     ops:    (op name, device type) -> calls. An op's device is that of its tensors; a 0-dim CPU
             tensor mixed with device tensors (a wrapped scalar) does not make it a host op.
     copies: (op name, src device, dst device) -> [calls, bytes]; cross-device only.
+    host_sources: host storage address -> copies to another device that read it (so a buffer
+            left on the host can be tied to the copies it causes each step).
     """
 
     ops: Counter = field(default_factory=Counter)
     copies: dict = field(default_factory=dict)
+    host_sources: Counter = field(default_factory=Counter)
 
     def add_copy(self, name: str, src: str, dst: str, nbytes: int) -> None:
         entry = self.copies.setdefault((name, src, dst), [0, 0])
@@ -125,7 +133,7 @@ class DispatchRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.recording = Recording()
-        self._lock = threading.Lock()   # backward may run on an autograd device thread
+        self._lock = threading.Lock()  # backward may run on an autograd device thread
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -153,6 +161,8 @@ class DispatchRecorder(TorchDispatchMode):
                     nbytes = src.element_size() if where[1] == "host" else _nbytes(src)
                     with self._lock:
                         self.recording.add_copy(name, src.device.type, dst_type, nbytes)
+                        if src.device.type == "cpu":
+                            self.recording.host_sources[src.untyped_storage().data_ptr()] += 1
                     return
         device = _device_of(_tensors((args, kwargs, out), []))
         if device is not None:
@@ -163,6 +173,7 @@ class DispatchRecorder(TorchDispatchMode):
 def _arg(where, args, out):
     """The tensor at an argument index or the result ("out"); None for "host" or a non-tensor."""
     import torch
+
     if where == "host":
         return None
     value = out if where == "out" else (args[where] if len(args) > where else None)

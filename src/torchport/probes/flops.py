@@ -13,7 +13,7 @@ MFU = achieved FLOP/s / the device's peak for the dtype.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 # (case id, case version, seed, size, dtype, device) -> FLOPs per step
 _COUNTED: dict[tuple, int] = {}
@@ -24,6 +24,7 @@ def count_flops(step: Callable[[], object], key: tuple | None = None) -> int:
     if key is not None and key in _COUNTED:
         return _COUNTED[key]
     from torch.utils.flop_counter import FlopCounterMode
+
     with FlopCounterMode(display=False) as counter:
         step()
     flops = int(counter.get_total_flops())
@@ -35,9 +36,11 @@ def count_flops(step: Callable[[], object], key: tuple | None = None) -> int:
 def params_6nt(model) -> tuple[int, str]:
     """N for the 6·N·T rule: (count, what it includes)."""
     from torch import nn
+
     total = sum(p.numel() for p in model.parameters())
-    embedding_weights = {id(m.weight): m.weight.numel() for m in model.modules()
-                         if isinstance(m, nn.Embedding)}
+    embedding_weights = {
+        id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, nn.Embedding)
+    }
     output = _output_weight(model)
     tied = output is not None and id(output) in embedding_weights
     excluded = sum(embedding_weights.values()) - (output.numel() if tied else 0)
@@ -85,5 +88,7 @@ def peak_for(config, adapter, dtype_name: str) -> tuple[float | None, str]:
         name = adapter.device_info().get("device_name") or adapter.name
     except Exception:
         name = adapter.name
-    return None, (f"no peak known for {name} in {dtype_name}; pass --peak-tflops"
-                  + (f" ({reason})" if reason else ""))
+    return None, (
+        f"no peak known for {name} in {dtype_name}; pass --peak-tflops"
+        + (f" ({reason})" if reason else "")
+    )

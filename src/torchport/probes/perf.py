@@ -6,36 +6,52 @@ compiled steps are timed in alternating rounds (drift falls on both sides equall
 synchronised through its own API before each clock read (CUDA events where available).
 Compile time is never in these figures: the first call of each side is made before timing.
 
+A side whose spread or sample count is outside ``NOISE_LIMITS`` is flagged in
+findings["perf"]["noisy"] (with why, and the host load recorded next to it), and a speedup
+computed from a noisy side says so (``speedup_noisy``): such a figure is shown, never trusted
+silently.
+
+Training steps run in training mode (dropout and batch statistics on, with the device's own
+random kernels: nothing is compared here), inference steps in eval mode.
+
 Metrics (this mode's runner unless the name says eager/compiled):
   perf_median_ms perf_p10_ms perf_p90_ms perf_cv perf_samples
   perf_eager_median_ms perf_compiled_median_ms perf_speedup (eager / compiled, compile mode)
+  perf_<name>_median_ms for each of the workload's ``alternatives`` (e.g. perf_sdpa_median_ms)
   perf_tokens_per_s perf_samples_per_s perf_flops_per_step perf_achieved_tflops perf_mfu
   perf_flops_6nt_per_step perf_mfu_6nt perf_peak_bytes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
-from torchport.cases.base import Size
+from torchport.cases.base import Size, Workload
 from torchport.probes import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 
-PROBE_VERSION = 1
+# 2: FLOPs counted on the CPU reference; the timer's wait method. 3: noisy sides flagged,
+# training steps in training mode
+PROBE_VERSION = 3
 WARMUP_ROUNDS = 3
+# A side is noisy when its coefficient of variation is above max_cv or it has fewer samples
+# than min_samples: a median from a handful of scattered samples is not a figure to compare.
+NOISE_LIMITS = {"max_cv": 0.10, "min_samples": 10}
 
 
 @dataclass
 class PerfSetup:
     """The case at its perf size on the device: the steps to time, by side."""
 
-    workload: object
-    model: object
-    sides: dict = field(default_factory=dict)    # "eager" / "compiled" -> zero-arg step
-    mode_side: str = "eager"                      # the side this mode's runner is
+    workload: Workload
+    model: Any
+    sides: dict = field(default_factory=dict)  # "eager" / "compiled" -> zero-arg step
+    mode_side: str = "eager"  # the side this mode's runner is
     size: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -54,26 +70,51 @@ def compile_fresh(subject: Subject, model):
     which is not what a user running one shape gets.
     """
     import torch
-    backend = subject.config.compile_backend or subject.adapter.default_compile_backend
+
+    from torchport.execution.compile_backend import choose
+
+    backend = choose(subject.adapter, subject.config.compile_backend).name
     return torch.compile(model, backend=backend, dynamic=False)
 
 
 def perf_setup(subject: Subject) -> PerfSetup:
     """Build the case again at its perf size, place it, and make the steps to time."""
+
     from torchport.execution.build import build_placed
-    from torchport.execution.steps import make_step
+    from torchport.execution.steps import make_step, place
+
     config = subject.config
     size = Size(perf=True, batch=config.batch, seq=config.seq)
-    placed = build_placed(subject.case, seed=config.seed, size=size, device=subject.device,
-                          dtype=subject.dtype)
+    placed = build_placed(
+        subject.case,
+        seed=config.seed,
+        size=size,
+        device=subject.device,
+        dtype=subject.dtype,
+        host_scope=subject.adapter.host_scope,
+    )
     model = placed.model
-    setup = PerfSetup(workload=placed, model=model,
-                      size={"batch": config.batch, "seq": config.seq, "tokens": placed.tokens,
-                            "samples": placed.samples, "perf_size": True})
+    setup = PerfSetup(
+        workload=placed,
+        model=model,
+        size={
+            "batch": config.batch,
+            "seq": config.seq,
+            "tokens": placed.tokens,
+            "samples": placed.samples,
+            "perf_size": True,
+        },
+    )
     setup.sides["eager"] = make_step(model, model, placed)
     if subject.mode == "compile":
         setup.sides["compiled"] = make_step(compile_fresh(subject, model), model, placed)
         setup.mode_side = "compiled"
+    for name, other in placed.alternatives.items():  # e.g. SDPA for a FlexAttention case
+        if name in setup.sides:
+            raise ValueError(f"workload alternative '{name}' would hide the {name} side")
+        other.train(placed.trains)  # the mode the case's own step runs in
+        alt = place(dataclasses.replace(placed, model=other), subject.device, subject.dtype)
+        setup.sides[name] = make_step(alt.model, alt.model, alt)
     return setup
 
 
@@ -118,17 +159,52 @@ def first_calls(setup: PerfSetup) -> dict[str, str]:
     return failed
 
 
+def noisy(summary: Summary) -> list[str]:
+    """Why a side's figures are noisy (empty: they are not)."""
+    why = []
+    if summary.cv > NOISE_LIMITS["max_cv"]:
+        why.append(f"CV {summary.cv:.0%} > {NOISE_LIMITS['max_cv']:.0%}")
+    if summary.n < NOISE_LIMITS["min_samples"]:
+        why.append(f"n = {summary.n} < {NOISE_LIMITS['min_samples']}")
+    return why
+
+
 def host_load() -> dict:
-    """When the host is the device, how busy it was: a shared machine's figures are noisy."""
+    """How busy the host was: a shared machine's figures are noisy (the host drives every
+    device, so this is recorded whatever the device)."""
     import torch
-    return {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-            "load_avg_1min": round(os.getloadavg()[0], 2)}
+
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def summary_dict(summary: Summary) -> dict:
-    return {"n": summary.n, "median_ms": summary.median_s * 1e3, "p10_ms": summary.p10_s * 1e3,
-            "p90_ms": summary.p90_s * 1e3, "mean_ms": summary.mean_s * 1e3,
-            "min_ms": summary.min_s * 1e3, "cv": summary.cv}
+    return {
+        "n": summary.n,
+        "median_ms": summary.median_s * 1e3,
+        "p10_ms": summary.p10_s * 1e3,
+        "p90_ms": summary.p90_s * 1e3,
+        "mean_ms": summary.mean_s * 1e3,
+        "min_ms": summary.min_s * 1e3,
+        "cv": summary.cv,
+    }
+
+
+def reference_flops(subject: Subject) -> tuple[int | None, str]:
+    """FLOPs of one step at the perf size, counted once on the CPU (device independent), in
+    the reference child with its disk cache; (count, how it was counted)."""
+    from torchport.execution import reference
+
+    config = subject.config
+    size = Size(perf=True, batch=config.batch, seq=config.seq)
+    spec = reference.spec_for(subject.case, config, size, task="flops")
+    local = None if reference.rebuildable(subject.case, config) else subject.case
+    with subject.adapter.host_scope():
+        value = reference.obtain(spec, local)
+    return value["flops"], f"{value['counted_on']} ({value.get('process')})"
 
 
 class PerfProbe(Probe):
@@ -140,29 +216,45 @@ class PerfProbe(Probe):
         config, adapter = subject.config, subject.adapter
         setup = perf_setup(subject)
         notes = setup.notes
-        info = {"step_kind": step_kind(setup.workload), "size": setup.size, "notes": notes}
+        info: dict[str, Any] = {
+            "step_kind": step_kind(setup.workload),
+            "step_mode": "train" if setup.workload.trains else "eval",
+            "size": setup.size,
+            "notes": notes,
+        }
         report.findings["perf"] = info
         with RecompileLimitWatch() as watch:
             failed = first_calls(setup)
             if failed:
                 info["failed_sides"] = failed
-                notes.extend(f"{side} step failed at the perf size: {why}"
-                             for side, why in failed.items())
+                notes.extend(
+                    f"{side} step failed at the perf size: {why}" for side, why in failed.items()
+                )
             if not setup.sides:
                 return report
             timer = step_timer(adapter)
-            samples = sample_interleaved(setup.sides, timer, budget_s=config.perf_budget_s,
-                                         warmup=WARMUP_ROUNDS)
+            samples = sample_interleaved(
+                setup.sides, timer, budget_s=config.perf_budget_s, warmup=WARMUP_ROUNDS
+            )
         if watch.hits:
             info["recompile_limit_hits"] = watch.hits[:20]
-            notes.append(f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
-                         "frames ran eagerly inside the compiled step")
-        if adapter.torch_type == "cpu":
-            info["host_load"] = host_load()
-        info.update(timer=timer.kind, interleaved=list(setup.sides), budget_s_per_side=
-                    config.perf_budget_s, warmup_rounds=WARMUP_ROUNDS)
+            notes.append(
+                f"dynamo hit its recompile limit {len(watch.hits)} time(s): those "
+                "frames ran eagerly inside the compiled step"
+            )
+        info["host_load"] = host_load()
+        info.update(
+            timer=timer.kind,
+            interleaved=list(setup.sides),
+            budget_s_per_side=config.perf_budget_s,
+            warmup_rounds=WARMUP_ROUNDS,
+            noise_limits=dict(NOISE_LIMITS),
+        )
         summaries = {name: Summary.of(s) for name, s in samples.items()}
         info["sides"] = {name: summary_dict(s) for name, s in summaries.items()}
+        flagged = {name: why for name, s in summaries.items() if (why := noisy(s))}
+        if flagged:
+            info["noisy"] = flagged
         metrics = report.metrics
         for name, summary in summaries.items():
             metrics[f"perf_{name}_median_ms"] = summary.median_s * 1e3
@@ -170,10 +262,27 @@ class PerfProbe(Probe):
         if main is None:
             notes.append(f"no {setup.mode_side} figure: that side did not run")
             return report
-        metrics.update(perf_median_ms=main.median_s * 1e3, perf_p10_ms=main.p10_s * 1e3,
-                       perf_p90_ms=main.p90_s * 1e3, perf_cv=main.cv, perf_samples=main.n)
+        metrics.update(
+            perf_median_ms=main.median_s * 1e3,
+            perf_p10_ms=main.p10_s * 1e3,
+            perf_p90_ms=main.p90_s * 1e3,
+            perf_cv=main.cv,
+            perf_samples=main.n,
+        )
         if "eager" in summaries and "compiled" in summaries:
-            metrics["perf_speedup"] = summaries["eager"].median_s / summaries["compiled"].median_s
+            eager_ms, compiled_ms = (summaries[s].median_s * 1e3 for s in ("eager", "compiled"))
+            metrics["perf_speedup"] = eager_ms / compiled_ms
+            # The two medians the speedup was computed from, from this task's interleaved
+            # rounds: a table shows them with it, never another task's eager median.
+            info["speedup_from"] = {
+                "eager_median_ms": eager_ms,
+                "compiled_median_ms": compiled_ms,
+                "measurement": "interleaved rounds of this compile task",
+            }
+            if flagged:
+                info["speedup_noisy"] = "from a noisy side: " + "; ".join(
+                    f"{side} ({', '.join(why)})" for side, why in flagged.items()
+                )
         if setup.workload.tokens:
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
@@ -189,16 +298,12 @@ class PerfProbe(Probe):
         info["peak_source"] = peak_source
         if peak is None:
             info["notes"].append(peak_source)
-        key = (subject.case.id, subject.case.version, config.seed, config.batch, config.seq,
-               config.dtype, subject.device)
-        eager = setup.sides.get("eager")
-        if eager is None:
-            info["notes"].append("no eager step to count FLOPs on: no FLOP figures")
+        counted = None
         try:
-            counted = flops_mod.count_flops(eager, key) if eager else None
-        except Exception as exc:  # the counter is a dispatch mode; a backend may refuse it
-            counted = None
-            info["notes"].append(f"FLOP counter failed: {type(exc).__name__}: {exc}")
+            counted, counted_on = reference_flops(subject)
+            info["flops_counted_on"] = counted_on
+        except Exception as exc:  # no count: say why, never a zero
+            info["notes"].append(f"FLOP count failed: {type(exc).__name__}: {str(exc)[:300]}")
         if counted:
             metrics["perf_flops_per_step"] = counted
             metrics["perf_achieved_tflops"] = flops_mod.achieved_tflops(counted, median_s)
@@ -208,8 +313,7 @@ class PerfProbe(Probe):
             info["notes"].append("the FLOP counter saw no matmul/conv/attention: no FLOP figures")
         if setup.workload.tokens:
             n_params, what = flops_mod.params_6nt(setup.model)
-            estimate = flops_mod.flops_6nt(n_params, setup.workload.tokens,
-                                           setup.workload.trains)
+            estimate = flops_mod.flops_6nt(n_params, setup.workload.tokens, setup.workload.trains)
             info["params_6nt"] = {"n": n_params, "counts": what}
             metrics["perf_flops_6nt_per_step"] = estimate
             if peak:
@@ -218,11 +322,12 @@ class PerfProbe(Probe):
     def _memory(self, subject, setup, metrics, info):
         adapter = subject.adapter
         adapter.reset_peak_memory()
-        setup.sides[setup.mode_side]()
-        adapter.synchronize()
+        adapter.wait_for(setup.sides[setup.mode_side]())
         peak = adapter.peak_memory_bytes()
         if peak is None:
-            info["notes"].append(f"{adapter.name} reports no peak memory")
+            reason = adapter.peak_memory_reason()
+            info["peak_memory_unavailable"] = reason
+            info["notes"].append(f"no peak memory: {reason}")
             return
         metrics["perf_peak_bytes"] = peak
         if adapter.torch_type == "cpu":

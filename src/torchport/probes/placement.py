@@ -6,43 +6,103 @@ around it. In compile mode the compiled runner is observed (the recorder stays o
 compiled code) and the eager module gets a pass of its own for comparison.
 
 Grade: ``on_device``; ``fallback`` (some ops ran on the host: findings["fallback_ops"] names
-them with their calls per step); ``host`` (the work ran on the CPU: every parameter stayed off
-the device, or no op ran on it while host ops did). On the CPU device everything is on_device.
+them with their calls per step; or some parameters or buffers stayed on the host:
+findings["placement_off_device"] names them with the copies they cause per step); ``host`` (the
+work ran on the CPU: every parameter stayed off the device, or no op ran on it while host ops
+did). On the CPU device everything is on_device.
 
-An op counts as a host op when the recorder saw it on host tensors while the case targets
-another device, or when the backend says it ran a device op on the host; the backend's names
-(aten::cumsum, cumsum.out) are matched to the recorder's by packet (aten.cumsum).
+An op counts as a host op on any of this evidence, and each host op records which
+(``found_by``, in findings["host_ops"] and on its row of findings["ops"]):
+  recorder     the dispatch recorder saw it on host tensors while the case targets a device;
+  dispatcher   the dispatcher serves it for the device's key with the backend's fallback, or
+               it is a composite whose ops are (host_evidence: followed through the profiler);
+  nested       host compute or copies to the host ran inside the device op (host_evidence);
+  backend op list   the backend's own accounting (Neuron, simdev);
+  warning      a fallback message, matched by the adapter's documented pattern or by the
+               generic pattern any backend's wording meets (devices/signals.py).
+The first three need nothing from the backend. The backend's names (aten::cumsum, cumsum.out)
+are matched to the recorder's by packet (aten.cumsum).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from torchport.devices import signals
 from torchport.probes import dispatch_recorder as rec
+from torchport.probes import function_recorder as fr
+from torchport.probes import host_evidence as he
 from torchport.probes.base import Probe, ProbeReport, Subject
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
-# Host ops that create or alias a tensor without computing (``torch.tensor(...)`` in a forward
-# is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
-HOST_NO_WORK = frozenset({"aten.lift_fresh", "aten.lift", "aten.lift_fresh_copy", "aten.detach",
-                          "aten.alias", "aten.empty", "aten.empty_strided"})
+# Host ops that create, alias or view a tensor without computing (``torch.tensor(...)`` in a
+# forward is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
+HOST_NO_WORK = he.NO_WORK | {"aten._local_scalar_dense"}
+# Reading a scalar back (``.item()``, a data-dependent Python branch) is a transfer, not host
+# compute (DESIGN rule 9): a backend that counts it as a host op (torch_xla's
+# ``aten::_local_scalar_dense`` counter) does not make the result ``fallback``.
+SCALAR_READS = frozenset({"aten._local_scalar_dense", "aten.item"})
+RECORDER = "recorder: ran on host tensors"
+DISPATCHER_FALLBACK = "dispatcher: served by the backend's fallback"
+BACKEND_LIST = "backend op list"
+WARNING = "warning ({})"  # adapter pattern / generic pattern
+EARLIER_WARNING = "warning earlier in this process ({})"
 
 
 @dataclass
 class PassResult:
     recording: rec.Recording
-    backend: dict | None        # adapter.fallback_ops(): {backend op name: count or None}
+    backend: dict | None  # adapter.fallback_ops(): {backend op name: count or None}
     messages: signals.Messages  # fallback messages heard during the pass
+    functions: Counter = field(default_factory=Counter)  # (torch function, device) -> calls
+    key: str | None = None  # the device's dispatch key; None: no dispatcher evidence
+    nested: he.Nested | None = None  # host work nested in device ops (a profiled step)
 
 
-def observe(adapter, step) -> PassResult:
-    """One step under the recorder, with the backend's tracking cleared first."""
+def observe(adapter, step, target: str | None = None) -> PassResult:
+    """One step under the recorders, with the backend's tracking cleared first; then, off the
+    CPU, one step under the profiler for host work nested inside device ops.
+
+    An adapter may ask for warm-up steps under the same recorders first: the first step
+    under a new dispatch mode can recompile, and torch_xla clears its counters while it
+    compiles, so its accounting is read from a step that does not compile.
+    """
+    for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
+        with fr.FunctionRecorder(), rec.DispatchRecorder():
+            adapter.wait_for(step())
     adapter.start_fallback_tracking()
-    with signals.capture(adapter.fallback_patterns) as messages, rec.DispatchRecorder() as r:
-        step()
-    adapter.synchronize()
-    return PassResult(recording=r.recording, backend=adapter.fallback_ops(), messages=messages)
+    with (
+        signals.capture(adapter.fallback_patterns) as messages,
+        fr.FunctionRecorder() as functions,
+        rec.DispatchRecorder() as r,
+    ):
+        value = step()
+    adapter.wait_for(value)
+    result = PassResult(
+        recording=r.recording,
+        backend=adapter.fallback_ops(),
+        messages=messages,
+        functions=functions.calls,
+    )
+    if target and target != "cpu":
+        result.key = he.device_key(target)[0]
+        he.forget_registrations()  # kernels may have been registered since the last pass
+        with signals.capture(adapter.fallback_patterns) as more:
+            result.nested = he.observe_nested(step, target)
+            adapter.synchronize()
+        for op in more.ops:  # heard again: the sources count, not the calls
+            result.messages.sources.setdefault(op, set()).update(more.sources.get(op, ()))
+    return result
+
+
+def scalar_reads(result: PassResult) -> dict[str, int | None]:
+    """Scalar reads the backend counted as host ops (graded as transfers)."""
+    return {
+        name: n
+        for name, n in (result.backend or {}).items()
+        if rec.packet_key(name) in SCALAR_READS
+    }
 
 
 def op_table(result: PassResult, target: str) -> list[dict]:
@@ -53,16 +113,92 @@ def op_table(result: PassResult, target: str) -> list[dict]:
     composite) becomes a row of its own named by packet, e.g. ``aten._index_put_impl_``.
     """
     off_cpu = target != "cpu"
-    rows = {(op, dev): {"op": op, "device": dev, "count": n,
-                        "fallback": off_cpu and dev == "cpu" and
-                        rec.packet_key(op) not in HOST_NO_WORK}
-            for (op, dev), n in result.recording.ops.items()}
+    rows = {}
+    for (op, dev), n in result.recording.ops.items():
+        row = rows[(op, dev)] = {"op": op, "device": dev, "count": n, "fallback": False}
+        if off_cpu and dev == "cpu" and rec.packet_key(op) not in HOST_NO_WORK:
+            mark(row, RECORDER)
     for (op, src, dst), (n, _) in result.recording.copies.items():
-        rows[(op, f"{src}->{dst}")] = {"op": op, "device": f"{src}->{dst}", "count": n,
-                                       "fallback": False}
+        rows[(op, f"{src}->{dst}")] = {
+            "op": op,
+            "device": f"{src}->{dst}",
+            "count": n,
+            "fallback": False,
+        }
     if off_cpu:
+        _merge_dispatcher(rows, result, target)
+        _merge_nested(rows, result, target)
         _merge_backend(rows, result, target)
     return sorted(rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
+
+
+def mark(row: dict, how: str) -> None:
+    """Row ``row`` ran on the host, by evidence ``how`` (kept once, in the order found)."""
+    row["fallback"] = True
+    found = row.setdefault("found_by", [])
+    if how not in found:
+        found.append(how)
+
+
+def _device_rows(rows: dict, target: str) -> list[dict]:
+    return [r for r in rows.values() if r["device"] == target]
+
+
+def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
+    """How the dispatcher serves each device op; composites followed to what they call."""
+    if result.key is None:
+        return
+    composites = result.nested.composites if result.nested else {}
+    for row in _device_rows(rows, target):
+        served = he.served_by(row["op"], result.key)
+        row["served_by"] = served
+        if served == "fallback":
+            mark(row, DISPATCHER_FALLBACK)
+        elif served == "composite":
+            for inner in _followed(rec.packet_key(row["op"]), composites):
+                if he.served_by_packet(inner, result.key) == "fallback":
+                    mark(
+                        row,
+                        f"dispatcher: composite calling {inner}, served by the backend's fallback",
+                    )
+
+
+def _followed(start: str, composites: dict) -> list[str]:
+    """Every device op reached from ``start`` through the nested calls the profiler saw."""
+    seen, todo = set(), [start]
+    while todo:
+        for inner in composites.get(todo.pop(), ()):
+            if inner not in seen:
+                seen.add(inner)
+                todo.append(inner)
+    return sorted(seen)
+
+
+def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
+    """Host work nested in a device op marks that op (matched by family); a device op the
+    recorder did not see under that name (inside a composite) gets a row of its own."""
+    if result.nested is None:
+        return
+    on_device = _device_rows(rows, target)
+    for packet, inside in result.nested.inside.items():
+        what = ", ".join(f"{op} on the host x{n}" for op, n in inside.host_ops.most_common(3))
+        if inside.to_host_copies:
+            what += (", " if what else "") + f"{inside.to_host_copies} copies to the host"
+        how = f"nested: {what} inside the device op"
+        matched = [r for r in on_device if _family(r["op"]) == _family(packet)]
+        for row in matched:
+            mark(row, how)
+        if not matched:
+            row = rows[(packet, target)] = {
+                "op": packet,
+                "device": target,
+                "count": inside.calls,
+                "fallback": False,
+                "source": "nested",
+            }
+            if result.key and he.served_by_packet(packet, result.key) == "fallback":
+                mark(row, DISPATCHER_FALLBACK)
+            mark(row, how)
 
 
 def _family(name: str) -> str:
@@ -75,67 +211,158 @@ def _merge_backend(rows: dict, result: PassResult, target: str) -> None:
     # This pass's signals can add rows. Where the backend keeps no op accounting, ops it named
     # earlier in this process (a once-per-process warning) also mark recorded device ops, since
     # such a backend falls back per op type; an accounting backend is exact for the pass.
-    signalled: dict[str, tuple[str, int | None, str]] = {}
+    signalled: dict[str, dict] = {}  # family -> what the backend said about it
+
+    def entry(name: str, count, source: str) -> dict:
+        return signalled.setdefault(
+            _family(name),
+            {"packet": rec.packet_key(name), "count": count, "source": source, "found_by": []},
+        )
+
     for name, n in (result.backend or {}).items():
-        signalled[_family(name)] = (rec.packet_key(name), n, "backend op tracking")
+        if rec.packet_key(name) in SCALAR_READS:
+            continue  # a transfer (placement_scalar_reads), not host compute
+        entry(name, n, "backend op tracking")["found_by"].append(BACKEND_LIST)
     for name in result.messages.ops:
         if name != signals.UNNAMED:
-            signalled.setdefault(_family(name), (rec.packet_key(name), None,
-                                                 "backend warning/log"))
-    earlier = set() if result.backend is not None else {
-        _family(n) for n in signals.heard().ops if n != signals.UNNAMED}
-    on_device = [r for r in rows.values() if r["device"] == target]
-    for family in set(signalled) | earlier:
+            entry(name, None, "backend warning/log")["found_by"].extend(
+                WARNING.format(s) for s in sorted(result.messages.sources.get(name) or {"pattern"})
+            )
+    earlier: dict[str, list[str]] = {}
+    if result.backend is None:
+        heard = signals.heard()
+        for name in heard.ops:
+            if name != signals.UNNAMED and _family(name) not in signalled:
+                earlier.setdefault(_family(name), []).extend(
+                    EARLIER_WARNING.format(s)
+                    for s in sorted(heard.sources.get(name) or {"pattern"})
+                )
+    on_device = _device_rows(rows, target)
+    for family, hows in [(f, e["found_by"]) for f, e in signalled.items()] + list(earlier.items()):
         matched = [r for r in on_device if _family(r["op"]) == family]
-        for r in matched:
-            r["fallback"] = True
+        for row in matched:
+            for how in hows:
+                mark(row, how)
         if not matched and family in signalled:
-            packet, count, source = signalled[family]
-            row = {"op": packet, "device": target, "count": count or 1, "fallback": True,
-                   "source": source}
-            if count is None:  # a message says it ran, not how often: at least once
-                row["count_is_lower_bound"] = True
-            rows[(packet, target)] = row
+            said = signalled[family]
+            row = rows.setdefault(
+                (said["packet"], target),
+                {
+                    "op": said["packet"],
+                    "device": target,
+                    "count": said["count"] or 1,
+                    "fallback": False,
+                    "source": said["source"],
+                },
+            )
+            if said["count"] is None and row.get("source") == said["source"]:
+                row["count_is_lower_bound"] = True  # a message says it ran, not how often
+            for how in hows:
+                mark(row, how)
 
 
 def copies(result: PassResult) -> list[dict]:
     found = []
     for (op, src, dst), (n, nbytes) in sorted(result.recording.copies.items()):
-        found.append({"op": op, "src": src, "dst": dst, "count": n, "bytes": nbytes,
-                      "direction": DIRECTIONS[(src == "cpu", dst == "cpu")]})
+        found.append(
+            {
+                "op": op,
+                "src": src,
+                "dst": dst,
+                "count": n,
+                "bytes": nbytes,
+                "direction": DIRECTIONS[(src == "cpu", dst == "cpu")],
+            }
+        )
     return found
 
 
-def off_device(model, target: str) -> tuple[list[dict], int]:
-    """Parameters and buffers not on the target device after placement; and how many exist."""
+def off_device(
+    model, target: str, recording: rec.Recording | None = None
+) -> tuple[list[dict], int]:
+    """Parameters and buffers not on the target device after placement; and how many exist.
+
+    With a recording, each says how many copies to another device read its bytes in that step
+    (``copies_per_step``: matched by host storage, so views of it count; a cast first makes a
+    new tensor, whose copies are then in the pass's copy table but not tied to the buffer).
+    """
     found, total = [], 0
-    named = [("parameter", n, t) for n, t in model.named_parameters()] + \
-            [("buffer", n, t) for n, t in model.named_buffers()]
+    named = [("parameter", n, t) for n, t in model.named_parameters()] + [
+        ("buffer", n, t) for n, t in model.named_buffers()
+    ]
     for kind, name, tensor in named:
         total += 1
         if tensor.device.type != target:
-            found.append({"name": name, "kind": kind, "device": str(tensor.device),
-                          "bytes": tensor.numel() * tensor.element_size()})
+            entry = {
+                "name": name,
+                "kind": kind,
+                "device": str(tensor.device),
+                "bytes": tensor.numel() * tensor.element_size(),
+            }
+            if recording is not None and tensor.device.type == "cpu":
+                entry["copies_per_step"] = recording.host_sources.get(
+                    tensor.untyped_storage().data_ptr(), 0
+                )
+            found.append(entry)
     return found, total
 
 
-def grade(ops: list[dict], target: str, off: list[dict], total_tensors: int) -> str:
+def grade(
+    ops: list[dict], target: str, off: list[dict], total_tensors: int, functions_on_target: int = 0
+) -> str:
+    """Parameters or buffers left on the host are a fallback finding, like host ops.
+    ``functions_on_target``: torch-function calls on device tensors (a backend that lowers
+    at that level shows no dispatch-level device ops, yet ran on the device)."""
     if target == "cpu":
         return "on_device"
-    on_target = sum(r["count"] for r in ops if r["device"] == target)
+    on_target = sum(r["count"] for r in ops if r["device"] == target) + functions_on_target
     on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
     if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
         return "host"
-    return "fallback" if any(r["fallback"] for r in ops) else "on_device"
+    return "fallback" if off or any(r["fallback"] for r in ops) else "on_device"
 
 
 def fallback_ops(ops: list[dict]) -> dict[str, int]:
     return {r["op"]: r["count"] for r in ops if r["fallback"]}
 
 
+def host_ops(ops: list[dict]) -> list[dict]:
+    """findings["host_ops"]: each host op with its calls per step and how it was found."""
+    return [
+        {
+            "op": r["op"],
+            "device": r["device"],
+            "count": r["count"],
+            "found_by": r.get("found_by", []),
+        }
+        for r in ops
+        if r["fallback"]
+    ]
+
+
+def evidence(result: PassResult, target: str, adapter) -> dict:
+    """Which kinds of evidence this pass had, so a reader can weigh a clean grade."""
+    key, why = he.device_key(target)
+    nested = result.nested
+    return {
+        "recorder": "TorchDispatchMode",
+        "dispatcher": f"dispatch key {key}" if result.key else why,
+        "nested": (
+            "torch.profiler event tree"
+            if nested and not nested.unavailable
+            else (nested.unavailable if nested else "not run")
+        ),
+        "backend_op_list": "available"
+        if result.backend is not None
+        else "unavailable: the backend keeps no op accounting torchport can read",
+        "warnings": ("adapter patterns and " if adapter.fallback_patterns else "")
+        + "generic patterns",
+    }
+
+
 class PlacementProbe(Probe):
     name = "placement"
-    version = 1
+    version = 2  # 2: scalar reads are transfers; torch-function inventory; warm-up steps
 
     def run(self, subject: Subject) -> ProbeReport:
         ok, reason = rec.availability()
@@ -150,35 +377,71 @@ class PlacementProbe(Probe):
                 findings["placement_degraded"] = why
         else:
             findings["placement_observed"] = "eager runner"
-        result = observe(subject.adapter, subject.step)
+        result = observe(subject.adapter, subject.step, target)
         ops = op_table(result, target)
-        off, total = off_device(subject.model, target)
-        found_grade = grade(ops, target, off, total)
+        off, total = off_device(subject.model, target, result.recording)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        found_grade = grade(ops, target, off, total, on_target_functions)
         moved = copies(result)
-        findings.update({
-            "ops": ops, "fallback_ops": fallback_ops(ops), "placement_copies": moved,
-            "placement_off_device": off,
-            "placement_signals": {
-                "backend_fallback_ops": result.backend if result.backend is not None else
-                "unavailable: the backend keeps no op accounting torchport can read",
-                "messages": dict(result.messages.ops),
-                "message_texts": result.messages.texts[:5]},
-        })
+        reads = scalar_reads(result)
+        if reads:
+            findings["placement_scalar_reads"] = {
+                "ops": reads,
+                "note": "scalar reads back to the host (.item()): counted as "
+                "transfers, not host compute",
+            }
+        warnings_of = getattr(subject.adapter, "backend_warnings", None)
+        if warnings_of is not None:
+            findings["backend_warnings"] = warnings_of()[:20]
+        findings.update(
+            {
+                "ops": ops,
+                "fallback_ops": fallback_ops(ops),
+                "host_ops": host_ops(ops),
+                "placement_copies": moved,
+                "function_ops": fr.rows(result.functions),
+                "placement_off_device": off,
+                "placement_evidence": evidence(result, target, subject.adapter),
+                "placement_signals": {
+                    "backend_fallback_ops": result.backend
+                    if result.backend is not None
+                    else "unavailable: the backend keeps no op accounting torchport can read",
+                    "messages": dict(result.messages.ops),
+                    "message_texts": result.messages.texts[:5],
+                },
+            }
+        )
         if subject.mode == "compile":
-            findings["placement_eager"] = self._eager_pass(subject, target, off, total)
-        metrics = {"placement_copies": sum(c["count"] for c in moved),
-                   # calls the recorder saw (rows a backend added are not double-counted)
-                   "placement_op_calls": sum(r["count"] for r in ops
-                                             if "->" not in r["device"] and "source" not in r),
-                   "placement_fallback_calls": sum(r["count"] for r in ops if r["fallback"])}
+            try:  # a comparison only: its failure must not cost the compiled pass's findings
+                findings["placement_eager"] = self._eager_pass(subject, target, off, total)
+            except Exception as exc:
+                findings["placement_eager"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        metrics = {
+            "placement_copies": sum(c["count"] for c in moved),
+            "placement_function_calls": sum(result.functions.values()),
+            "placement_off_device_tensors": len(off),
+            # calls the recorder saw (rows a backend added are not double-counted)
+            "placement_op_calls": sum(
+                r["count"] for r in ops if "->" not in r["device"] and "source" not in r
+            ),
+            "placement_fallback_calls": sum(r["count"] for r in ops if r["fallback"]),
+        }
         for direction in ("h2d", "d2h", "d2d"):
             metrics[f"placement_{direction}_bytes"] = sum(
-                c["bytes"] for c in moved if c["direction"] == direction)
+                c["bytes"] for c in moved if c["direction"] == direction
+            )
         return ProbeReport(metrics=metrics, findings=findings, grade=found_grade)
 
     def _eager_pass(self, subject: Subject, target: str, off: list, total: int) -> dict:
         """The eager module of a compile-mode result, for comparison with the compiled one."""
         from torchport.execution.steps import make_step
+
         step = make_step(subject.model, subject.model, subject.workload)
-        ops = op_table(observe(subject.adapter, step), target)
-        return {"grade": grade(ops, target, off, total), "fallback_ops": fallback_ops(ops)}
+        result = observe(subject.adapter, step, target)
+        ops = op_table(result, target)
+        on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
+        return {
+            "grade": grade(ops, target, off, total, on_target_functions),
+            "fallback_ops": fallback_ops(ops),
+            "host_ops": host_ops(ops),
+        }

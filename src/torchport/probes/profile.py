@@ -31,8 +31,9 @@ STEPS = 3
 MAX_STEPS = 200
 MIN_WINDOW_S = 0.1
 WINDOW, STEP = "torchport_profiled_steps", "torchport_step"
-COMM = re.compile(r"nccl|gloo|c10d::|all_reduce|allreduce|all_gather|reduce_scatter|all_to_all",
-                  re.IGNORECASE)
+COMM = re.compile(
+    r"nccl|gloo|c10d::|all_reduce|allreduce|all_gather|reduce_scatter|all_to_all", re.IGNORECASE
+)
 # Inductor wraps a compiled graph's call in a record_function of this name: on the CPU its
 # generated kernels run inside it, not as aten operators.
 COMPILED_GRAPH = re.compile(r"CompiledFxGraph")
@@ -45,6 +46,7 @@ def activities(device_type: str) -> tuple[list, list[str]]:
     """Profiler activities for a device type: CPU plus the device's own, where torch has it."""
     import torch
     from torch.profiler import ProfilerActivity
+
     chosen, notes = [ProfilerActivity.CPU], []
     name = DEVICE_ACTIVITY.get(device_type)
     if name is None and device_type != "cpu":
@@ -72,6 +74,7 @@ def profile_steps(step, sync, acts, steps: int = STEPS):
                 with record_function(STEP):
                     step()
             sync()  # the window closes when the device has finished
+
     with profile(activities=acts) as prof:
         _, wall_s = timed(window, sync)
     return prof, wall_s
@@ -79,7 +82,7 @@ def profile_steps(step, sync, acts, steps: int = STEPS):
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of (start, end) intervals."""
-    total, cur_start, cur_end = 0.0, None, None
+    total, cur_start, cur_end = 0.0, 0.0, None  # cur_start is read only once cur_end is set
     for start, end in sorted(intervals):
         if cur_end is None or start > cur_end:
             if cur_end is not None:
@@ -94,44 +97,59 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
 
 def breakdown(events: list[dict]) -> dict:
     """Split the profiled window of a Chrome trace into non-overlapping parts, in ms."""
-    window = next(e for e in events if e.get("ph") == "X" and e.get("name") == WINDOW
-                  and e.get("cat") == "user_annotation")
+    window = next(
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("name") == WINDOW and e.get("cat") == "user_annotation"
+    )
     w0, w1 = window["ts"], window["ts"] + window["dur"]
     # "Trace" is the profiler's own span of everything, and gpu_user_annotation mirrors our
     # annotations on the device's rows: neither is activity.
-    spans = [e for e in events if e.get("ph") == "X" and e is not window and "dur" in e
-             and e.get("cat") not in ("Trace", "gpu_user_annotation")]
+    spans = [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and e is not window
+        and "dur" in e
+        and e.get("cat") not in ("Trace", "gpu_user_annotation")
+    ]
     device_events = [e for e in spans if e.get("cat") in DEVICE_CATEGORIES]
     has_device_timeline = bool(device_events)
 
     def clip(es):
-        return [(max(e["ts"], w0), min(e["ts"] + e["dur"], w1)) for e in es
-                if e["ts"] < w1 and e["ts"] + e["dur"] > w0]
+        return [
+            (max(e["ts"], w0), min(e["ts"] + e["dur"], w1))
+            for e in es
+            if e["ts"] < w1 and e["ts"] + e["dur"] > w0
+        ]
 
     if has_device_timeline:
-        compute = [e for e in device_events if e["cat"] != "gpu_memcpy"
-                   and not COMM.search(e["name"])]
+        compute = [
+            e for e in device_events if e["cat"] != "gpu_memcpy" and not COMM.search(e["name"])
+        ]
         comm = [e for e in device_events if COMM.search(e["name"])]
         copies = [e for e in device_events if e["cat"] == "gpu_memcpy"]
         host = [e for e in spans if e.get("cat") not in DEVICE_CATEGORIES]
     else:  # the CPU is the device: its kernels are the aten operators
         ops = [e for e in spans if e.get("cat") == "cpu_op"]
-        compute = [e for e in ops if (e["name"].startswith("aten::")
-                                      or COMPILED_GRAPH.search(e["name"]))
-                   and not COMM.search(e["name"])]
+        compute = [
+            e
+            for e in ops
+            if (e["name"].startswith("aten::") or COMPILED_GRAPH.search(e["name"]))
+            and not COMM.search(e["name"])
+        ]
         comm = [e for e in ops if COMM.search(e["name"])]
         copies = []
         host = spans
     layers = [clip(compute), clip(comm), clip(copies), clip(host)]
     parts, covered, so_far = {}, [], 0.0
-    for name, layer in zip(PARTS, layers):
+    for name, layer in zip(PARTS, layers, strict=False):
         covered += layer
         total = _union_us(covered)
         parts[name] = (total - so_far) / 1e3
         so_far = total
     parts["idle"] = (w1 - w0 - so_far) / 1e3
-    return {"window_ms": (w1 - w0) / 1e3, "parts_ms": parts,
-            "device_timeline": has_device_timeline}
+    return {"window_ms": (w1 - w0) / 1e3, "parts_ms": parts, "device_timeline": has_device_timeline}
 
 
 def top_ops(prof, device_timeline: bool, n: int = 10) -> list[dict]:
@@ -147,8 +165,14 @@ def top_ops(prof, device_timeline: bool, n: int = 10) -> list[dict]:
         self_us = getattr(avg, attr, None)
         if self_us is None and device_timeline:  # older torch names
             self_us = getattr(avg, "self_cuda_time_total", 0)
-        rows.append({"op": avg.key, "calls": avg.count, "self_ms": (self_us or 0) / 1e3,
-                     "host_total_ms": avg.cpu_time_total / 1e3})
+        rows.append(
+            {
+                "op": avg.key,
+                "calls": avg.count,
+                "self_ms": (self_us or 0) / 1e3,
+                "host_total_ms": avg.cpu_time_total / 1e3,
+            }
+        )
     rows.sort(key=lambda r: r["self_ms"], reverse=True)
     return rows[:n]
 
@@ -170,11 +194,16 @@ class ProfileProbe(Probe):
 
     def run(self, subject: Subject) -> ProbeReport:
         from torchport.probes.perf import first_calls, perf_setup
+
         report = ProbeReport()
         setup = perf_setup(subject)
         acts, notes = activities(subject.adapter.torch_type)
-        info = {"steps": STEPS, "activities": [a.name for a in acts], "notes": notes,
-                "size": setup.size}
+        info = {
+            "steps": STEPS,
+            "activities": [a.name for a in acts],
+            "notes": notes,
+            "size": setup.size,
+        }
         report.findings["profile"] = info
         failed = first_calls(setup)
         step = setup.sides.get(setup.mode_side)
@@ -193,14 +222,20 @@ class ProfileProbe(Probe):
             events = json.load(f)["traceEvents"]
         split = breakdown(events)
         if not split["device_timeline"]:
-            notes.append("no device timeline in the trace: device compute is the time inside "
-                         "aten operators and compiled graphs (the CPU kernels), host is the time "
-                         "between them")
-        info.update(trace=path, wall_ms=wall_s * 1e3, window_ms=split["window_ms"],
-                    breakdown_ms=split["parts_ms"], device_timeline=split["device_timeline"],
-                    top_ops=top_ops(prof, split["device_timeline"]),
-                    top_ops_by="self device time" if split["device_timeline"]
-                    else "self CPU time")
+            notes.append(
+                "no device timeline in the trace: device compute is the time inside "
+                "aten operators and compiled graphs (the CPU kernels), host is the time "
+                "between them"
+            )
+        info.update(
+            trace=path,
+            wall_ms=wall_s * 1e3,
+            window_ms=split["window_ms"],
+            breakdown_ms=split["parts_ms"],
+            device_timeline=split["device_timeline"],
+            top_ops=top_ops(prof, split["device_timeline"]),
+            top_ops_by="self device time" if split["device_timeline"] else "self CPU time",
+        )
         report.artifacts.append(path)
         report.metrics["profile_wall_ms"] = wall_s * 1e3
         for part, ms in split["parts_ms"].items():

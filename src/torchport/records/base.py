@@ -51,8 +51,17 @@ class Store(Protocol):
     def put_environment(self, data: dict) -> str:
         """Store a fingerprint once (content-addressed); return its id."""
 
-    def create_run(self, *, run_id: str, command: str, suite: str, device: str, config: dict,
-                   plan: list, labels: dict) -> None: ...
+    def create_run(
+        self,
+        *,
+        run_id: str,
+        command: str,
+        suite: str,
+        device: str,
+        config: dict,
+        plan: list,
+        labels: dict,
+    ) -> None: ...
 
     def reopen_run(self, run_id: str) -> None:
         """Mark a run live again for ``--resume``; RunInProgress if its supervisor is alive."""
@@ -83,17 +92,23 @@ class Store(Protocol):
         """Content hashes of files the run's results point at: path, sha256, bytes."""
 
     # -- decisions -----------------------------------------------------------------------------
-    def add_note(self, run_id: str, text: str, *, case: str | None = None,
-                 mode: str | None = None, author: str | None = None,
-                 created_at: str | None = None) -> int | None:
+    def add_note(
+        self,
+        run_id: str,
+        text: str,
+        *,
+        case: str | None = None,
+        mode: str | None = None,
+        author: str | None = None,
+        created_at: str | None = None,
+    ) -> int | None:
         """A note on a run or on one case (and mode) of it; StoreError if the run or case is
         not there. With ``created_at`` (an import), an identical note is not added twice."""
 
     def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
         """``id, run_id, case, mode, author, text, created_at``, oldest first."""
 
-    def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0
-                     ) -> list[dict]: ...
+    def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]: ...
 
     def artifacts(self, run_id: str) -> list[dict]: ...
 
@@ -106,23 +121,43 @@ class Store(Protocol):
         """Newest first, each with ``counts`` (status -> results) and ``planned`` (the plan's
         length) in place of the plan."""
 
-    def find_runs(self, *, device: str | None = None, suite: str | None = None,
-                  labels: dict[str, str] | None = None, complete: bool = True) -> list[str]:
+    def find_runs(
+        self,
+        *,
+        device: str | None = None,
+        suite: str | None = None,
+        labels: dict[str, str] | None = None,
+        complete: bool = True,
+    ) -> list[str]:
         """Ids of matching runs, newest first; ``complete``: only runs that finished."""
 
     def environment(self, env_id: str | None) -> dict: ...
 
     def done_items(self, run_id: str) -> set[tuple[str, str]]: ...
 
-    def results(self, *, run_id: str | None = None, status: str | None = None,
-                case_glob: str | None = None, fallback_op: str | None = None,
-                limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    def results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
         """Filtered, in recorded order, one page (``limit`` None: all). ``case_glob`` is
         fnmatch syntax, answered from an index when it has a fixed prefix."""
 
-    def iter_results(self, *, run_id: str | None = None, status: str | None = None,
-                     case_glob: str | None = None, fallback_op: str | None = None,
-                     order: str = "id", with_ops: bool = False) -> Iterator[dict[str, Any]]:
+    def iter_results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+        order: str = "id",
+        with_ops: bool = False,
+    ) -> Iterator[dict[str, Any]]:
         """The same results streamed (never all in memory). ``order``: "id" or "case" (case,
         mode); ``with_ops``: each carries its op table as ``ops``."""
 
@@ -131,17 +166,32 @@ class Store(Protocol):
         status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
         (dict or None), ``error_line``."""
 
-    def compare_pairs(self, run_a: str, run_b: str, *, parity_factor: float,
-                      compile_ratio: float, memory_ratio: float, min_samples: int) -> dict:
+    def compare_pairs(
+        self,
+        run_a: str,
+        run_b: str,
+        *,
+        parity_factor: float,
+        compile_ratio: float,
+        memory_ratio: float,
+        min_samples: int,
+    ) -> dict:
         """Two runs joined by (case, mode): ``counts`` {(status A, status B): [pairs, pairs
         timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B) for
         a superset of the pairs that show a change past the given lines (the caller decides)."""
 
-    def count_results(self, *, run_id: str | None = None, status: str | None = None,
-                      case_glob: str | None = None, fallback_op: str | None = None) -> int: ...
+    def count_results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+    ) -> int: ...
 
-    def search(self, text: str, *, limit: int | None = None, offset: int = 0
-               ) -> list[dict[str, Any]]:
+    def search(
+        self, text: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[dict[str, Any]]:
         """Full text over case ids, error messages and tracebacks: every word, whole (``word*``
         for a prefix); user text is never other syntax. Best first: the newest matches ranked
         by relevance (bm25, a case-id hit first), then older ones newest first."""
@@ -150,15 +200,17 @@ class Store(Protocol):
 
     def status_counts(self, run_id: str) -> dict[str, int]: ...
 
-    def failure_groups(self, run_id: str, *, worst_first: bool = False, limit: int = 10,
-                       examples: int = 3) -> list[dict]:
+    def failure_groups(
+        self, run_id: str, *, worst_first: bool = False, limit: int = 10, examples: int = 3
+    ) -> list[dict]:
         """Failures grouped by (status, stage, error signature): ``status, stage, signature,
         count, examples`` (case, mode) and the first one's ``message``."""
 
     def count_failure_groups(self, run_id: str) -> int: ...
 
-    def last_status_by_case(self, device: str | None = None,
-                            cases: list[str] | None = None) -> dict[str, str]:
+    def last_status_by_case(
+        self, device: str | None = None, cases: list[str] | None = None
+    ) -> dict[str, str]:
         """Newest status per case, eager mode first; ``cases``: only these (indexed lookups)."""
 
     def schema_version(self) -> int: ...

@@ -27,14 +27,40 @@ from torchport.records.base import StoreError
 from torchport.records.result import MalformedResult, Result
 
 FORMAT = "torchport-export/1"
-RUN_KEYS = ("id", "started_at", "finished_at", "state", "host", "command", "suite", "device",
-            "config", "plan", "labels", "environment_ids")
-RESULT_KEYS = ("case", "case_version", "mode", "status", "stage", "grade", "metrics", "findings",
-               "durations", "artifacts", "error", "probe_versions", "started_at", "finished_at",
-               "ops")
+RUN_KEYS = (
+    "id",
+    "started_at",
+    "finished_at",
+    "state",
+    "host",
+    "command",
+    "suite",
+    "device",
+    "config",
+    "plan",
+    "labels",
+    "environment_ids",
+)
+RESULT_KEYS = (
+    "case",
+    "case_version",
+    "mode",
+    "status",
+    "stage",
+    "grade",
+    "metrics",
+    "findings",
+    "durations",
+    "artifacts",
+    "error",
+    "probe_versions",
+    "started_at",
+    "finished_at",
+    "ops",
+)
 NOTE_KEYS = ("run_id", "case", "mode", "author", "text", "created_at")
 KINDS = ("header", "environment", "run", "result", "artifact", "note", "end")
-DIGEST_MOD = 2 ** 256
+DIGEST_MOD = 2**256
 
 
 class ExchangeError(StoreError):
@@ -60,8 +86,9 @@ def run_line(run: dict) -> dict:
 @dataclass
 class RunDigest:
     """What a run holds, independent of the order its results come in."""
+
     run: int = 0
-    results: int = 0   # sum of the results' hashes, mod 2**256
+    results: int = 0  # sum of the results' hashes, mod 2**256
     count: int = 0
 
     def add(self, line: dict) -> None:
@@ -93,15 +120,23 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
     runs = [store.get_run(run_id) for run_id in dict.fromkeys(run_ids)]
     for run in runs:
         if run["state"] == "running":  # a snapshot would conflict with the finished run later
-            raise ExchangeError(f"run {run['id']} is still running; export it when it has "
-                                "finished (or was interrupted)")
+            raise ExchangeError(
+                f"run {run['id']} is still running; export it when it has "
+                "finished (or was interrupted)"
+            )
     counts = {"runs": len(runs), "results": 0, "notes": 0, "artifacts": 0, "environments": 0}
 
     def write(obj: dict) -> None:
         out.write(_canonical(obj) + "\n")
 
-    write({"kind": "header", "format": FORMAT, "runs": [r["id"] for r in runs],
-           "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    write(
+        {
+            "kind": "header",
+            "format": FORMAT,
+            "runs": [r["id"] for r in runs],
+            "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
     written_envs: set[str] = set()
     for run in runs:
         for env_id in run["environment_ids"]:
@@ -119,8 +154,11 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
             found = known.get(path)
             if found is None:
                 hashed = _sha256_file(path)
-                found = {"path": path, "sha256": hashed[0] if hashed else None,
-                         "bytes": hashed[1] if hashed else None}
+                found = {
+                    "path": path,
+                    "sha256": hashed[0] if hashed else None,
+                    "bytes": hashed[1] if hashed else None,
+                }
             write({"kind": "artifact", "run_id": run["id"], **found})
             counts["artifacts"] += 1
         for note in store.notes(run_id=run["id"]):
@@ -134,22 +172,27 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
 # -- import -----------------------------------------------------------------------------------
 @dataclass
 class ImportReport:
-    added: dict[str, int] = field(default_factory=dict)      # run id -> results
-    present: list[str] = field(default_factory=list)         # identical, skipped
+    added: dict[str, int] = field(default_factory=dict)  # run id -> results
+    present: list[str] = field(default_factory=list)  # identical, skipped
     notes_added: int = 0
     environments: int = 0
 
     def to_dict(self) -> dict:
-        return {"added": self.added, "already_present": self.present,
-                "notes_added": self.notes_added, "environments": self.environments}
+        return {
+            "added": self.added,
+            "already_present": self.present,
+            "notes_added": self.notes_added,
+            "environments": self.environments,
+        }
 
 
 def _lines(path: str) -> Iterator[tuple[int, dict]]:
     try:
         f = open(path, encoding="utf-8")
     except OSError as exc:
-        raise ExchangeError(f"cannot read '{path}' ({exc.strerror}); pass an export file made "
-                            "by 'torchport export'") from None
+        raise ExchangeError(
+            f"cannot read '{path}' ({exc.strerror}); pass an export file made by 'torchport export'"
+        ) from None
     with f:
         for number, text in enumerate(f, 1):
             if not text.strip():
@@ -157,11 +200,15 @@ def _lines(path: str) -> Iterator[tuple[int, dict]]:
             try:
                 obj = json.loads(text)
             except ValueError:
-                raise ExchangeError(f"'{path}' line {number} is not JSON; the file is damaged "
-                                    "or not a torchport export") from None
+                raise ExchangeError(
+                    f"'{path}' line {number} is not JSON; the file is damaged "
+                    "or not a torchport export"
+                ) from None
             if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
-                raise ExchangeError(f"'{path}' line {number} is not a torchport export record "
-                                    f"(kind must be one of {', '.join(KINDS)})")
+                raise ExchangeError(
+                    f"'{path}' line {number} is not a torchport export record "
+                    f"(kind must be one of {', '.join(KINDS)})"
+                )
             yield number, obj
 
 
@@ -176,16 +223,22 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
         where = f"'{path}' line {number}"
         if header is None:
             if kind != "header" or obj.get("format") != FORMAT:
-                raise ExchangeError(f"'{path}' does not start with a {FORMAT} header; make it "
-                                    "with 'torchport export'")
+                raise ExchangeError(
+                    f"'{path}' does not start with a {FORMAT} header; make it "
+                    "with 'torchport export'"
+                )
             header = obj
             continue
         if end is not None:
-            raise ExchangeError(f"{where} comes after the end line; the file was joined or "
-                                "edited: export again")
+            raise ExchangeError(
+                f"{where} comes after the end line; the file was joined or edited: export again"
+            )
         if kind == "run":
-            missing = [k for k in ("id", "started_at", "state", "command", "suite", "device")
-                       if not isinstance(obj.get(k), str)]
+            missing = [
+                k
+                for k in ("id", "started_at", "state", "command", "suite", "device")
+                if not isinstance(obj.get(k), str)
+            ]
             if missing:
                 raise ExchangeError(f"{where}: run without {', '.join(missing)}")
             if obj["id"] in runs:
@@ -194,8 +247,9 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
             digests[obj["id"]] = RunDigest(run=_hash(obj))
         elif kind in ("result", "artifact", "note"):
             if obj.get("run_id") not in runs:
-                raise ExchangeError(f"{where}: a {kind} of run {obj.get('run_id')!r} before "
-                                    "that run's line")
+                raise ExchangeError(
+                    f"{where}: a {kind} of run {obj.get('run_id')!r} before that run's line"
+                )
             if kind == "result":
                 try:
                     Result.from_dict(obj)
@@ -210,8 +264,10 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
     if header is None:
         raise ExchangeError(f"'{path}' is empty; make it with 'torchport export'")
     if end is None or end.get("results") != results or end.get("runs") != len(runs):
-        raise ExchangeError(f"'{path}' is cut off or edited (its end line is missing or its "
-                            "counts differ); export it again")
+        raise ExchangeError(
+            f"'{path}' is cut off or edited (its end line is missing or its "
+            "counts differ); export it again"
+        )
     return digests, runs
 
 
@@ -230,20 +286,25 @@ def import_file(store, path: str) -> ImportReport:
         else:
             conflicts.append(run_id)
     if conflicts:
-        raise ExchangeError(f"run(s) {', '.join(conflicts)} already in the knowledge base with "
-                            "different content; nothing was imported (import into another "
-                            "--db, or remove the run there first)")
+        raise ExchangeError(
+            f"run(s) {', '.join(conflicts)} already in the knowledge base with "
+            "different content; nothing was imported (import into another "
+            "--db, or remove the run there first)"
+        )
     report = ImportReport(present=present)
     with store.transaction():
-        groups = itertools.groupby(_lines(path), key=lambda item: (item[1]["kind"],
-                                                                   item[1].get("run_id")))
+        groups = itertools.groupby(
+            _lines(path), key=lambda item: (item[1]["kind"], item[1].get("run_id"))
+        )
         for (kind, run_id), items in groups:
             objs = [obj for _, obj in items] if kind != "result" else None
             if kind == "environment":
                 for obj in objs or ():
                     if store.put_environment(obj["data"]) != obj["id"]:
-                        raise ExchangeError(f"environment {obj['id']} in '{path}' does not "
-                                            "match its content (edited?); export it again")
+                        raise ExchangeError(
+                            f"environment {obj['id']} in '{path}' does not "
+                            "match its content (edited?); export it again"
+                        )
                     report.environments += 1
             elif kind == "run":
                 for obj in objs or ():
@@ -256,8 +317,13 @@ def import_file(store, path: str) -> ImportReport:
                 store.put_artifacts(run_id, objs or [])
             elif kind == "note":
                 for obj in objs or ():
-                    added = store.add_note(obj["run_id"], obj["text"], case=obj.get("case"),
-                                           mode=obj.get("mode"), author=obj.get("author"),
-                                           created_at=obj.get("created_at") or "")
+                    added = store.add_note(
+                        obj["run_id"],
+                        obj["text"],
+                        case=obj.get("case"),
+                        mode=obj.get("mode"),
+                        author=obj.get("author"),
+                        created_at=obj.get("created_at") or "",
+                    )
                     report.notes_added += added is not None
     return report

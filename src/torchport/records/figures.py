@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import math
 
-KEY_FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples",
-               "parity_rmse_ratio", "parity_max_rel_err", "compile_cold_first_step_s",
-               "compile_warm_first_step_s", "perf_peak_bytes")
+KEY_FIGURES = (
+    "perf_median_ms",
+    "perf_p10_ms",
+    "perf_p90_ms",
+    "perf_samples",
+    "parity_rmse_ratio",
+    "parity_max_rel_err",
+    "compile_cold_first_step_s",
+    "compile_warm_first_step_s",
+    "perf_peak_bytes",
+)
 
 
 def key_figures(metrics: dict) -> list[float | None]:
@@ -16,7 +24,10 @@ def key_figures(metrics: dict) -> list[float | None]:
     out: list[float | None] = []
     for name in KEY_FIGURES:
         value = metrics.get(name)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-            not (isinstance(value, float) and math.isnan(value))
+        ok = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and not (isinstance(value, float) and math.isnan(value))
+        )
         out.append(value if ok else None)
     return out

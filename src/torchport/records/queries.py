@@ -9,6 +9,7 @@ QUICK_CHECK = "PRAGMA quick_check(1)"
 SET_WAL = "PRAGMA journal_mode = WAL"
 FOREIGN_KEYS_ON = "PRAGMA foreign_keys = ON"
 QUERY_ONLY_ON = "PRAGMA query_only = ON"
+BEGIN = "BEGIN"  # deferred: a read snapshot from its first read on
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
@@ -22,28 +23,32 @@ def set_user_version(number: int) -> str:
 INSERT_ENVIRONMENT = "INSERT OR IGNORE INTO environments(id, data, created_at) VALUES (?, ?, ?)"
 INSERT_RUN = (
     "INSERT INTO runs(id, started_at, state, pid, host, command, suite, device, config, plan,"
-    " labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)")
+    " labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 RUN_LIVENESS = "SELECT state, pid, host FROM runs WHERE id = ?"
 REOPEN_RUN = "UPDATE runs SET state = 'running', pid = ?, host = ?, finished_at = NULL WHERE id = ?"
 # The first environment a run saw stays its own; every distinct one is listed.
 SET_FIRST_ENVIRONMENT = "UPDATE runs SET environment_id = COALESCE(environment_id, ?) WHERE id = ?"
 ADD_RUN_ENVIRONMENT = (
-    "INSERT OR IGNORE INTO run_environments(run_id, environment_id, recorded_at)"
-    " VALUES (?, ?, ?)")
+    "INSERT OR IGNORE INTO run_environments(run_id, environment_id, recorded_at) VALUES (?, ?, ?)"
+)
 FINISH_RUN = "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?"
 INSERT_RESULT = (
     "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
     " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
     f" started_at, finished_at, signature, host_ops, {', '.join(KEY_FIGURES)})"
-    f" VALUES ({', '.join('?' * (19 + len(KEY_FIGURES)))})")
+    f" VALUES ({', '.join('?' * (19 + len(KEY_FIGURES)))})"
+)
 INSERT_RESULT_OP = (
-    "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)")
+    "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)"
+)
 
 # -- reads -------------------------------------------------------------------------------------
 RUN_BY_ID = "SELECT * FROM runs WHERE id = ?"
 LATEST_RUN = "SELECT id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
 RUN_ENVIRONMENTS = (
-    "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid")
+    "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid"
+)
 STATUS_COUNTS = "SELECT run_id, status, COUNT(*) AS n FROM results GROUP BY run_id, status"
 ENVIRONMENT = "SELECT data FROM environments WHERE id = ?"
 DONE_ITEMS = "SELECT case_id, mode FROM results WHERE run_id = ?"
@@ -64,14 +69,18 @@ def where_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
     if fallback_op:
         # ``aten.cumsum`` names every overload (aten.cumsum.default, ...). A prefix compare,
         # not LIKE: '_' in an op name (aten._index_put_impl_) is not a wildcard.
-        sql += (" AND id IN (SELECT result_id FROM result_ops WHERE fallback = 1 AND"
-                " (op = ? OR substr(op, 1, ?) = ?))")
+        sql += (
+            " AND id IN (SELECT result_id FROM result_ops WHERE fallback = 1 AND"
+            " (op = ? OR substr(op, 1, ?) = ?))"
+        )
     return sql
 
 
 # Recorded order, or (case, mode) order: the (run_id, case_id, mode) index, so two runs can be
 # walked side by side without sorting either.
 ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
+
+
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
@@ -84,28 +93,41 @@ def outcomes(*, version: int) -> str:
         f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"
         " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
         " instr(error_message || char(10), char(10)) - 1) END AS error_line"
-        " FROM results WHERE run_id = ? ORDER BY case_id, mode")
+        " FROM results WHERE run_id = ? ORDER BY case_id, mode"
+    )
 
 
 # A result's op table as one JSON array (export), built inside SQLite.
 OPS_JSON = (
     "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
     " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
-    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json")
+    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json"
+)
 
 
-def select_results(*, run_id: bool, status: bool, fallback_op: bool, case_glob: bool = False,
-                   order: str = "id", with_ops: bool = False, paged: bool = False) -> str:
+def select_results(
+    *,
+    run_id: bool,
+    status: bool,
+    fallback_op: bool,
+    case_glob: bool = False,
+    order: str = "id",
+    with_ops: bool = False,
+    paged: bool = False,
+) -> str:
     """Results filtered (``where_results``) in ``order``; ``paged`` adds LIMIT ? OFFSET ?."""
     sql = f"SELECT *{', ' + OPS_JSON if with_ops else ''} FROM results"
-    sql += where_results(run_id=run_id, status=status, case_glob=case_glob,
-                         fallback_op=fallback_op) + ORDERS[order]
+    sql += (
+        where_results(run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op)
+        + ORDERS[order]
+    )
     return sql + " LIMIT ? OFFSET ?" if paged else sql
 
 
 def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
     return "SELECT COUNT(*) FROM results" + where_results(
-        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op)
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+    )
 
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
@@ -113,11 +135,13 @@ def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
 LIST_RUNS = (
     "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
     " labels, environment_id, json_array_length(plan) AS planned FROM runs"
-    " ORDER BY started_at DESC, rowid DESC")
+    " ORDER BY started_at DESC, rowid DESC"
+)
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
-    " ORDER BY started_at DESC, rowid DESC")
+    " ORDER BY started_at DESC, rowid DESC"
+)
 FAILURES = " run_id = ? AND status NOT IN ('pass', 'skip')"
 
 
@@ -129,34 +153,44 @@ def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
-    return (f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
-            f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?")
+    return (
+        f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
+        f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
+    )
 
 
 def failure_group_count(signature: str) -> str:
-    return (f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
-            f" GROUP BY status, stage, {signature})")
+    return (
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
+        f" GROUP BY status, stage, {signature})"
+    )
 
 
 def failure_examples(signature: str) -> str:
     """A group's first results. Parameters: run_id, status, stage, signature, limit."""
-    return ("SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
-            f" AND stage IS ? AND {signature} IS ? ORDER BY id LIMIT ?")
+    return (
+        "SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
+        f" AND stage IS ? AND {signature} IS ? ORDER BY id LIMIT ?"
+    )
 
 
 # One indexed lookup per case (the (case_id, mode) index): the newest eager status, else the
 # newest of any mode.
-_LAST = ("SELECT r.status FROM results r JOIN runs ON runs.id = r.run_id WHERE r.case_id = ?"
-         " AND (? IS NULL OR runs.device = ?)")
+_LAST = (
+    "SELECT r.status FROM results r JOIN runs ON runs.id = r.run_id WHERE r.case_id = ?"
+    " AND (? IS NULL OR runs.device = ?)"
+)
 LAST_EAGER_STATUS = _LAST + " AND r.mode = 'eager' ORDER BY r.id DESC LIMIT 1"
 LAST_ANY_STATUS = _LAST + " ORDER BY r.id DESC LIMIT 1"
 # Every case at once: the newest result per (case, mode), grouped on the same index.
 LAST_STATUS_EVERY_CASE = (
     "SELECT id, case_id, mode, status FROM results WHERE id IN (SELECT MAX(r.id) FROM results r"
-    " JOIN runs ON runs.id = r.run_id WHERE runs.device = ? GROUP BY r.case_id, r.mode)")
+    " JOIN runs ON runs.id = r.run_id WHERE runs.device = ? GROUP BY r.case_id, r.mode)"
+)
 LAST_STATUS_EVERY_CASE_ANY_DEVICE = (
     "SELECT id, case_id, mode, status FROM results WHERE id IN (SELECT MAX(id) FROM results"
-    " GROUP BY case_id, mode)")
+    " GROUP BY case_id, mode)"
+)
 
 # Ranked full text. bm25 over every match costs a lookup per match (its length): 100 000 matches
 # of a common word take seconds. So the newest RANK_WINDOW matches are ranked by bm25 (a case-id
@@ -164,10 +198,11 @@ LAST_STATUS_EVERY_CASE_ANY_DEVICE = (
 # both walk the FTS index in rowid order and stop at the page.
 SEARCH_WINDOW = (
     "SELECT rowid, bm25(results_fts, 10.0, 4.0, 1.0) AS score FROM results_fts"
-    " WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ?")
+    " WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+)
 SEARCH_BY_RECENCY = (
-    "SELECT rowid FROM results_fts WHERE results_fts MATCH ? ORDER BY rowid DESC"
-    " LIMIT ? OFFSET ?")
+    "SELECT rowid FROM results_fts WHERE results_fts MATCH ? ORDER BY rowid DESC LIMIT ? OFFSET ?"
+)
 
 
 def results_by_id(n: int) -> str:
@@ -178,28 +213,30 @@ SEARCH_COUNT = "SELECT COUNT(*) FROM results_fts WHERE results_fts MATCH ?"
 
 # -- decisions: notes and artifacts -----------------------------------------------------------
 INSERT_NOTE = (
-    "INSERT INTO notes(run_id, case_id, mode, author, text, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?)")
+    "INSERT INTO notes(run_id, case_id, mode, author, text, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
 NOTE_EXISTS = (
     "SELECT 1 FROM notes WHERE run_id = ? AND case_id IS ? AND mode IS ? AND author IS ?"
-    " AND text = ? AND created_at = ?")
+    " AND text = ? AND created_at = ?"
+)
 NOTES_OF_RUN = "SELECT * FROM notes WHERE run_id = ? ORDER BY id"
 NOTES_OF_CASE = "SELECT * FROM notes WHERE run_id = ? AND case_id = ? ORDER BY id"
 ALL_NOTES = "SELECT * FROM notes ORDER BY id"
 SEARCH_NOTES = (
     "SELECT notes.* FROM (SELECT rowid, rank FROM notes_fts WHERE notes_fts MATCH ?"
     " ORDER BY rank LIMIT ? OFFSET ?) AS hit JOIN notes ON notes.id = hit.rowid"
-    " ORDER BY hit.rank")
+    " ORDER BY hit.rank"
+)
 CASE_IN_RUN = "SELECT mode FROM results WHERE run_id = ? AND case_id = ?"
-INSERT_ARTIFACT = (
-    "INSERT OR IGNORE INTO artifacts(run_id, path, sha256, bytes) VALUES (?, ?, ?, ?)")
+INSERT_ARTIFACT = "INSERT OR IGNORE INTO artifacts(run_id, path, sha256, bytes) VALUES (?, ?, ?, ?)"
 ARTIFACTS_OF_RUN = "SELECT path, sha256, bytes FROM artifacts WHERE run_id = ? ORDER BY path"
 
 # -- import: a run as it was recorded elsewhere -----------------------------------------------
 # No pid: the supervisor lived on another machine; the state is what the exporter saw.
 INSERT_RUN_AS_RECORDED = (
     "INSERT INTO runs(id, started_at, finished_at, state, pid, host, command, suite, device,"
-    " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)")
+    " config, plan, labels, environment_id) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 # -- comparing two runs inside SQLite -----------------------------------------------------------
@@ -209,36 +246,48 @@ INSERT_RUN_AS_RECORDED = (
 # whose p10-p90 ranges do not hold each other's medians, or that cannot be judged); the views
 # decide every returned pair (views/compare.py, views/noise.py). Named parameters: run_a, run_b,
 # parity, compile, memory (factors) and min_samples.
-_JOIN = (" FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.case_id"
-         " AND b.mode = a.mode WHERE a.run_id = :run_a")
+_JOIN = (
+    " FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.case_id"
+    " AND b.mode = a.mode WHERE a.run_id = :run_a"
+)
 
 
 FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM = 3, 4  # schema versions
 
 
 def _figure(alias: str, name: str, version: int) -> str:
-    return f"{alias}.{name}" if version >= FIGURE_COLUMNS_FROM else \
-        f"json_extract({alias}.metrics, '$.{name}')"
+    return (
+        f"{alias}.{name}"
+        if version >= FIGURE_COLUMNS_FROM
+        else f"json_extract({alias}.metrics, '$.{name}')"
+    )
 
 
 def _host_ops(alias: str, version: int) -> str:
-    return f"{alias}.host_ops" if version >= HOST_OPS_COLUMN_FROM else \
-        f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
+    return (
+        f"{alias}.host_ops"
+        if version >= HOST_OPS_COLUMN_FROM
+        else f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
+    )
 
 
 def _outcome_columns(alias: str, version: int) -> str:
     figures = ", ".join(_figure(alias, n, version) for n in KEY_FIGURES)
-    return (f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
-            f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
-            " END,"
-            f" CASE WHEN {alias}.error_message IS NOT NULL THEN substr({alias}.error_message, 1,"
-            f" instr({alias}.error_message || char(10), char(10)) - 1) END")
+    return (
+        f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
+        f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
+        " END,"
+        f" CASE WHEN {alias}.error_message IS NOT NULL THEN substr({alias}.error_message, 1,"
+        f" instr({alias}.error_message || char(10), char(10)) - 1) END"
+    )
 
 
 def _both_timed(version: int) -> str:
     a, b = (_figure(x, "perf_median_ms", version) for x in "ab")
-    return (f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
-            f" AND {a} != 0 AND {b} != 0")
+    return (
+        f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
+        f" AND {a} != 0 AND {b} != 0"
+    )
 
 
 def pairs_that_may_differ(*, version: int) -> str:
@@ -253,37 +302,53 @@ def pairs_that_may_differ(*, version: int) -> str:
 
     unjudgeable = " OR ".join(
         [f"{f(x, 'perf_samples')} < :min_samples" for x in "ab"]
-        + [f"{f(x, q)} IS NULL" for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")])
+        + [f"{f(x, q)} IS NULL" for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")]
+    )
     med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
-    outside = (f"({med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')})"
-               f" OR ({med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')})")
-    may_differ = " OR ".join([
-        "a.status != b.status OR a.stage IS NOT b.stage",
-        "(a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade OR"
-        f" {_host_ops('a', s)} IS NOT {_host_ops('b', s)}))",
-        beyond("parity_rmse_ratio", "parity", False),
-        beyond("parity_max_rel_err", "parity", False),
-        beyond("compile_cold_first_step_s", "compile", True),
-        beyond("compile_warm_first_step_s", "compile", True),
-        beyond("perf_peak_bytes", "memory", True),
-        f"({_both_timed(s)} AND ({unjudgeable} OR {outside}))"])
-    return (f"SELECT {_outcome_columns('a', s)}, {_outcome_columns('b', s)}{_JOIN}"
-            f" AND ({may_differ}) ORDER BY a.case_id, a.mode")
+    outside = (
+        f"({med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')})"
+        f" OR ({med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')})"
+    )
+    may_differ = " OR ".join(
+        [
+            "a.status != b.status OR a.stage IS NOT b.stage",
+            "(a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade OR"
+            f" {_host_ops('a', s)} IS NOT {_host_ops('b', s)}))",
+            beyond("parity_rmse_ratio", "parity", False),
+            beyond("parity_max_rel_err", "parity", False),
+            beyond("compile_cold_first_step_s", "compile", True),
+            beyond("compile_warm_first_step_s", "compile", True),
+            beyond("perf_peak_bytes", "memory", True),
+            f"({_both_timed(s)} AND ({unjudgeable} OR {outside}))",
+        ]
+    )
+    return (
+        f"SELECT {_outcome_columns('a', s)}, {_outcome_columns('b', s)}{_JOIN}"
+        f" AND ({may_differ}) ORDER BY a.case_id, a.mode"
+    )
 
 
 def pair_counts(*, version: int) -> str:
     """Pairs per (A status, B status), and of them how many have a step time on both sides:
     from the results_pairs index alone (schema v4; named, since an empty file's planner would
     pick another)."""
-    join = _JOIN.replace("results a JOIN results b", "results a INDEXED BY results_pairs JOIN"
-                         " results b INDEXED BY results_pairs") \
-        if version >= HOST_OPS_COLUMN_FROM else _JOIN
-    return (f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(version)})"
-            f"{join} GROUP BY a.status, b.status")
+    join = (
+        _JOIN.replace(
+            "results a JOIN results b",
+            "results a INDEXED BY results_pairs JOIN results b INDEXED BY results_pairs",
+        )
+        if version >= HOST_OPS_COLUMN_FROM
+        else _JOIN
+    )
+    return (
+        f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(version)})"
+        f"{join} GROUP BY a.status, b.status"
+    )
 
 
 # Pairs recorded in one run only (parameters: the run, the other run); the index alone answers.
 ONLY_IN = (
     "SELECT a.case_id, a.mode FROM results a WHERE a.run_id = ? AND NOT EXISTS (SELECT 1 FROM"
     " results b WHERE b.run_id = ? AND b.case_id = a.case_id AND b.mode = a.mode)"
-    " ORDER BY a.case_id, a.mode")
+    " ORDER BY a.case_id, a.mode"
+)

@@ -12,12 +12,23 @@ from __future__ import annotations
 import math
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 STATUSES = (
-    "pass", "build_fail", "place_fail", "eager_fail", "compile_fail", "compile_timeout",
-    "compiled_run_fail", "accuracy_fail", "oom", "timeout", "crash", "skip",
+    "pass",
+    "build_fail",
+    "place_fail",
+    "eager_fail",
+    "compile_fail",
+    "compile_timeout",
+    "compiled_run_fail",
+    "accuracy_fail",
+    "oom",
+    "timeout",
+    "crash",
+    "skip",
 )
 GRADES = ("on_device", "fallback", "host")
 
@@ -25,9 +36,16 @@ GRADES = ("on_device", "fallback", "host")
 # CPU float64 run of the same case: a case whose reference cannot run is not checkable
 # (build_fail @reference). "run" is the eager step.
 LADDER_STAGES = ("build", "place", "run", "compile", "compiled_run", "reference", "parity")
-STAGE_STATUS = {"build": "build_fail", "reference": "build_fail", "place": "place_fail",
-                "run": "eager_fail", "eager": "eager_fail", "compile": "compile_fail",
-                "compiled_run": "compiled_run_fail", "parity": "accuracy_fail"}
+STAGE_STATUS = {
+    "build": "build_fail",
+    "reference": "build_fail",
+    "place": "place_fail",
+    "run": "eager_fail",
+    "eager": "eager_fail",
+    "compile": "compile_fail",
+    "compiled_run": "compiled_run_fail",
+    "parity": "accuracy_fail",
+}
 
 MESSAGE_CHARS = 4000
 TRACEBACK_CHARS = 20000
@@ -71,8 +89,11 @@ def classify(stage: str, exc: BaseException) -> str:
 
 def error_value(exc: BaseException) -> dict:
     """The recorded form of an exception: type, message and traceback, each bounded."""
-    return {"type": type(exc).__name__, "message": str(exc)[:MESSAGE_CHARS],
-            "traceback": "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]}
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:MESSAGE_CHARS],
+        "traceback": "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:],
+    }
 
 
 def error_note(kind: str, message: str) -> dict:
@@ -143,7 +164,7 @@ class Result:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Result":
+    def from_dict(cls, data: dict) -> Result:
         """A validated Result; raises MalformedResult naming what is wrong."""
         if not isinstance(data, dict):
             raise MalformedResult(f"a result must be a JSON object, got {type(data).__name__}")
@@ -177,13 +198,22 @@ class Result:
             raise MalformedResult("probe_versions must be a mapping")
 
 
-def skipped(case: str, mode: str, *, case_version: int, reason: str,
-            tags: tuple[str, ...] = ()) -> Result:
-    return Result(case=case, mode=mode, case_version=case_version, status="skip",
-                  findings={"tags": list(tags)}, error=error_note("Skip", reason))
+def skipped(
+    case: str, mode: str, *, case_version: int, reason: str, tags: tuple[str, ...] = ()
+) -> Result:
+    return Result(
+        case=case,
+        mode=mode,
+        case_version=case_version,
+        status="skip",
+        findings={"tags": list(tags)},
+        error=error_note("Skip", reason),
+    )
 
 
-def crashed(case: str, mode: str, *, stage: str, error: dict, case_version: int = 1,
-            status: str = "crash") -> Result:
-    return Result(case=case, mode=mode, case_version=case_version, status=status, stage=stage,
-                  error=error)
+def crashed(
+    case: str, mode: str, *, stage: str, error: dict, case_version: int = 1, status: str = "crash"
+) -> Result:
+    return Result(
+        case=case, mode=mode, case_version=case_version, status=status, stage=stage, error=error
+    )

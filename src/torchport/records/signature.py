@@ -18,8 +18,18 @@ _SPACES = re.compile(r"\s+")
 
 # Worst first: a worker that died or hung leaves no diagnosis; an early stop on the ladder
 # hides everything after it; an accuracy failure at least ran. Pass and skip are not failures.
-FAILURE_SEVERITY = ("crash", "timeout", "oom", "build_fail", "place_fail", "eager_fail",
-                    "compile_timeout", "compile_fail", "compiled_run_fail", "accuracy_fail")
+FAILURE_SEVERITY = (
+    "crash",
+    "timeout",
+    "oom",
+    "build_fail",
+    "place_fail",
+    "eager_fail",
+    "compile_timeout",
+    "compile_fail",
+    "compiled_run_fail",
+    "accuracy_fail",
+)
 
 
 def error_signature(error_type: str | None, message: str | None) -> str | None:

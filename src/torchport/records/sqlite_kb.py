@@ -67,20 +67,39 @@ class KnowledgeBase:
         conn = self._writer()
         env_ids = list(run.get("environment_ids") or [])
         with self._transaction(conn):
-            conn.execute(q.INSERT_RUN_AS_RECORDED, (
-                run["id"], run["started_at"], run.get("finished_at"), run["state"],
-                run.get("host"), run["command"], run["suite"], run["device"],
-                json.dumps(run.get("config") or {}, sort_keys=True, default=str),
-                json.dumps(run.get("plan") or [], default=str),
-                json.dumps(run.get("labels") or {}, default=str),
-                env_ids[0] if env_ids else None))
-            conn.executemany(q.ADD_RUN_ENVIRONMENT,
-                             [(run["id"], env_id, run["started_at"]) for env_id in env_ids])
+            conn.execute(
+                q.INSERT_RUN_AS_RECORDED,
+                (
+                    run["id"],
+                    run["started_at"],
+                    run.get("finished_at"),
+                    run["state"],
+                    run.get("host"),
+                    run["command"],
+                    run["suite"],
+                    run["device"],
+                    json.dumps(run.get("config") or {}, sort_keys=True, default=str),
+                    json.dumps(run.get("plan") or [], default=str),
+                    json.dumps(run.get("labels") or {}, default=str),
+                    env_ids[0] if env_ids else None,
+                ),
+            )
+            conn.executemany(
+                q.ADD_RUN_ENVIRONMENT,
+                [(run["id"], env_id, run["started_at"]) for env_id in env_ids],
+            )
 
     @guarded
-    def add_note(self, run_id: str, text: str, *, case: str | None = None,
-                 mode: str | None = None, author: str | None = None,
-                 created_at: str | None = None) -> int | None:
+    def add_note(
+        self,
+        run_id: str,
+        text: str,
+        *,
+        case: str | None = None,
+        mode: str | None = None,
+        author: str | None = None,
+        created_at: str | None = None,
+    ) -> int | None:
         """Attach a note to a run, or to one case (and mode) of it. A note given with its
         ``created_at`` (an import) that is already there is not added twice: returns None."""
         if not text or not text.strip():
@@ -90,19 +109,28 @@ class KnowledgeBase:
         if case is not None:
             modes = {r["mode"] for r in conn.execute(q.CASE_IN_RUN, (run_id, case))}
             if not modes:
-                raise StoreError(f"run {run_id} has no result for case '{case}'; 'torchport "
-                                 f"results --run {run_id}' lists its cases")
+                raise StoreError(
+                    f"run {run_id} has no result for case '{case}'; 'torchport "
+                    f"results --run {run_id}' lists its cases"
+                )
             if mode is not None and mode not in modes:
-                raise StoreError(f"run {run_id} has case '{case}' in mode(s) "
-                                 f"{', '.join(sorted(modes))}, not '{mode}'")
+                raise StoreError(
+                    f"run {run_id} has case '{case}' in mode(s) "
+                    f"{', '.join(sorted(modes))}, not '{mode}'"
+                )
         elif mode is not None:
             raise StoreError("a note on a mode needs its case too")
         with self._transaction(conn):
-            if created_at is not None and conn.execute(
-                    q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)).fetchone():
+            if (
+                created_at is not None
+                and conn.execute(
+                    q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)
+                ).fetchone()
+            ):
                 return None
-            cur = conn.execute(q.INSERT_NOTE, (run_id, case, mode, author, text,
-                                               created_at or now_iso()))
+            cur = conn.execute(
+                q.INSERT_NOTE, (run_id, case, mode, author, text, created_at or now_iso())
+            )
             return int(cur.lastrowid or 0)
 
     @guarded
@@ -114,17 +142,31 @@ class KnowledgeBase:
             conn.executemany(q.INSERT_ARTIFACT, rows)
 
     # -- streamed and paged reads ----------------------------------------------------------------
-    def iter_results(self, *, run_id: str | None = None, status: str | None = None,
-                     case_glob: str | None = None, fallback_op: str | None = None,
-                     order: str = "id", with_ops: bool = False) -> Iterator[dict]:
+    def iter_results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+        order: str = "id",
+        with_ops: bool = False,
+    ) -> Iterator[dict]:
         """Results one at a time, never all in memory. ``order``: "id" (recorded) or "case"
         (case, mode; with ``run_id``, from the index). ``with_ops``: each carries its op table
         as ``ops``."""
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}")
-        return self._guard_iter(self._iter_results(
-            run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op,
-            order=order, with_ops=with_ops))
+        return self._guard_iter(
+            self._iter_results(
+                run_id=run_id,
+                status=status,
+                case_glob=case_glob,
+                fallback_op=fallback_op,
+                order=order,
+                with_ops=with_ops,
+            )
+        )
 
     def iter_outcomes(self, run_id: str) -> Iterator[dict]:
         """A run's results in (case, mode) order, lean: ``case, mode, status, stage, grade,
@@ -138,26 +180,45 @@ class KnowledgeBase:
             yield _outcome(row)
 
     @guarded
-    def compare_pairs(self, run_a: str, run_b: str, *, parity_factor: float,
-                      compile_ratio: float, memory_ratio: float, min_samples: int) -> dict:
+    def compare_pairs(
+        self,
+        run_a: str,
+        run_b: str,
+        *,
+        parity_factor: float,
+        compile_ratio: float,
+        memory_ratio: float,
+        min_samples: int,
+    ) -> dict:
         """Two runs joined inside SQLite: ``counts`` {(status A, status B): [pairs, pairs with a
         step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and ``pairs``,
         an iterator of (outcome A, outcome B) for only the pairs that may show a change (see
         queries.pairs_that_may_differ; the caller decides each)."""
         version = self._version
         conn = self._conn()
-        counts = {(r[0], r[1]): [r[2], r[3] or 0]
-                  for r in conn.execute(q.pair_counts(version=version),
-                                        {"run_a": run_a, "run_b": run_b})}
+        counts = {
+            (r[0], r[1]): [r[2], r[3] or 0]
+            for r in conn.execute(q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b})
+        }
         only_a = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_a, run_b))]
         only_b = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_b, run_a))]
-        params = {"run_a": run_a, "run_b": run_b, "parity": parity_factor,
-                  "compile": compile_ratio, "memory": memory_ratio, "min_samples": min_samples}
+        params = {
+            "run_a": run_a,
+            "run_b": run_b,
+            "parity": parity_factor,
+            "compile": compile_ratio,
+            "memory": memory_ratio,
+            "min_samples": min_samples,
+        }
         width = 7 + len(KEY_FIGURES)
         rows = conn.execute(q.pairs_that_may_differ(version=version), params)
         pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
-        return {"counts": counts, "only_a": only_a, "only_b": only_b,
-                "pairs": self._guard_iter(pairs)}
+        return {
+            "counts": counts,
+            "only_a": only_a,
+            "only_b": only_b,
+            "pairs": self._guard_iter(pairs),
+        }
 
     def _guard_iter(self, rows: Iterator[dict]) -> Iterator[dict]:
         try:
@@ -175,12 +236,26 @@ class KnowledgeBase:
         if fallback_op:
             name = fallback_op.replace("::", ".")  # aten::cumsum names aten.cumsum too
             args += [name, len(name) + 1, name + "."]
-        flags = {"run_id": bool(run_id), "status": bool(status), "case_glob": bool(case_glob),
-                 "fallback_op": bool(fallback_op)}
+        flags = {
+            "run_id": bool(run_id),
+            "status": bool(status),
+            "case_glob": bool(case_glob),
+            "fallback_op": bool(fallback_op),
+        }
         return flags, args, exact
 
-    def _iter_results(self, *, run_id=None, status=None, case_glob=None, fallback_op=None,
-                      order="id", with_ops=False, limit=None, offset=0) -> Iterator[dict]:
+    def _iter_results(
+        self,
+        *,
+        run_id=None,
+        status=None,
+        case_glob=None,
+        fallback_op=None,
+        order="id",
+        with_ops=False,
+        limit=None,
+        offset=0,
+    ) -> Iterator[dict]:
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         paged = exact and (limit is not None or offset)
         sql = q.select_results(**flags, order=order, with_ops=with_ops, paged=bool(paged))
@@ -204,13 +279,23 @@ class KnowledgeBase:
             yield out
 
     @guarded
-    def count_results(self, *, run_id: str | None = None, status: str | None = None,
-                      case_glob: str | None = None, fallback_op: str | None = None) -> int:
+    def count_results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+    ) -> int:
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
             return int(self._conn().execute(q.count_results(**flags), args).fetchone()[0])
-        return sum(1 for _ in self._iter_results(run_id=run_id, status=status,
-                                                 case_glob=case_glob, fallback_op=fallback_op))
+        return sum(
+            1
+            for _ in self._iter_results(
+                run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+            )
+        )
 
     @guarded
     def count_search(self, text: str) -> int:
@@ -226,12 +311,16 @@ class KnowledgeBase:
         return {r["status"]: r["n"] for r in rows}
 
     def _signature_sql(self) -> str:
-        return "signature" if self._version >= NOTES_FROM else \
-            "torchport_signature(error_type, error_message)"
+        return (
+            "signature"
+            if self._version >= NOTES_FROM
+            else "torchport_signature(error_type, error_message)"
+        )
 
     @guarded
-    def failure_groups(self, run_id: str, *, worst_first: bool = False, limit: int = 10,
-                       examples: int = 3) -> list[dict]:
+    def failure_groups(
+        self, run_id: str, *, worst_first: bool = False, limit: int = 10, examples: int = 3
+    ) -> list[dict]:
         """A run's failures grouped by (status, stage, error signature) with their count, most
         common first, or worst first (records/signature.py FAILURE_SEVERITY); each group
         names its first ``examples`` results and the first one's message."""
@@ -240,13 +329,21 @@ class KnowledgeBase:
         sql = q.failure_groups(signature=sig, severity=FAILURE_SEVERITY if worst_first else ())
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
-            first = conn.execute(q.failure_examples(sig), (
-                run_id, row["status"], row["stage"], row["signature"], examples)).fetchall()
+            first = conn.execute(
+                q.failure_examples(sig),
+                (run_id, row["status"], row["stage"], row["signature"], examples),
+            ).fetchall()
             message = (first[0]["error_message"] or "").strip() if first else ""
-            groups.append({"status": row["status"], "stage": row["stage"],
-                           "signature": row["signature"], "count": row["n"],
-                           "examples": [{"case": r["case_id"], "mode": r["mode"]} for r in first],
-                           "message": message.splitlines()[0] if message else None})
+            groups.append(
+                {
+                    "status": row["status"],
+                    "stage": row["stage"],
+                    "signature": row["signature"],
+                    "count": row["n"],
+                    "examples": [{"case": r["case_id"], "mode": r["mode"]} for r in first],
+                    "message": message.splitlines()[0] if message else None,
+                }
+            )
         return groups
 
     @guarded
@@ -256,8 +353,14 @@ class KnowledgeBase:
 
     # -- choosing runs -----------------------------------------------------------------------------
     @guarded
-    def find_runs(self, *, device: str | None = None, suite: str | None = None,
-                  labels: dict[str, str] | None = None, complete: bool = True) -> list[str]:
+    def find_runs(
+        self,
+        *,
+        device: str | None = None,
+        suite: str | None = None,
+        labels: dict[str, str] | None = None,
+        complete: bool = True,
+    ) -> list[str]:
         """Ids of the runs matching every condition, newest first (``complete``: only runs
         that finished their plan)."""
         found = []
@@ -274,7 +377,8 @@ class KnowledgeBase:
                 except ValueError:
                     continue
                 if not isinstance(have, dict) or any(
-                        k not in have or str(have[k]) != str(v) for k, v in labels.items()):
+                    k not in have or str(have[k]) != str(v) for k, v in labels.items()
+                ):
                     continue
             found.append(row["id"])
         return found
@@ -299,8 +403,7 @@ class KnowledgeBase:
         query = self._fts_query(text)  # type: ignore[attr-defined]
         if query is None or self._version < NOTES_FROM:
             return []
-        rows = self._conn().execute(q.SEARCH_NOTES, (query, -1 if limit is None else limit,
-                                                     offset))
+        rows = self._conn().execute(q.SEARCH_NOTES, (query, -1 if limit is None else limit, offset))
         return [_note_dict(r) for r in rows]
 
     @guarded
@@ -315,13 +418,29 @@ def _outcome(row) -> dict:
     """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
     first, n = 5, len(KEY_FIGURES)
     host_ops, error_line = row[first + n], row[first + n + 1]
-    return {"case": row[0], "mode": row[1], "status": row[2], "stage": row[3], "grade": row[4],
-            "figures": {name: v for name, v in
-                        zip(KEY_FIGURES, row[first:first + n], strict=True) if v is not None},
-            "host_ops": json.loads(host_ops) if host_ops else None, "error_line": error_line}
+    return {
+        "case": row[0],
+        "mode": row[1],
+        "status": row[2],
+        "stage": row[3],
+        "grade": row[4],
+        "figures": {
+            name: v
+            for name, v in zip(KEY_FIGURES, row[first : first + n], strict=True)
+            if v is not None
+        },
+        "host_ops": json.loads(host_ops) if host_ops else None,
+        "error_line": error_line,
+    }
 
 
 def _note_dict(row: sqlite3.Row) -> dict:
-    return {"id": row["id"], "run_id": row["run_id"], "case": row["case_id"],
-            "mode": row["mode"], "author": row["author"], "text": row["text"],
-            "created_at": row["created_at"]}
+    return {
+        "id": row["id"],
+        "run_id": row["run_id"],
+        "case": row["case_id"],
+        "mode": row["mode"],
+        "author": row["author"],
+        "text": row["text"],
+        "created_at": row["created_at"],
+    }

@@ -22,15 +22,21 @@ from torchport.records.signature import error_signature
 HEADER_MAGIC = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # big-endian u32 in the 100-byte file header
 # Tables each schema version adds (FTS shadow tables are SQLite's, not checked).
-TABLES_BY_VERSION = {1: {"environments", "runs", "results", "result_ops", "results_fts"},
-                     2: {"run_environments"}, 3: {"notes", "notes_fts", "artifacts"}}
+TABLES_BY_VERSION = {
+    1: {"environments", "runs", "results", "result_ops", "results_fts"},
+    2: {"run_environments"},
+    3: {"notes", "notes_fts", "artifacts"},
+}
 READABLE_FROM = 1
 
 
 def migrations() -> list[tuple[int, str]]:
     folder = resources.files("torchport.records") / "migrations"
-    found = [(int(entry.name.split("_", 1)[0]), entry.read_text())
-             for entry in folder.iterdir() if entry.name.endswith(".sql")]
+    found = [
+        (int(entry.name.split("_", 1)[0]), entry.read_text())
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
     return sorted(found)
 
 
@@ -50,8 +56,10 @@ def check_path(path: str, *, write: bool) -> bool:
             raise StoreError(f"'{path}' is not a regular file; pass a database file to --db")
         return True
     if not write:
-        raise StoreError(f"no knowledge base at '{path}'; run 'torchport run --db {path}' first "
-                         "or pass the right --db")
+        raise StoreError(
+            f"no knowledge base at '{path}'; run 'torchport run --db {path}' first "
+            "or pass the right --db"
+        )
     parent = p.absolute().parent
     if not parent.is_dir():
         raise StoreError(f"folder '{parent}' does not exist; create it or pass another --db")
@@ -65,17 +73,19 @@ def header_user_version(path: str) -> int | None:
     if not head:
         return None
     if len(head) < 100 or not head.startswith(HEADER_MAGIC):
-        raise StoreError(f"'{path}' is not an SQLite database (file is not a database); "
-                         f"{FIX}")
-    return int.from_bytes(head[USER_VERSION_OFFSET:USER_VERSION_OFFSET + 4], "big")
+        raise StoreError(f"'{path}' is not an SQLite database (file is not a database); {FIX}")
+    return int.from_bytes(head[USER_VERSION_OFFSET : USER_VERSION_OFFSET + 4], "big")
 
 
 def refuse_unless_torchport(path: str, header_version: int | None) -> None:
     """For reads: refuse an empty or foreign file from its header alone (SQLite never opens it,
     so not even a WAL side file appears next to another application's database)."""
     if header_version is None or header_version == 0:
-        what = "an empty file" if header_version is None else \
-            "an SQLite file without torchport's schema"
+        what = (
+            "an empty file"
+            if header_version is None
+            else "an SQLite file without torchport's schema"
+        )
         raise StoreError(f"'{path}' is not a torchport knowledge base ({what}); {FIX}")
 
 
@@ -86,18 +96,32 @@ def is_read_only_file(path: str) -> bool:
 
 
 def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
-    version = conn.execute(q.USER_VERSION).fetchone()[0]
-    return version, {row[0] for row in conn.execute(q.TABLES)}
+    """The schema version and the tables, read from one snapshot: another process may commit
+    a migration between two separate reads (version 0, yet the tables)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute(q.BEGIN)
+    try:
+        version = conn.execute(q.USER_VERSION).fetchone()[0]
+        tables = {row[0] for row in conn.execute(q.TABLES)}
+    finally:
+        if own:
+            conn.execute(q.COMMIT)
+    return version, tables
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
     if tables and not tables & TABLES_BY_VERSION[1]:
         listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise StoreError(f"'{path}' is not a torchport knowledge base (another application's "
-                         f"database (tables: {listed})); {FIX}")
+        raise StoreError(
+            f"'{path}' is not a torchport knowledge base (another application's "
+            f"database (tables: {listed})); {FIX}"
+        )
     if version > SCHEMA_VERSION:
-        raise StoreError(f"'{path}' has schema v{version}, newer than this torchport's "
-                         f"v{SCHEMA_VERSION}; upgrade torchport to use it")
+        raise StoreError(
+            f"'{path}' has schema v{version}, newer than this torchport's "
+            f"v{SCHEMA_VERSION}; upgrade torchport to use it"
+        )
     if version == 0 and not tables:
         if write:
             return  # an empty SQLite file: ours to set up
@@ -106,18 +130,25 @@ def check_identity(path: str, version: int, tables: set[str], *, write: bool) ->
     missing = sorted(expected - tables)
     if missing or version == 0:
         what = f"missing table {', '.join(missing)}" if missing else "no schema version"
-        raise StoreError(f"'{path}' is a damaged torchport knowledge base ({what}); move it "
-                         f"aside and {FIX}")
+        raise StoreError(
+            f"'{path}' is a damaged torchport knowledge base ({what}); move it aside and {FIX}"
+        )
     if not write and version < READABLE_FROM:
-        raise StoreError(f"'{path}' has schema v{version}, older than this torchport reads "
-                         f"(v{READABLE_FROM}+); any 'torchport run --db {path} ...' upgrades it")
+        raise StoreError(
+            f"'{path}' has schema v{version}, older than this torchport reads "
+            f"(v{READABLE_FROM}+); any 'torchport run --db {path} ...' upgrades it"
+        )
 
 
 def check_integrity(conn: sqlite3.Connection, path: str) -> None:
     verdict = conn.execute(q.QUICK_CHECK).fetchone()[0]
     if verdict != "ok":
-        raise StoreError(f"'{path}' is damaged ({verdict.splitlines()[0][:120]}); restore it "
-                         f"from a copy, or move it aside and {FIX}")
+        # The report opens with a "*** in database main ***" header; the finding follows.
+        found = [line for line in verdict.splitlines() if not line.startswith("***")]
+        raise StoreError(
+            f"'{path}' is damaged ({(found or [verdict])[0][:120]}); restore it "
+            f"from a copy, or move it aside and {FIX}"
+        )
 
 
 def statements(script: str) -> list[str]:
@@ -128,8 +159,9 @@ def statements(script: str) -> list[str]:
         if sqlite3.complete_statement(pending):
             out.append(pending.strip())
             pending = ""
-    if pending.strip() and not all(line.strip().startswith("--") or not line.strip()
-                                   for line in pending.splitlines()):
+    if pending.strip() and not all(
+        line.strip().startswith("--") or not line.strip() for line in pending.splitlines()
+    ):
         raise ValueError(f"unterminated statement in a migration: {pending[:80]!r}")
     return out
 
@@ -173,20 +205,25 @@ def explain(exc: sqlite3.Error, path: str) -> StoreError:
     if primary == _SQLITE_NOTADB or "not a database" in said:
         return StoreError(f"'{path}' is not an SQLite database ({said}); {FIX}")
     if primary == _SQLITE_CORRUPT or "malformed" in said:
-        return StoreError(f"'{path}' is damaged ({said}); restore it from a copy, or move it "
-                          f"aside and {FIX}")
+        return StoreError(
+            f"'{path}' is damaged ({said}); restore it from a copy, or move it aside and {FIX}"
+        )
     if primary == _SQLITE_READONLY or "readonly" in said:
-        return StoreError(f"'{path}' is read-only ({said}); make it and its folder writable "
-                          "or pass another --db")
+        return StoreError(
+            f"'{path}' is read-only ({said}); make it and its folder writable or pass another --db"
+        )
     if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return StoreError(f"'{path}' stayed locked by another process ({said}); retry when "
-                          "it is done")
+        return StoreError(
+            f"'{path}' stayed locked by another process ({said}); retry when it is done"
+        )
     if primary == _SQLITE_CANTOPEN:
-        return StoreError(f"cannot open '{path}' ({said}); check the path and its folder's "
-                          "permissions")
+        return StoreError(
+            f"cannot open '{path}' ({said}); check the path and its folder's permissions"
+        )
     if primary in (_SQLITE_FULL, _SQLITE_IOERR):
         return StoreError(f"cannot write '{path}' ({said}); free disk space or pass another --db")
     if "no such table" in said or "no such column" in said:
-        return StoreError(f"'{path}' is a damaged torchport knowledge base ({said}); move it "
-                          f"aside and {FIX}")
+        return StoreError(
+            f"'{path}' is a damaged torchport knowledge base ({said}); move it aside and {FIX}"
+        )
     return StoreError(f"'{path}': {said}")

@@ -33,7 +33,7 @@ from torchport.records.sqlite_kb import KnowledgeBase
 
 BUSY_TIMEOUT_S = 30.0
 RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
-ID_CHUNK = 500      # ids per IN (...) query, under SQLite's bound-parameter limit
+ID_CHUNK = 500  # ids per IN (...) query, under SQLite's bound-parameter limit
 
 
 def _alive(pid: int | None, host: str | None) -> bool:
@@ -71,14 +71,15 @@ class SQLiteStore(KnowledgeBase):
         self._closed = False
         self._version = schema.SCHEMA_VERSION  # what this file holds once opened
         exists = schema.check_path(self.path, write=write)
-        header = schema.header_user_version(self.path) if exists else None
         if self.read_only:
-            schema.refuse_unless_torchport(self.path, header)
+            # Refuse from the raw header first: SQLite never opens another application's file.
+            schema.refuse_unless_torchport(self.path, schema.header_user_version(self.path))
             self._open_checked(write=False)
         elif exists and Path(self.path).stat().st_size > 0:
             if schema.is_read_only_file(self.path):
-                raise StoreError(f"'{self.path}' is read-only; make it writable (chmod u+w) or "
-                                 "pass another --db")
+                raise StoreError(
+                    f"'{self.path}' is read-only; make it writable (chmod u+w) or pass another --db"
+                )
             self._open_checked(write=True)
 
     # -- connections ---------------------------------------------------------------------------
@@ -88,8 +89,9 @@ class SQLiteStore(KnowledgeBase):
         mode = "ro" if self.read_only else "rwc"
         uri = f"{Path(self.path).absolute().as_uri()}?mode={mode}"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
             conn.row_factory = sqlite3.Row
             conn.execute(q.QUERY_ONLY_ON if self.read_only else q.FOREIGN_KEYS_ON)
             schema.register_functions(conn)
@@ -174,12 +176,32 @@ class SQLiteStore(KnowledgeBase):
         return env_id
 
     @_guarded
-    def create_run(self, *, run_id: str, command: str, suite: str, device: str, config: dict,
-                   plan: list, labels: dict) -> None:
-        self._writer().execute(q.INSERT_RUN, (
-            run_id, now_iso(), os.getpid(), socket.gethostname(), command, suite, device,
-            json.dumps(config, sort_keys=True, default=str), json.dumps(plan, default=str),
-            json.dumps(labels, default=str)))
+    def create_run(
+        self,
+        *,
+        run_id: str,
+        command: str,
+        suite: str,
+        device: str,
+        config: dict,
+        plan: list,
+        labels: dict,
+    ) -> None:
+        self._writer().execute(
+            q.INSERT_RUN,
+            (
+                run_id,
+                now_iso(),
+                os.getpid(),
+                socket.gethostname(),
+                command,
+                suite,
+                device,
+                json.dumps(config, sort_keys=True, default=str),
+                json.dumps(plan, default=str),
+                json.dumps(labels, default=str),
+            ),
+        )
 
     @_guarded
     def reopen_run(self, run_id: str) -> None:
@@ -190,8 +212,10 @@ class SQLiteStore(KnowledgeBase):
                 raise self._no_run(run_id)
             pid, host = row["pid"], row["host"]
             if row["state"] == "running" and pid != os.getpid() and _alive(pid, host):
-                raise RunInProgress(f"run {run_id} is still going (process {pid} on {host}); "
-                                    f"wait for it or stop it (kill {pid}) before --resume")
+                raise RunInProgress(
+                    f"run {run_id} is still going (process {pid} on {host}); "
+                    f"wait for it or stop it (kill {pid}) before --resume"
+                )
             conn.execute(q.REOPEN_RUN, (os.getpid(), socket.gethostname(), run_id))
 
     @_guarded
@@ -225,12 +249,27 @@ class SQLiteStore(KnowledgeBase):
         blobs = [_to_json(getattr(value, col), col) for col in _JSON_COLUMNS]
         error = value.error or {}
         finished = (None if isinstance(result, Result) else data.get("finished_at")) or now_iso()
-        cur = conn.execute(q.INSERT_RESULT, (
-            run_id, value.case, value.case_version, value.mode, value.status, value.stage,
-            value.grade, *blobs, error.get("type"), error.get("message"),
-            error.get("traceback"), value.started_at, finished,
-            error_signature(error.get("type"), error.get("message")),
-            _host_ops_text(value.findings), *key_figures(value.metrics)))
+        cur = conn.execute(
+            q.INSERT_RESULT,
+            (
+                run_id,
+                value.case,
+                value.case_version,
+                value.mode,
+                value.status,
+                value.stage,
+                value.grade,
+                *blobs,
+                error.get("type"),
+                error.get("message"),
+                error.get("traceback"),
+                value.started_at,
+                finished,
+                error_signature(error.get("type"), error.get("message")),
+                _host_ops_text(value.findings),
+                *key_figures(value.metrics),
+            ),
+        )
         result_id = int(cur.lastrowid or 0)
         conn.executemany(q.INSERT_RESULT_OP, [(result_id, *op) for op in ops])
         return result_id
@@ -281,12 +320,27 @@ class SQLiteStore(KnowledgeBase):
         return {(r["case_id"], r["mode"]) for r in rows}
 
     @_guarded
-    def results(self, *, run_id: str | None = None, status: str | None = None,
-                case_glob: str | None = None, fallback_op: str | None = None,
-                limit: int | None = None, offset: int = 0) -> list[dict]:
+    def results(
+        self,
+        *,
+        run_id: str | None = None,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[dict]:
         """Filtered results in recorded order; ``limit``/``offset`` page them (None: all)."""
-        return list(self._iter_results(run_id=run_id, status=status, case_glob=case_glob,
-                                       fallback_op=fallback_op, limit=limit, offset=offset))
+        return list(
+            self._iter_results(
+                run_id=run_id,
+                status=status,
+                case_glob=case_glob,
+                fallback_op=fallback_op,
+                limit=limit,
+                offset=offset,
+            )
+        )
 
     @_guarded
     def search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
@@ -305,14 +359,17 @@ class SQLiteStore(KnowledgeBase):
             ids = [row[0] for row in ranked[offset:end]]
             if len(window) == RANK_WINDOW and (end is None or end > RANK_WINDOW):
                 more = -1 if end is None else end - RANK_WINDOW
-                ids += [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY,
-                                                   (query, more, RANK_WINDOW))]
+                ids += [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY, (query, more, RANK_WINDOW))]
         else:
-            ids = [r[0] for r in conn.execute(q.SEARCH_BY_RECENCY, (
-                query, -1 if limit is None else limit, offset))]
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    q.SEARCH_BY_RECENCY, (query, -1 if limit is None else limit, offset)
+                )
+            ]
         rows: dict[int, sqlite3.Row] = {}
         for start in range(0, len(ids), ID_CHUNK):
-            chunk = ids[start:start + ID_CHUNK]
+            chunk = ids[start : start + ID_CHUNK]
             rows.update((r["id"], r) for r in conn.execute(q.results_by_id(len(chunk)), chunk))
         return [self._result_dict(rows[i]) for i in ids if i in rows]
 
@@ -329,16 +386,19 @@ class SQLiteStore(KnowledgeBase):
         return " ".join(terms) if terms else None
 
     @_guarded
-    def last_status_by_case(self, device: str | None = None,
-                            cases: list[str] | None = None) -> dict[str, str]:
+    def last_status_by_case(
+        self, device: str | None = None, cases: list[str] | None = None
+    ) -> dict[str, str]:
         """The newest recorded status of each case (eager mode first), for listings. With
         ``cases``, two indexed lookups per case; without, one grouped pass over the index."""
         conn = self._conn()
         latest: dict[str, str] = {}
         if cases is not None:
             for case in cases:
-                row = conn.execute(q.LAST_EAGER_STATUS, (case, device, device)).fetchone() or \
-                    conn.execute(q.LAST_ANY_STATUS, (case, device, device)).fetchone()
+                row = (
+                    conn.execute(q.LAST_EAGER_STATUS, (case, device, device)).fetchone()
+                    or conn.execute(q.LAST_ANY_STATUS, (case, device, device)).fetchone()
+                )
                 if row is not None:
                     latest[case] = row["status"]
             return latest
@@ -360,8 +420,10 @@ class SQLiteStore(KnowledgeBase):
         try:
             value = json.loads(text) if text is not None else kind()
         except ValueError:
-            raise StoreError(f"'{self.path}' holds {what} that is not JSON; the file was "
-                             "changed outside torchport: move it aside") from None
+            raise StoreError(
+                f"'{self.path}' holds {what} that is not JSON; the file was "
+                "changed outside torchport: move it aside"
+            ) from None
         return value if isinstance(value, kind) else kind()
 
     def _run_dict(self, row: sqlite3.Row) -> dict:
@@ -370,10 +432,14 @@ class SQLiteStore(KnowledgeBase):
         if "plan" in run:  # a listing carries ``planned`` instead
             run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
-        env_rows = self._conn().execute(q.RUN_ENVIRONMENTS, (run["id"],)).fetchall() \
-            if self._version >= 2 else []
-        run["environment_ids"] = [r["environment_id"] for r in env_rows] or \
-            ([run["environment_id"]] if run["environment_id"] else [])
+        env_rows = (
+            self._conn().execute(q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()
+            if self._version >= 2
+            else []
+        )
+        run["environment_ids"] = [r["environment_id"] for r in env_rows] or (
+            [run["environment_id"]] if run["environment_id"] else []
+        )
         # A run whose supervisor was SIGKILLed never wrote its end: report it as interrupted.
         if run["state"] == "running" and not _alive(run["pid"], run["host"]):
             run["state"] = "interrupted"
@@ -381,12 +447,26 @@ class SQLiteStore(KnowledgeBase):
 
     def _result_dict(self, row: sqlite3.Row) -> dict:
         r = dict(row)
-        out = {"run_id": r["run_id"], "case": r["case_id"], "case_version": r["case_version"],
-               "mode": r["mode"], "status": r["status"], "stage": r["stage"], "grade": r["grade"]}
+        out = {
+            "run_id": r["run_id"],
+            "case": r["case_id"],
+            "case_version": r["case_version"],
+            "mode": r["mode"],
+            "status": r["status"],
+            "stage": r["stage"],
+            "grade": r["grade"],
+        }
         for col, kind in _JSON_COLUMNS.items():
             # probe_versions came with schema v2; a v1 file read as it is has none.
             out[col] = self._json(r.get(col), kind, f"result {r['id']} {col}")
-        out["error"] = None if r["error_type"] is None and r["error_message"] is None else {
-            "type": r["error_type"], "message": r["error_message"], "traceback": r["traceback"]}
+        out["error"] = (
+            None
+            if r["error_type"] is None and r["error_message"] is None
+            else {
+                "type": r["error_type"],
+                "message": r["error_message"],
+                "traceback": r["traceback"],
+            }
+        )
         out["started_at"], out["finished_at"] = r["started_at"], r["finished_at"]
         return out

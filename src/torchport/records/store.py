@@ -21,7 +21,10 @@ def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
         raise StoreError("empty database path; pass --db PATH")
     if "://" in url and not url.startswith("sqlite:///"):
         scheme = url.split("://", 1)[0]
-        raise StoreError(f"database URL scheme '{scheme}' is not supported yet; "
-                         "use a file path or sqlite:///path")
+        raise StoreError(
+            f"database URL scheme '{scheme}' is not supported yet; "
+            "use a file path or sqlite:///path"
+        )
     from torchport.records.sqlite_store import SQLiteStore
+
     return SQLiteStore(url.removeprefix("sqlite:///"), write=write)

@@ -23,16 +23,24 @@ CHECK_TIMEOUT_S = 120.0
 CHECK_TIMEOUT_ENV = "TORCHPORT_WORKLOAD_CHECK_TIMEOUT_S"  # tests shorten it
 
 
-def check(path: str, *, batch: int | None, seq: int | None, folder: str,
-          timeout_s: float | None = None) -> str | None:
+def check(
+    path: str, *, batch: int | None, seq: int | None, folder: str, timeout_s: float | None = None
+) -> str | None:
     """None when the factory is usable; else one line saying what is wrong."""
     timeout_s = timeout_s or float(os.environ.get(CHECK_TIMEOUT_ENV) or CHECK_TIMEOUT_S)
     logs = LogFolder(prefix="torchport-check-")
-    args = ["--path", path] + (["--batch", str(batch)] if batch else []) + \
-        (["--seq", str(seq)] if seq else [])
-    child = Child("torchport.runner.check_workload", args,
-                  env={**os.environ, WORKLOAD_PATH_ENV: folder}, log_dir=logs.path,
-                  name="check")
+    args = (
+        ["--path", path]
+        + (["--batch", str(batch)] if batch else [])
+        + (["--seq", str(seq)] if seq else [])
+    )
+    child = Child(
+        "torchport.runner.check_workload",
+        args,
+        env={**os.environ, WORKLOAD_PATH_ENV: folder},
+        log_dir=logs.path,
+        name="check",
+    )
     try:
         deadline = clock() + timeout_s
         event = child.next_event(deadline)
@@ -42,11 +50,15 @@ def check(path: str, *, batch: int | None, seq: int | None, folder: str,
         if event is not None and event.get("event") == "result":
             return None if event.get("ok") else str(event.get("message"))
         if timed_out:
-            return (f"--workload {path}: the factory did not return within {timeout_s:g} s "
-                    "(it was stopped); make it build a small model quickly")
-        return (f"--workload {path}: the factory ended the process "
-                f"({child.exit_description()}) instead of returning a workload: "
-                f"{child.tail(400).strip()[-300:]}")
+            return (
+                f"--workload {path}: the factory did not return within {timeout_s:g} s "
+                "(it was stopped); make it build a small model quickly"
+            )
+        return (
+            f"--workload {path}: the factory ended the process "
+            f"({child.exit_description()}) instead of returning a workload: "
+            f"{child.tail(400).strip()[-300:]}"
+        )
     finally:
         child.kill()
         logs.close()
@@ -64,13 +76,20 @@ def main(argv=None) -> int:
     sys.path.append(os.environ.get(WORKLOAD_PATH_ENV) or os.getcwd())
     from torchport.cases.base import Size
     from torchport.cases.workload import WorkloadCase, WorkloadError
+
     try:
         WorkloadCase(args.path).build(seed=0, size=Size(batch=args.batch, seq=args.seq))
     except WorkloadError as exc:
         channel.emit({"event": "result", "ok": False, "message": str(exc)})
     except Exception as exc:
-        channel.emit({"event": "result", "ok": False, "message":
-                      f"--workload {args.path}: the factory raised {type(exc).__name__}: {exc}"})
+        channel.emit(
+            {
+                "event": "result",
+                "ok": False,
+                "message": f"--workload {args.path}: the factory raised "
+                f"{type(exc).__name__}: {exc}",
+            }
+        )
     else:
         channel.emit({"event": "result", "ok": True})
     return 0

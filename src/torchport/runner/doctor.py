@@ -32,11 +32,16 @@ def _child(env: dict[str, str], timeout_s: float) -> dict:
         if event is None:
             timed_out = clock() >= deadline
             child.kill()
-            return {"ok": False, "error": {
-                "type": "Timeout" if timed_out else "ChildDied",
-                "message": f"the check did not finish within {timeout_s:g} s" if timed_out else
-                f"the check process died ({child.exit_description()}): "
-                f"{child.tail(600).strip()[-400:]}"}}
+            return {
+                "ok": False,
+                "error": {
+                    "type": "Timeout" if timed_out else "ChildDied",
+                    "message": f"the check did not finish within {timeout_s:g} s"
+                    if timed_out
+                    else f"the check process died ({child.exit_description()}): "
+                    f"{child.tail(600).strip()[-400:]}",
+                },
+            }
         return event
     finally:
         child.kill()
@@ -49,8 +54,12 @@ def diagnose(timeout_s: float = DOCTOR_TIMEOUT_S) -> dict:
     if found.get("ok"):
         return found["info"]
     error = found.get("error") or {}
-    broken = {"message": error.get("message", ""), "type": error.get("type"),
-              "backend": error.get("backend")}
+    broken = {
+        "message": error.get("message", ""),
+        "type": error.get("type"),
+        "backend": error.get("backend"),
+        "cause": error.get("cause"),
+    }
     if os.environ.get(AUTOLOAD_ENV) != "0":
         retry = _child({**os.environ, AUTOLOAD_ENV: "0"}, timeout_s)
         broken["autoload_off_helps"] = bool(retry.get("ok"))
@@ -62,6 +71,7 @@ def _backend_of(exc: BaseException) -> str | None:
     NAME"), read from the entry point torch was loading, not from the message."""
     try:
         from importlib.metadata import entry_points
+
         names = [ep.name for ep in entry_points(group="torch.backends")]
     except Exception:
         return None
@@ -69,11 +79,21 @@ def _backend_of(exc: BaseException) -> str | None:
     return next((n for n in names if n in text), names[0] if len(names) == 1 else None)
 
 
+def _cause_of(exc: BaseException) -> str | None:
+    """The exception torch's autoload failure wraps (e.g. ``ImportError: libhccl.so ...``)."""
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return None
+    lines = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {lines[0][:300]}" if lines else type(cause).__name__
+
+
 def collect() -> dict:
     import torch
 
     import torchport
     from torchport.devices import device_names, get_adapter
+
     rows = []
     for name in device_names():
         try:
@@ -83,9 +103,38 @@ def collect() -> dict:
         except Exception as exc:  # an adapter that breaks is reported, not fatal
             ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
         rows.append({"device": name, "usable": ok, "detail": reason, "versions": versions})
+    rows.extend(_privateuse1_by_name(set(device_names())))
     from importlib import metadata
-    return {"torchport": torchport.__version__, "torch": torch.__version__,
-            "transformers": metadata.version("transformers"), "devices": rows}
+
+    return {
+        "torchport": torchport.__version__,
+        "torch": torch.__version__,
+        "transformers": metadata.version("transformers"),
+        "devices": rows,
+    }
+
+
+def _privateuse1_by_name(known: set[str]) -> list[dict]:
+    """The registered PrivateUse1 backend under its own name (``--device <name>``), when no
+    adapter of torchport's claims that name."""
+    from torchport.devices import privateuse1
+
+    name = privateuse1.registered_name()
+    if not name or name in known:
+        return []
+    try:
+        ok, reason = privateuse1.PrivateUse1Adapter(by_name=name).availability()
+    except Exception as exc:
+        ok, reason = False, f"adapter error: {type(exc).__name__}: {exc}"
+    return [
+        {
+            "device": name,
+            "usable": ok,
+            "versions": {},
+            "detail": f"{reason}; generic PrivateUse1 adapter (also --device "
+            f"{privateuse1.GENERIC})",
+        }
+    ]
 
 
 def main(argv=None) -> int:
@@ -97,8 +146,13 @@ def main(argv=None) -> int:
     try:
         info = collect()
     except Exception as exc:
-        channel.emit({"event": "result", "ok": False,
-                      "error": {**error_value(exc), "backend": _backend_of(exc)}})
+        channel.emit(
+            {
+                "event": "result",
+                "ok": False,
+                "error": {**error_value(exc), "backend": _backend_of(exc), "cause": _cause_of(exc)},
+            }
+        )
         return 0
     channel.emit({"event": "result", "ok": True, "info": info})
     return 0

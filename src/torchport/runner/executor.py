@@ -25,7 +25,7 @@ class Finished:
     """One task's outcome. ``environment``: the fingerprint of the worker that ran it."""
 
     task: Task
-    result: dict
+    result: dict | None  # None or malformed: the api records a crash @record
     environment: dict | None = None
 
 
@@ -45,3 +45,32 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Release workers after the last result (cleanly where possible)."""
+
+
+def finished_skip(task: Task) -> Finished:
+    """A task the plan already skips (its reason held as data): answered without a worker."""
+    from torchport.records.result import skipped
+
+    assert task.skip_reason is not None
+    result = skipped(
+        task.case,
+        task.mode,
+        case_version=task.case_version,
+        reason=task.skip_reason,
+        tags=task.tags,
+    )
+    return Finished(task=task, result=result.to_dict())
+
+
+def finished_crash(task: Task, stage: str, kind: str, message: str) -> Finished:
+    """A task whose worker could not run it (it did not start, its node was lost)."""
+    from torchport.records.result import crashed, error_note
+
+    result = crashed(
+        task.case,
+        task.mode,
+        case_version=task.case_version,
+        stage=stage,
+        error=error_note(kind, message),
+    )
+    return Finished(task=task, result=result.to_dict())

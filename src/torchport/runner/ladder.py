@@ -2,21 +2,32 @@
 
 build -> place -> run -> compile -> compiled_run -> parity, then the requested probes, each in
 its own pass. The status is the first stage that failed; every stage's duration is recorded.
+
+The steps whose numbers parity compares are ``Compared`` steps (steps.py): training steps in
+training mode, starting from the placed state, dropout masks drawn the same way on every side
+(the reference child does the same), running statistics returned with the outputs. The probes
+get plain steps of the same model, with the device's own random kernels.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from torchport.cases.base import Case, Size
 from torchport.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
-from torchport.execution.build import build_workload
-from torchport.execution.steps import first_compiled_step, make_step, place, to_cpu
-from torchport.probes import compile_metrics, parity
+from torchport.execution import compile_backend
+from torchport.execution import reference as reference_mod
+from torchport.execution.build import build_workload, step_info
+from torchport.execution.steps import Compared, first_compiled_step, make_step, place, to_cpu
+from torchport.probes import compile_metrics, compile_outcome, determinism, parity, parity_weak
 from torchport.probes.base import Subject
 from torchport.records.result import (
-    Result, capture, error_note, error_value, skipped,
+    Result,
+    capture,
+    error_note,
+    error_value,
+    skipped,
 )
 from torchport.timing import clock
 
@@ -24,13 +35,22 @@ from torchport.timing import clock
 class Ladder:
     """Runs the stages; each returns False once the ladder must stop."""
 
-    def __init__(self, case: Case, mode: str, config: RunConfig, adapter, emit: Callable,
-                 reference_cache: dict):
+    def __init__(
+        self,
+        case: Case,
+        mode: str,
+        config: RunConfig,
+        adapter,
+        emit: Callable,
+        reference_cache: dict,
+    ):
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
         self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
+        # the compile backend chosen (compile mode), with why
+        self.backend: compile_backend.Choice | None = None
 
     def stage(self, name: str, fn: Callable[[], object]):
         """Run one stage; on an exception record the failure and return (False, None)."""
@@ -40,65 +60,136 @@ class Ladder:
             value = fn()
             self.adapter.synchronize()
             return value
+
         done = capture(name, synchronised, clock)
         self.out.durations[f"{name}_s"] = done.duration_s
         if not done.ok:
             self.out.fail_from(done)
+            self._explain(done)
             return False, None
         return True, done.value
 
+    def _explain(self, done) -> None:
+        """The adapter's reading of a failure, put first in the message a table shows."""
+        try:
+            note = self.adapter.explain_failure(done.stage, done.exc)
+        except Exception:
+            note = None
+        if note and self.out.error is not None:
+            self.out.findings["backend_explanation"] = note
+            self.out.error["message"] = (
+                f"{note} ({type(done.exc).__name__}: {self.out.error['message']})"
+            )
+
     def run(self) -> dict:
         import torch
-        if self.case.skip_reason:
-            return skipped(self.case.id, self.mode, case_version=self.case.version,
-                           reason=self.case.skip_reason, tags=tuple(self.case.tags)).to_dict()
+
+        reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
+        if reason:
+            return skipped(
+                self.case.id,
+                self.mode,
+                case_version=self.case.version,
+                reason=reason,
+                tags=tuple(self.case.tags),
+            ).to_dict()
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
         ok, workload = self.stage("build", lambda: self._build(size))
         if not ok:
             return self.out.to_dict()
         self.out.findings["workload"] = workload.meta
-        ok, placed = self.stage("place", lambda: place(workload, self.adapter.device(), dtype))
+        self.out.findings["step"] = step_info(workload)
+        ok, placed = self.stage(
+            "place",
+            lambda: place(
+                workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope
+            ),
+        )
         if not ok:
             return self.out.to_dict()
+        if placed.meta.get("placement_ties"):
+            self.out.findings["placement_ties"] = placed.meta["placement_ties"]
+        self._numerics()
+        if config.strict:
+            self.out.findings["strict"] = self.adapter.strict_note()
         module = placed.model
         eager_step = make_step(module, module, placed)
-        ok, result = self.stage("run", lambda: to_cpu(eager_step()))
+        compared = Compared(config.seed)
+        compared_eager = make_step(module, module, placed, compared=compared)
+        ok, result = self.stage("run", lambda: self._outputs(compared_eager))
         if not ok:
             return self.out.to_dict()
+        noise = self._determinism(compared_eager, result)
+        if noise is None:
+            return self.out.to_dict()
         runner, step, cold_compile = module, eager_step, None
+        if self.mode == "compile" and not self._choose_backend():
+            return self.out.to_dict()
         if self.mode == "compile":
             cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
             if cold:
                 compile_metrics.start_recording()
-            ok, compiled = self.stage("compile", lambda: first_compiled_step(
-                self._compile, module, placed))
+            ok, compiled = self.stage(
+                "compile", lambda: self._first_compiled(module, placed, compared)
+            )
             if not ok:
                 return self.out.to_dict()
-            runner, step = compiled
-            ok, result = self.stage("compiled_run", lambda: to_cpu(step()))
+            runner, compared_step, outcome = compiled
+            step = make_step(runner, module, placed)
+            self.out.findings["compile_outcome"] = outcome.to_dict()
+            if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
+                reason = outcome.reason()
+                self.out.findings["compile_outcome"]["verdict"] = reason
+                self.out.fail("compile_fail", "compile", error_note("NotCompiled", reason))
+                return self.out.to_dict()
+            ok, result = self.stage("compiled_run", lambda: self._outputs(compared_step))
             if not ok:
                 return self.out.to_dict()
-            if cold:
+            # Masked dropout calls are graph breaks the user's program does not have: then
+            # the compile probe measures the cold compile in a child of its own.
+            if cold and not compared.masked_calls:
                 d = self.out.durations
                 cold_compile = compile_metrics.first_step_record(
-                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"])
+                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"]
+                )
         # The reference runs after the device so that a fault in the model shows at the
         # device stage that met it; it is computed once per case and shared by the modes.
-        ok, references = self.stage("reference", lambda: self._reference(workload, size, dtype))
+        ok, reference = self.stage("reference", lambda: self._reference(size))
         if not ok:
             return self.out.to_dict()
-        ok, report = self.stage("parity", lambda: self._parity(result, *references,
-                                                               workload.tolerance))
+        ok, report = self.stage(
+            "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
+        )
         if ok and not report.ok:
-            self.out.fail("accuracy_fail", "parity", error_note(
-                "ParityMismatch", "outside tolerance: " + ", ".join(report.failures()[:8])))
-        subject = Subject(case=self.case, mode=self.mode, config=config, adapter=self.adapter,
-                          device=self.adapter.device(), dtype=dtype, workload=placed,
-                          model=module, runner=runner, step=step,
-                          make_runner=lambda: self._compile(module) if self.mode == "compile"
-                          else module, emit=self.emit, case_deadline=self.case_deadline,
-                          cold_compile=cold_compile)
+            self.out.fail(
+                "accuracy_fail",
+                "parity",
+                error_note(
+                    "ParityMismatch",
+                    (
+                        report.message().replace(
+                            "outside tolerance", "outside tolerance" + self._weak_note(reference), 1
+                        )
+                    ),
+                ),
+            )
+        subject = Subject(
+            case=self.case,
+            mode=self.mode,
+            config=config,
+            adapter=self.adapter,
+            device=self.adapter.device(),
+            dtype=dtype,
+            workload=placed,
+            model=module,
+            runner=runner,
+            step=step,
+            make_runner=lambda: self._compile(module) if self.mode == "compile" else module,
+            emit=self.emit,
+            case_deadline=self.case_deadline,
+            cold_compile=cold_compile,
+        )
         self._probes(subject)
         return self.out.to_dict()
 
@@ -110,39 +201,148 @@ class Ladder:
         cached = self.reference_cache.get(key)
         if cached is None:
             self.reference_cache.clear()  # keep one case's tensors alive at a time
-            workload = build_workload(self.case, seed=self.config.seed, size=size)
+            with self.adapter.host_scope():  # a CPU build, untouched by backend modes
+                workload = build_workload(self.case, seed=self.config.seed, size=size)
             cached = self.reference_cache[key] = {"workload": workload}
         return cached["workload"]
 
-    def _reference(self, workload, size: Size, dtype) -> tuple[dict, dict]:
-        """(CPU float64 reference, CPU baseline at the run's dtype) output tensors."""
+    def _outputs(self, step) -> dict:
+        """One step, one wait on the device, then its outputs on the host (copied after the
+        wait: a lazy backend would otherwise run, or compile, once per output tensor)."""
+        value = step()
+        self.adapter.wait_for(value)
+        return to_cpu(value)
+
+    def _determinism(self, eager_step, first: dict) -> dict | None:
+        """A second eager run compared with the first; per-tensor noise, or None when the
+        second run failed (the result then says so)."""
         import torch
+
+        torch.manual_seed(self.config.seed)
+        again = capture("run", lambda: self._outputs(eager_step), clock)
+        self.out.durations["determinism_run_s"] = again.duration_s
+        if not again.ok:
+            self.out.fail_from(again)
+            self._explain(again)
+            return None
+        with self.adapter.host_scope():
+            found = determinism.compare_runs(first, again.value, self.config.dtype)
+        self.out.findings["determinism"] = found["summary"]
+        self.out.metrics["determinism_max_rel_diff"] = found["summary"]["max_rel_diff"]
+        if found["summary"].get("finding"):
+            self.out.findings.setdefault("notes", []).append(found["summary"]["finding"])
+        return found["noise_rmse"]
+
+    def _first_compiled(self, module, placed, compared):
+        with compile_outcome.watch() as outcome:
+            runner, step = first_compiled_step(self._compile, module, placed, compared=compared)
+        return runner, step, outcome
+
+    def _numerics(self) -> None:
+        self.out.findings["sync_method"] = self.adapter.sync_method
+        try:
+            self.out.findings["numerics"] = self.adapter.numerics()
+        except Exception as exc:  # a backend that cannot say: recorded, not fatal
+            self.out.findings["numerics"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
+
+    def _reference_spec(self, size: Size) -> reference_mod.ReferenceSpec:
+        return reference_mod.spec_for(self.case, self.config, size)
+
+    def _reference(self, size: Size) -> dict:
+        """The CPU reference and baseline, from the clean child's disk cache (rule 8)."""
         cached = self.reference_cache[self._key(size)]
         if "reference" not in cached:
-            ref64 = place(workload, "cpu", torch.float64)
-            reference = to_cpu(make_step(ref64.model, ref64.model, ref64)())
-            # The baseline is the CPU at the run's dtype: the noise the device is allowed.
-            base = place(workload, "cpu", dtype)
-            baseline = to_cpu(make_step(base.model, base.model, base)())
-            cached["reference"] = (reference, baseline)
-        return cached["reference"]
+            local = None if reference_mod.rebuildable(self.case, self.config) else self.case
+            with self.adapter.host_scope():
+                cached["reference"] = reference_mod.obtain(
+                    self._reference_spec(size),
+                    local,
+                    timeout_s=max(self.case_deadline - clock(), 30.0),
+                )
+        value = cached["reference"]
+        kind = value["kind"]
+        self.out.findings["reference"] = {
+            "kind": kind,
+            "label": kind
+            if kind == "float64"
+            else f"float32 (float64 failed: {value.get('float64_error')})",
+            "cache": value.get("cache"),
+            "process": value.get("process"),
+            "rule": "float64 with CPU-baseline allowance under the dtype's ceiling"
+            if kind == "float64"
+            else parity_weak.RULE,
+        }
+        if value.get("randomness"):
+            self.out.findings["step"]["randomness"] = value["randomness"]
+        return value
+
+    def _choose_backend(self) -> bool:
+        """The compile backend for this device, recorded with why; False (compile_fail) when
+        none can compile for it."""
+        try:
+            self.backend = compile_backend.choose(self.adapter, self.config.compile_backend)
+        except compile_backend.NoCompileBackend as exc:
+            self.emit({"event": "stage", "stage": "compile"})
+            self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
+            return False
+        self.out.findings["compile_backend"] = self.backend.to_dict()
+        return True
 
     def _compile(self, module):
         import torch
-        backend = self.config.compile_backend or self.adapter.default_compile_backend
-        return torch.compile(module, backend=backend)
 
-    def _parity(self, result, reference, baseline, tolerance):
+        assert self.backend is not None, "the backend is chosen before compiling"
+        return torch.compile(module, backend=self.backend.name)
+
+    def _parity(self, result, reference: dict, noise: dict, tolerance):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
-        report = parity.compare(result, reference, baseline, atol=atol, rtol=rtol,
-                                low_precision=self.config.dtype in LOW_PRECISION)
+        # On the CPU, the eager run at the run's dtype is the baseline itself: judged by the
+        # dtype's ceiling against float64, never passed against its own noise.
+        basis = (
+            "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
+        )
+        with self.adapter.host_scope():
+            if reference["kind"] == "float64":
+                report = parity.compare(
+                    result,
+                    reference["reference"],
+                    reference["baseline"],
+                    atol=atol,
+                    rtol=rtol,
+                    noise=noise,
+                    low_precision=self.config.dtype in LOW_PRECISION,
+                    dtype=self.config.dtype,
+                    basis=basis,
+                )
+            else:
+                report = parity_weak.compare(result, reference["reference"], atol=atol, rtol=rtol)
         self.out.probe_versions["parity"] = parity.PROBE_VERSION
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
+        self.out.findings["parity"] = report.findings()
+        uncontrolled = (self.out.findings["step"].get("randomness") or {}).get(
+            "uncontrolled_random_ops"
+        )
+        if uncontrolled and not report.ok:
+            self.out.findings["parity"]["note"] = (
+                "the step draws random numbers torchport does not control ("
+                + ", ".join(sorted(uncontrolled))
+                + "): a device's generator differs from the "
+                "CPU's, which alone can fail parity"
+            )
         return report
+
+    @staticmethod
+    def _weak_note(reference: dict) -> str:
+        return (
+            ""
+            if reference["kind"] == "float64"
+            else f" of the float32 reference (float64 failed: {reference.get('float64_error')})"
+        )
 
     def _probes(self, subject: Subject) -> None:
         from torchport.probes.registry import load_probe
+
         for name in self.config.probes:
             probe = load_probe(name)
             if not probe.applies(subject):
@@ -156,7 +356,8 @@ class Ladder:
                 report.check()
             except ValueError as exc:  # a malformed report is that probe's crash, not ours
                 self.out.findings.setdefault("probe_errors", []).append(
-                    {**error_value(exc), "probe": name, "status": "crash"})
+                    {**error_value(exc), "probe": name, "status": "crash"}
+                )
                 continue
             self.out.metrics.update(report.metrics)
             self.out.findings.update(report.findings)

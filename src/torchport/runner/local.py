@@ -13,11 +13,18 @@ import collections
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, Child, LogFolder
-from torchport.records.result import crashed, error_note, skipped
-from torchport.runner.executor import Deadline, ExecutorBroken, Finished
+from torchport.records.result import crashed, error_note
+from torchport.runner.executor import (
+    Deadline,
+    ExecutorBroken,
+    Finished,
+    finished_crash,
+    finished_skip,
+)
 from torchport.runner.plan import Task
 from torchport.timing import clock
 
@@ -34,24 +41,44 @@ class WorkerStartError(RuntimeError):
 class WorkerProcess:
     """One ``python -m torchport.runner.worker`` process."""
 
-    def __init__(self, device: str, env: dict[str, str], logs: LogFolder,
-                 cold_root: str | None = None):
+    def __init__(
+        self, device: str, env: dict[str, str], logs: LogFolder, cold_root: str | None = None
+    ):
         self.logs, self.cold_root = logs, cold_root
-        self.child = Child("torchport.runner.worker", ["--device", device], env=env,
-                           log_dir=logs.path, name="worker")
+        self.child = Child(
+            "torchport.runner.worker",
+            ["--device", device],
+            env=env,
+            log_dir=logs.path,
+            name="worker",
+        )
         self.environment: dict | None = None
+        self.task: Task | None = None  # the task now running, and its watch
+        self.deadline = Deadline(case_s=0.0)
+        self.stage: str | None = None
+        self.started = self.case_deadline = 0.0
+        self.compile_deadline: float | None = None
 
     def start(self) -> dict:
+        """Wait for the worker's ready event; its environment fingerprint."""
         try:
             event = self.child.next_event(clock() + READY_TIMEOUT_S)
         except BadEvent as exc:
             event = {"event": "fatal", "error": {"message": str(exc)}}
+        return self.on_ready(event)
+
+    def on_ready(self, event: dict | None) -> dict:
+        """The first event (None: none came in time, or the stream ended): the environment,
+        else WorkerStartError with the reason."""
         if event is None or event.get("event") != "ready":
             detail = (event or {}).get("error", {}).get("message") if event else None
             self.child.kill()
             self.logs.keep(self.child.log.name)
-            raise WorkerStartError(detail or f"worker exited ({self.child.exit_description()})"
-                                   f" before it was ready: {self.child.tail()[-800:]}")
+            raise WorkerStartError(
+                detail
+                or f"worker exited ({self.child.exit_description()})"
+                f" before it was ready: {self.child.tail()[-800:]}"
+            )
         self.environment = event["environment"]
         return self.environment
 
@@ -59,58 +86,126 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.child.alive
 
-    def execute(self, task: Task, config: dict, deadline: Deadline) -> dict:
+    def execute(self, task: Task, config: dict, deadline: Deadline) -> dict | None:
         """Send one task; return its result, or a timeout/crash result built here."""
-        message = {"case": task.case, "mode": task.mode, "config": config,
-                   "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S}
-        if not self.child.send(json.dumps(message)):
-            return self._crashed(task, None)
-        started = clock()
-        case_deadline = started + deadline.case_s
-        stage, compile_deadline = None, None
+        lost = self.begin(task, config, deadline)
+        if lost is not None:
+            return lost
         while True:
-            limit = case_deadline if compile_deadline is None else min(case_deadline,
-                                                                         compile_deadline)
             try:
-                event = self.child.next_event(limit)
+                event = self.child.next_event(self.wake_at())
             except BadEvent as exc:
-                self.child.kill()
-                return self._lost(task, stage, "crash", f"the worker wrote a malformed event "
-                                  f"({exc}); it was killed")
+                return self.on_bad_event(exc)
             if event is None:
-                now = clock()
-                if self.child.alive and now >= limit:  # a deadline passed: kill the group
-                    self.child.kill()
-                    compile_hit = compile_deadline is not None and now >= compile_deadline
-                    seconds = deadline.compile_s if compile_hit else deadline.case_s
-                    what = "compilation" if compile_hit else "the case"
-                    return self._lost(task, stage, "compile_timeout" if compile_hit else
-                                      "timeout", f"{what} ran past its {seconds:g} s limit; "
-                                      "the worker was killed with its process group",
-                                      elapsed_s=now - started)
-                self.child.wait_exit(10)  # end of stream: let it report how it ended
-                self.child.kill()
-                return self._crashed(task, stage)
-            if event["event"] == "stage":
-                stage = event.get("stage")
-                compile_deadline = (clock() + deadline.compile_s
-                                    if stage == "compile" and deadline.compile_s else None)
-            elif event["event"] == "result":
-                result = event.get("result")
-                if not isinstance(result, dict) or (result.get("case"), result.get("mode")) \
-                        != task.key:
-                    # Something in the worker wrote a result that is not this task's: nothing
-                    # more it sends can be trusted. The api records the mismatch as a crash.
-                    self.child.kill()
+                if self.child.alive and clock() >= self.wake_at():
+                    return self.on_late()
+                return self.on_end()
+            finished, result = self.on_event(event)
+            if finished:
                 return result
 
-    def _lost(self, task: Task, stage: str | None, status: str, message: str,
-              elapsed_s: float | None = None) -> dict:
+    # One task in steps, so that a supervisor can watch many workers at once (runner.parallel):
+    # begin, then on_event for each event until one returns the result; on_late once wake_at()
+    # passes; on_end when the event stream ends; on_bad_event for a line that is not an event.
+    def begin(self, task: Task, config: dict, deadline: Deadline) -> dict | None:
+        """Send ``task``; None, or a crash result if the worker no longer reads."""
+        self.task, self.deadline, self.stage = task, deadline, None
+        self.started = clock()
+        self.case_deadline, self.compile_deadline = self.started + deadline.case_s, None
+        message = {
+            "case": task.case,
+            "mode": task.mode,
+            "config": config,
+            "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S,
+        }
+        if not self.child.send(json.dumps(message)):
+            return self._crashed(task, None)
+        return None
+
+    def wake_at(self) -> float:
+        """The clock time at which the running task is late (case or compile deadline)."""
+        if self.compile_deadline is None:
+            return self.case_deadline
+        return min(self.case_deadline, self.compile_deadline)
+
+    def on_event(self, event: dict) -> tuple[bool, dict | None]:
+        """(finished, result): finished once the result event came (its result may be
+        missing or malformed: the api records that as a crash)."""
+        if event["event"] == "stage":
+            self.stage = event.get("stage")
+            self.compile_deadline = (
+                clock() + self.deadline.compile_s
+                if self.stage == "compile" and self.deadline.compile_s
+                else None
+            )
+            return False, None
+        if event["event"] != "result":
+            return False, None
+        result = event.get("result")
+        if (
+            not isinstance(result, dict)
+            or (result.get("case"), result.get("mode")) != self._task().key
+        ):
+            # Something in the worker wrote a result that is not this task's: nothing more
+            # it sends can be trusted. The api records the mismatch as a crash.
+            self.child.kill()
+        return True, result
+
+    def on_bad_event(self, exc: BadEvent) -> dict:
+        self.child.kill()
+        return self._lost(
+            self._task(),
+            self.stage,
+            "crash",
+            f"the worker wrote a malformed event ({exc}); it was killed",
+        )
+
+    def on_late(self) -> dict:
+        """A deadline passed: kill the group, and say which limit it was."""
+        now = clock()
+        self.child.kill()
+        compile_hit = self.compile_deadline is not None and now >= self.compile_deadline
+        seconds = self.deadline.compile_s if compile_hit else self.deadline.case_s
+        what = "compilation" if compile_hit else "the case"
+        return self._lost(
+            self._task(),
+            self.stage,
+            "compile_timeout" if compile_hit else "timeout",
+            f"{what} ran past its {seconds:g} s limit; the worker was killed "
+            "with its process group",
+            elapsed_s=now - self.started,
+        )
+
+    def on_end(self) -> dict:
+        """The event stream ended: let the worker report how it ended."""
+        self.child.wait_exit(10)
+        self.child.kill()
+        return self._crashed(self._task(), self.stage)
+
+    def _task(self) -> Task:
+        assert self.task is not None, "no task is running"
+        return self.task
+
+    def _lost(
+        self,
+        task: Task,
+        stage: str | None,
+        status: str,
+        message: str,
+        elapsed_s: float | None = None,
+    ) -> dict:
         log = self.logs.keep(self.child.log.name)
-        result = crashed(task.case, task.mode, case_version=task.case_version, stage=stage or
-                         "worker", status=status, error={**error_note(
-                             "Timeout" if "timeout" in status else "WorkerError", message),
-                             "traceback": self.child.tail()})
+        result = crashed(
+            task.case,
+            task.mode,
+            case_version=task.case_version,
+            stage=stage or "worker",
+            status=status,
+            error={
+                **error_note("Timeout" if "timeout" in status else "WorkerError", message),
+                "traceback": self.child.tail(),
+            },
+        )
         result.findings = {"tags": list(task.tags), "worker_log": log}
         if elapsed_s is not None:
             result.durations["elapsed_s"] = elapsed_s
@@ -118,8 +213,12 @@ class WorkerProcess:
 
     def _crashed(self, task: Task, stage: str | None) -> dict:
         code = self.child.returncode
-        out = self._lost(task, stage, "crash", f"worker died ({self.child.exit_description()})"
-                         f" during stage '{stage}'")
+        out = self._lost(
+            task,
+            stage,
+            "crash",
+            f"worker died ({self.child.exit_description()}) during stage '{stage}'",
+        )
         out["findings"]["exit_code"] = code
         return out
 
@@ -132,11 +231,45 @@ class WorkerProcess:
             shutil.rmtree(self.cold_root, ignore_errors=True)
 
 
+def warm_worker(
+    current: WorkerProcess | None, device: str, env: dict[str, str], logs: LogFolder
+) -> WorkerProcess:
+    """``current`` while it lives; else a new worker, started (WorkerStartError if it cannot)."""
+    if current is not None and current.alive:
+        return current
+    if current is not None:
+        current.close()
+    worker = WorkerProcess(device, env, logs)
+    worker.start()
+    return worker
+
+
+def cold_worker(device: str, env: dict[str, str], cache_dirs, logs: LogFolder) -> WorkerProcess:
+    """A worker of its own whose compile caches start empty; it goes after its task."""
+    root = tempfile.mkdtemp(prefix="torchport-cold-")
+    worker = WorkerProcess(
+        device, {**env, **cache_dirs(root), COLD_WORKER_ENV: root}, logs, cold_root=root
+    )
+    try:
+        worker.start()
+    except WorkerStartError:
+        worker.close()
+        raise
+    return worker
+
+
 class LocalExecutor:
     """Serial: ``next_result`` runs the next queued task to its end (or its deadline)."""
 
-    def __init__(self, *, device: str, env: dict[str, str], config: dict, deadline: Deadline,
-                 cache_dirs=None):
+    def __init__(
+        self,
+        *,
+        device: str,
+        env: dict[str, str],
+        config: dict,
+        deadline: Deadline,
+        cache_dirs: Callable[[str], dict[str, str]] | None = None,
+    ):
         self.device, self.env, self.config, self.deadline = device, env, config, deadline
         self.cache_dirs = cache_dirs or (lambda root: {})
         self.queue: collections.deque[Task] = collections.deque()
@@ -153,18 +286,14 @@ class LocalExecutor:
             return None
         task = self.queue.popleft()
         if task.skip_reason:
-            return Finished(task=task, result=skipped(
-                task.case, task.mode, case_version=task.case_version, reason=task.skip_reason,
-                tags=task.tags).to_dict())
+            return finished_skip(task)
         try:
             worker = self._cold_worker() if task.cold else self._warm_worker()
         except WorkerStartError as exc:
             self.start_failures += 1
             if self.start_failures >= MAX_START_FAILURES:
                 raise ExecutorBroken(str(exc)) from None
-            return Finished(task=task, result=crashed(
-                task.case, task.mode, case_version=task.case_version, stage="worker_start",
-                error=error_note("WorkerStartError", str(exc))).to_dict())
+            return finished_crash(task, "worker_start", "WorkerStartError", str(exc))
         self.start_failures = 0
         self.current = worker
         try:
@@ -176,26 +305,11 @@ class LocalExecutor:
         return Finished(task=task, result=result, environment=worker.environment)
 
     def _warm_worker(self) -> WorkerProcess:
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
-                self.worker.close()
-            self.worker = None
-            worker = WorkerProcess(self.device, self.env, self.logs)
-            worker.start()
-            self.worker = worker
+        self.worker = warm_worker(self.worker, self.device, self.env, self.logs)
         return self.worker
 
     def _cold_worker(self) -> WorkerProcess:
-        """A worker of its own whose compile caches start empty; it goes after its task."""
-        root = tempfile.mkdtemp(prefix="torchport-cold-")
-        env = {**self.env, **self.cache_dirs(root), COLD_WORKER_ENV: root}
-        worker = WorkerProcess(self.device, env, self.logs, cold_root=root)
-        try:
-            worker.start()
-        except WorkerStartError:
-            worker.close()
-            raise
-        return worker
+        return cold_worker(self.device, self.env, self.cache_dirs, self.logs)
 
     def cancel(self) -> None:
         self.queue.clear()

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from torchport.cases.registry import load_suite, select
-from torchport.config import RunConfig
+from torchport.config import ConfigError, RunConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,18 +30,36 @@ def cold_worker_modes(config: RunConfig) -> tuple[str, ...]:
     """Modes whose tasks each get a fresh worker with empty compile caches: compile, when a
     requested probe asks for it (``Probe.cold_worker``)."""
     from torchport.probes.registry import load_probe
-    wanted = "compile" in config.modes and any(load_probe(name).cold_worker
-                                               for name in config.probes)
+
+    wanted = "compile" in config.modes and any(
+        load_probe(name).cold_worker for name in config.probes
+    )
     return ("compile",) if wanted else ()
 
 
 def expand(config: RunConfig) -> list[Task]:
-    cases = select(load_suite(config.suite, workload=config.workload), config.cases,
-                   config.exclude)
+    cases = select(load_suite(config.suite, workload=config.workload), config.cases, config.exclude)
     cold = cold_worker_modes(config)
-    return [Task(case=c.id, mode=mode, case_version=c.version, tags=tuple(c.tags),
-                 skip_reason=c.skip_reason, cold=mode in cold)
-            for c in cases for mode in config.modes]
+    tasks = [
+        Task(
+            case=c.id,
+            mode=mode,
+            case_version=c.version,
+            tags=tuple(c.tags),
+            skip_reason=c.skip_reason,
+            cold=mode in cold,
+        )
+        for c in cases
+        for mode in config.modes
+        if c.modes is None or mode in c.modes
+    ]
+    if not tasks:  # every chosen case runs only in modes the run did not ask for
+        can = sorted({m for c in cases for m in (c.modes or ())})
+        raise ConfigError(
+            f"the chosen cases run in mode {', '.join(can)} only, not "
+            f"{', '.join(config.modes)}; pass --modes {','.join(can)}"
+        )
+    return tasks
 
 
 def worker_env(config: RunConfig, adapter, workload_path: str | None = None) -> dict[str, str]:

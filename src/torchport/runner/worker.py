@@ -25,6 +25,7 @@ def _reset_compiler() -> None:
     worker's life, and past them frames silently run eagerly."""
     try:
         from torchport.probes.compile_metrics import reset_dynamo
+
         reset_dynamo()
     except Exception:  # private API: a torch without it simply keeps its state
         pass
@@ -40,19 +41,24 @@ def main(argv=None) -> int:
     if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
         sys.path.append(os.environ[WORKLOAD_PATH_ENV])
 
+    # Imported before "ready": a task's deadline starts when it is sent, and should not pay
+    # for the worker's own imports (slow on a busy host, with workers side by side).
+    from torchport.cases.registry import find_case
+    from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
+    from torchport.runner.ladder import Ladder
+    from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
+
     try:
         adapter = get_adapter(args.device)
         adapter.prepare()
+        _reset_compiler()  # the first one imports torch._dynamo: seconds on a busy host
         channel.emit({"event": "ready", "environment": fingerprint(adapter), "pid": os.getpid()})
     except Exception as exc:
         channel.emit({"event": "fatal", "error": error_value(exc)})
         return 3
 
-    from torchport.cases.registry import find_case
-    from torchport.config import RunConfig
-    from torchport.runner.ladder import Ladder
     reference_cache: dict = {}
     for line in sys.stdin:
         task = json.loads(line)
@@ -61,11 +67,14 @@ def main(argv=None) -> int:
         try:
             config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
-            result = Ladder(case, task["mode"], config, adapter, channel.emit,
-                            reference_cache).run()
+            ladder = OpLadder if getattr(case, "ladder", None) == "op" else Ladder
+            result = ladder(
+                case, task["mode"], config, adapter, channel.emit, reference_cache
+            ).run()
         except Exception as exc:  # a bug outside the ladder's stages: still a result
-            result = crashed(task["case"], task["mode"], stage="worker",
-                             error=error_value(exc)).to_dict()
+            result = crashed(
+                task["case"], task["mode"], stage="worker", error=error_value(exc)
+            ).to_dict()
         watchdog.arm(None)
         channel.emit({"event": "result", "result": result})
     return 0

@@ -18,8 +18,18 @@ from torchport.views.base import Column, View  # noqa: F401
 
 GROUP = "torchport.views"
 # Built-ins print in this order; views from other packages follow, by name.
-BUILTIN_ORDER = ("summary", "matrix", "coverage", "placement", "compile", "perf", "train",
-                 "profile")
+BUILTIN_ORDER = (
+    "summary",
+    "ops",
+    "matrix",
+    "coverage",
+    "flex",
+    "placement",
+    "compile",
+    "perf",
+    "train",
+    "profile",
+)
 
 
 class ViewError(LookupError):
@@ -38,8 +48,10 @@ def load_view(name: str) -> Callable[[dict, list[dict]], View | None]:
     try:
         return plugins.load(target)
     except Exception as exc:  # ImportError, AttributeError, or the module's own failure
-        raise ViewError(f"view '{name}' ({target}) cannot be loaded: {type(exc).__name__}: "
-                        f"{exc}; reinstall the package that provides it") from None
+        raise ViewError(
+            f"view '{name}' ({target}) cannot be loaded: {type(exc).__name__}: "
+            f"{exc}; reinstall the package that provides it"
+        ) from None
 
 
 def build_views(run: dict, results: list[dict]) -> dict[str, View]:
@@ -52,9 +64,18 @@ def build_views(run: dict, results: list[dict]) -> dict[str, View]:
             view = build(run, results)
         except Exception as exc:  # a bug or records it does not expect: say so, keep going
             message = str(exc).splitlines()[0][:200] if str(exc) else ""
-            view = View(f"{name} (failed)", (), [], [
-                f"view '{name}' failed on run {run.get('id')}: {type(exc).__name__}: "
-                f"{message}; please report it"])
+            view = View(
+                f"{name} (failed)",
+                (),
+                [],
+                [
+                    f"view '{name}' failed on run {run.get('id')}: {type(exc).__name__}: "
+                    f"{message}; please report it"
+                ],
+            )
         if view is not None:
             built[name] = view
+    for view in list(built.values()):
+        for name in view.supersedes:
+            built.pop(name, None)
     return built

@@ -12,8 +12,26 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 # Scalar kinds (the unit of the column's numbers) and composite ones (a value type below).
-KINDS = ("text", "error", "int", "count", "float", "sci", "ms", "s", "bytes", "percent",
-         "ratio", "rate", "tflops", "outcome", "detail", "op_counts", "copies", "labels")
+KINDS = (
+    "text",
+    "error",
+    "int",
+    "count",
+    "float",
+    "sci",
+    "ms",
+    "s",
+    "bytes",
+    "percent",
+    "ratio",
+    "rate",
+    "tflops",
+    "outcome",
+    "detail",
+    "op_counts",
+    "copies",
+    "labels",
+)
 
 
 @dataclass(frozen=True)
@@ -37,13 +55,17 @@ class View:
     columns: tuple[Column, ...]
     rows: list[list[Any]]
     notes: list[str] = field(default_factory=list)
+    # Views this one stands in for on its kind of run (the ops compatibility table for the
+    # per-result matrix and placement rows of thousands of op results).
+    supersedes: tuple[str, ...] = ()
 
     def __post_init__(self):
         width = len(self.columns)
         for row in self.rows:
             if len(row) != width:
-                raise ValueError(f"view {self.title!r}: a row of {len(row)} values for "
-                                 f"{width} columns")
+                raise ValueError(
+                    f"view {self.title!r}: a row of {len(row)} values for {width} columns"
+                )
 
     @property
     def names(self) -> list[str]:
@@ -54,10 +76,12 @@ class View:
         return [dict(zip(self.names, row, strict=True)) for row in self.rows]
 
     def to_dict(self) -> dict:
-        return {"title": self.title,
-                "columns": [{"name": c.name, "kind": c.kind} for c in self.columns],
-                "rows": [[plain(v) for v in row] for row in self.rows],
-                "notes": list(self.notes)}
+        return {
+            "title": self.title,
+            "columns": [{"name": c.name, "kind": c.kind} for c in self.columns],
+            "rows": [[plain(v) for v in row] for row in self.rows],
+            "notes": list(self.notes),
+        }
 
 
 def plain(value: Any) -> Any:
@@ -69,6 +93,7 @@ def plain(value: Any) -> Any:
 @dataclass(frozen=True)
 class Annotated:
     """A value with a qualifier: ``1.00 s (3 hits)``, ``fallback (2 tensors off device)``."""
+
     value: Any
     note: str
 
@@ -76,6 +101,7 @@ class Annotated:
 @dataclass(frozen=True)
 class Exceeded:
     """Ran past a limit, so no figure: ``> 3 s (compile_timeout)``; limit None if unknown."""
+
     limit: float | None
     status: str
 
@@ -83,6 +109,7 @@ class Exceeded:
 @dataclass(frozen=True)
 class Span:
     """A range in the column's unit (p10-p90)."""
+
     low: float
     high: float
 
@@ -90,6 +117,7 @@ class Span:
 @dataclass(frozen=True)
 class Fraction:
     """``n / of (p%)``: aggregates state their denominator."""
+
     n: int
     of: int
 
@@ -97,6 +125,7 @@ class Fraction:
 @dataclass(frozen=True)
 class Share:
     """A part of a whole, both in the column's unit: ``3.2 (45%)``."""
+
     part: float
     whole: float
 
@@ -104,6 +133,7 @@ class Share:
 @dataclass(frozen=True)
 class Graphs:
     """Graphs compiled and ops per graph (None when only the count is known)."""
+
     count: int
     ops: list[int] | None = None
 
@@ -111,6 +141,7 @@ class Graphs:
 @dataclass(frozen=True)
 class Breaks:
     """Graph breaks met, distinct ones, and where the first one is."""
+
     count: int
     distinct: int
     where: str
@@ -119,6 +150,7 @@ class Breaks:
 @dataclass(frozen=True)
 class Copies:
     """Cross-device copies per step and the bytes moved each way."""
+
     count: int
     h2d_bytes: int = 0
     d2h_bytes: int = 0
@@ -128,6 +160,7 @@ class Copies:
 @dataclass(frozen=True)
 class Outcome:
     """One (case, mode) in a matrix: status, grade, failing stage and its key figure."""
+
     status: str
     grade: str | None = None
     stage: str | None = None
@@ -140,7 +173,11 @@ def outcome(result: dict) -> Outcome:
     metrics = result.get("metrics") or {}
     error = result.get("error") or {}
     message = (error.get("message") or "").strip()
-    return Outcome(status=result["status"], grade=result.get("grade"),
-                   stage=result.get("stage"), step_ms=metrics.get("perf_median_ms"),
-                   max_rel_err=metrics.get("parity_max_rel_err"),
-                   error=message.splitlines()[0] if message else None)
+    return Outcome(
+        status=result["status"],
+        grade=result.get("grade"),
+        stage=result.get("stage"),
+        step_ms=metrics.get("perf_median_ms"),
+        max_rel_err=metrics.get("parity_max_rel_err"),
+        error=message.splitlines()[0] if message else None,
+    )

@@ -23,10 +23,26 @@ FORMAT = "torchport-baseline/1"
 PERF_KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
 # How far up the ladder a status got (a higher number got further). Deaths and hangs count by
 # where they stopped; "pass" is the top.
-LADDER_DEPTH = {"build_fail": 0, "place_fail": 1, "eager_fail": 2, "compile_fail": 3,
-                "compile_timeout": 3, "compiled_run_fail": 4, "accuracy_fail": 5, "pass": 6}
-STAGE_DEPTH = {"build": 0, "reference": 0, "place": 1, "run": 2, "eager": 2, "compile": 3,
-               "compiled_run": 4, "parity": 5}
+LADDER_DEPTH = {
+    "build_fail": 0,
+    "place_fail": 1,
+    "eager_fail": 2,
+    "compile_fail": 3,
+    "compile_timeout": 3,
+    "compiled_run_fail": 4,
+    "accuracy_fail": 5,
+    "pass": 6,
+}
+STAGE_DEPTH = {
+    "build": 0,
+    "reference": 0,
+    "place": 1,
+    "run": 2,
+    "eager": 2,
+    "compile": 3,
+    "compiled_run": 4,
+    "parity": 5,
+}
 
 
 class BaselineError(ValueError):
@@ -37,8 +53,9 @@ def _key(case: str, mode: str) -> str:
     return f"{case}|{mode}"
 
 
-def make_baseline(run: dict, results: Iterable[dict], *, perf: bool = True,
-                  perf_tolerance: float | None = None) -> dict:
+def make_baseline(
+    run: dict, results: Iterable[dict], *, perf: bool = True, perf_tolerance: float | None = None
+) -> dict:
     """The expected file for ``run`` (``results`` streamed; only their statuses and perf
     figures are kept)."""
     entries: dict[str, dict] = {}
@@ -50,9 +67,15 @@ def make_baseline(run: dict, results: Iterable[dict], *, perf: bool = True,
         if m.get("perf_median_ms"):
             entry.update({k: m[k] for k in PERF_KEYS if m.get(k) is not None})
         entries[_key(r["case"], r["mode"])] = entry
-    return {"format": FORMAT, "from_run": run["id"], "suite": run["suite"],
-            "device": run["device"], "labels": run.get("labels") or {},
-            "perf_tolerance": perf_tolerance, "entries": dict(sorted(entries.items()))}
+    return {
+        "format": FORMAT,
+        "from_run": run["id"],
+        "suite": run["suite"],
+        "device": run["device"],
+        "labels": run.get("labels") or {},
+        "perf_tolerance": perf_tolerance,
+        "entries": dict(sorted(entries.items())),
+    }
 
 
 def load_baseline(path: str) -> dict:
@@ -60,25 +83,40 @@ def load_baseline(path: str) -> dict:
         with open(path) as f:
             data = json.load(f)
     except FileNotFoundError:
-        raise BaselineError(f"no baseline file '{path}'; make one with 'torchport baseline "
-                            "save RUN -o FILE'") from None
+        raise BaselineError(
+            f"no baseline file '{path}'; make one with 'torchport baseline save RUN -o FILE'"
+        ) from None
     except (OSError, ValueError) as exc:
-        raise BaselineError(f"baseline '{path}' is not readable JSON ({exc}); make it again "
-                            "with 'torchport baseline save RUN -o FILE'") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or \
-            not isinstance(data.get("entries"), dict):
-        raise BaselineError(f"'{path}' is not a torchport baseline (format {FORMAT}); make it "
-                            "with 'torchport baseline save RUN -o FILE'")
+        raise BaselineError(
+            f"baseline '{path}' is not readable JSON ({exc}); make it again "
+            "with 'torchport baseline save RUN -o FILE'"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != FORMAT
+        or not isinstance(data.get("entries"), dict)
+    ):
+        raise BaselineError(
+            f"'{path}' is not a torchport baseline (format {FORMAT}); make it "
+            "with 'torchport baseline save RUN -o FILE'"
+        )
     for key, entry in data["entries"].items():
-        if "|" not in key or not isinstance(entry, dict) or not isinstance(entry.get("status"),
-                                                                          str):
-            raise BaselineError(f"baseline '{path}': entry {key!r} needs the form "
-                                "'case|mode': {\"status\": ...}")
+        if (
+            "|" not in key
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("status"), str)
+        ):
+            raise BaselineError(
+                f"baseline '{path}': entry {key!r} needs the form 'case|mode': {{\"status\": ...}}"
+            )
         tol = entry.get("perf_tolerance", data.get("perf_tolerance"))
-        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
-                                or tol < 0):
-            raise BaselineError(f"baseline '{path}': perf_tolerance of {key!r} must be a "
-                                f"fraction >= 0 (0.1 for 10%), not {tol!r}")
+        if tol is not None and (
+            isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0
+        ):
+            raise BaselineError(
+                f"baseline '{path}': perf_tolerance of {key!r} must be a "
+                f"fraction >= 0 (0.1 for 10%), not {tol!r}"
+            )
     return data
 
 
@@ -95,8 +133,8 @@ class GateReport:
     run: str
     regressions: list[dict] = field(default_factory=list)
     improvements: list[dict] = field(default_factory=list)
-    new: list[dict] = field(default_factory=list)          # in the run, not in the baseline
-    not_planned: int = 0   # baseline entries the run did not plan (a narrower selection)
+    new: list[dict] = field(default_factory=list)  # in the run, not in the baseline
+    not_planned: int = 0  # baseline entries the run did not plan (a narrower selection)
     unchanged: int = 0
     checked: int = 0
 
@@ -109,15 +147,23 @@ class GateReport:
 
 
 def _status_change(case: str, mode: str, was: str, was_stage, got: dict) -> dict:
-    return {"case": case, "mode": mode, "expected": was, "expected_stage": was_stage,
-            "got": got["status"], "got_stage": got.get("stage")}
+    return {
+        "case": case,
+        "mode": mode,
+        "expected": was,
+        "expected_stage": was_stage,
+        "got": got["status"],
+        "got_stage": got.get("stage"),
+    }
 
 
 def _judge_status(report: GateReport, case: str, mode: str, expected: dict, got: dict) -> bool:
     """Record a status change; True when there was one."""
     was, was_stage, now = expected["status"], expected.get("stage"), got["status"]
-    if (was, was_stage if was != "pass" else None) == \
-            (now, got.get("stage") if now != "pass" else None):
+    if (was, was_stage if was != "pass" else None) == (
+        now,
+        got.get("stage") if now != "pass" else None,
+    ):
         return False
     entry = _status_change(case, mode, was, was_stage, got)
     before, after = depth(was, was_stage), depth(now, got.get("stage"))
@@ -128,11 +174,13 @@ def _judge_status(report: GateReport, case: str, mode: str, expected: dict, got:
     elif now == "skip":
         report.regressions.append({**entry, "kind": "skipped (was run)"})
     elif before is not None and after is not None and after > before:
-        report.improvements.append({**entry, "kind": "got further" if now != "pass"
-                                    else "now passes"})
+        report.improvements.append(
+            {**entry, "kind": "got further" if now != "pass" else "now passes"}
+        )
     elif before is not None and after is not None and after < before:
-        report.regressions.append({**entry, "kind": "stopped earlier" if was != "pass"
-                                   else "now fails"})
+        report.regressions.append(
+            {**entry, "kind": "stopped earlier" if was != "pass" else "now fails"}
+        )
     else:  # same depth, another failure (crash instead of timeout): not what was expected
         report.regressions.append({**entry, "kind": "failure changed"})
     return True
@@ -148,8 +196,7 @@ def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
         key = _key(got["case"], got["mode"])
         expected = entries.get(key)
         if expected is None:
-            report.new.append({"case": got["case"], "mode": got["mode"],
-                               "got": got["status"]})
+            report.new.append({"case": got["case"], "mode": got["mode"], "got": got["status"]})
             continue
         seen.add(key)
         report.checked += 1
@@ -157,14 +204,20 @@ def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
             continue
         if got["status"] == "pass" and expected.get("perf_median_ms"):
             tol = expected.get("perf_tolerance", baseline.get("perf_tolerance"))
-            judged = judge(expected, metrics(got), tolerance=tol,
-                           names=("baseline", "run"))
+            judged = judge(expected, metrics(got), tolerance=tol, names=("baseline", "run"))
             if judged is not None and judged.verdict in (SLOWER, FASTER):
-                item = {"case": got["case"], "mode": got["mode"], "kind": f"step {judged.verdict}",
-                        "expected": judged.before_ms, "got": judged.after_ms,
-                        "ratio": judged.ratio, "test": judged.test}
-                (report.regressions if judged.verdict == SLOWER else
-                 report.improvements).append(item)
+                item = {
+                    "case": got["case"],
+                    "mode": got["mode"],
+                    "kind": f"step {judged.verdict}",
+                    "expected": judged.before_ms,
+                    "got": judged.after_ms,
+                    "ratio": judged.ratio,
+                    "test": judged.test,
+                }
+                (report.regressions if judged.verdict == SLOWER else report.improvements).append(
+                    item
+                )
                 continue
         report.unchanged += 1
     for key in sorted(entries.keys() - seen):
@@ -173,6 +226,13 @@ def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
             report.not_planned += 1
             continue
         report.checked += 1
-        report.regressions.append({"case": case, "mode": mode, "kind": "missing (not recorded)",
-                                   "expected": entries[key]["status"], "got": None})
+        report.regressions.append(
+            {
+                "case": case,
+                "mode": mode,
+                "kind": "missing (not recorded)",
+                "expected": entries[key]["status"],
+                "got": None,
+            }
+        )
     return report

@@ -19,15 +19,31 @@ from typing import Any
 
 from torchport.views.noise import MIN_CHANGE, MIN_SAMPLES, NOT_JUDGED, WITHIN, PerfJudgement, judge
 
-COMPILE_RATIO = 1.15   # PyTorch HUD flags compile time above 1.15x
-PARITY_FACTOR = 10.0   # the error against the reference grew more than tenfold
-MEMORY_RATIO = 1.10    # peak memory up or down by more than 10%
+COMPILE_RATIO = 1.15  # PyTorch HUD flags compile time above 1.15x
+PARITY_FACTOR = 10.0  # the error against the reference grew more than tenfold
+MEMORY_RATIO = 1.10  # peak memory up or down by more than 10%
 PARITY_METRICS = ("parity_rmse_ratio", "parity_max_rel_err")
 COMPILE_METRICS = ("compile_cold_first_step_s", "compile_warm_first_step_s")
 # Shown first when the environments differ; any other differing key follows.
-ENV_ORDER = ("torch", "torch_git", "torch_cuda", "torch_hip", "transformers", "triton",
-             "backend_packages", "device", "device_name", "device_count", "runtime", "driver",
-             "cpu", "python", "os", "torchport", "torchport_git")
+ENV_ORDER = (
+    "torch",
+    "torch_git",
+    "torch_cuda",
+    "torch_hip",
+    "transformers",
+    "triton",
+    "backend_packages",
+    "device",
+    "device_name",
+    "device_count",
+    "runtime",
+    "driver",
+    "cpu",
+    "python",
+    "os",
+    "torchport",
+    "torchport_git",
+)
 RUN_FIELDS = ("id", "suite", "device", "state", "labels", "started_at")
 
 
@@ -46,11 +62,11 @@ class PerfChange:
 class Comparison:
     run_a: dict
     run_b: dict
-    environment: list[dict] = field(default_factory=list)   # key, a, b
+    environment: list[dict] = field(default_factory=list)  # key, a, b
     common: int = 0
-    only_a: list[list[str]] = field(default_factory=list)   # [case, mode]
+    only_a: list[list[str]] = field(default_factory=list)  # [case, mode]
     only_b: list[list[str]] = field(default_factory=list)
-    unrecorded_a: int = 0   # of only_b: planned by A but not recorded (A interrupted)
+    unrecorded_a: int = 0  # of only_b: planned by A but not recorded (A interrupted)
     unrecorded_b: int = 0
     transitions: dict[str, dict[str, int]] = field(default_factory=dict)
     newly_passing: list[dict] = field(default_factory=list)
@@ -77,12 +93,16 @@ def run_brief(run: dict) -> dict:
 def environment_diff(env_a: dict, env_b: dict) -> list[dict]:
     keys = [k for k in ENV_ORDER if k in env_a or k in env_b]
     keys += sorted((set(env_a) | set(env_b)) - set(ENV_ORDER))
-    return [{"key": k, "a": env_a.get(k), "b": env_b.get(k)} for k in keys
-            if env_a.get(k) != env_b.get(k)]
+    return [
+        {"key": k, "a": env_a.get(k), "b": env_b.get(k)}
+        for k in keys
+        if env_a.get(k) != env_b.get(k)
+    ]
 
 
-def paired(results_a: Iterable[dict], results_b: Iterable[dict]
-           ) -> Iterator[tuple[tuple[str, str], dict | None, dict | None]]:
+def paired(
+    results_a: Iterable[dict], results_b: Iterable[dict]
+) -> Iterator[tuple[tuple[str, str], dict | None, dict | None]]:
     """Walk two result streams sorted by (case, mode) side by side (a merge join)."""
     it_a, it_b = iter(results_a), iter(results_b)
     a, b = next(it_a, None), next(it_b, None)
@@ -115,15 +135,24 @@ def _first_line(result: dict) -> str | None:
 
 
 def _host_ops(result: dict) -> dict[str, Any]:
-    ops = result["host_ops"] if "host_ops" in result else \
-        (result.get("findings") or {}).get("fallback_ops")
+    ops = (
+        result["host_ops"]
+        if "host_ops" in result
+        else (result.get("findings") or {}).get("fallback_ops")
+    )
     return ops if isinstance(ops, dict) else {}
 
 
 def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
-    return {"case": case, "mode": mode, "before": a["status"], "before_stage": a.get("stage"),
-            "after": b["status"], "after_stage": b.get("stage"),
-            "error": _first_line(b) or _first_line(a)}
+    return {
+        "case": case,
+        "mode": mode,
+        "before": a["status"],
+        "before_stage": a.get("stage"),
+        "after": b["status"],
+        "after_stage": b.get("stage"),
+        "error": _first_line(b) or _first_line(a),
+    }
 
 
 def _count(out: Comparison, before: str, after: str, n: int = 1) -> None:
@@ -148,9 +177,16 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     added, removed = sorted(set(ops_b) - set(ops_a)), sorted(set(ops_a) - set(ops_b))
     if not (added or removed or a["grade"] != b["grade"]):
         return
-    out.placement.append({"case": case, "mode": mode, "before": a.get("grade"),
-                          "after": b.get("grade"), "host_ops_added": added,
-                          "host_ops_removed": removed})
+    out.placement.append(
+        {
+            "case": case,
+            "mode": mode,
+            "before": a.get("grade"),
+            "after": b.get("grade"),
+            "host_ops_added": added,
+            "host_ops_removed": removed,
+        }
+    )
     for op in added:
         out.host_ops.setdefault(op, {"added": [], "removed": []})["added"].append([case, mode])
     for op in removed:
@@ -161,28 +197,58 @@ def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pas
     """Record what changed in the figures; returns whether a step time was judged."""
     for metric in PARITY_METRICS:
         x, y = ma.get(metric), mb.get(metric)
-        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 \
-                and y / x > PARITY_FACTOR:
-            out.parity.append({"case": case, "mode": mode, "metric": metric, "before": x,
-                               "after": y, "factor": y / x})
+        if (
+            isinstance(x, (int, float))
+            and isinstance(y, (int, float))
+            and x > 0
+            and y / x > PARITY_FACTOR
+        ):
+            out.parity.append(
+                {
+                    "case": case,
+                    "mode": mode,
+                    "metric": metric,
+                    "before": x,
+                    "after": y,
+                    "factor": y / x,
+                }
+            )
     judged: PerfJudgement | None = None
     if both_pass:  # a step time is comparable only when both runs ran the whole ladder
         judged = judge(ma, mb)
         if judged is not None:
             out.perf_verdicts[judged.verdict] = out.perf_verdicts.get(judged.verdict, 0) + 1
             if judged.verdict in ("slower", "faster"):
-                out.perf.append(PerfChange(case, mode, judged.before_ms, judged.after_ms,
-                                           judged.ratio, judged.verdict, judged.test))
+                out.perf.append(
+                    PerfChange(
+                        case,
+                        mode,
+                        judged.before_ms,
+                        judged.after_ms,
+                        judged.ratio,
+                        judged.verdict,
+                        judged.test,
+                    )
+                )
     for metric in COMPILE_METRICS:
         x, y = ma.get(metric), mb.get(metric)
         if x and y and (y / x > COMPILE_RATIO or x / y > COMPILE_RATIO):
-            out.compile.append({"case": case, "mode": mode, "metric": metric, "before_s": x,
-                                "after_s": y, "ratio": y / x,
-                                "verdict": "slower" if y > x else "faster"})
+            out.compile.append(
+                {
+                    "case": case,
+                    "mode": mode,
+                    "metric": metric,
+                    "before_s": x,
+                    "after_s": y,
+                    "ratio": y / x,
+                    "verdict": "slower" if y > x else "faster",
+                }
+            )
     x, y = ma.get("perf_peak_bytes"), mb.get("perf_peak_bytes")
     if x and y and (y / x > MEMORY_RATIO or x / y > MEMORY_RATIO):
-        out.memory.append({"case": case, "mode": mode, "before_bytes": x, "after_bytes": y,
-                           "ratio": y / x})
+        out.memory.append(
+            {"case": case, "mode": mode, "before_bytes": x, "after_bytes": y, "ratio": y / x}
+        )
     return judged is not None
 
 
@@ -191,17 +257,26 @@ def _pair(out: Comparison, a: dict, b: dict) -> bool:
     case, mode = a["case"], a["mode"]
     _statuses(out, case, mode, a, b)
     _placement(out, case, mode, a, b)
-    return _figures(out, case, mode, metrics(a), metrics(b),
-                    a["status"] == b["status"] == "pass")
+    return _figures(out, case, mode, metrics(a), metrics(b), a["status"] == b["status"] == "pass")
 
 
-def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iterable[dict],
-            *, env_a: dict | None = None, env_b: dict | None = None,
-            notes: list[dict] | None = None) -> Comparison:
+def compare(
+    run_a: dict,
+    results_a: Iterable[dict],
+    run_b: dict,
+    results_b: Iterable[dict],
+    *,
+    env_a: dict | None = None,
+    env_b: dict | None = None,
+    notes: list[dict] | None = None,
+) -> Comparison:
     """``results_*`` sorted by (case, mode): results or outcome rows (``store.iter_outcomes``)."""
-    out = Comparison(run_a=run_brief(run_a), run_b=run_brief(run_b),
-                     environment=environment_diff(env_a or {}, env_b or {}),
-                     notes=list(notes or []))
+    out = Comparison(
+        run_a=run_brief(run_a),
+        run_b=run_brief(run_b),
+        environment=environment_diff(env_a or {}, env_b or {}),
+        notes=list(notes or []),
+    )
     plan_a = {tuple(item) for item in run_a.get("plan") or []}
     plan_b = {tuple(item) for item in run_b.get("plan") or []}
     for key, a, b in paired(results_a, results_b):
@@ -222,21 +297,29 @@ def compare(run_a: dict, results_a: Iterable[dict], run_b: dict, results_b: Iter
 
 
 def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
-    remarks = [f"compared {out.common} (case, mode) pairs recorded in both runs; "
-               f"{len(out.only_a)} only in A, {len(out.only_b)} only in B"]
+    remarks = [
+        f"compared {out.common} (case, mode) pairs recorded in both runs; "
+        f"{len(out.only_a)} only in A, {len(out.only_b)} only in B"
+    ]
     for name, run, unrecorded in (("A", run_a, out.unrecorded_a), ("B", run_b, out.unrecorded_b)):
         if run.get("state") != "complete":
-            remarks.append(f"run {name} ({run['id']}) is {run.get('state')}: compared on what "
-                           f"it recorded ({unrecorded} pairs it planned are missing)")
+            remarks.append(
+                f"run {name} ({run['id']}) is {run.get('state')}: compared on what "
+                f"it recorded ({unrecorded} pairs it planned are missing)"
+            )
     if run_a.get("suite") != run_b.get("suite"):
-        remarks.append(f"different suites ({run_a.get('suite')} vs {run_b.get('suite')}): "
-                       "only the shared cases are compared")
+        remarks.append(
+            f"different suites ({run_a.get('suite')} vs {run_b.get('suite')}): "
+            "only the shared cases are compared"
+        )
     judged = sum(n for v, n in out.perf_verdicts.items() if v != NOT_JUDGED)
     if out.perf_verdicts:
-        remarks.append(f"step time: {judged} pairs judged against the measured noise, "
-                       + ", ".join(f"{n} {v}" for v, n in sorted(out.perf_verdicts.items()))
-                       + "; rule: each median outside the other run's p10-p90 and at least "
-                       f"{MIN_CHANGE:.0%} apart")
+        remarks.append(
+            f"step time: {judged} pairs judged against the measured noise, "
+            + ", ".join(f"{n} {v}" for v, n in sorted(out.perf_verdicts.items()))
+            + "; rule: each median outside the other run's p10-p90 and at least "
+            f"{MIN_CHANGE:.0%} apart"
+        )
     return remarks
 
 
@@ -247,13 +330,23 @@ def compare_runs(store, run_a: str, run_b: str) -> Comparison:
     a, b = store.get_run(run_a), store.get_run(run_b)
     env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
-    notes = store.notes(run_id=a["id"]) + (store.notes(run_id=b["id"]) if b["id"] != a["id"]
-                                           else [])
-    out = Comparison(run_a=run_brief(a), run_b=run_brief(b),
-                     environment=environment_diff(env_a, env_b), notes=notes)
-    joined = store.compare_pairs(a["id"], b["id"], parity_factor=PARITY_FACTOR,
-                                 compile_ratio=COMPILE_RATIO, memory_ratio=MEMORY_RATIO,
-                                 min_samples=MIN_SAMPLES)
+    notes = store.notes(run_id=a["id"]) + (
+        store.notes(run_id=b["id"]) if b["id"] != a["id"] else []
+    )
+    out = Comparison(
+        run_a=run_brief(a),
+        run_b=run_brief(b),
+        environment=environment_diff(env_a, env_b),
+        notes=notes,
+    )
+    joined = store.compare_pairs(
+        a["id"],
+        b["id"],
+        parity_factor=PARITY_FACTOR,
+        compile_ratio=COMPILE_RATIO,
+        memory_ratio=MEMORY_RATIO,
+        min_samples=MIN_SAMPLES,
+    )
     timed = 0
     for (before, after), (n, n_timed) in sorted(joined["counts"].items()):
         _count(out, before, after, n)

@@ -23,9 +23,13 @@ def _capped(title: str, cols, rows: list[list], limit: int | None, notes=()) -> 
 
 def environment_view(cmp: Comparison) -> View:
     a, b = cmp.run_a, cmp.run_b
-    head = [["run", a["id"], b["id"]], ["device", a["device"], b["device"]],
-            ["suite", a["suite"], b["suite"]], ["state", a["state"], b["state"]],
-            ["labels", a["labels"] or "-", b["labels"] or "-"]]
+    head = [
+        ["run", a["id"], b["id"]],
+        ["device", a["device"], b["device"]],
+        ["suite", a["suite"], b["suite"]],
+        ["state", a["state"], b["state"]],
+        ["labels", a["labels"] or "-", b["labels"] or "-"],
+    ]
     rows = head + [[d["key"], d["a"], d["b"]] for d in cmp.environment]
     notes = [] if cmp.environment else ["same environment fingerprint"]
     return View("Environment difference (A -> B)", columns("", "A", "B"), rows, notes)
@@ -34,15 +38,26 @@ def environment_view(cmp: Comparison) -> View:
 def transitions_view(cmp: Comparison) -> View:
     seen = {s for row in cmp.transitions.values() for s in row} | set(cmp.transitions)
     order = [s for s in RESULT_STATUSES if s in seen] + sorted(seen - set(RESULT_STATUSES))
-    rows = [[before] + [cmp.transitions.get(before, {}).get(after) for after in order]
-            for before in order if before in cmp.transitions]
+    rows = [
+        [before] + [cmp.transitions.get(before, {}).get(after) for after in order]
+        for before in order
+        if before in cmp.transitions
+    ]
     cols = (Column("A \\ B"),) + tuple(Column(s, "count") for s in order)
     return View("Status transitions (rows: A, columns: B)", cols, rows, list(cmp.remarks))
 
 
 def status_list(title: str, entries: list[dict], limit: int | None) -> View:
-    rows = [[e["case"], e["mode"], _status(e["before"], e["before_stage"]),
-             _status(e["after"], e["after_stage"]), e.get("error")] for e in entries]
+    rows = [
+        [
+            e["case"],
+            e["mode"],
+            _status(e["before"], e["before_stage"]),
+            _status(e["after"], e["after_stage"]),
+            e.get("error"),
+        ]
+        for e in entries
+    ]
     return _capped(title, columns("case", "mode", "A", "B", ("error", "error")), rows, limit)
 
 
@@ -50,67 +65,114 @@ def host_ops_view(cmp: Comparison, limit: int | None) -> View:
     def cases(keys: list[list[str]]) -> str:
         shown = ", ".join(f"{c} [{m}]" for c, m in keys[:3])
         return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
-    rows = [[op, len(v["added"]), cases(v["added"]), len(v["removed"]), cases(v["removed"])]
-            for op, v in sorted(cmp.host_ops.items(),
-                                key=lambda kv: -len(kv[1]["added"]) - len(kv[1]["removed"]))]
+
+    rows = [
+        [op, len(v["added"]), cases(v["added"]), len(v["removed"]), cases(v["removed"])]
+        for op, v in sorted(
+            cmp.host_ops.items(), key=lambda kv: -len(kv[1]["added"]) - len(kv[1]["removed"])
+        )
+    ]
     grades = sum(1 for p in cmp.placement if p["before"] != p["after"])
-    return _capped("Host ops added or removed (placement)",
-                   columns("op", ("now on host", "count"), "cases", ("back on device", "count"),
-                           "cases"), rows, limit,
-                   [f"{len(cmp.placement)} pairs changed placement; {grades} changed grade"])
+    return _capped(
+        "Host ops added or removed (placement)",
+        columns("op", ("now on host", "count"), "cases", ("back on device", "count"), "cases"),
+        rows,
+        limit,
+        [f"{len(cmp.placement)} pairs changed placement; {grades} changed grade"],
+    )
 
 
 def parity_view(cmp: Comparison, limit: int | None) -> View:
-    rows = [[p["case"], p["mode"], p["metric"], p["before"], p["after"], p["factor"]]
-            for p in cmp.parity]
-    return _capped("Parity drift (error up more than 10x)",
-                   columns("case", "mode", "metric", ("A", "sci"), ("B", "sci"),
-                           ("factor", "ratio")), rows, limit)
+    rows = [
+        [p["case"], p["mode"], p["metric"], p["before"], p["after"], p["factor"]]
+        for p in cmp.parity
+    ]
+    return _capped(
+        "Parity drift (error up more than 10x)",
+        columns("case", "mode", "metric", ("A", "sci"), ("B", "sci"), ("factor", "ratio")),
+        rows,
+        limit,
+    )
 
 
 def perf_view(cmp: Comparison, limit: int | None) -> View:
     ordered = sorted(cmp.perf, key=lambda p: -abs(p.ratio - 1))
-    rows = [[p.case, p.mode, p.before_ms, p.after_ms, p.ratio, p.verdict, p.test]
-            for p in ordered]
-    return _capped("Step time beyond measured noise",
-                   columns("case", "mode", ("A ms", "ms"), ("B ms", "ms"), ("B/A", "ratio"),
-                           "verdict", "deciding test"), rows, limit)
+    rows = [[p.case, p.mode, p.before_ms, p.after_ms, p.ratio, p.verdict, p.test] for p in ordered]
+    return _capped(
+        "Step time beyond measured noise",
+        columns(
+            "case",
+            "mode",
+            ("A ms", "ms"),
+            ("B ms", "ms"),
+            ("B/A", "ratio"),
+            "verdict",
+            "deciding test",
+        ),
+        rows,
+        limit,
+    )
 
 
 def compile_view(cmp: Comparison, limit: int | None) -> View:
-    rows = [[c["case"], c["mode"], c["metric"], c["before_s"], c["after_s"], c["ratio"],
-             c["verdict"]] for c in cmp.compile]
-    return _capped("Compile time beyond 1.15x (PyTorch HUD's line)",
-                   columns("case", "mode", "metric", ("A", "s"), ("B", "s"), ("B/A", "ratio"),
-                           "verdict"), rows, limit)
+    rows = [
+        [c["case"], c["mode"], c["metric"], c["before_s"], c["after_s"], c["ratio"], c["verdict"]]
+        for c in cmp.compile
+    ]
+    return _capped(
+        "Compile time beyond 1.15x (PyTorch HUD's line)",
+        columns("case", "mode", "metric", ("A", "s"), ("B", "s"), ("B/A", "ratio"), "verdict"),
+        rows,
+        limit,
+    )
 
 
 def memory_view(cmp: Comparison, limit: int | None) -> View:
-    rows = [[m["case"], m["mode"], m["before_bytes"], m["after_bytes"], m["ratio"]]
-            for m in cmp.memory]
-    return _capped("Peak memory beyond 10%",
-                   columns("case", "mode", ("A", "bytes"), ("B", "bytes"), ("B/A", "ratio")),
-                   rows, limit)
+    rows = [
+        [m["case"], m["mode"], m["before_bytes"], m["after_bytes"], m["ratio"]] for m in cmp.memory
+    ]
+    return _capped(
+        "Peak memory beyond 10%",
+        columns("case", "mode", ("A", "bytes"), ("B", "bytes"), ("B/A", "ratio")),
+        rows,
+        limit,
+    )
 
 
 def notes_view(notes: list[dict], title: str = "Notes") -> View:
-    rows = [[n["run_id"], n.get("case") or "(run)", n.get("mode"), n.get("author"),
-             n.get("created_at"), n["text"]] for n in notes]
-    return View(f"{title} ({len(rows)})",
-                columns("run", "case", "mode", "author", "written", "note"), rows)
+    rows = [
+        [
+            n["run_id"],
+            n.get("case") or "(run)",
+            n.get("mode"),
+            n.get("author"),
+            n.get("created_at"),
+            n["text"],
+        ]
+        for n in notes
+    ]
+    return View(
+        f"{title} ({len(rows)})", columns("run", "case", "mode", "author", "written", "note"), rows
+    )
 
 
 def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[View]:
     """The environment difference first, then what changed; empty sections are left out."""
     views = [environment_view(cmp), transitions_view(cmp)]
-    for title, entries in (("Newly failing", cmp.newly_failing),
-                           ("Newly passing", cmp.newly_passing),
-                           ("Failure changed", cmp.failure_changed)):
+    for title, entries in (
+        ("Newly failing", cmp.newly_failing),
+        ("Newly passing", cmp.newly_passing),
+        ("Failure changed", cmp.failure_changed),
+    ):
         if entries:
             views.append(status_list(title, entries, limit))
-    for present, make in ((cmp.host_ops or cmp.placement, host_ops_view),
-                          (cmp.parity, parity_view), (cmp.perf, perf_view),
-                          (cmp.compile, compile_view), (cmp.memory, memory_view)):
+    for present, make in (
+        (cmp.host_ops or cmp.placement, host_ops_view),
+        (cmp.parity, parity_view),
+        (cmp.perf, perf_view),
+        (cmp.compile, compile_view),
+        (cmp.memory, memory_view),
+    ):
         if present:
             views.append(make(cmp, limit))
     if cmp.notes:

@@ -9,8 +9,16 @@ import statistics
 
 from torchport.views.base import Annotated, Breaks, Exceeded, Graphs, View, columns
 
-COLUMNS = columns("case", ("cold", "s"), ("warm", "s"), ("eager", "s"), ("graphs (ops)", "count"),
-                  ("breaks", "count"), "recompiles", "status")
+COLUMNS = columns(
+    "case",
+    ("cold", "s"),
+    ("warm", "s"),
+    ("eager", "s"),
+    ("graphs (ops)", "count"),
+    ("breaks", "count"),
+    "recompiles",
+    "status",
+)
 
 
 def _seconds(value):
@@ -42,8 +50,11 @@ def warm_cell(c: dict):
     if warm.get("status") != "ok":
         return _unavailable(warm)
     cache = warm.get("cache") or {}
-    hits = sum(cache.get(k, 0) for k in ("fxgraph_cache_hit", "autograd_cache_hit")) \
-        if isinstance(cache, dict) else 0
+    hits = (
+        sum(cache.get(k, 0) for k in ("fxgraph_cache_hit", "autograd_cache_hit"))
+        if isinstance(cache, dict)
+        else 0
+    )
     proof = f"{hits} hits" if c.get("warm_proven") else "not proven warm"
     return Annotated(_seconds(warm.get("first_step_s")), proof)
 
@@ -64,8 +75,11 @@ def breaks_cell(c: dict):
     if not breaks:
         return 0
     first = breaks[0].get("stack")
-    where = first[-1].split(" in ")[0].rsplit("/", 1)[-1] if isinstance(first, list) and \
-        first else str(breaks[0].get("reason", "")).splitlines()[0][:40]
+    where = (
+        first[-1].split(" in ")[0].rsplit("/", 1)[-1]
+        if isinstance(first, list) and first
+        else str(breaks[0].get("reason", "")).splitlines()[0][:40]
+    )
     return Breaks(sum(b.get("count", 0) for b in breaks), len(breaks), where)
 
 
@@ -90,11 +104,12 @@ def recompiles_cell(c: dict) -> str | None:
                 modes.append(f"{mode} {data.get('status', '-')}")
                 continue
             eager = data.get("eager_after_limit") or []
-            modes.append(f"{mode} {data['recompiles']}" +
-                         (f" (eager at {','.join(map(str, eager))})" if eager else ""))
+            modes.append(
+                f"{mode} {data['recompiles']}"
+                + (f" (eager at {','.join(map(str, eager))})" if eager else "")
+            )
         label = study["dim"] + (" (no seq)" if study.get("note") else "")
-        parts.append(f"{label} {','.join(str(v) for v in study['values'])}: " +
-                     ", ".join(modes))
+        parts.append(f"{label} {','.join(str(v) for v in study['values'])}: " + ", ".join(modes))
     return "; ".join(parts) or None
 
 
@@ -120,17 +135,30 @@ def build(run: dict, results: list[dict]) -> View | None:
         if (c.get("warm") or {}).get("status") == "ok":
             warm_runs += 1
             proven += bool(c.get("warm_proven"))
-        rows.append([r["case"], cold_cell(c, c.get("compile_timeout_s") or limit),
-                     warm_cell(c), _seconds(cold.get("eager_first_step_s")), graphs_cell(cold),
-                     breaks_cell(c), recompiles_cell(c), r["status"]])
+        rows.append(
+            [
+                r["case"],
+                cold_cell(c, c.get("compile_timeout_s") or limit),
+                warm_cell(c),
+                _seconds(cold.get("eager_first_step_s")),
+                graphs_cell(cold),
+                breaks_cell(c),
+                recompiles_cell(c),
+                r["status"],
+            ]
+        )
     if not rows:
         return None
-    notes = ["cold / warm: first compiled step (forward, and backward when the case trains) in a "
-             "fresh process with empty caches / with the caches cold left; eager: first eager "
-             "step; recompiles: frames recompiled after the first size of --shapes"]
+    notes = [
+        "cold / warm: first compiled step (forward, and backward when the case trains) in a "
+        "fresh process with empty caches / with the caches cold left; eager: first eager "
+        "step; recompiles: frames recompiled after the first size of --shapes"
+    ]
     if colds:
-        notes.append(f"cold compile: median {statistics.median(colds):.2f} s, max "
-                     f"{max(colds):.2f} s over {len(colds)} / {len(rows)} cases")
+        notes.append(
+            f"cold compile: median {statistics.median(colds):.2f} s, max "
+            f"{max(colds):.2f} s over {len(colds)} / {len(rows)} cases"
+        )
         notes.append(f"{multi_graph} / {len(colds)} cases needed more than one graph")
     if warm_runs:
         notes.append(f"warm proven by cache hits (no misses) for {proven} / {warm_runs} cases")

@@ -10,31 +10,76 @@ from torchport.views.base import Column, View, columns, outcome
 @dataclass(frozen=True)
 class Tally:
     """Results recorded out of planned, and how many of each status: ``10/10: pass 10``."""
+
     recorded: int
     planned: int
     by_status: dict[str, int]
 
 
 def runs_view(runs: list[dict]) -> View:
-    rows = [[run["id"], run["started_at"], run["state"], run["suite"], run["device"],
-             Tally(sum(run["counts"].values()),
-                   run["planned"] if "planned" in run else len(run.get("plan") or []),
-                   dict(sorted(run["counts"].items()))), run["labels"]] for run in runs]
-    return View(f"{len(runs)} runs", columns("run", "started", "state", "suite", "device",
-                                             ("results", "count"), ("labels", "labels")), rows)
+    rows = [
+        [
+            run["id"],
+            run["started_at"],
+            run["state"],
+            run["suite"],
+            run["device"],
+            Tally(
+                sum(run["counts"].values()),
+                run["planned"] if "planned" in run else len(run.get("plan") or []),
+                dict(sorted(run["counts"].items())),
+            ),
+            run["labels"],
+        ]
+        for run in runs
+    ]
+    return View(
+        f"{len(runs)} runs",
+        columns(
+            "run", "started", "state", "suite", "device", ("results", "count"), ("labels", "labels")
+        ),
+        rows,
+    )
 
 
 def results_view(results: list[dict]) -> View:
-    rows = [[r["run_id"], r["case"], r["mode"], r["status"], r["stage"], r["grade"], outcome(r)]
-            for r in results]
-    return View(f"{len(results)} results", columns("run", "case", "mode", "status", "stage",
-                                                   "grade", ("detail", "detail")), rows)
+    rows = [
+        [r["run_id"], r["case"], r["mode"], r["status"], r["stage"], r["grade"], outcome(r)]
+        for r in results
+    ]
+    return View(
+        f"{len(results)} results",
+        columns("run", "case", "mode", "status", "stage", "grade", ("detail", "detail")),
+        rows,
+    )
+
+
+def _note(case: dict) -> str | None:
+    """The skip reason; for an op case, whether backward is checked too."""
+    if case.get("skip_reason"):
+        return case["skip_reason"]
+    if "autograd" in case:
+        return "forward + backward" if case["autograd"] else "forward"
+    return None
 
 
 def cases_view(suite: str, cases: list[dict], *, params: bool) -> View:
-    """``cases``: rows from ``Case.describe()`` with ``last_status`` (and ``params``) added."""
-    cols = (Column("case"), Column("tags")) + ((Column("params", "count"),) if params else ()) \
+    """``cases``: rows from ``Case.describe()`` with ``last_status`` (and ``params`` for model
+    cases, ``samples`` for op cases) added."""
+    sizes = [k for k in ("params", "samples") if any(k in c for c in cases)] if params else []
+    cols = (
+        (Column("case"), Column("tags"))
+        + tuple(Column(k, "count") for k in sizes)
         + (Column("last status"), Column("note"))
-    rows = [[c["case"], list(c.get("tags") or ()), *([c.get("params")] if params else []),
-             c.get("last_status"), c.get("skip_reason")] for c in cases]
+    )
+    rows = [
+        [
+            c["case"],
+            list(c.get("tags") or ()),
+            *[c.get(k) for k in sizes],
+            c.get("last_status"),
+            _note(c),
+        ]
+        for c in cases
+    ]
     return View(f"suite {suite}: {len(cases)} cases", cols, rows)

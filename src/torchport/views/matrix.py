@@ -1,4 +1,7 @@
-"""Case x mode -> the outcome: status, placement grade, failing stage and one key figure."""
+"""Case x mode -> the outcome: status, placement grade, failing stage and one key figure (for
+a failure, its message: a parity failure names how many tensors failed and the worst). Notes
+say what a step was (kind and train/eval mode), how dropout was matched, and which compile
+backend compile mode used, and why."""
 
 from __future__ import annotations
 
@@ -6,12 +9,57 @@ from torchport.views.base import Column, View, outcome
 
 
 def build(run: dict, results: list[dict]) -> View | None:
-    modes = list(dict.fromkeys((run.get("config") or {}).get("modes") or
-                               [r["mode"] for r in results]))
+    modes = list(
+        dict.fromkeys((run.get("config") or {}).get("modes") or [r["mode"] for r in results])
+    )
     by_case: dict[str, dict] = {}
     for r in results:
         by_case.setdefault(r["case"], {})[r["mode"]] = r
-    rows = [[case] + [outcome(row[m]) if m in row else None for m in modes]
-            for case, row in by_case.items()]
-    return View("Results", (Column("case"),) + tuple(Column(m, "outcome") for m in modes),
-                rows)
+    rows = [
+        [case] + [outcome(row[m]) if m in row else None for m in modes]
+        for case, row in by_case.items()
+    ]
+    notes = [
+        f"{r['case']} ({r['mode']}): reference: {r['findings']['reference']['label']}"
+        for r in results
+        if ((r.get("findings") or {}).get("reference") or {}).get("kind") == "float32"
+    ]
+    notes += step_notes(results) + compile_notes(results)
+    return View(
+        "Results", (Column("case"),) + tuple(Column(m, "outcome") for m in modes), rows, notes
+    )
+
+
+def step_notes(results: list[dict]) -> list[str]:
+    """What a step was and the mode it ran in (train / eval), with how dropout was matched."""
+    kinds: dict[str, int] = {}
+    masked: list[str] = []
+    for r in results:
+        step = (r.get("findings") or {}).get("step")
+        if isinstance(step, dict) and step.get("kind"):
+            key = f"{step['kind']} in {step.get('mode')} mode"
+            kinds[key] = kinds.get(key, 0) + 1
+            randomness = step.get("randomness")
+            if (
+                isinstance(randomness, dict)
+                and randomness.get("masked_dropout_calls")
+                and r["case"] not in masked
+            ):
+                masked.append(r["case"])
+    notes = ["steps: " + ", ".join(f"{k} ({n})" for k, n in kinds.items())] if kinds else []
+    if masked:
+        notes.append(
+            "dropout masks drawn on the CPU and applied identically on every side: "
+            + ", ".join(masked)
+        )
+    return notes
+
+
+def compile_notes(results: list[dict]) -> list[str]:
+    """Which torch.compile backend compile mode used, and why."""
+    chosen = {
+        (str(c.get("name")), str(c.get("reason")))
+        for r in results
+        if isinstance(c := (r.get("findings") or {}).get("compile_backend"), dict)
+    }
+    return [f"compile backend {name}: {reason}" for name, reason in sorted(chosen)]

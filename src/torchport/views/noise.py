@@ -21,9 +21,9 @@ SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not ju
 class PerfJudgement:
     before_ms: float
     after_ms: float
-    ratio: float       # after / before: > 1 is slower
-    verdict: str       # slower | faster | within noise | not judged
-    test: str          # the rule that decided, with its numbers
+    ratio: float  # after / before: > 1 is slower
+    verdict: str  # slower | faster | within noise | not judged
+    test: str  # the rule that decided, with its numbers
 
 
 def _spread(m: dict) -> tuple[float, float] | None:
@@ -31,8 +31,13 @@ def _spread(m: dict) -> tuple[float, float] | None:
     return (low, high) if low is not None and high is not None else None
 
 
-def judge(before: dict, after: dict, *, tolerance: float | None = None,
-          names: tuple[str, str] = ("A", "B")) -> PerfJudgement | None:
+def judge(
+    before: dict,
+    after: dict,
+    *,
+    tolerance: float | None = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> PerfJudgement | None:
     """``before``/``after``: metrics with ``perf_median_ms`` (and p10/p90/samples); None when
     either has no step time. ``tolerance``: a fraction from a baseline file, used instead of
     the measured noise. ``names``: what the deciding test calls the two sides."""
@@ -42,27 +47,37 @@ def judge(before: dict, after: dict, *, tolerance: float | None = None,
     ratio = b / a
 
     def verdict(slower: bool, faster: bool, test: str) -> PerfJudgement:
-        return PerfJudgement(a, b, ratio, SLOWER if slower else FASTER if faster else WITHIN,
-                             test)
+        return PerfJudgement(a, b, ratio, SLOWER if slower else FASTER if faster else WITHIN, test)
 
     if tolerance is not None:
-        return verdict(ratio > 1 + tolerance, ratio < 1 / (1 + tolerance),
-                       f"against the baseline file's tolerance ±{tolerance:.0%}")
+        return verdict(
+            ratio > 1 + tolerance,
+            ratio < 1 / (1 + tolerance),
+            f"against the baseline file's tolerance ±{tolerance:.0%}",
+        )
     counts = [m.get("perf_samples") for m in (before, after)]
     if any(n is not None and n < MIN_SAMPLES for n in counts):
-        return PerfJudgement(a, b, ratio, NOT_JUDGED, f"too few samples (n = {counts[0]}, "
-                             f"{counts[1]}; needs {MIN_SAMPLES}+)")
+        return PerfJudgement(
+            a,
+            b,
+            ratio,
+            NOT_JUDGED,
+            f"too few samples (n = {counts[0]}, {counts[1]}; needs {MIN_SAMPLES}+)",
+        )
     sa, sb = _spread(before), _spread(after)
     if sa is None or sb is None:
         return PerfJudgement(a, b, ratio, NOT_JUDGED, "no p10-p90 spread recorded")
-    ranges = (f"{names[0]} p10-p90 {sa[0]:.3g}-{sa[1]:.3g}, {names[1]} p10-p90 "
-              f"{sb[0]:.3g}-{sb[1]:.3g} ms")
+    ranges = (
+        f"{names[0]} p10-p90 {sa[0]:.3g}-{sa[1]:.3g}, {names[1]} p10-p90 {sb[0]:.3g}-{sb[1]:.3g} ms"
+    )
     outside_up = b > sa[1] and a < sb[0]
     outside_down = b < sa[0] and a > sb[1]
     if not (outside_up or outside_down):
         return verdict(False, False, f"a median lies inside the other run's p10-p90 ({ranges})")
     if abs(ratio - 1) < MIN_CHANGE:
-        return verdict(False, False, f"outside both spreads ({ranges}) but under the "
-                                     f"{MIN_CHANGE:.0%} floor")
-    return verdict(outside_up, outside_down,
-                   f"each median lies outside the other run's p10-p90 ({ranges})")
+        return verdict(
+            False, False, f"outside both spreads ({ranges}) but under the {MIN_CHANGE:.0%} floor"
+        )
+    return verdict(
+        outside_up, outside_down, f"each median lies outside the other run's p10-p90 ({ranges})"
+    )

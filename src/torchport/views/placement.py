@@ -1,4 +1,5 @@
-"""Where the work ran: per result the placement grade, the host ops named, copies and bytes."""
+"""Where the work ran: per result the placement grade, the host ops named with how each was
+found, tensors left on the host, copies and bytes."""
 
 from __future__ import annotations
 
@@ -17,12 +18,59 @@ def host_ops(fallback_ops: dict) -> dict[str, int]:
     return {short_op(op): n for op, n in ranked}
 
 
+# How a host op was found, shortened for a table (the full text is in findings["host_ops"]).
+FOUND_BY = (
+    ("dispatcher", "dispatcher"),
+    ("nested", "nested"),
+    ("backend op list", "list"),
+    ("warning", "warning"),
+    ("recorder", "host tensors"),
+)
+FOUND_SHOWN = 3
+
+
+def found_by(host_ops_found: list[dict]) -> str | None:
+    """``relu: nested; cumsum: dispatcher, nested, warning`` for the most called host ops."""
+    entries = [h for h in host_ops_found if isinstance(h, dict) and "op" in h]
+    ranked = sorted(entries, key=lambda h: (-(h.get("count") or 0), str(h["op"])))
+    parts = []
+    for h in ranked[:FOUND_SHOWN]:
+        if not isinstance(h, dict) or "op" not in h:
+            continue
+        tags = [
+            short
+            for prefix, short in FOUND_BY
+            if any(str(how).startswith(prefix) for how in h.get("found_by") or ())
+        ]
+        parts.append(f"{short_op(h['op'])}: {', '.join(tags) or '?'}")
+    return "; ".join(parts) or None
+
+
+def left_on_host(result: dict) -> str | None:
+    """A note naming the parameters and buffers a move left on the host, with their copies."""
+    off = (result.get("findings") or {}).get("placement_off_device") or []
+    if not off or result.get("grade") == "host":
+        return None
+    named = ", ".join(_tensor(t) for t in off[:4])
+    more = f" (+{len(off) - 4} more)" if len(off) > 4 else ""
+    return f"{result['case']} ({result['mode']}) left on the host: {named}{more}"
+
+
+def _tensor(entry) -> str:
+    """``inv_freq (buffer, 1 copies per step)``; an entry of an older record as it is."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    copied = f", {entry['copies_per_step']} copies per step" if "copies_per_step" in entry else ""
+    return f"{entry.get('name')} ({entry.get('kind')}{copied})"
+
+
 def copies(metrics: dict) -> Copies | None:
     count = metrics.get("placement_copies")
     if count is None:
         return None
-    return Copies(count, *(int(metrics.get(f"placement_{d}_bytes") or 0)
-                           for d in ("h2d", "d2h", "d2d")))
+    return Copies(
+        count, *(int(metrics.get(f"placement_{d}_bytes") or 0) for d in ("h2d", "d2h", "d2d"))
+    )
 
 
 def grade(result: dict):
@@ -30,8 +78,9 @@ def grade(result: dict):
     findings = result.get("findings") or {}
     if result.get("grade"):
         off = findings.get("placement_off_device") or []
-        return Annotated(result["grade"], f"{len(off)} tensors off device") if off else \
-            result["grade"]
+        return (
+            Annotated(result["grade"], f"{len(off)} tensors off device") if off else result["grade"]
+        )
     if "placement_unavailable" in findings:
         return "unavailable: " + str(findings["placement_unavailable"])
     errors = [e for e in findings.get("probe_errors") or () if e.get("probe") == "placement"]
@@ -48,25 +97,53 @@ def build(run: dict, results: list[dict]) -> View | None:
     rows = []
     for r in observed:
         findings, metrics = r.get("findings") or {}, r.get("metrics") or {}
-        rows.append([r["case"], r["mode"], r["status"], grade(r),
-                     host_ops(findings.get("fallback_ops") or {}), copies(metrics)])
+        rows.append(
+            [
+                r["case"],
+                r["mode"],
+                r["status"],
+                grade(r),
+                host_ops(findings.get("fallback_ops") or {}),
+                found_by(findings.get("host_ops") or []),
+                copies(metrics),
+            ]
+        )
     passes = [r for r in observed if r["status"] == "pass"]
     clean = sum(1 for r in passes if r.get("grade") == "on_device")
     fallback = sum(1 for r in passes if r.get("grade") == "fallback")
     host = sum(1 for r in passes if r.get("grade") == "host")
-    notes = [f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
-             f"fallback, {host} pass on the host"]
+    notes = [
+        f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
+        f"fallback, {host} pass on the host"
+    ]
     totals: dict[str, int] = {}
     for r in observed:
-        for op in ((r.get("findings") or {}).get("fallback_ops") or {}):
+        for op in (r.get("findings") or {}).get("fallback_ops") or {}:
             totals[short_op(op)] = totals.get(short_op(op), 0) + 1
     if totals:
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-        notes.append("host ops across results: " + ", ".join(
-            f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked))
-    degraded = {f["placement_degraded"] for r in observed
-                if (f := r.get("findings") or {}).get("placement_degraded")}
+        notes.append(
+            "host ops across results: "
+            + ", ".join(f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked)
+        )
+    notes += [note for r in observed if (note := left_on_host(r))]
+    degraded = {
+        f["placement_degraded"]
+        for r in observed
+        if (f := r.get("findings") or {}).get("placement_degraded")
+    }
     notes += [f"degraded: {d}" for d in sorted(degraded)]
-    return View("Placement (calls per step)",
-                columns("case", "mode", "status", ("grade", "error"), ("host ops", "op_counts"),
-                        ("copies", "copies")), rows, notes)
+    return View(
+        "Placement (calls per step)",
+        columns(
+            "case",
+            "mode",
+            "status",
+            ("grade", "error"),
+            ("host ops", "op_counts"),
+            "found by",
+            ("copies", "copies"),
+        ),
+        rows,
+        notes,
+    )

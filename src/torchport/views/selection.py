@@ -20,8 +20,9 @@ def parse_selector(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise StoreError(f"selector '{text}' must look like device=cuda,release=2.14 "
-                             "(or pass a run id)")
+            raise StoreError(
+                f"selector '{text}' must look like device=cuda,release=2.14 (or pass a run id)"
+            )
         out[key.removeprefix("label.")] = value.strip()
     return out
 
@@ -40,9 +41,15 @@ def resolve_run(store, spec: str | None, filters: dict[str, str] | None = None) 
     if not conditions:
         return store.latest_run_id()
     labels = {k: v for k, v in conditions.items() if k not in RUN_FIELDS}
-    found = store.find_runs(device=conditions.get("device"), suite=conditions.get("suite"),
-                            labels=labels or None, complete=True)
+    found = store.find_runs(
+        device=conditions.get("device"),
+        suite=conditions.get("suite"),
+        labels=labels or None,
+        complete=True,
+    )
     if not found:
-        raise StoreError(f"no complete run matches {describe(conditions)}; 'torchport runs' "
-                         "lists the runs and their labels")
+        raise StoreError(
+            f"no complete run matches {describe(conditions)}; 'torchport runs' "
+            "lists the runs and their labels"
+        )
     return found[0]

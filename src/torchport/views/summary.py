@@ -13,8 +13,9 @@ def build(run: dict, results: list[dict]) -> View | None:
     planned = len(run.get("plan") or results)
     rows = [[s, n] for s, n in counts.items() if n]
     notes = [f"{len(results)} / {planned} planned results recorded"]
-    fallback_passes = sum(1 for r in results if r["status"] == "pass" and r.get("grade")
-                          == "fallback")
+    fallback_passes = sum(
+        1 for r in results if r["status"] == "pass" and r.get("grade") == "fallback"
+    )
     if fallback_passes:
         notes.append(f"{fallback_passes} pass results ran some ops on the host (grade fallback)")
     return View("Status counts", columns("status", ("results", "count")), rows, notes)

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from torchport.views.base import View, columns
 
-COLUMNS = columns("case", "mode", ("steps", "count"), ("final loss", "float"),
-                  ("reference final", "float"), ("max divergence", "sci"), ("tolerance", "sci"),
-                  "verdict")
+COLUMNS = columns(
+    "case",
+    "mode",
+    ("steps", "count"),
+    ("final loss", "float"),
+    ("reference final", "float"),
+    ("max divergence", "sci"),
+    ("tolerance", "sci"),
+    "verdict",
+)
 
 
 def verdict(result: dict, info: dict) -> str:
@@ -25,11 +32,23 @@ def build(run: dict, results: list[dict]) -> View | None:
     notes: list[str] = []
     for r in trained:
         m, info = r.get("metrics") or {}, r["findings"]["train"] or {}
-        rows.append([r["case"], r["mode"], info.get("steps"), m.get("train_final_loss"),
-                     m.get("train_reference_final_loss"), m.get("train_max_loss_divergence"),
-                     info.get("tolerance"), verdict(r, info)])
+        rows.append(
+            [
+                r["case"],
+                r["mode"],
+                info.get("steps"),
+                m.get("train_final_loss"),
+                m.get("train_reference_final_loss"),
+                m.get("train_max_loss_divergence"),
+                info.get("tolerance"),
+                verdict(r, info),
+            ]
+        )
         notes.extend(f"{r['case']} [{r['mode']}]: {n}" for n in info.get("notes") or ())
     first = trained[0]["findings"]["train"] or {}
-    notes.insert(0, f"{first.get('optimizer')}, {first.get('data')}; divergence is "
-                    "|loss - reference| / |reference|, the largest over the steps")
+    notes.insert(
+        0,
+        f"{first.get('optimizer')}, {first.get('data')}; divergence is "
+        "|loss - reference| / |reference|, the largest over the steps",
+    )
     return View("Training-loss parity", COLUMNS, rows, notes)

@@ -8,8 +8,22 @@ from importlib import import_module
 
 import click
 
-SUBCOMMANDS = ("run", "suites", "cases", "runs", "show", "results", "search", "compare",
-               "baseline", "gate", "note", "export", "import", "doctor")
+SUBCOMMANDS = (
+    "run",
+    "suites",
+    "cases",
+    "runs",
+    "show",
+    "results",
+    "search",
+    "compare",
+    "baseline",
+    "gate",
+    "note",
+    "export",
+    "import",
+    "doctor",
+)
 
 
 class UsageProblem(click.ClickException):
@@ -19,8 +33,10 @@ class UsageProblem(click.ClickException):
 
     def show(self, file=None):
         # One line whatever the message quotes (a path or a label with a newline or ESC in it).
-        message = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode()
-                          for ch in self.format_message())
+        message = "".join(
+            ch if ch.isprintable() else ch.encode("unicode_escape").decode()
+            for ch in self.format_message()
+        )
         click.echo(f"torchport: error: {message}", err=True)
 
 

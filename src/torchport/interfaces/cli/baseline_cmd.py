@@ -19,11 +19,22 @@ def command():
 
 @command.command("save")
 @click.argument("run_spec", metavar="RUN", required=False)
-@click.option("-o", "--output", "output", required=True, metavar="FILE",
-              help="The expected file to write (JSON).")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    metavar="FILE",
+    help="The expected file to write (JSON).",
+)
 @click.option("--no-perf", is_flag=True, help="Statuses only, no step-time floors.")
-@click.option("--perf-tolerance", type=float, default=None, metavar="FRACTION",
-              help="Fixed step-time tolerance (0.1 = 10%); default: the measured noise.")
+@click.option(
+    "--perf-tolerance",
+    type=float,
+    default=None,
+    metavar="FRACTION",
+    help="Fixed step-time tolerance (0.1 = 10%); default: the measured noise.",
+)
 @selector_options
 @db_option
 def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
@@ -35,21 +46,24 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
 
     from torchport.interfaces.cli import UsageProblem
     from torchport.views.baseline import make_baseline
+
     if perf_tolerance is not None and perf_tolerance < 0:
         raise UsageProblem("--perf-tolerance must be a fraction >= 0 (0.1 for 10%)")
     store = open_db(db)
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id)
-        baseline = make_baseline(run, store.iter_outcomes(run_id),
-                                 perf=not no_perf, perf_tolerance=perf_tolerance)
+        baseline = make_baseline(
+            run, store.iter_outcomes(run_id), perf=not no_perf, perf_tolerance=perf_tolerance
+        )
     try:
         with open(output, "w") as f:
             json.dump(baseline, f, indent=1, sort_keys=False)
             f.write("\n")
     except OSError as exc:
-        raise UsageProblem(f"cannot write '{output}' ({exc.strerror}); pass another -o") \
-            from None
+        raise UsageProblem(f"cannot write '{output}' ({exc.strerror}); pass another -o") from None
     perf = sum(1 for e in baseline["entries"].values() if "perf_median_ms" in e)
-    click.echo(f"baseline of run {run_id}: {len(baseline['entries'])} (case, mode) entries, "
-               f"{perf} with a step time, written to {output}")
+    click.echo(
+        f"baseline of run {run_id}: {len(baseline['entries'])} (case, mode) entries, "
+        f"{perf} with a step time, written to {output}"
+    )

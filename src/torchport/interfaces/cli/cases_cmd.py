@@ -18,6 +18,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
     import os
 
     from torchport.records import default_db_path
+
     if db is None and not os.path.exists(default_db_path()):
         return {}
     with store_problems():
@@ -32,6 +33,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
     from torchport.cases.registry import load_suite
+
     if db is not None:
         open_db(db)  # a wrong --db fails before the suite is loaded
     with problems():
@@ -40,11 +42,13 @@ def command(suite, params, db, as_json):
     rows = []
     for case in cases:
         row = case.describe()
-        if params and hasattr(case, "param_count"):
-            try:
-                row["params"] = case.param_count()
-            except Exception as exc:  # a case that cannot even be sized says so
-                row["params"] = f"error: {type(exc).__name__}"
+        # Its size: parameters for a model case, sample inputs for an op case.
+        for key, method in (("params", "param_count"), ("samples", "sample_count")):
+            if params and hasattr(case, method):
+                try:
+                    row[key] = getattr(case, method)()
+                except Exception as exc:  # a case that cannot even be sized says so
+                    row[key] = f"error: {type(exc).__name__}"
         row["last_status"] = last.get(case.id)
         rows.append(row)
     if as_json:
@@ -52,4 +56,5 @@ def command(suite, params, db, as_json):
         return
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.listing import cases_view
+
     print_view(make_console(), cases_view(suite, rows, params=params))

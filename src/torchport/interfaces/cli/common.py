@@ -9,8 +9,13 @@ import click
 
 from torchport.interfaces.cli import UsageProblem
 
-db_option = click.option("--db", "db", default=None, metavar="PATH",
-                         help="Knowledge base (default ./torchport.db or $TORCHPORT_DB).")
+db_option = click.option(
+    "--db",
+    "db",
+    default=None,
+    metavar="PATH",
+    help="Knowledge base (default ./torchport.db or $TORCHPORT_DB).",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -24,10 +29,19 @@ def problems():
     from torchport.probes.registry import UnknownProbe
     from torchport.records import StoreError
     from torchport.views import ViewError
+
     try:
         yield
-    except (StoreError, ConfigError, UnknownSuite, NoMatchingCases, UnknownDevice,
-            WorkloadError, UnknownProbe, ViewError) as exc:
+    except (
+        StoreError,
+        ConfigError,
+        UnknownSuite,
+        NoMatchingCases,
+        UnknownDevice,
+        WorkloadError,
+        UnknownProbe,
+        ViewError,
+    ) as exc:
         raise UsageProblem(str(exc)) from None
 
 
@@ -37,18 +51,19 @@ def store_problems():
     import neither torch nor the runner."""
     from torchport.records import StoreError
     from torchport.views import ViewError
+
     try:
         yield
     except (StoreError, ViewError) as exc:
         raise UsageProblem(str(exc)) from None
 
 
-def open_db(db: str | None, *, write: bool = False, create: bool = False):
-    """The knowledge base for a command: read-only unless ``write`` (``create`` is the old
-    name of ``write``, kept until run_cmd moves to ``torchport.api``)."""
+def open_db(db: str | None, *, write: bool = False):
+    """The knowledge base for a command: read-only unless ``write``."""
     from torchport.records import open_store
+
     with store_problems():
-        return open_store(db, write=write or create)
+        return open_store(db, write=write)
 
 
 def _jsonable(value):
@@ -66,10 +81,26 @@ def echo_json(data) -> None:
 
 def public_result(result: dict) -> dict:
     """The JSON shape of a result (at least run_id, case, mode, status, stage, metrics, error)."""
-    return {k: result.get(k) for k in ("run_id", "case", "case_version", "mode", "status",
-                                       "stage", "grade", "metrics", "durations", "findings",
-                                       "artifacts", "error", "probe_versions", "started_at",
-                                       "finished_at")}
+    return {
+        k: result.get(k)
+        for k in (
+            "run_id",
+            "case",
+            "case_version",
+            "mode",
+            "status",
+            "stage",
+            "grade",
+            "metrics",
+            "durations",
+            "findings",
+            "artifacts",
+            "error",
+            "probe_versions",
+            "started_at",
+            "finished_at",
+        )
+    }
 
 
 def split_csv(values) -> tuple[str, ...]:
@@ -93,8 +124,13 @@ def parse_labels(values) -> dict:
 def selector_options(fn):
     """``--device``/``--suite``/``--label``: the latest complete run matching, for every RUN
     argument given as a selector (or left out)."""
-    fn = click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
-                      help="Only runs with this label (repeatable).")(fn)
+    fn = click.option(
+        "--label",
+        "labels",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Only runs with this label (repeatable).",
+    )(fn)
     fn = click.option("--suite", "suite", default=None, help="Only runs of this suite.")(fn)
     return click.option("--device", "device", default=None, help="Only runs on this device.")(fn)
 
@@ -111,5 +147,6 @@ def run_filters(device, suite, labels) -> dict:
 def resolve(store, spec, filters) -> str:
     """A run id from an id, ``latest`` or a selector (torchport.views.selection)."""
     from torchport.views.selection import resolve_run
+
     with store_problems():
         return resolve_run(store, spec, filters)

@@ -11,23 +11,34 @@ from torchport.interfaces.cli.common import echo_json, json_option
 def command(as_json):
     """Report the devices torchport can see, with versions and reasons."""
     from torchport.api import doctor
+
     info = doctor()
     if "broken" in info:
         broken = info["broken"]
         name = broken.get("backend") or "an installed backend"
-        fix = ("; TORCH_DEVICE_BACKEND_AUTOLOAD=0 makes torch import without it"
-               if broken.get("autoload_off_helps") else "")
+        fix = (
+            "; TORCH_DEVICE_BACKEND_AUTOLOAD=0 makes torch import without it"
+            if broken.get("autoload_off_helps")
+            else ""
+        )
         first = (broken.get("message") or "").strip().splitlines()
-        raise UsageProblem(f"'import torch' fails: backend {name} does not load "
-                           f"({first[0] if first else broken.get('type')}); repair or "
-                           f"uninstall it{fix}")
+        cause = f"; cause: {broken['cause']}" if broken.get("cause") else ""
+        raise UsageProblem(
+            f"'import torch' fails: backend {name} does not load "
+            f"({first[0] if first else broken.get('type')}{cause}); repair or "
+            f"uninstall it{fix}"
+        )
     if as_json:
         echo_json(info)
         return
-    click.echo(f"torchport {info['torchport']}  torch {info['torch']}  "
-               f"transformers {info['transformers']}")
+    click.echo(
+        f"torchport {info['torchport']}  torch {info['torch']}  transformers {info['transformers']}"
+    )
     for row in info["devices"]:
         mark = "ok " if row["usable"] else "no "
-        extra = "  " + ", ".join(f"{k} {v}" for k, v in row["versions"].items()) \
-            if row["versions"] else ""
+        extra = (
+            "  " + ", ".join(f"{k} {v}" for k, v in row["versions"].items())
+            if row["versions"]
+            else ""
+        )
         click.echo(f"  {mark} {row['device']:<8} {row['detail']}{extra}")

@@ -19,21 +19,33 @@ REGRESSED_EXIT = 1
 def _line(item: dict) -> str:
     """One regression or improvement; stored text (case ids) printed as text, never obeyed."""
     from torchport.interfaces.formats import safe
+
     where = safe(f"{item['case']} [{item['mode']}]")
     if "test" in item:
-        return (f"{where}: {item['kind']}: {item['expected']:.3g} -> {item['got']:.3g} ms "
-                f"({item['ratio']:.2f}x); {item['test']}")
-    expected = item["expected"] + (f" @{item['expected_stage']}"
-                                   if item.get("expected_stage") else "")
-    got = "nothing recorded" if item["got"] is None else \
-        item["got"] + (f" @{item['got_stage']}" if item.get("got_stage") else "")
+        return (
+            f"{where}: {item['kind']}: {item['expected']:.3g} -> {item['got']:.3g} ms "
+            f"({item['ratio']:.2f}x); {item['test']}"
+        )
+    expected = item["expected"] + (
+        f" @{item['expected_stage']}" if item.get("expected_stage") else ""
+    )
+    got = (
+        "nothing recorded"
+        if item["got"] is None
+        else item["got"] + (f" @{item['got_stage']}" if item.get("got_stage") else "")
+    )
     return f"{where}: {item['kind']}: expected {safe(expected)}, got {safe(got)}"
 
 
 @click.command("gate")
 @click.argument("run_spec", metavar="RUN", required=False)
-@click.option("--baseline", "baseline_path", required=True, metavar="FILE",
-              help="The expected file from 'torchport baseline save'.")
+@click.option(
+    "--baseline",
+    "baseline_path",
+    required=True,
+    metavar="FILE",
+    help="The expected file from 'torchport baseline save'.",
+)
 @selector_options
 @db_option
 @json_option
@@ -42,6 +54,7 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     the expected file then). RUN as for 'compare'; default the latest run."""
     from torchport.interfaces.cli import UsageProblem
     from torchport.views.baseline import BaselineError, gate, load_baseline
+
     try:
         baseline = load_baseline(baseline_path)
     except BaselineError as exc:
@@ -54,13 +67,19 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(f"gate: run {run_id} against the baseline of run {report.baseline_run}: "
-                   f"{report.checked} checked, {report.unchanged} as expected, "
-                   f"{len(report.regressions)} regressions, {len(report.improvements)} "
-                   "improvements")
-        for title, items in (("regressions", report.regressions),
-                             ("improvements (update the expected file: 'torchport baseline "
-                              "save')", report.improvements)):
+        click.echo(
+            f"gate: run {run_id} against the baseline of run {report.baseline_run}: "
+            f"{report.checked} checked, {report.unchanged} as expected, "
+            f"{len(report.regressions)} regressions, {len(report.improvements)} "
+            "improvements"
+        )
+        for title, items in (
+            ("regressions", report.regressions),
+            (
+                "improvements (update the expected file: 'torchport baseline save')",
+                report.improvements,
+            ),
+        ):
             if items:
                 click.echo(f"{title}:")
                 for item in items:
@@ -68,7 +87,8 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
         if report.new:
             click.echo(f"{len(report.new)} results not in the baseline (new cases)")
         if report.not_planned:
-            click.echo(f"{report.not_planned} baseline entries not in this run's plan "
-                       "(not checked)")
+            click.echo(
+                f"{report.not_planned} baseline entries not in this run's plan (not checked)"
+            )
     if not report.ok:
         raise SystemExit(REGRESSED_EXIT)

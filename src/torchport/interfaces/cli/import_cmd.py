@@ -22,9 +22,9 @@ def command(path, db, as_json):
 
     from torchport.interfaces.cli import UsageProblem
     from torchport.records.exchange import import_file
+
     if not os.path.isfile(path):
-        raise UsageProblem(f"no export file '{path}'; make one with 'torchport export RUN -o "
-                           "FILE'")
+        raise UsageProblem(f"no export file '{path}'; make one with 'torchport export RUN -o FILE'")
     store = open_db(db, write=True)
     with store_problems():
         report = import_file(store, path)
@@ -32,9 +32,12 @@ def command(path, db, as_json):
         echo_json(report.to_dict())
         return
     from torchport.interfaces.formats import safe
+
     for run_id, n in report.added.items():
         click.echo(f"added run {safe(run_id)} ({n} results)")
     for run_id in report.present:
         click.echo(f"run {safe(run_id)} already present with the same content: skipped")
-    click.echo(f"{len(report.added)} runs added, {len(report.present)} already present, "
-               f"{report.notes_added} notes added")
+    click.echo(
+        f"{len(report.added)} runs added, {len(report.present)} already present, "
+        f"{report.notes_added} notes added"
+    )

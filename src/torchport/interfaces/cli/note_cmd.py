@@ -7,6 +7,7 @@ from torchport.interfaces.cli.common import db_option, open_db, resolve, store_p
 
 def _default_author() -> str | None:
     import getpass
+
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name in a bare container
@@ -25,15 +26,17 @@ def command(run_id, words, mode, author, db):
 
     Notes show in 'show' and 'compare' and are found by 'search'."""
     from torchport.interfaces.cli import UsageProblem
+
     if len(words) > 2:
-        raise UsageProblem("give the note as one quoted argument: torchport note RUN [CASE] "
-                           "\"text\"")
+        raise UsageProblem('give the note as one quoted argument: torchport note RUN [CASE] "text"')
     case, text = (None, words[0]) if len(words) == 1 else words
     store = open_db(db, write=True)
     run_id = resolve(store, run_id, {})  # an id, 'latest' or a selector (release=2.14)
     with store_problems():
-        note_id = store.add_note(run_id, text, case=case, mode=mode,
-                                 author=author or _default_author())
+        note_id = store.add_note(
+            run_id, text, case=case, mode=mode, author=author or _default_author()
+        )
     from torchport.interfaces.formats import safe
+
     where = f"run {run_id}" + (f", case {case}" if case else "") + (f" [{mode}]" if mode else "")
     click.echo(f"note {note_id} added to {safe(where)}")

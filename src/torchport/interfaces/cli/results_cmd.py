@@ -16,17 +16,18 @@ DEFAULT_LIMIT = 200
 def print_results(results) -> None:
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.listing import results_view
+
     print_view(make_console(), results_view(results))
 
 
 def echo_json_stream(items) -> None:
     """A JSON array written item by item: a page of any size never sits in memory twice."""
     import json
+
     first = True
     click.echo("[", nl=False)
     for item in items:
-        click.echo(("\n" if first else ",\n") + json.dumps(item, indent=2, default=str),
-                   nl=False)
+        click.echo(("\n" if first else ",\n") + json.dumps(item, indent=2, default=str), nl=False)
         first = False
     click.echo("\n]" if not first else "]")
 
@@ -36,9 +37,13 @@ def echo_json_stream(items) -> None:
 @click.option("--status", default=None)
 @click.option("--case", "case_glob", default=None, help="Case id glob (fnmatch syntax).")
 @click.option("--fallback-op", default=None, help="Only results that ran this op on the host.")
-@click.option("--limit", default=None, type=click.IntRange(0),
-              help=f"Results per page (0: every one; default {DEFAULT_LIMIT} in the table, "
-                   "every one, streamed, with --json).")
+@click.option(
+    "--limit",
+    default=None,
+    type=click.IntRange(0),
+    help=f"Results per page (0: every one; default {DEFAULT_LIMIT} in the table, "
+    "every one, streamed, with --json).",
+)
 @click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results.")
 @db_option
 @json_option
@@ -46,11 +51,16 @@ def command(run_id, status, case_glob, fallback_op, limit, offset, db, as_json):
     """List results, filtered, in recorded order."""
     from torchport.interfaces.cli import UsageProblem
     from torchport.records import RESULT_STATUSES
+
     if status and status not in RESULT_STATUSES:
         raise UsageProblem(f"unknown status '{status}'; choose from {', '.join(RESULT_STATUSES)}")
     store = open_db(db)
-    filters = {"run_id": run_id, "status": status, "case_glob": case_glob,
-               "fallback_op": fallback_op}
+    filters = {
+        "run_id": run_id,
+        "status": status,
+        "case_glob": case_glob,
+        "fallback_op": fallback_op,
+    }
     with store_problems():
         if run_id:
             store.get_run(run_id)
@@ -66,10 +76,13 @@ def command(run_id, status, case_glob, fallback_op, limit, offset, db, as_json):
         page = store.results(**filters, limit=limit or None, offset=offset)
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.listing import results_view
+
     view = results_view(page)
     if len(page) < total:
         view.title = f"results {offset + 1}-{offset + len(page)} of {total}"
         if offset + len(page) < total:
-            view.notes.append(f"{total - offset - len(page)} more; --offset "
-                              f"{offset + len(page)} for the next page, --limit 0 for all")
+            view.notes.append(
+                f"{total - offset - len(page)} more; --offset "
+                f"{offset + len(page)} for the next page, --limit 0 for all"
+            )
     print_view(make_console(), view)

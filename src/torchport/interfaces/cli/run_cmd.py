@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.common import (
-    db_option, echo_json, json_option, open_db, problems, public_result, split_csv,
+    db_option,
+    echo_json,
+    json_option,
+    open_db,
+    problems,
+    public_result,
+    split_csv,
 )
 
 
@@ -22,7 +30,7 @@ def _labels(values) -> dict:
 
 def _shapes(value: str | None) -> dict:
     """'seq=64,128 batch=1,2' or 'seq=64,128;batch=2' -> {'seq': [64, 128], 'batch': [1, 2]}."""
-    shapes = {}
+    shapes: dict[str, Any] = {}
     for part in (value or "").replace(";", " ").split():
         key, sep, nums = part.partition("=")
         try:
@@ -38,21 +46,39 @@ def _shapes(value: str | None) -> dict:
 @click.option("--suite", default=None, help="Suite to run (default smoke; 'torchport suites').")
 @click.option("--cases", "cases", multiple=True, help="Case id globs, comma-separated.")
 @click.option("--exclude", multiple=True, help="Case id globs to leave out.")
-@click.option("--workload", default=None, metavar="MODULE:FACTORY",
-              help="Run your own model: a factory returning dict(model=, inputs=, ...).")
+@click.option(
+    "--workload",
+    default=None,
+    metavar="MODULE:FACTORY",
+    help="Run your own model: a factory returning dict(model=, inputs=, ...).",
+)
 @click.option("--modes", default="eager,compile", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, xpu, mps, simdev... (default: best).")
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float,
-              help="Hard per-case deadline in seconds.")
-@click.option("--compile-timeout", "compile_timeout_s", default=None, type=float,
-              help="Limit on one compilation, in seconds (status compile_timeout).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=600.0,
+    show_default=True,
+    type=float,
+    help="Hard per-case deadline in seconds.",
+)
+@click.option(
+    "--compile-timeout",
+    "compile_timeout_s",
+    default=None,
+    type=float,
+    help="Limit on one compilation, in seconds (status compile_timeout).",
+)
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
-@click.option("--probes", default=None,
-              help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-                   "train, profile (default: placement off-CPU, perf); 'none' for the ladder "
-                   "alone.")
+@click.option(
+    "--probes",
+    default=None,
+    help="Probes besides the ladder, comma-separated: placement, perf, compile, "
+    "train, profile, flex (default: placement off-CPU, perf, flex for "
+    "FlexAttention cases); 'none' for the ladder alone.",
+)
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)
@@ -60,16 +86,83 @@ def _shapes(value: str | None) -> dict:
 @click.option("--train-steps", default=0, type=int, help="Training-loss parity over N steps.")
 @click.option("--profile", is_flag=True, help="Keep a torch.profiler trace per result.")
 @click.option("--peak-tflops", default=None, type=float, help="Device peak for MFU.")
-@click.option("--perf-budget", "perf_budget_s", default=2.0, show_default=True, type=float,
-              help="Seconds of timed steps per side (eager/compiled) in the perf probe.")
+@click.option(
+    "--perf-budget",
+    "perf_budget_s",
+    default=2.0,
+    show_default=True,
+    type=float,
+    help="Seconds of timed steps per side (eager/compiled) in the perf probe.",
+)
+@click.option(
+    "--jobs",
+    "jobs",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Workers at once: each owns one device index (on the CPU, an equal share of the cores).",
+)
+@click.option(
+    "--executor",
+    "executor_name",
+    default="local",
+    show_default=True,
+    type=click.Choice(["local", "ray"]),
+    help="Where tasks run: this host, or a Ray cluster (pip install 'torchport[ray]').",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="auto|HOST:PORT",
+    help="The Ray cluster to join (default: start one on this host for the run).",
+)
+@click.option(
+    "--ray-retries",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Times a task whose Ray worker or node was lost is run again.",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE")
-@click.option("--resume", "resume", default=None, metavar="RUN_ID",
-              help="Finish an interrupted run: only what is missing runs.")
+@click.option(
+    "--resume",
+    "resume",
+    default=None,
+    metavar="RUN_ID",
+    help="Finish an interrupted run: only what is missing runs.",
+)
 @db_option
 @json_option
-def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout_s,
-            compile_timeout_s, compile_backend, probes, strict, batch, seq, shapes, train_steps,
-            profile, peak_tflops, perf_budget_s, labels, resume, db, as_json):
+def command(
+    suite,
+    cases,
+    exclude,
+    workload,
+    modes,
+    device,
+    dtype,
+    seed,
+    timeout_s,
+    compile_timeout_s,
+    compile_backend,
+    probes,
+    strict,
+    batch,
+    seq,
+    shapes,
+    train_steps,
+    profile,
+    peak_tflops,
+    perf_budget_s,
+    jobs,
+    executor_name,
+    ray_address,
+    ray_retries,
+    labels,
+    resume,
+    db,
+    as_json,
+):
     """Run a suite (or your workload) on a device and record the evidence."""
     from torchport import api
     from torchport.config import RunConfig
@@ -79,41 +172,84 @@ def command(suite, cases, exclude, workload, modes, device, dtype, seed, timeout
             config = None
         else:
             from torchport.devices import best_available
+
             device = device or best_available()
             config = RunConfig(
-                suite="workload" if workload else (suite or "smoke"), workload=workload,
-                cases=split_csv(cases), exclude=split_csv(exclude), modes=split_csv([modes]),
-                device=device, dtype=dtype, seed=seed, timeout_s=timeout_s,
-                compile_timeout_s=compile_timeout_s, compile_backend=compile_backend,
-                probes=api.resolve_probes(device, probes, train_steps=train_steps,
-                                          profile=profile, shapes=bool(shapes)),
-                strict=strict, batch=batch, seq=seq, shapes=_shapes(shapes),
-                train_steps=train_steps, profile=profile, peak_tflops=peak_tflops,
-                perf_budget_s=perf_budget_s)
+                suite="workload" if workload else (suite or "smoke"),
+                workload=workload,
+                cases=split_csv(cases),
+                exclude=split_csv(exclude),
+                modes=split_csv([modes]),
+                device=device,
+                dtype=dtype,
+                seed=seed,
+                timeout_s=timeout_s,
+                compile_timeout_s=compile_timeout_s,
+                compile_backend=compile_backend,
+                probes=api.resolve_probes(
+                    device, probes, train_steps=train_steps, profile=profile, shapes=bool(shapes)
+                ),
+                strict=strict,
+                batch=batch,
+                seq=seq,
+                shapes=_shapes(shapes),
+                train_steps=train_steps,
+                profile=profile,
+                peak_tflops=peak_tflops,
+                perf_budget_s=perf_budget_s,
+                jobs=jobs,
+                executor=executor_name,
+                ray_address=ray_address,
+                ray_retries=ray_retries,
+            )
             label_map = _labels(labels)
-            api.check_device(config.device)
+            if config.executor == "local":  # a Ray cluster's devices are checked on its nodes
+                api.check_device(config.device)
             from torchport.runner.plan import expand
+
             expand(config)  # unknown suites and empty selections fail before anything is made
             api.check_workload(config)
         # Only now is the knowledge base opened for writing (and made, if new).
-        store = open_db(db, create=True)
+        store = open_db(db, write=True)
         if resume:
             previous = store.get_run(resume)
             api.check_resumable(previous)
-            api.check_device(previous["config"]["device"])
+            config = RunConfig.from_dict(previous["config"])
+            if config.executor == "local":
+                api.check_device(config.device)
             label_map = previous["labels"]
-        outcome = _run_with_progress(api, store, config, resume, label_map, quiet=as_json)
+        # Workers, or a connection to the Ray cluster: a cluster without the device is bad
+        # input, refused here before the run is recorded.
+        assert config is not None
+        executor = api.make_executor(config)
+        outcome = _run_with_progress(api, store, config, resume, label_map, executor, quiet=as_json)
     _report(store, outcome, as_json)
 
 
-def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
+def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: bool):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from torchport.interfaces.render import make_console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+
     console = make_console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                  console=console, disable=quiet, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    ) as progress:
         bar = progress.add_task("run", total=None)
 
         def on_plan(tasks):
@@ -125,30 +261,54 @@ def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
         def on_result(result):
             progress.advance(bar)
             if not quiet:
-                progress.console.print(f"  {result.case:<28} {result.mode:<8} {result.status}",
-                                       markup=False, highlight=False)
-        return api.run(config, store, resume=resume, labels=labels, on_plan=on_plan,
-                       on_start=on_start, on_result=on_result)
+                progress.console.print(
+                    f"  {result.case:<28} {result.mode:<8} {result.status}",
+                    markup=False,
+                    highlight=False,
+                )
+
+        return api.run(
+            None if resume else config,
+            store,
+            resume=resume,
+            labels=labels,
+            executor=executor,
+            on_plan=on_plan,
+            on_start=on_start,
+            on_result=on_result,
+        )
 
 
 def _report(store, outcome, as_json) -> None:
     from torchport.interfaces.render import make_console, print_views
-    from torchport.interfaces.views import build_views
+    from torchport.views import build_views
+
     run = store.get_run(outcome.run_id)
     results = store.results(run_id=outcome.run_id)
     views = build_views(run, results)
     if as_json:
-        echo_json({"run_id": outcome.run_id, "state": outcome.state, "views": views,
-                   "results": [public_result(r) for r in results]})
+        echo_json(
+            {
+                "run_id": outcome.run_id,
+                "state": outcome.state,
+                "views": views,
+                "results": [public_result(r) for r in results],
+            }
+        )
     else:
         console = make_console()
         print_views(console, views)
-        console.print(f"run {outcome.run_id}: {outcome.state}; 'torchport show "
-                      f"{outcome.run_id}' for details", markup=False, highlight=False)
+        console.print(
+            f"run {outcome.run_id}: {outcome.state}; 'torchport show {outcome.run_id}' for details",
+            markup=False,
+            highlight=False,
+        )
     if outcome.broken:
-        raise click.ClickException(f"the workers for device '{run['device']}' cannot start: "
-                                   f"{outcome.broken}; results so far are kept (resume with "
-                                   f"--resume {outcome.run_id})")
+        raise click.ClickException(
+            f"the workers for device '{run['device']}' cannot start: "
+            f"{outcome.broken}; results so far are kept (resume with "
+            f"--resume {outcome.run_id})"
+        )
     if outcome.state == "interrupted":
         # The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
         raise SystemExit(128 + (outcome.signal or 2))

@@ -23,4 +23,5 @@ def command(db, as_json):
         return
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.listing import runs_view
+
     print_view(make_console(), runs_view(runs))

@@ -16,8 +16,13 @@ DEFAULT_LIMIT = 50
 
 @click.command("search")
 @click.argument("text", nargs=-1, required=True)
-@click.option("--limit", default=DEFAULT_LIMIT, show_default=True, type=click.IntRange(1),
-              help="Results per page, best first.")
+@click.option(
+    "--limit",
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Results per page, best first.",
+)
 @click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results.")
 @db_option
 @json_option
@@ -34,24 +39,38 @@ def command(text, limit, offset, db, as_json):
         results = store.search(query, limit=limit, offset=offset)
         notes = store.search_notes(query, limit=limit) if offset == 0 else []
     if as_json:
-        echo_json({"query": query, "total": total, "offset": offset, "limit": limit,
-                   "results": [public_result(r) for r in results], "notes": notes})
+        echo_json(
+            {
+                "query": query,
+                "total": total,
+                "offset": offset,
+                "limit": limit,
+                "results": [public_result(r) for r in results],
+                "notes": notes,
+            }
+        )
         return
     from torchport.interfaces.render import make_console, print_view
     from torchport.views.compare_tables import notes_view
     from torchport.views.listing import results_view
+
     console = make_console()
     if notes:
         print_view(console, notes_view(notes, "Notes matching"))
         console.print()
     if not results:
-        console.print(f"no results match '{query}'" + (f" past offset {offset} ({total} in all)"
-                                                       if total else ""),
-                      markup=False, highlight=False)
+        console.print(
+            f"no results match '{query}'"
+            + (f" past offset {offset} ({total} in all)" if total else ""),
+            markup=False,
+            highlight=False,
+        )
         return
     view = results_view(results)
     view.title = f"results {offset + 1}-{offset + len(results)} of {total}, best match first"
     if offset + len(results) < total:
-        view.notes.append(f"{total - offset - len(results)} more; --offset "
-                          f"{offset + len(results)} for the next page")
+        view.notes.append(
+            f"{total - offset - len(results)} more; --offset "
+            f"{offset + len(results)} for the next page"
+        )
     print_view(console, view)

@@ -1,6 +1,8 @@
 """torchport show RUN: the matrix, the views and the environment of one run; a large run in
 summary (statuses and failures grouped by error signature) unless --all."""
 
+import os
+
 import click
 
 from torchport.interfaces.cli.common import (
@@ -12,43 +14,67 @@ from torchport.interfaces.cli.common import (
     store_problems,
 )
 
-# Past this many results the per-row views would print a page per thousand results: summary.
-SUMMARY_ABOVE = 1000
+# Past this many results the per-row views would print pages of rows: a summary instead.
+# Large enough for a whole hf (392) or ops run; TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
+SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
 
 
 @click.command("show")
 @click.argument("run_id", required=False)
-@click.option("--all", "show_all", is_flag=True,
-              help=f"Every row even for a run of more than {SUMMARY_ABOVE} results.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"Every row even for a run of more than {SUMMARY_ABOVE} results.",
+)
+@click.option(
+    "--csv",
+    "csv_view",
+    default=None,
+    metavar="VIEW",
+    help="Print one view as CSV (e.g. 'ops', the operator compatibility table).",
+)
 @db_option
 @json_option
-def command(run_id, show_all, db, as_json):
+def command(run_id, show_all, db, as_json, csv_view):
     """Show one run (default: the latest)."""
     from torchport.views import build_views
+
     store = open_db(db)
     with store_problems():
         run = store.get_run(run_id or store.latest_run_id())
         environments = [store.environment(e) for e in run["environment_ids"]]
         total = store.count_results(run_id=run["id"])
         notes = store.notes(run_id=run["id"])
-        summary = total > SUMMARY_ABOVE and not show_all
+        summary = total > SUMMARY_ABOVE and not show_all and not csv_view
         if summary:
             from torchport.views.run_summary import summary_views
+
             views = summary_views(store, run)
             results = None
         else:
             results = store.results(run_id=run["id"])
             views = build_views(run, results)
+    if csv_view:
+        _print_csv(views, csv_view)
+        return
     if as_json:
-        body = {"run": run, "environment": environments[0] if environments else {},
-                "environments": environments, "views": views, "notes": notes,
-                "summary": summary, "results_total": total}
+        body = {
+            "run": run,
+            "environment": environments[0] if environments else {},
+            "environments": environments,
+            "views": views,
+            "notes": notes,
+            "summary": summary,
+            "results_total": total,
+        }
         if results is not None:
             body["results"] = [public_result(r) for r in results]
         echo_json(body)
         return
     from torchport.interfaces.render import make_console, print_run_header, print_views
     from torchport.views.compare_tables import notes_view
+
     console = make_console()
     print_run_header(console, run, environments)
     console.print()
@@ -56,6 +82,33 @@ def command(run_id, show_all, db, as_json):
         views["notes"] = notes_view(notes)
     print_views(console, views)
     if summary:
-        console.print(f"{total} results: a summary; --all for every row, or 'torchport "
-                      f"results --run {run['id']}' a page at a time", markup=False,
-                      highlight=False)
+        console.print(
+            f"{total} results: a summary; --all for every row, or 'torchport "
+            f"results --run {run['id']}' a page at a time",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _print_csv(views: dict, name: str) -> None:
+    import csv
+    import sys
+
+    from torchport.interfaces.cli import UsageProblem
+
+    if name not in views:
+        raise UsageProblem(
+            f"--csv {name}: this run has no view '{name}'; it has {', '.join(views) or 'none'}"
+        )
+    from torchport.interfaces.formats import cell
+
+    view = views[name]
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(view.names)
+    for row in view.rows:  # numbers as numbers; composite values as the table shows them
+        writer.writerow(
+            [
+                v if isinstance(v, (int, float, str)) or v is None else cell(v, c.kind)
+                for v, c in zip(row, view.columns, strict=True)
+            ]
+        )

@@ -10,6 +10,7 @@ from torchport.interfaces.cli.common import echo_json, json_option
 def command(as_json):
     """List the registered suites."""
     from torchport.cases.registry import suite_doc, suite_names
+
     rows = [{"suite": name, "about": suite_doc(name)} for name in suite_names()]
     if as_json:
         echo_json(rows)

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Real out-of-tree backends on this machine's CPU (issue 21): one venv per backend, then the
+# smoke suite on torch_xla (PJRT CPU) and torchax (`jax`), eager and compile, and `doctor` for
+# TorchTPU (the real package installs here; it needs TPU chips to run anything).
+#
+#   benchmarks/real_backends.sh            # setup + run + report
+#   benchmarks/real_backends.sh setup      # only build the venvs (large downloads: ~4 GB each
+#                                          # for torch 2.9.0 / 2.12.1, whose PyPI builds are CUDA)
+#   benchmarks/real_backends.sh run        # only run (venvs already built)
+#
+# Pins (why): torch_xla 2.9.0 pins torch 2.9.0; torchax 0.0.13 does not import on torch 2.13
+# (aten.prod overload), it works on torch 2.12.1 with jax[cpu] 0.10.2; torch_tpu 0.2.0 supports
+# torch 2.11-2.15. torchport itself declares torch>=2.11, so it is installed with --no-deps.
+# Output: docs/results/backends/<backend>/ (JSON results, tables, the commands that made them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENVS=${TORCHPORT_BACKEND_VENVS:-$HOME/.cache/torchport/backend-venvs}
+OUT=${TORCHPORT_BACKEND_RESULTS:-$ROOT/docs/results/backends}
+PY=${PYTHON:-python3}
+TORCHPORT_DEPS=("transformers>=5.0,<6" "click>=8.1" "rich>=13" "psutil>=5.9")
+
+make_venv() {  # name, pip specs...
+  local name=$1; shift
+  local venv="$VENVS/$name"
+  if [[ -f "$venv/.installed" ]]; then echo "[$name] venv ready: $venv"; return; fi
+  echo "[$name] building $venv: $*"
+  rm -rf "$venv"
+  "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "$@" "${TORCHPORT_DEPS[@]}"
+  "$venv/bin/python" -m pip install -q --no-deps -e "$ROOT"
+  "$venv/bin/python" -m pip freeze > "$venv/freeze.txt"
+  touch "$venv/.installed"
+}
+
+setup() {
+  mkdir -p "$VENVS"
+  # torch 2.9.0 on PyPI is the CUDA build; it imports and runs on a machine without a GPU.
+  make_venv xla "torch==2.9.0" "torch_xla==2.9.0"
+  make_venv jax "torch==2.12.1" "torchax==0.0.13" "jax[cpu]==0.10.2"
+  make_venv tpu "torch==2.13.0" "torch_tpu==0.2.0"
+}
+
+# Run a command, keep it and its output: OUT/<dir>/<name>.txt starts with the command line.
+keep() {  # dir, name, command...
+  local dir="$OUT/$1" name=$2; shift 2
+  mkdir -p "$dir"
+  echo "+ $*" | sed "s|$ROOT|.|g; s|$VENVS|\$VENVS|g" > "$dir/$name.txt"
+  echo "[$(basename "$dir")] $name: $*"
+  # A failing check is a result to keep, not a reason to stop the other backends.
+  "$@" >> "$dir/$name.txt" 2>&1 || echo "(exit code $?)" >> "$dir/$name.txt"
+}
+
+summary() {  # dir, db
+  "$VENVS/tpu/bin/python" "$ROOT/benchmarks/backend_summary.py" "$2" --out "$OUT/$1/summary.txt" \
+    > /dev/null
+}
+
+run_all() {
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  # One reference cache for the whole script: each backend's float64 reference is computed
+  # once per torch version, in a clean child, and reused by both modes.
+  export TORCHPORT_REFERENCE_CACHE="$work/references"
+
+  # torch_xla 2.9.0 on PJRT CPU: smoke, eager and compile, placement and perf; the first eager
+  # step's compiles with and without one wait before copying outputs.
+  export PJRT_DEVICE=CPU
+  keep xla smoke "$VENVS/xla/bin/torchport" run --suite smoke --device xla \
+    --modes eager,compile --probes placement,perf --db "$work/xla.db"
+  summary xla "$work/xla.db"
+  keep xla fallback_nonzero "$VENVS/xla/bin/torchport" results --db "$work/xla.db" \
+    --fallback-op aten.nonzero
+  keep xla first_step "$VENVS/xla/bin/python" "$ROOT/benchmarks/xla_first_step.py"
+  keep xla doctor "$VENVS/xla/bin/torchport" doctor
+  unset PJRT_DEVICE
+
+  # torchax 0.0.13 (jax): smoke (training: backward cannot run through torch autograd there),
+  # then a forward-only MLP, eager and compile; the timer against block_until_ready.
+  keep jax smoke "$VENVS/jax/bin/torchport" run --suite smoke --device jax \
+    --modes eager,compile --probes placement,perf --db "$work/jax.db"
+  summary jax "$work/jax.db"
+  (cd "$ROOT/benchmarks/workloads" && keep jax mlp_forward "$VENVS/jax/bin/torchport" run \
+    --workload mlp_forward:make --device jax --modes eager,compile --probes placement,perf \
+    --db "$work/jax_fwd.db")
+  "$VENVS/tpu/bin/python" "$ROOT/benchmarks/backend_summary.py" "$work/jax_fwd.db" \
+    --out "$OUT/jax/mlp_forward_summary.txt" > /dev/null
+  keep jax timing_check "$VENVS/jax/bin/python" "$ROOT/benchmarks/jax_timing_check.py"
+  keep jax doctor "$VENVS/jax/bin/torchport" doctor
+
+  # TorchTPU 0.2.0: installs and autoloads here; no TPU chips, so no device.
+  keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
+
+  xglm "$work"
+  broken_npu "$work"
+}
+
+# A broken backend install: torch_npu 2.9.0 (for torch 2.9.0) without the Ascend libraries,
+# put on the xla venv's path in a folder of its own (the venv itself is left alone): its
+# autoload breaks `import torch`, and doctor must say so in one line.
+broken_npu() {  # work folder
+  "$VENVS/xla/bin/python" -m pip install -q --no-deps --target "$1/npu_site" "torch_npu==2.9.0"
+  PYTHONPATH="$1/npu_site" keep npu doctor_broken "$VENVS/xla/bin/torchport" doctor
+}
+
+# The weaker reference: transformers' XGLM overflows in float64 on the CPU. Run in the TorchTPU
+# venv (torch 2.13) with backend autoload off: with torch_tpu loaded and no TPU, libtpu's
+# lookups of GCP instance metadata (30 tries per variable) stall a CPU run for many minutes.
+xglm() {  # work folder
+  TORCH_DEVICE_BACKEND_AUTOLOAD=0 keep cpu xglm "$VENVS/tpu/bin/torchport" run --suite hf \
+    --cases xglm --device cpu --modes eager,compile --db "$1/cpu.db"
+  summary cpu "$1/cpu.db"
+}
+
+case "${1:-all}" in
+  setup) setup ;;
+  run) run_all ;;
+  xglm) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" xglm "$w"; rm -rf "$w" ;;
+  npu) w=$(mktemp -d); broken_npu "$w"; rm -rf "$w" ;;
+  all) setup; run_all ;;
+  *) echo "usage: $0 [setup|run|xglm|npu|all]" >&2; exit 2 ;;
+esac

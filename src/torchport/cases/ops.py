@@ -1,0 +1,80 @@
+"""Suite ``ops``: operator conformance from PyTorch's own OpInfo database.
+
+One case per OpInfo entry x dtype (``ops/<op>[.<variant>]/<dtype>``, e.g. ``ops/add/float32``,
+``ops/max.reduction_with_dim/int64``): float32, bfloat16 and float16 for every op (a dtype the
+op does not support is a skip with that reason, as upstream test matrices count it), plus the
+integer and bool dtypes the op supports on the CPU. Complex dtypes are not in the matrix.
+
+A case runs all of its op's sample inputs in one task (forward, and backward where OpInfo says
+the op supports autograd at that dtype): the op ladder (``runner/op_ladder.py``) does the work;
+the case only says which op and dtype. It runs in eager mode only.
+
+Needs the ``ops`` extra (``expecttest``, which OpInfo's module imports); op_db is imported when
+this suite is loaded, not before.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from torchport.cases.base import Case
+from torchport.cases.ops_reasons import SKIP_REASONS  # noqa: F401  (re-exported)
+
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+EXACT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
+
+# Why a case (or one of its samples) was not checked: ``SKIP_REASONS``, a closed set held as
+# data in findings["skip"] / findings["sample_skips"] and counted by the ops view.
+
+
+class OpCase(Case):
+    """One OpInfo entry at one dtype; run by the op ladder (``ladder = "op"``)."""
+
+    version = 1
+    ladder = "op"
+    modes = ("eager",)
+
+    def __init__(self, op_key: str, dtype: str, *, autograd: bool):
+        self.op_key, self.dtype, self.autograd = op_key, dtype, autograd
+        self.id = f"ops/{op_key}/{dtype}"
+        self.tags = (dtype,)
+
+    def opinfo(self):
+        from torchport.cases import opinfo
+
+        return opinfo.get(self.op_key)
+
+    def describe(self) -> dict:
+        return {
+            **super().describe(),
+            "op": self.op_key,
+            "dtype": self.dtype,
+            "autograd": self.autograd,
+        }
+
+    def sample_count(self) -> int:
+        """Sample inputs at this dtype (made on the CPU; 0 if the op lacks the dtype there)."""
+        from torchport.cases import opinfo
+
+        op = self.opinfo()
+        if self.dtype not in opinfo.dtype_names(op, "cpu"):
+            return 0
+        return len(opinfo.samples(op, "cpu", self.dtype, requires_grad=False, seed=0))
+
+
+@functools.cache
+def _cases() -> tuple[OpCase, ...]:
+    from torchport.cases import opinfo
+
+    cases = []
+    for op_key, op in opinfo.op_db().items():
+        supported = opinfo.dtype_names(op, "cpu")
+        grad = opinfo.backward_dtype_names(op, "cpu")
+        for dtype in FLOAT_DTYPES + tuple(d for d in EXACT_DTYPES if d in supported):
+            cases.append(OpCase(op_key, dtype, autograd=dtype in grad))
+    return tuple(cases)
+
+
+def ops_suite() -> list[Case]:
+    """PyTorch's OpInfo ops x dtypes, every sample forward (+ backward), device against CPU."""
+    return list(_cases())

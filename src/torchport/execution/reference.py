@@ -1,0 +1,338 @@
+"""The reference a device is judged against, computed in a clean child and cached on disk.
+
+Backends patch global state on import (dispatch modes, ``torch.compile``, matmul precision,
+model copying), so the CPU float64 reference never runs in the process of the backend under
+test (DESIGN rule 8): a child with backend autoload off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
+builds the case from its suite, runs it on the CPU in float64 and at the run's dtype (the
+baseline: the noise the device is allowed), and writes both to a cache file named by case,
+case version, size, seed, dtype and torch version. The same file serves every device and every
+later run on this host.
+
+Each side runs the step the device runs (``steps.Compared``): a training step in training
+mode, dropout masks drawn the same way on every side, the running statistics the step changed
+compared like outputs; the random ops nobody controls are listed (``randomness``).
+
+A reference that cannot run in float64 (a model that builds a float64 constant as float32 and
+overflows) is a weaker verdict, not none: the float32 CPU run becomes the reference, and the
+result says ``reference: float32 (float64 failed: <reason>)``.
+
+The FLOPs of a step are counted here too (``task="flops"``): on the CPU, once per case and
+size, independent of the device and of how its backend dispatches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+
+# 2: training steps in training mode (comparable dropout masks, running statistics compared),
+#    HF causal-LM loss kept in float64 on the reference
+# 3: the key holds the digest of the file that defines the case and the transformers version
+REFERENCE_VERSION = 3
+CACHE_ENV = "TORCHPORT_REFERENCE_CACHE"
+AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+CHILD_TIMEOUT_S = 900.0
+REASON_CHARS = 300
+
+
+class ReferenceFailed(RuntimeError):
+    """The reference (float64 and its float32 fallback) could not be computed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceSpec:
+    """Everything that decides a reference's numbers (and nothing about the device)."""
+
+    suite: str
+    case: str
+    case_version: int
+    workload: str | None
+    seed: int
+    batch: int | None
+    seq: int | None
+    perf: bool
+    dtype: str  # the run's dtype: the baseline's
+    torch: str  # torch.__version__ of the process that computes it
+    task: str = "parity"  # "parity": reference + baseline; "flops": FLOPs of one step
+    # What else decides the numbers: the digest of the file that defines the case (a user's
+    # workload module is edited without a version bump) and the transformers version.
+    source: str = ""
+    transformers: str | None = None
+
+    def key(self) -> str:
+        canonical = json.dumps({**asdict(self), "v": REFERENCE_VERSION}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ReferenceSpec:
+        return cls(**json.loads(text))
+
+
+def spec_for(case, config, size, task: str = "parity") -> ReferenceSpec:
+    """The spec of ``case`` under a run's config (``RunConfig``) at ``size`` (``Size``)."""
+    import torch
+
+    return ReferenceSpec(
+        suite=config.suite,
+        case=case.id,
+        case_version=case.version,
+        workload=config.workload,
+        seed=config.seed,
+        batch=size.batch,
+        seq=size.seq,
+        perf=size.perf,
+        dtype=config.dtype,
+        torch=torch.__version__,
+        task=task,
+        source=source_digest(case, config.workload),
+        transformers=_version("transformers"),
+    )
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def source_digest(case, workload: str | None) -> str:
+    """A digest of the file that defines the case: the user's workload module, or the module
+    of the case's function or class. Empty when there is no file to read."""
+    import importlib.util
+    import inspect
+
+    path = None
+    try:
+        if workload:
+            found = importlib.util.find_spec(workload.partition(":")[0])
+            path = found.origin if found else None
+        else:
+            path = inspect.getsourcefile(getattr(case, "fn", None) or type(case))
+    except (ImportError, TypeError, ValueError):
+        path = None
+    if not path or not os.path.isfile(path):
+        return ""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def rebuildable(case, config) -> bool:
+    """Whether a child can rebuild this very case from its suite (an ad-hoc case made in a
+    test cannot: its reference is then computed in-process, and the result says so)."""
+    from torchport.cases.registry import find_case
+
+    try:
+        found = find_case(config.suite, case.id, workload=config.workload)
+    except Exception:
+        return False
+    return (
+        type(found) is type(case)
+        and found.describe() == case.describe()
+        and getattr(found, "fn", None) is getattr(case, "fn", None)
+    )
+
+
+def cache_dir() -> str:
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "torchport",
+        "references",
+    )
+    os.makedirs(root, exist_ok=True)
+    return root
+
+
+def cache_path(spec: ReferenceSpec) -> str:
+    return os.path.join(cache_dir(), f"{spec.case.replace('/', '_')}-{spec.key()}.pt")
+
+
+# -- computing (in the child, or in-process for a case no suite can rebuild) ----------------
+def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) -> dict:
+    """One compared step on the CPU; only the buffers it changed are kept. ``randomness``, when
+    given, receives what was done about random numbers (masks drawn, ops left uncontrolled)."""
+    from torchport.execution.randomness import DESCRIPTION, METHOD, watch_random_ops
+    from torchport.execution.steps import Compared, make_step, place, to_cpu
+
+    placed = place(workload, "cpu", dtype)
+    compared = Compared(seed)
+    with watch_random_ops() as seen:
+        outputs = to_cpu(make_step(placed.model, placed.model, placed, compared=compared)())
+    if randomness is not None:
+        randomness.update(
+            method=METHOD,
+            description=DESCRIPTION,
+            masked_dropout_calls=compared.masked_calls,
+            uncontrolled_random_ops=dict(seen.ops),
+            compared_buffers=sorted(compared.changed),
+        )
+    return {
+        k: v for k, v in outputs.items() if not k.startswith("buffer.") or k in compared.changed
+    }
+
+
+def compute(spec: ReferenceSpec, case) -> dict:
+    """What the cache file holds for ``spec``; raises ReferenceFailed when nothing can be had."""
+    import torch
+
+    from torchport.cases.base import Size
+    from torchport.execution.build import build_workload
+
+    size = Size(batch=spec.batch, seq=spec.seq, perf=spec.perf)
+    workload = build_workload(case, seed=spec.seed, size=size)
+    if workload.reference_model is not None and spec.task != "flops":
+        # The same function computed another way (e.g. explicit attention instead of
+        # FlexAttention): the reference is that model, on the same inputs and loss.
+        import dataclasses
+
+        workload = dataclasses.replace(workload, model=workload.reference_model)
+    if spec.task == "flops":
+        from torch.utils.flop_counter import FlopCounterMode
+
+        from torchport.execution.steps import make_step, place
+
+        placed = place(workload, "cpu", torch.float32)
+        with FlopCounterMode(display=False) as counter:
+            make_step(placed.model, placed.model, placed)()
+        return {
+            "flops": int(counter.get_total_flops()),
+            "counted_on": "cpu float32, torch.utils.flop_counter.FlopCounterMode",
+        }
+    randomness: dict = {}
+    try:
+        baseline = _step_outputs(workload, getattr(torch, spec.dtype), spec.seed, randomness)
+    except Exception as exc:
+        raise ReferenceFailed(
+            f"the CPU {spec.dtype} run failed: {type(exc).__name__}: {str(exc)[:REASON_CHARS]}"
+        ) from exc
+    try:
+        reference = _step_outputs(workload, torch.float64, spec.seed, randomness)
+        kind, why = "float64", None
+        bad = [
+            k
+            for k, t in reference.items()
+            if not bool(torch.isfinite(t).all()) and bool(torch.isfinite(baseline.get(k, t)).all())
+        ]
+        if bad:  # finite at float32, not at float64: the float64 run itself went wrong
+            raise FloatingPointError(
+                f"non-finite float64 output where float32 is finite: {', '.join(bad[:4])}"
+            )
+    except Exception as exc:
+        why = (
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:REASON_CHARS]}"
+            if str(exc).strip()
+            else type(exc).__name__
+        )
+        if spec.dtype == "float32":
+            reference, kind = baseline, "float32"
+        else:
+            try:
+                reference, kind = _step_outputs(workload, torch.float32, spec.seed), "float32"
+            except Exception as exc32:
+                raise ReferenceFailed(
+                    f"float64 failed ({why}) and float32 failed too "
+                    f"({type(exc32).__name__}: {exc32})"
+                ) from exc32
+    return {
+        "reference": reference,
+        "baseline": baseline,
+        "kind": kind,
+        "float64_error": why,
+        "randomness": randomness,
+    }
+
+
+def save(path: str, value: dict) -> None:
+    """Write atomically: a second worker reading the same key sees a whole file or none."""
+    import torch
+
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(value, tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def load(path: str) -> dict:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+# -- the parent side --------------------------------------------------------------------------
+def child_env() -> dict[str, str]:
+    """The worker's environment with backend autoload off: the child imports no backend."""
+    return {**os.environ, AUTOLOAD_ENV: "0", "PYTHONUNBUFFERED": "1"}
+
+
+def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+    """Run the reference child for ``spec`` (it writes the cache file); its outcome event."""
+    from torchport.execution.child import BadEvent, Child, LogFolder
+    from torchport.timing import clock
+
+    logs = LogFolder(prefix="torchport-reference-")
+    child = Child(
+        "torchport.execution.reference_child",
+        ["--spec", spec.to_json(), "--out", cache_path(spec), "--deadline-s", str(timeout_s)],
+        env=child_env(),
+        log_dir=logs.path,
+        name="reference",
+    )
+    try:
+        deadline = clock() + timeout_s
+        detail: str | None
+        try:
+            event = child.next_event(deadline)
+        except BadEvent as exc:
+            event = None
+            detail = str(exc)
+        else:
+            detail = None
+        if event is None:
+            late = clock() >= deadline
+            child.kill()
+            raise ReferenceFailed(
+                f"the reference child ran past {timeout_s:g} s"
+                if late
+                else f"the reference child died ({child.exit_description()}): "
+                f"{detail or child.tail(800).strip()[-500:]}"
+            )
+        return event
+    finally:
+        child.kill()
+        logs.close()
+
+
+def obtain(spec: ReferenceSpec, case=None, *, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+    """The cached value for ``spec``, computing it in a clean child when missing.
+
+    ``case``: given only for a case the child cannot rebuild from its suite (an ad-hoc case
+    in a test); it is then computed in this process and the value says so (``process``).
+    """
+    path = cache_path(spec)
+    if os.path.exists(path):
+        with contextlib.suppress(Exception):  # a torn or foreign file: recompute it
+            return {**load(path), "cache": "hit", "process": "child"}
+    if case is not None:
+        value = compute(spec, case)
+        return {
+            **value,
+            "cache": "none",
+            "process": "in-process (the case is in no suite a child can rebuild it from)",
+        }
+    event = in_child(spec, timeout_s)
+    if not event.get("ok"):
+        raise ReferenceFailed(event.get("message") or "the reference child failed")
+    return {**load(path), "cache": "miss", "process": "child"}

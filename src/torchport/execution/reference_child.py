@@ -1,0 +1,59 @@
+"""The reference child: one case on the CPU, float64 and the run's dtype, into a cache file.
+
+    python -m torchport.execution.reference_child --fd FD --spec JSON --out PATH
+
+Started by ``execution.reference.in_child`` with backend autoload off, so no out-of-tree
+backend is imported here: what it computes is the CPU's answer, the same for every device.
+One event goes back: ``{"event": "result", "ok": true}`` or ``ok: false`` with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from torchport.execution.channel import Channel
+from torchport.execution.child import Watchdog
+
+# runner.plan.WORKLOAD_PATH_ENV (the runner sits above this layer: the name is repeated here,
+# and tests/execution/test_reference.py checks the two agree).
+WORKLOAD_PATH_ENV = "TORCHPORT_WORKLOAD_PATH"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--deadline-s", type=float, default=None)
+    args = parser.parse_args(argv)
+    channel = Channel(args.fd)
+    Watchdog().arm(args.deadline_s)  # dies with the worker that started it
+    if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
+        sys.path.append(os.environ[WORKLOAD_PATH_ENV])
+    from torchport.execution import reference
+
+    try:
+        spec = reference.ReferenceSpec.from_json(args.spec)
+        from torchport.cases.registry import find_case
+
+        case = find_case(spec.suite, spec.case, workload=spec.workload)
+        value = reference.compute(spec, case)
+        reference.save(args.out, value)
+    except Exception as exc:  # a failure is data for the worker, never a silent death
+        channel.emit(
+            {
+                "event": "result",
+                "ok": False,
+                "type": type(exc).__name__,
+                "message": f"{type(exc).__name__}: {exc}"[:2000],
+            }
+        )
+        return 0
+    channel.emit({"event": "result", "ok": True})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,439 @@
+"""The ladder of an ``ops`` case (one OpInfo op at one dtype), run inside a worker process.
+
+Why not the model ladder: an op case is many small samples, each with its own inputs, dtypes and
+outputs (integer and bool outputs included, which are compared exactly), each of which may be
+invalid at a dtype on the CPU too; one bad sample must not hide the others, and every sample's
+aten ops are recorded with where they ran. So it has a ladder of its own, with the same result
+shape, statuses and stage names as ``runner/ladder.py``:
+
+build   the OpInfo entry, its skips and sample inputs, made on the device with torch seeded (as
+        upstream's test_compare_cpu does; made on the CPU and moved if the device cannot)
+run     per sample: forward (+ backward) on the device under the placement recorder, then the
+        CPU at the case dtype (the baseline) and the CPU in float64 (the reference)
+parity  per sample, per output (``probes/op_parity.py``)
+
+Status: ``eager_fail`` if the device raised where the CPU did not, else ``accuracy_fail`` if an
+output or gradient was outside tolerance, else ``pass`` if at least one sample was checked, else
+``skip`` with the reason (``cases.ops.SKIP_REASONS``). Placement (findings["ops"], grade) is
+recorded on every sample that ran on the device; the placement grade is over compute ops.
+"""
+
+from __future__ import annotations
+
+import collections
+import traceback
+from collections.abc import Callable
+
+from torchport.config import RunConfig
+from torchport.probes import placement
+from torchport.records.result import Result, error_value, is_oom
+from torchport.timing import clock
+
+MAX_FAILURES_KEPT = 10
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+
+
+class OpLadder:
+    """Same interface as ``runner.ladder.Ladder``: ``OpLadder(...).run() -> result dict``."""
+
+    def __init__(
+        self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
+    ):
+        self.case, self.mode, self.config, self.adapter, self.emit = (
+            case,
+            mode,
+            config,
+            adapter,
+            emit,
+        )
+        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        self.target = adapter.device().split(":")[0]
+        self.sample_skips: collections.Counter = collections.Counter()
+        self.failures: list[dict] = []
+        self.rows: dict[tuple, dict] = {}
+        self.tags: set[str] = set()
+        self.errors = {"abs": 0.0, "rel": 0.0}
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    # -- outcome helpers --------------------------------------------------------------------
+    def _skip(self, reason: str, message: str) -> dict:
+        from torchport.cases.ops_reasons import SKIP_REASONS
+
+        self.out.status, self.out.stage = "skip", None
+        self.out.findings["skip"] = reason
+        self.out.error = {
+            "type": "Skip",
+            "message": f"{SKIP_REASONS[reason]}: {message}" if message else SKIP_REASONS[reason],
+            "traceback": None,
+        }
+        return self._finish()
+
+    def _fail(
+        self,
+        index: int,
+        phase: str,
+        kind: str,
+        message: str,
+        aten: list[str],
+        exc: BaseException | None = None,
+    ) -> None:
+        self.counts[f"failed_{kind}"] += 1
+        if len(self.failures) < MAX_FAILURES_KEPT:
+            entry = {
+                "sample": index,
+                "phase": phase,
+                "kind": kind,
+                "message": message[:500],
+                "aten_ops": aten[:20],
+            }
+            if exc is not None and not self.failures:
+                entry["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
+            self.failures.append(entry)
+
+    # -- the ladder -----------------------------------------------------------------------
+    def run(self) -> dict:
+        import torch
+
+        from torchport.cases import opinfo
+
+        case = self.case
+        self.out.findings.update(
+            {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
+        )
+        if self.mode != "eager":
+            return self._skip_mode()
+        self.emit({"event": "stage", "stage": "build"})
+        start = clock()
+        try:
+            op = case.opinfo()
+            device_type = self.target
+            decor = opinfo.decorations(op, device_type, case.dtype)
+            cpu_dtypes = opinfo.dtype_names(op, "cpu")
+            device_dtypes = opinfo.dtype_names(op, device_type)
+        except Exception as exc:
+            self.out.fail("build_fail", "build", error_value(exc))
+            return self._finish()
+        self.out.findings["aten_name"] = op.aten_name
+        if case.dtype not in cpu_dtypes:
+            return self._skip("op_dtype", f"{case.op_key} at {case.dtype}")
+        if case.dtype not in device_dtypes:
+            return self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
+        if decor.skip:
+            return self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
+        if decor.expected_failure:
+            self.out.findings["opinfo_expected_failure"] = True
+        tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
+        self.out.findings["tolerance"] = {
+            "atol": decor.atol,
+            "rtol": decor.rtol,
+            "source": decor.tolerance_source or "default by output dtype (probes/op_parity.py)",
+        }
+        backward = (
+            op.supports_autograd
+            and case.dtype in opinfo.backward_dtype_names(op, device_type)
+            and case.dtype in opinfo.backward_dtype_names(op, "cpu")
+        )
+        fp64 = getattr(torch, case.dtype).is_floating_point and "float64" in cpu_dtypes
+        self.out.findings.update(
+            {"backward": backward, "reference_dtype": "float64" if fp64 else case.dtype}
+        )
+        try:
+            samples = self._samples(op, backward)
+        except Exception as exc:
+            self.out.durations["build_s"] = clock() - start
+            status = "oom" if is_oom(exc) else "build_fail"
+            self.out.fail(status, "build", error_value(exc))
+            return self._finish()
+        self.out.durations["build_s"] = clock() - start
+        if not samples:
+            return self._skip("no_samples", f"{case.op_key} at {case.dtype}")
+        self.emit({"event": "stage", "stage": "run"})
+        start = clock()
+        for index, sample in enumerate(samples):
+            try:
+                self._sample(op, index, sample, backward=backward, fp64=fp64, tolerance=tolerance)
+            except Exception as exc:  # a bug outside one side's run: that sample fails
+                if is_oom(exc):
+                    self.out.fail("oom", "run", error_value(exc))
+                    return self._finish()
+                self._fail(index, "harness", "error", _error(exc), [], exc)
+        self.out.durations["run_s"] = clock() - start
+        return self._verdict(len(samples))
+
+    def _skip_mode(self) -> dict:
+        self.out.status = "skip"
+        self.out.findings["skip"] = "mode"
+        self.out.error = {
+            "type": "Skip",
+            "message": f"ops cases run in eager mode only, not '{self.mode}'",
+            "traceback": None,
+        }
+        return self._finish()
+
+    def _samples(self, op, backward: bool) -> list:
+        """Samples on the device; made on the CPU and moved when the device cannot make them."""
+        from torchport.cases import opinfo
+        from torchport.runner import op_samples
+
+        device = self.adapter.device()
+        try:
+            return opinfo.samples(
+                op, device, self.case.dtype, requires_grad=backward, seed=self.config.seed
+            )
+        except Exception as exc:
+            if self.target == "cpu":
+                raise
+            self.out.findings["samples_made_on"] = f"cpu (on the device: {_error(exc)})"
+        made = opinfo.samples(
+            op, "cpu", self.case.dtype, requires_grad=backward, seed=self.config.seed
+        )
+        # sparse samples stay as made: the sample loop skips them with that reason
+        return [
+            s
+            if op_samples.non_strided(s)
+            else op_samples.convert(
+                s, lambda t: op_samples.leaf(t, device=device), self._device_fn(device, "cpu")
+            )
+            for s in made
+        ]
+
+    @staticmethod
+    def _device_fn(to: str, frm: str):
+        import torch
+
+        def swap(value):
+            if isinstance(value, torch.device) and value.type == torch.device(frm).type:
+                return torch.device(to)
+            if isinstance(value, str) and value in (frm, f"{frm}:0"):
+                return to
+            return value
+
+        return swap
+
+    def _sample(self, op, index: int, sample, *, backward: bool, fp64: bool, tolerance) -> None:
+        from torchport.runner import op_samples as ops
+
+        if ops.non_strided(sample):
+            self.sample_skips["sparse"] += 1
+            return
+        seed = self.config.seed * 100_003 + index
+        to_cpu = self._device_fn("cpu", self.adapter.device())
+        cpu_sample = ops.convert(sample, lambda t: ops.leaf(t, device="cpu"), to_cpu)
+        ref_sample = (
+            ops.convert(cpu_sample, lambda t: ops.leaf(t, dtype=ops.wider(t.dtype)))
+            if fp64
+            else None
+        )
+        device, aten = self._device_side(op, sample, backward, seed)
+        tags = set().union(*(ops.op_tags(name) for name in aten))
+        self.tags |= tags & set(ops.SHAPE_TAGS)
+        if ops.RANDOM_TAG in tags:
+            self.sample_skips["random"] += 1
+            return
+        # On the CPU the device side is the baseline: running it twice would add nothing.
+        cots = device.cotangents
+        base = (
+            device
+            if self.target == "cpu"
+            else ops.run_side(op, cpu_sample, backward_with=cots, seed=seed, grad=backward)
+        )
+        if base.sparse or device.sparse:  # (checked before errors: a device without sparse
+            self.sample_skips["sparse"] += 1  # support raises on it)
+            return
+        if device.forward_error is not None or base.forward_error is not None:
+            if base.forward_error is not None:
+                self.sample_skips["cpu_raises"] += 1
+            else:
+                self._fail(
+                    index,
+                    "forward",
+                    "error",
+                    _error(device.forward_error),
+                    aten,
+                    device.forward_error,
+                )
+            return
+        assert base.outputs is not None  # no forward error: it made outputs
+        ref = (
+            ops.run_side(op, ref_sample, backward_with=cots, seed=seed, grad=backward)
+            if ref_sample is not None
+            else None
+        )
+        if ref is not None and ref.forward_error is not None:
+            ref = None  # float64 refused: the baseline is the reference
+            self.counts["reference_fell_back"] += 1
+        self.counts["checked"] += 1
+        self._check(
+            index,
+            "forward",
+            device.outputs,
+            base.outputs,
+            ref.outputs if ref else None,
+            tolerance,
+            aten,
+        )
+        if not backward or (
+            device.grads is None
+            and base.grads is None
+            and device.backward_error is None
+            and base.backward_error is None
+        ):
+            return
+        if base.backward_error is not None:
+            self.counts["backward_cpu_raises"] += 1
+            return
+        if device.backward_error is not None:
+            self._fail(
+                index,
+                "backward",
+                "error",
+                _error(device.backward_error),
+                aten,
+                device.backward_error,
+            )
+            return
+        if ref is not None and (ref.backward_error is not None or ref.grads is None):
+            ref = None
+        self.counts["backward_checked"] += 1
+        self._check(
+            index,
+            "backward",
+            device.grads or {},
+            base.grads or {},
+            ref.grads if ref else None,
+            tolerance,
+            aten,
+        )
+
+    def _device_side(self, op, sample, backward: bool, seed: int):
+        """Forward, then backward, each under the placement recorder; the cotangents are made
+        between the two, unrecorded. Returns the side (read back) and the aten ops it ran."""
+        from torchport.runner import op_samples as ops
+
+        holder: dict = {}
+
+        def forward():
+            holder["side"] = ops.forward(op, sample)
+
+        passes = [placement.observe(self.adapter, forward)]
+        side = holder["side"]
+        side.cotangents = None
+        if backward and side.forward_error is None:
+            side.cotangents = ops.cotangents(side, sample, seed)
+            if side.cotangents is not None:
+                placed = ops.placed_cotangents(side, sample, side.cotangents)  # unrecorded
+                passes.append(
+                    placement.observe(self.adapter, lambda: ops.backward(side, sample, placed))
+                )
+        aten: set[str] = set()
+        for observed in passes:
+            rows = placement.op_table(observed, self.target)
+            self._add_rows(rows)
+            aten |= {r["op"] for r in rows if "->" not in r["device"]}
+        return ops.to_host_side(side), sorted(aten)
+
+    def _check(
+        self, index, phase, result: dict, baseline: dict, reference: dict | None, tolerance, aten
+    ) -> None:
+        from torchport.probes import op_parity
+
+        if set(result) != set(baseline):
+            self._fail(
+                index,
+                phase,
+                "mismatch",
+                f"outputs {sorted(result)} != CPU {sorted(baseline)}",
+                aten,
+            )
+            return
+        bad = []
+        for name, base in baseline.items():
+            ref = (reference or {}).get(name, base)
+            check = op_parity.compare(name, result[name], base, ref, tolerance=tolerance)
+            if check.max_abs_err is not None and not check.exact:
+                self.errors["abs"] = max(self.errors["abs"], check.max_abs_err)
+                self.errors["rel"] = max(self.errors["rel"], check.max_rel_err or 0.0)
+            if not check.ok:
+                bad.append(f"{name}: {check.detail}")
+        if bad:
+            self._fail(index, phase, "mismatch", "; ".join(bad), aten)
+
+    def _add_rows(self, rows: list[dict]) -> None:
+        for r in rows:
+            entry = self.rows.setdefault((r["op"], r["device"]), dict(r, count=0))
+            entry["count"] += r["count"]
+            entry["fallback"] = entry["fallback"] or r["fallback"]
+
+    # -- verdict ----------------------------------------------------------------------------
+    def _verdict(self, total: int) -> dict:
+        out, counts = self.out, self.counts
+        failed = sum(v for k, v in counts.items() if k.startswith("failed_"))
+        out.metrics.update(
+            {
+                "ops_samples": total,
+                "ops_samples_checked": counts["checked"],
+                "ops_samples_skipped": sum(self.sample_skips.values()),
+                "ops_samples_failed": len({(f["sample"]) for f in self.failures}) if failed else 0,
+                "ops_backward_checked": counts["backward_checked"],
+            }
+        )
+        if counts["checked"]:
+            out.metrics["parity_max_abs_err"] = self.errors["abs"]
+            out.metrics["parity_max_rel_err"] = self.errors["rel"]
+        out.findings["sample_skips"] = dict(self.sample_skips)
+        if counts["reference_fell_back"] or counts["backward_cpu_raises"]:
+            out.findings["notes"] = {
+                k: counts[k] for k in ("reference_fell_back", "backward_cpu_raises") if counts[k]
+            }
+        out.findings["failures"] = self.failures
+        if self.failures:
+            first = self.failures[0]
+            errors = counts["failed_error"]
+            status, stage = ("eager_fail", "run") if errors else ("accuracy_fail", "parity")
+            chosen = next(f for f in self.failures if (f["kind"] == "error") == bool(errors))
+            out.status, out.stage = status, stage
+            out.error = {
+                "type": "OpError" if errors else "ParityMismatch",
+                "message": f"{self.case.op_key} [{self.case.dtype}] sample "
+                f"{chosen['sample']} {chosen['phase']}: {chosen['message']}"
+                f" (aten: {', '.join(chosen['aten_ops'][:6]) or '-'})",
+                "traceback": first.get("traceback"),
+            }
+        elif not counts["checked"]:
+            reason = self.sample_skips.most_common(1)[0][0] if self.sample_skips else "no_samples"
+            detail = ", ".join(f"{k} {v}" for k, v in self.sample_skips.most_common())
+            return self._skip(reason, f"{total} samples ({detail})")
+        return self._finish()
+
+    def _finish(self) -> dict:
+        from torchport.probes import dispatch_recorder as rec
+        from torchport.probes.placement import HOST_NO_WORK
+
+        rows = sorted(self.rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
+        if rows:
+            self.out.findings["ops"] = rows
+            self.out.findings["fallback_ops"] = placement.fallback_ops(rows)
+            compute = [
+                r
+                for r in rows
+                if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
+            ]
+            on_host = sum(r["count"] for r in compute if r["fallback"])
+            on_device = sum(r["count"] for r in compute if not r["fallback"])
+            self.out.grade = "on_device" if not on_host else "host" if not on_device else "fallback"
+            self.out.findings["served"] = self._served(compute)
+        if self.tags:
+            self.out.findings["op_tags"] = sorted(self.tags)
+        return self.out.to_dict()
+
+    def _served(self, compute: list[dict]) -> str:
+        """``kernel`` when the op's own aten op reached the device, else ``composite`` (torch
+        decomposed it into the ops that did)."""
+        from torchport.probes import dispatch_recorder as rec
+
+        own = f"aten.{self.out.findings.get('aten_name') or ''}"
+        families = {rec.packet_key(r["op"]).removesuffix("_") for r in compute}
+        return "kernel" if own.removesuffix("_") in families else "composite"

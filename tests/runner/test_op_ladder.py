@@ -1,0 +1,140 @@
+"""The op ladder on the CPU, in process: the reference against itself passes or skips with a
+reason; integer and bool outputs are compared exactly; skip reasons are data.
+
+(simdev placement, planted wrong kernels and the CLI: tests/interfaces/test_ops_cli.py.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("expecttest")
+torch = pytest.importorskip("torch")
+
+from torchport.cases.ops import SKIP_REASONS, OpCase, ops_suite
+from torchport.cases.registry import select
+from torchport.config import ConfigError, RunConfig
+from torchport.devices import get_adapter
+from torchport.runner.op_ladder import OpLadder
+
+CASES = (
+    "ops/add/float32",
+    "ops/add/bfloat16",
+    "ops/add/int64",
+    "ops/eq/bool",
+    "ops/softmax/float16",
+    "ops/argmax/float32",
+    "ops/nonzero/float32",
+    "ops/bitwise_and/float32",
+    "ops/bernoulli/float32",
+    "ops/jiterator_unary/float32",
+    "ops/randint/int64",
+    "ops/item/float32",
+)
+
+
+def run_case(case, adapter, mode="eager"):
+    config = RunConfig(suite="ops", device="cpu", modes=("eager",))
+    return OpLadder(case, mode, config, adapter, lambda event: None, {}).run()
+
+
+@pytest.fixture(scope="module")
+def results():
+    adapter = get_adapter("cpu")
+    adapter.prepare()
+    by_id = {c.id: c for c in ops_suite()}
+    return {case_id: run_case(by_id[case_id], adapter) for case_id in CASES}
+
+
+def test_cpu_against_itself_passes_or_skips_with_a_reason(results):
+    for case_id, r in results.items():
+        assert r["status"] in ("pass", "skip"), (case_id, r["error"])
+        if r["status"] == "skip":
+            assert r["findings"]["skip"] in SKIP_REASONS and r["error"]["message"], case_id
+
+
+def test_a_pass_checked_every_sample_forward_and_backward(results):
+    r = results["ops/add/float32"]
+    m = r["metrics"]
+    assert m["ops_samples"] > 0 and m["ops_samples_checked"] == m["ops_samples"]
+    assert m["ops_backward_checked"] > 0
+    assert r["findings"]["reference_dtype"] == "float64" and r["findings"]["backward"]
+    assert r["grade"] == "on_device" and r["findings"]["served"] == "kernel"
+    dispatched = {row["op"] for row in r["findings"]["ops"]}
+    assert "aten.add.Tensor" in dispatched  # keyed by the aten overloads the samples ran
+    assert results["ops/softmax/float16"]["findings"]["served"] == "composite"  # -> _softmax
+
+
+def test_integer_and_bool_cases_compare_exactly_against_the_same_dtype(results):
+    for case_id in ("ops/add/int64", "ops/eq/bool", "ops/argmax/float32"):
+        r = results[case_id]
+        assert r["status"] == "pass", r["error"]
+        assert r["metrics"]["parity_max_abs_err"] == 0.0
+    assert results["ops/add/int64"]["findings"]["reference_dtype"] == "int64"
+    assert not results["ops/add/int64"]["findings"]["backward"]
+
+
+@pytest.mark.parametrize(
+    "case_id, reason",
+    [
+        ("ops/bitwise_and/float32", "op_dtype"),  # OpInfo: integer-only op
+        ("ops/bernoulli/float32", "opinfo_skip"),  # OpInfo skips test_compare_cpu: random
+        ("ops/jiterator_unary/float32", "cpu_raises"),  # CUDA-only op: the CPU raises too
+        ("ops/randint/int64", "random"),  # found by the aten tag of what it ran
+    ],
+)
+def test_skip_reasons(results, case_id, reason):
+    r = results[case_id]
+    assert r["status"] == "skip" and r["findings"]["skip"] == reason
+    assert r["error"]["message"].startswith(SKIP_REASONS[reason])
+
+
+def test_data_dependent_ops_run_and_are_tagged(results):
+    r = results["ops/nonzero/float32"]
+    assert r["status"] == "pass" and "dynamic_output_shape" in r["findings"]["op_tags"]
+    assert "data_dependent_output" in results["ops/item/float32"]["findings"]["op_tags"]
+
+
+def test_ops_run_eager_only():
+    from torchport.runner.plan import expand
+
+    items = expand(RunConfig(suite="ops", cases=("ops/add/float32",)))  # default: both modes
+    assert [(i.case, i.mode) for i in items] == [("ops/add/float32", "eager")]
+    with pytest.raises(ConfigError, match="--modes eager"):
+        expand(RunConfig(suite="ops", cases=("ops/add/float32",), modes=("compile",)))
+
+
+def test_suite_shape_and_selection():
+    cases = ops_suite()
+    ids = {c.id for c in cases}
+    assert {
+        "ops/add/float32",
+        "ops/add/bfloat16",
+        "ops/add/float16",
+        "ops/add/int64",
+        "ops/bitwise_and/float32",
+        "ops/bitwise_and/int8",
+    } <= ids
+    assert not any(c.id.endswith(("complex64", "float64")) for c in cases)
+    chosen = {c.id for c in select(cases, ("ops/add*",))}
+    assert "ops/add/float32" in chosen and "ops/addmm/float32" in chosen
+    assert all(isinstance(c, OpCase) and c.modes == ("eager",) for c in cases)
+    add = next(c for c in cases if c.id == "ops/add/float32")
+    assert add.sample_count() == run_count(add)
+    assert next(c for c in cases if c.id == "ops/bitwise_and/float32").sample_count() == 0
+
+
+def run_count(case) -> int:
+    from torchport.cases import opinfo
+
+    return len(opinfo.samples(case.opinfo(), "cpu", case.dtype, requires_grad=False, seed=0))
+
+
+def test_opinfo_decorations_give_skips_and_tolerances():
+    from torchport.cases import opinfo
+
+    bernoulli = opinfo.decorations(opinfo.get("bernoulli"), "cpu", "float32")
+    assert bernoulli.skip  # OpInfo's own reason text
+    acos = opinfo.decorations(opinfo.get("acos"), "cpu", "bfloat16")
+    assert acos.atol is not None and acos.tolerance_source.startswith("OpInfo override")
+    assert opinfo.decorations(opinfo.get("add"), "cpu", "float32").atol is None
