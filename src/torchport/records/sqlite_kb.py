@@ -12,7 +12,7 @@ import fnmatch
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
@@ -22,6 +22,8 @@ from torchport.records.globs import fnmatch_to_glob
 from torchport.records.result import Result
 from torchport.records.signature import FAILURE_SEVERITY
 from torchport.records.sqlite_common import guarded, now_iso
+
+T = TypeVar("T")
 
 NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
 ORDERS = tuple(q.ORDERS)
@@ -220,7 +222,7 @@ class KnowledgeBase:
             "pairs": self._guard_iter(pairs),
         }
 
-    def _guard_iter(self, rows: Iterator[dict]) -> Iterator[dict]:
+    def _guard_iter(self, rows: Iterator[T]) -> Iterator[T]:
         try:
             yield from rows
         except sqlite3.Error as exc:
