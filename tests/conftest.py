@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 # One reference cache for the test session (shared by in-process ladders and CLI runs, as it
 # is shared across runs on a user's host), never the user's own ~/.cache.
 os.environ.setdefault("TORCHPORT_REFERENCE_CACHE", tempfile.mkdtemp(prefix="torchport-refs-"))
+os.environ.setdefault("TORCHPORT_CACHE", tempfile.mkdtemp(prefix="torchport-cache-"))
 # The installed console script, as a user runs it (not ``python -m``): the venv's bin/ first.
 TORCHPORT = str(Path(sys.executable).parent / "torchport")
 if not os.path.exists(TORCHPORT):  # pragma: no cover - an install without scripts

@@ -125,3 +125,14 @@ class FunctionCase(Case):
 
     def build(self, *, seed: int, size: Size) -> Workload:
         return self.fn(seed=seed, size=size)
+
+
+def cataloged(key: Callable[[], str]) -> Callable[[Callable], Callable]:
+    """Mark a suite function whose listing may be cached: ``key()`` names everything its case
+    list and ``describe()`` facts depend on (``registry.describe_suite``)."""
+
+    def mark(suite: Callable) -> Callable:
+        suite.catalog_key = key  # type: ignore[attr-defined]
+        return suite
+
+    return mark

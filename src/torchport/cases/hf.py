@@ -15,7 +15,7 @@ import functools
 import json
 from typing import Any
 
-from torchport.cases.base import Case, Size, Workload
+from torchport.cases.base import Case, Size, Workload, cataloged
 from torchport.cases.hf_exclusions import EXCLUSIONS
 
 # hf_shrink imports torch and transformers only inside its functions.
@@ -226,6 +226,17 @@ def _count_params(model_type: str, overrides: dict) -> int:
     return count_params_meta(causal_lm_class(model_type, cfg), cfg)
 
 
+def catalog_key() -> str:
+    """The installed transformers and the code that reads its configs into tags."""
+    from importlib.metadata import version
+
+    from torchport.cache import sources_digest
+
+    code = sources_digest(__name__, "torchport.cases.hf_shrink", "torchport.cases.hf_exclusions")
+    return f"transformers-{version('transformers')}-{code}"
+
+
+@cataloged(catalog_key)
 def hf_suite() -> list[Case]:
     """One case per entry of transformers' causal-LM mapping, sorted by model type."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

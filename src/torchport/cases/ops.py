@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from torchport.cases.base import Case
+from torchport.cases.base import Case, cataloged
 from torchport.cases.ops_reasons import SKIP_REASONS  # noqa: F401  (re-exported)
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
@@ -75,6 +75,17 @@ def _cases() -> tuple[OpCase, ...]:
     return tuple(cases)
 
 
+def catalog_key() -> str:
+    """The installed torch (its OpInfo database) and the code that turns it into cases."""
+    from importlib.metadata import version
+
+    from torchport.cache import sources_digest
+
+    code = sources_digest(__name__, "torchport.cases.opinfo", "torchport.cases.ops_reasons")
+    return f"torch-{version('torch')}-{code}"
+
+
+@cataloged(catalog_key)
 def ops_suite() -> list[Case]:
     """PyTorch's OpInfo ops x dtypes, every sample forward (+ backward), device against CPU."""
     return list(_cases())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 from typing import cast
 
 from torchport import plugins
+from torchport.cache import cache_root, read_json, write_json
 from torchport.cases.base import Case
 
 WORKLOAD_SUITE = "workload"
@@ -46,6 +48,26 @@ def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
             "('torchport suites' lists them)"
         )
     return list(plugins.load(target)())
+
+
+def describe_suite(name: str) -> list[dict]:
+    """``case.describe()`` of every case of suite ``name``, for listings. A suite whose
+    function has ``catalog_key()`` (what its case list and facts depend on: package versions,
+    its own source) is described once per key and read from the cache after that: building
+    the hf suite's tags imports transformers and reads 196 configs (about 30 s)."""
+    if name == WORKLOAD_SUITE:
+        return [case.describe() for case in load_suite(name)]
+    target = _suite_targets().get(name)
+    key_fn = getattr(plugins.load(target), "catalog_key", None) if target else None
+    if key_fn is None:
+        return [case.describe() for case in load_suite(name)]
+    path = os.path.join(cache_root("catalogs"), f"{name}-{key_fn()}.json")
+    cached = read_json(path)
+    if isinstance(cached, list):
+        return cached
+    rows = [case.describe() for case in load_suite(name)]
+    write_json(path, rows)
+    return rows
 
 
 def select(

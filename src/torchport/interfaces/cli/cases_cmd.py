@@ -25,6 +25,18 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
         return open_db(db).last_status_by_case(cases=cases)
 
 
+def _sized(case) -> dict:
+    """``describe()`` plus its size: parameters for a model case, sample inputs for an op case."""
+    row = case.describe()
+    for key, method in (("params", "param_count"), ("samples", "sample_count")):
+        if hasattr(case, method):
+            try:
+                row[key] = getattr(case, method)()
+            except Exception as exc:  # a case that cannot even be sized says so
+                row[key] = f"error: {type(exc).__name__}"
+    return row
+
+
 @click.command("cases")
 @click.argument("suite")
 @click.option("--params", is_flag=True, help="Count parameters (meta device; slower).")
@@ -32,25 +44,15 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
 @json_option
 def command(suite, params, db, as_json):
     """List the cases of SUITE."""
-    from torchport.cases.registry import load_suite
+    from torchport.cases.registry import describe_suite, load_suite
 
     if db is not None:
         open_db(db)  # a wrong --db fails before the suite is loaded
     with problems():
-        cases = load_suite(suite)
-    last = _last_status(db, [case.id for case in cases])
-    rows = []
-    for case in cases:
-        row = case.describe()
-        # Its size: parameters for a model case, sample inputs for an op case.
-        for key, method in (("params", "param_count"), ("samples", "sample_count")):
-            if params and hasattr(case, method):
-                try:
-                    row[key] = getattr(case, method)()
-                except Exception as exc:  # a case that cannot even be sized says so
-                    row[key] = f"error: {type(exc).__name__}"
-        row["last_status"] = last.get(case.id)
-        rows.append(row)
+        rows = [_sized(case) for case in load_suite(suite)] if params else describe_suite(suite)
+    last = _last_status(db, [row["case"] for row in rows])
+    for row in rows:
+        row["last_status"] = last.get(row["case"])
     if as_json:
         echo_json(rows)
         return
