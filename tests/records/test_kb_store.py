@@ -171,7 +171,7 @@ def test_notes_on_runs_and_cases_are_searchable(store):
 
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
-    from torchport.records import sqlite_store
+    from torchport.records import sql_store as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 4)
     store.add_results(

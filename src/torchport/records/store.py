@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from torchport.records.base import Store, StoreError, default_db_path
-from torchport.records.sqlite_schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
+from torchport.records.schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
 
 
 def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
