@@ -97,6 +97,8 @@ def heartbeat_age_s(heartbeat_at: str) -> float:
         then = datetime.fromisoformat(heartbeat_at)
     except ValueError:
         return float("inf")  # unreadable: no proof of life
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)  # written by hand: read as UTC, as ours are
     return (datetime.now(timezone.utc) - then).total_seconds()
 
 
