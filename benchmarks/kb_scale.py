@@ -16,7 +16,9 @@ figures are also taken inside the store (search first page p95).
 
 With a PostgreSQL URL the database is dropped and created again on its server (the URL's user
 must be allowed to), the one-by-one rate and the import use scratch databases beside it, and
-the size is the server's pg_database_size. The machine is shared: the 1-minute load average is printed next to every figure.
+the size is the server's pg_database_size.
+
+The machine is shared: the 1-minute load average is printed next to every figure.
 """
 
 from __future__ import annotations

@@ -107,9 +107,7 @@ def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path, kb_u
         (lambda t: t + "not json\n", "is not JSON"),
     ],
 )
-def test_a_damaged_file_is_refused_and_nothing_is_written(
-    source, tmp_path, kb_url, damage, needle
-):
+def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, kb_url, damage, needle):
     path = _write(tmp_path, damage(_export(source, ["r1", "r2"])))
     with open_store(kb_url, write=True) as target:
         with pytest.raises(StoreError, match=needle):

@@ -12,9 +12,7 @@ from torchport.records import StoreError, open_store
 from torchport.records.schema import SCHEMA_VERSION
 
 
-def test_server_down_wrong_password_and_missing_database_each_say_what_to_do(
-    pg_server, pg_url
-):
+def test_server_down_wrong_password_and_missing_database_each_say_what_to_do(pg_server, pg_url):
     with pg.admin(pg_url) as conn:
         conn.execute("CREATE ROLE alice LOGIN PASSWORD 'right-pw'")
     try:
@@ -22,7 +20,9 @@ def test_server_down_wrong_password_and_missing_database_each_say_what_to_do(
         with pytest.raises(StoreError) as refused:
             open_store(wrong, write=False)
         line = str(refused.value)
-        assert "password authentication failed" in line and "check the user and the password" in line
+        assert (
+            "password authentication failed" in line and "check the user and the password" in line
+        )
         assert "s3cret-pw" not in line and "postgresql://alice@127.0.0.1" in line
         down = f"postgresql://alice:s3cret-pw@127.0.0.1:{pg.free_port()}/kb"
         with pytest.raises(StoreError, match="cannot reach the PostgreSQL server") as unreachable:
@@ -61,7 +61,9 @@ def test_a_newer_schema_is_refused_and_a_read_only_store_writes_nothing(pg_url):
     with pg.admin(pg_url) as conn:
         conn.execute("UPDATE torchport_schema SET version = 99")
     for write in (False, True):
-        with pytest.raises(StoreError, match=f"schema v99, newer than this torchport's v{SCHEMA_VERSION}"):
+        with pytest.raises(
+            StoreError, match=f"schema v99, newer than this torchport's v{SCHEMA_VERSION}"
+        ):
             open_store(pg_url, write=write)
 
 
@@ -139,4 +141,7 @@ def test_two_writer_processes_and_a_reader_share_one_server(pg_url):
         }
         assert store.count_results() == 120 and store.count_search("shared words") == 120
         assert len(store.environment(store.get_run("host-a")["environment_id"])) == 1
-        assert sorted(n["text"] for n in store.notes()) == ["written by host-a", "written by host-b"]
+        assert sorted(n["text"] for n in store.notes()) == [
+            "written by host-a",
+            "written by host-b",
+        ]

@@ -61,7 +61,9 @@ OPS_JSON = (
 # PGStore._fts_query from letters and digits only, so user text is never its syntax. Scores
 # are negated ranks: lower is better, as SQLite's bm25.
 _MATCH = "FROM results_fts, to_tsquery('simple', %s) AS query WHERE document @@ query"
-SEARCH_WINDOW = f"SELECT id, -ts_rank_cd(document, query) AS score {_MATCH} ORDER BY id DESC LIMIT %s"
+SEARCH_WINDOW = (
+    f"SELECT id, -ts_rank_cd(document, query) AS score {_MATCH} ORDER BY id DESC LIMIT %s"
+)
 SEARCH_BY_RECENCY = f"SELECT id {_MATCH} ORDER BY id DESC LIMIT %s OFFSET %s"
 SEARCH_COUNT = f"SELECT COUNT(*) {_MATCH}"
 SEARCH_NOTES = (

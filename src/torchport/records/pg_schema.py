@@ -27,8 +27,7 @@ TABLES = (
     f" AND tablename != '{VERSION_TABLE}'"
 )
 HAS_VERSION = (
-    "SELECT 1 FROM pg_tables WHERE schemaname = current_schema()"
-    f" AND tablename = '{VERSION_TABLE}'"
+    f"SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = '{VERSION_TABLE}'"
 )
 VERSION = f"SELECT version FROM {VERSION_TABLE}"
 
@@ -47,9 +46,7 @@ def describe(conn: psycopg.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(where: str, version: int, tables: set[str], *, write: bool) -> None:
-    schema.check_identity(
-        where, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM
-    )
+    schema.check_identity(where, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM)
 
 
 def migrate(conn: psycopg.Connection, where: str) -> int:
@@ -107,13 +104,10 @@ def explain(exc: psycopg.Error, where: str) -> StoreError:
             f"{where}: {said}; grant the user rights on the database, or pass another --db"
         )
     if isinstance(exc, (errors.UndefinedTable, errors.UndefinedColumn)):
-        return StoreError(
-            f"'{where}' is a damaged torchport knowledge base ({said}); {FIX}"
-        )
+        return StoreError(f"'{where}' is a damaged torchport knowledge base ({said}); {FIX}")
     if isinstance(exc, psycopg.OperationalError):
         return StoreError(
-            f"lost the connection to {where} ({said}); check the server and run the "
-            "command again"
+            f"lost the connection to {where} ({said}); check the server and run the command again"
         )
     return StoreError(f"{where}: {said}")
 

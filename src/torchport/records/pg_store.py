@@ -44,7 +44,7 @@ class Row(tuple):
         row.names = names
         return row
 
-    def __getitem__(self, key):  # type: ignore[override]
+    def __getitem__(self, key):
         if isinstance(key, str):
             return tuple.__getitem__(self, self.names[key])
         return tuple.__getitem__(self, key)
@@ -96,16 +96,14 @@ class PGStore(SQLStore):
     def _connect(self) -> psycopg.Connection:
         if self._closed:
             raise StoreError(f"the store for {self.url} is closed")
-        options = {"options": "-c default_transaction_read_only=on"} if self.read_only else {}
+        options: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "application_name": "torchport",
+        }
+        if self.read_only:
+            options["options"] = "-c default_transaction_read_only=on"
         try:
-            conn = psycopg.connect(
-                self._dsn,
-                autocommit=True,
-                row_factory=_row_factory,
-                connect_timeout=CONNECT_TIMEOUT_S,
-                application_name="torchport",
-                **options,
-            )
+            conn = psycopg.connect(self._dsn, autocommit=True, row_factory=_row_factory, **options)
         except psycopg.Error as exc:
             raise pg_schema.explain_connect(exc, self.url) from None
         with self._lock:
@@ -204,4 +202,5 @@ class PGStore(SQLStore):
 
     @guarded
     def schema_version(self) -> int:
-        return int(self._conn().execute(pg_schema.VERSION).fetchone()[0])
+        row = self._conn().execute(pg_schema.VERSION).fetchone()
+        return int(row[0]) if row else 0

@@ -139,7 +139,9 @@ class KnowledgeBase:
             ):
                 return None
             return self._insert_id(
-                conn, self.q.INSERT_NOTE, (run_id, case, mode, author, text, created_at or now_iso())
+                conn,
+                self.q.INSERT_NOTE,
+                (run_id, case, mode, author, text, created_at or now_iso()),
             )
 
     @guarded
@@ -207,7 +209,9 @@ class KnowledgeBase:
         conn = self._conn()
         counts = {
             (r[0], r[1]): [r[2], r[3] or 0]
-            for r in conn.execute(self.q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b})
+            for r in conn.execute(
+                self.q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b}
+            )
         }
         only_a = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_a, run_b))]
         only_b = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_b, run_a))]

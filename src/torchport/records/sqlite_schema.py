@@ -98,9 +98,7 @@ def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
-    schema.check_identity(
-        path, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM
-    )
+    schema.check_identity(path, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM)
 
 
 def check_integrity(conn: sqlite3.Connection, path: str) -> None:

@@ -7,7 +7,6 @@ import os
 from torchport.records.base import Store, StoreError, default_db_path
 from torchport.records.schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
 
-
 # URL schemes of the PostgreSQL engine (the last is SQLAlchemy's spelling).
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
