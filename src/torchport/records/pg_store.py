@@ -187,19 +187,6 @@ class PGStore(SQLStore):
             terms.append(f"({phrase}{':*' if raw.endswith('*') else ''})")
         return " & ".join(terms) if terms else None
 
-    def close(self) -> None:
-        self._stop_heartbeat()
-        with self._lock:
-            conns, self._conns, self._closed = self._conns, [], True
-        for conn in conns:
-            conn.close()
-
-    def __enter__(self) -> PGStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @guarded
     def schema_version(self) -> int:
         row = self._conn().execute(pg_schema.VERSION).fetchone()

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 from torchport.records.base import RUN_STATES, DuplicateResult, RunInProgress, StoreError
 from torchport.records.figures import key_figures
@@ -33,6 +33,7 @@ from torchport.records.sql_common import (
 )
 from torchport.records.sql_kb import KnowledgeBase
 
+S = TypeVar("S", bound="SQLStore")
 RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
 ID_CHUNK = 500  # ids per IN (...) query, under SQLite's bound-parameter limit
 HEARTBEAT_FROM = 5  # schema version that added runs.heartbeat_at
@@ -45,6 +46,9 @@ class SQLStore(KnowledgeBase):
     read_only: bool
     q: Any
     driver_error: Any = ()
+    _conns: list
+    _lock: threading.Lock
+    _closed: bool
     _heartbeat: tuple[threading.Event, threading.Thread] | None = None
 
     # -- what an engine provides ---------------------------------------------------------------
@@ -71,6 +75,20 @@ class SQLStore(KnowledgeBase):
             if method == "put_run":
                 return StoreError(f"run {args[0].get('id')} is already in '{self.url}'")
         return self._explain(exc)
+
+    def close(self) -> None:
+        """Stop the heartbeat and close every connection the store opened (each thread's)."""
+        self._stop_heartbeat()
+        with self._lock:
+            conns, self._conns, self._closed = self._conns, [], True
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- run liveness --------------------------------------------------------------------------
     def _start_heartbeat(self, run_id: str) -> None:

@@ -150,19 +150,6 @@ class SQLiteStore(SQLStore):
                 terms.append(f'"{word}"' + ("*" if raw.endswith("*") else ""))
         return " ".join(terms) if terms else None
 
-    def close(self) -> None:
-        self._stop_heartbeat()
-        with self._lock:
-            conns, self._conns, self._closed = self._conns, [], True
-        for conn in conns:
-            conn.close()
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @guarded
     def schema_version(self) -> int:
         return self._conn().execute(q.USER_VERSION).fetchone()[0]
