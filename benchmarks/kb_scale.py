@@ -11,6 +11,12 @@ time taken around the process and its peak resident set from ``/usr/bin/time -v`
 figures are also taken inside the store (search first page p95).
 
     python benchmarks/kb_scale.py --db /tmp/kb_scale.db --out docs/results/kb_scale.txt
+    python benchmarks/kb_scale.py --db postgresql://postgres@/kb_scale?host=/tmp/pg&port=55432 \
+        --out docs/results/kb_scale_pg.txt
+
+With a PostgreSQL URL the database is dropped and created again on its server (the URL's user
+must be allowed to), the one-by-one rate and the import use scratch databases beside it, and
+the size is the server's pg_database_size.
 
 The machine is shared: the 1-minute load average is printed next to every figure.
 """
@@ -18,6 +24,7 @@ The machine is shared: the 1-minute load average is printed next to every figure
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import os
@@ -250,11 +257,82 @@ def fill(path: str, runs: int, cases: list[str], batch: int) -> list[str]:
     return run_ids
 
 
-def one_by_one_rate(cases: list[str], n: int = 300) -> float:
-    """Results per second through ``add_result`` (a commit each), on a fresh file."""
-    folder = tempfile.mkdtemp(prefix="kb-one-")
+def _is_pg(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def _pg_admin(url: str):
+    """A connection to the maintenance database of ``url``'s server, and ``url``'s database."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    return psycopg.connect(admin, autocommit=True), parts.path.lstrip("/")
+
+
+def _pg_url(url: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+def reset(url: str) -> None:
+    """An empty knowledge base at ``url``: the file removed, or the database made again."""
+    if not _is_pg(url):
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(url + suffix):
+                os.unlink(url + suffix)
+        return
+    conn, name = _pg_admin(url)
+    with conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+
+
+def size_bytes(url: str) -> int:
+    if _is_pg(url):
+        conn, name = _pg_admin(url)
+        with conn:
+            return int(conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()[0])
+    wal = url + "-wal"
+    return os.path.getsize(url) + (os.path.getsize(wal) if os.path.exists(wal) else 0)
+
+
+@contextlib.contextmanager
+def scratch(url: str, name: str):
+    """A new knowledge base beside ``url`` (a file in a temporary folder, or a database on the
+    same server), removed afterwards."""
+    if _is_pg(url):
+        other = _pg_url(url, f"{_pg_admin(url)[1]}_{name}")
+        reset(other)
+        try:
+            yield other
+        finally:
+            conn, db = _pg_admin(other)
+            with conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        return
+    folder = tempfile.mkdtemp(prefix=f"kb-{name}-")
     try:
-        with open_store(os.path.join(folder, "kb.db"), write=True) as store:
+        yield os.path.join(folder, "kb.db")
+    finally:
+        shutil.rmtree(folder)
+
+
+def engine_line(url: str) -> str:
+    if _is_pg(url):
+        conn, _ = _pg_admin(url)
+        with conn:
+            return "PostgreSQL " + conn.execute("SHOW server_version").fetchone()[0]
+    return f"sqlite {__import__('sqlite3').sqlite_version}"
+
+
+def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
+    """Results per second through ``add_result`` (a commit each), on a fresh knowledge base."""
+    with scratch(url, "one") as fresh:
+        with open_store(fresh, write=True) as store:
             store.create_run(
                 run_id="r", command="c", suite="hf", device="cpu", config={}, plan=[], labels={}
             )
@@ -262,9 +340,9 @@ def one_by_one_rate(cases: list[str], n: int = 300) -> float:
             start = time.perf_counter()
             for item in items:
                 store.add_result("r", item)
-            return n / (time.perf_counter() - start)
-    finally:
-        shutil.rmtree(folder)
+            took = time.perf_counter() - start
+            store.finish_run("r", "complete")
+            return n / took
 
 
 _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
@@ -366,20 +444,18 @@ def main(argv=None) -> None:
     hf_ids = cases[:196]
     lines = [
         f"$ python benchmarks/kb_scale.py {' '.join(argv or sys.argv[1:])}",
-        f"{os.cpu_count()} logical cores, shared with other engineers' jobs; sqlite "
-        f"{__import__('sqlite3').sqlite_version}; load average (1 min) at start "
+        f"{os.cpu_count()} logical cores, shared with other engineers' jobs; "
+        f"{engine_line(args.db)}; load average (1 min) at start "
         f"{os.getloadavg()[0]:.2f}",
     ]
-    rate = one_by_one_rate(cases)
+    rate = one_by_one_rate(args.db, cases)
     lines.append(
         f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
         f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
         f"{args.batch} per transaction"
     )
-    if not (args.reuse and os.path.exists(args.db)):
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(args.db + suffix):
-                os.unlink(args.db + suffix)
+    if not args.reuse:
+        reset(args.db)
         start = time.perf_counter()
         run_ids = fill(args.db, args.runs, cases, args.batch)
         took = time.perf_counter() - start
@@ -393,9 +469,7 @@ def main(argv=None) -> None:
         with open_store(args.db, write=False) as store:
             run_ids = [r["id"] for r in reversed(store.list_runs())]
         lines.append("fill: reused the existing file")
-    size = os.path.getsize(args.db) + (
-        os.path.getsize(args.db + "-wal") if os.path.exists(args.db + "-wal") else 0
-    )
+    size = size_bytes(args.db)
     with open_store(args.db, write=False) as store:
         total = store.count_results()
     lines.append(f"knowledge base: {total} results, {size / 2**30:.2f} GiB")
@@ -434,13 +508,13 @@ def main(argv=None) -> None:
     rows.append(time_command("cases hf (no knowledge base)", ["cases", "hf"], 3, empty))
     # Writes on the big file: a note (the write open checks the file first), an import.
     rows.append(time_command(f"note {run_b} (write)", ["note", run_b, "bench note", *db], 1, cwd))
-    target = os.path.join(cwd, "import.db")
-    rows.append(
-        [
-            f"import ({per_run} results) into a new file",
-            *_once(["import", exported, "--db", target], cwd),
-        ]
-    )
+    with scratch(args.db, "import") as target:
+        rows.append(
+            [
+                f"import ({per_run} results) into a new knowledge base",
+                *_once(["import", exported, "--db", target], cwd),
+            ]
+        )
     lines.append("")
     lines.append("| command | median s | max s | peak RSS MB | output lines | exit | load |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")

@@ -38,6 +38,42 @@ def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedPro
     )
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A superuser URL of the session's PostgreSQL server (tests/pg.py); fails, never skips,
+    when none can be started."""
+    from tests import pg
+
+    given = pg.server_from_env()
+    if given:
+        yield given
+        return
+    url, folder = pg.start_server()
+    try:
+        yield url
+    finally:
+        pg.stop_server(folder)
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server, dropped after the test."""
+    from tests import pg
+
+    url, name = pg.create_database(pg_server)
+    yield url
+    pg.drop_database(pg_server, name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def kb_url(request, tmp_path) -> str:
+    """A knowledge base that does not exist yet, on each engine: an SQLite path, or an empty
+    PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kb.db")
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "kb.db"

@@ -1,5 +1,6 @@
 """Export and import: a round trip keeps every record, a second import adds nothing, a
-conflicting duplicate or a damaged file is refused before anything is written."""
+conflicting duplicate or a damaged file is refused before anything is written. The source is
+an SQLite file (a laptop's); the target is each engine (``kb_url``)."""
 
 import io
 import json
@@ -8,7 +9,7 @@ import pytest
 
 from tests import kb
 from torchport.records import StoreError, open_store
-from torchport.records.exchange import ExchangeError, export_runs, import_file
+from torchport.records.exchange import ExchangeError, export_runs, import_file, import_from
 
 
 @pytest.fixture
@@ -50,9 +51,9 @@ def _write(tmp_path, text, name="x.jsonl"):
     return str(path)
 
 
-def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path):
+def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path, kb_url):
     text = _export(source, ["r1", "r2"])
-    with open_store(str(tmp_path / "b.db"), write=True) as target:
+    with open_store(kb_url, write=True) as target:
         report = import_file(target, _write(tmp_path, text))
         assert report.added == {"r1": 8, "r2": 8} and report.notes_added == 2
         assert target.results(fallback_op="aten.cumsum") == open_store(source, write=False).results(
@@ -64,30 +65,29 @@ def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp
             {"path": str(tmp_path / "trace.json"), "sha256": empty_sha, "bytes": 2},
         ]
         assert target.get_run("r1")["pid"] is None  # the supervisor lived elsewhere
-    assert _body(_export(str(tmp_path / "b.db"), ["r1", "r2"])) == _body(text)
+    assert _body(_export(kb_url, ["r1", "r2"])) == _body(text)
 
 
-def test_import_is_idempotent_and_merges_new_notes(source, tmp_path):
+def test_import_is_idempotent_and_merges_new_notes(source, tmp_path, kb_url):
     path = _write(tmp_path, _export(source, ["r1"]))
-    with open_store(str(tmp_path / "b.db"), write=True) as target:
+    with open_store(kb_url, write=True) as target:
         import_file(target, path)
         again = import_file(target, path)
         assert again.added == {} and again.present == ["r1"] and again.notes_added == 0
         assert len(target.results()) == 8 and len(target.notes()) == 2
     with open_store(source, write=True) as store:
         store.add_note("r1", "a later decision")
-    with open_store(str(tmp_path / "b.db"), write=True) as target:
+    with open_store(kb_url, write=True) as target:
         report = import_file(target, _write(tmp_path, _export(source, ["r1"]), "y.jsonl"))
         assert report.present == ["r1"] and report.notes_added == 1
         assert len(target.notes(run_id="r1")) == 3
 
 
-def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path):
+def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path, kb_url):
     text = _export(source, ["r1", "r2"])
     edited = text.replace('"perf_median_ms":2.71', '"perf_median_ms":2.72')
     assert edited != text
-    target_path = str(tmp_path / "b.db")
-    with open_store(target_path, write=True) as target:
+    with open_store(kb_url, write=True) as target:
         import_file(target, _write(tmp_path, _export(source, ["r1"]), "r1.jsonl"))
         with pytest.raises(
             ExchangeError, match="r1 already in the knowledge base with different content"
@@ -107,9 +107,9 @@ def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path):
         (lambda t: t + "not json\n", "is not JSON"),
     ],
 )
-def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, damage, needle):
+def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, kb_url, damage, needle):
     path = _write(tmp_path, damage(_export(source, ["r1", "r2"])))
-    with open_store(str(tmp_path / "b.db"), write=True) as target:
+    with open_store(kb_url, write=True) as target:
         with pytest.raises(StoreError, match=needle):
             import_file(target, path)
         assert target.list_runs() == [] and target.results() == []
@@ -123,3 +123,13 @@ def test_a_run_still_going_is_not_exported(tmp_path):
         )
         with pytest.raises(ExchangeError, match="live is still running"):
             export_runs(store, ["live"], io.StringIO())
+
+
+def test_a_whole_knowledge_base_imports_as_its_export_does(source, kb_url):
+    """A laptop's SQLite file straight into the target (the team's server): every run, and a
+    second import finds them all present."""
+    with open_store(kb_url, write=True) as target:
+        report = import_from(target, source)
+        assert report.added == {"r1": 8, "r2": 8} and report.notes_added == 2
+        assert import_from(target, source).present == ["r1", "r2"]
+    assert _body(_export(kb_url, ["r1", "r2"])) == _body(_export(source, ["r1", "r2"]))

@@ -27,7 +27,16 @@ def _run(store, run_id="r1", device="cpu", labels=None, plan=None):
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(kb_url):
+    """A knowledge base with run r1, on each engine (SQLite, PostgreSQL)."""
+    s = open_store(kb_url, write=True)
+    _run(s)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
     s = open_store(str(tmp_path / "kb.db"), write=True)
     _run(s)
     yield s
@@ -171,9 +180,9 @@ def test_notes_on_runs_and_cases_are_searchable(store):
 
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
-    from torchport.records import sqlite_store
+    from torchport.records import sql_store
 
-    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 4)
+    monkeypatch.setattr(sql_store, "RANK_WINDOW", 4)
     store.add_results(
         "r1",
         [
@@ -204,7 +213,7 @@ def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkey
     assert order == ["c7", "c6", "c5", "c4", "c3", "c2", "hf/cumsum", "c0"]
     pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3, offset=o)]
     assert pages == order
-    monkeypatch.setattr(sqlite_store, "RANK_WINDOW", 100)
+    monkeypatch.setattr(sql_store, "RANK_WINDOW", 100)
     assert [r["case"] for r in store.search("cumsum", limit=2)] == ["hf/cumsum", "c0"]
     assert store.search("cums") == [] and len(store.search("cums*")) == 8
     assert store.search('"NEAR( OR') == []
@@ -226,7 +235,8 @@ def _plan(store, sql, args=()):
     return " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args))
 
 
-def test_reads_use_indexes_not_a_scan_of_every_result(store):
+def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
+    store = sqlite_store
     from torchport.records import queries as q
 
     flags = dict(run_id=False, status=False, case_glob=True, fallback_op=False)

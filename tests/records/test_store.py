@@ -3,11 +3,13 @@ search, read-only opens, threads, and no torch import."""
 
 import hashlib
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -20,17 +22,19 @@ from torchport.records import (
     open_store,
 )
 from torchport.records.result import Result
+from torchport.records.sql_common import STALE_AFTER_S
 from torchport.records.sqlite_schema import SCHEMA_VERSION, migrations, statements
+from torchport.records.sqlite_store import SQLiteStore as SQLiteStoreType
 
 
 def _result(case, mode="eager", status="pass", **extra):
     return {"case": case, "mode": mode, "status": status, **extra}
 
 
-def _run(store, run_id="r1", **extra):
+def _run(store, run_id="r1", command="torchport run", **extra):
     store.create_run(
         run_id=run_id,
-        command="torchport run",
+        command=command,
         suite="smoke",
         device="cpu",
         config={"modes": ["eager"]},
@@ -45,8 +49,9 @@ def _digest(path):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = open_store(str(tmp_path / "kb.db"), write=True)
+def store(kb_url):
+    """A knowledge base with run r1, on each engine (SQLite, PostgreSQL)."""
+    s = open_store(kb_url, write=True)
     _run(s)
     yield s
     s.close()
@@ -208,8 +213,8 @@ time.sleep(60)
 """
 
 
-def test_resume_of_a_live_run_is_refused_naming_its_process(tmp_path):
-    path = str(tmp_path / "kb.db")
+def test_resume_of_a_live_run_is_refused_naming_its_process(kb_url):
+    path = kb_url
     child = subprocess.Popen(
         [sys.executable, "-c", _LIVE_RUN, path], stdout=subprocess.PIPE, text=True
     )
@@ -231,7 +236,7 @@ def test_resume_of_a_live_run_is_refused_naming_its_process(tmp_path):
 
 def test_read_only_store_refuses_writes_and_never_creates(tmp_path, store):
     store.add_result("r1", _result("a"))
-    reader = open_store(store.path, write=False)
+    reader = open_store(store.url, write=False)
     assert reader.read_only and [r["case"] for r in reader.results()] == ["a"]
     with pytest.raises(StoreError, match="opened read-only"):
         reader.add_result("r1", _result("b"))
@@ -255,7 +260,7 @@ def test_reads_from_many_threads_while_one_writes(store):
     errors, stop = [], threading.Event()
 
     def read():
-        reader = open_store(store.path, write=False)
+        reader = open_store(store.url, write=False)
         try:
             while not stop.is_set():
                 reader.results(run_id="r1")
@@ -263,7 +268,7 @@ def test_reads_from_many_threads_while_one_writes(store):
         except Exception as exc:  # any lock or thread error fails the test
             errors.append(exc)
 
-    shared = open_store(store.path, write=False)  # one store object shared by threads too
+    shared = open_store(store.url, write=False)  # one store object shared by threads too
 
     def read_shared():
         try:
@@ -331,3 +336,57 @@ def test_records_and_views_never_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _execute(store, sql, args):
+    """Raw SQL in SQLite's dialect on either engine (to stand in for another host)."""
+    if not isinstance(store, SQLiteStoreType):
+        from torchport.records.pg_queries import translate
+
+        sql = translate(sql)
+    store._writer().execute(sql, args)
+
+
+def _another_host_runs(store, run_id, heartbeat_age_s):
+    beat = datetime.now(timezone.utc) - timedelta(seconds=heartbeat_age_s)
+    _execute(
+        store,
+        "UPDATE runs SET host = ?, pid = ?, heartbeat_at = ?, state = 'running' WHERE id = ?",
+        ("lab-host-7", 4242, beat.isoformat(timespec="seconds"), run_id),
+    )
+
+
+def test_a_run_from_another_host_is_live_while_its_heartbeat_is_fresh(store):
+    store._stop_heartbeat()  # r1 stands for another host's run from here on
+    _another_host_runs(store, "r1", heartbeat_age_s=5)
+    with pytest.raises(RunInProgress, match="process 4242 on lab-host-7"):
+        store.reopen_run("r1")
+    assert store.get_run("r1")["state"] == "running"
+    assert [r["state"] for r in store.list_runs()] == ["running"]
+    _another_host_runs(store, "r1", heartbeat_age_s=STALE_AFTER_S + 30)
+    assert store.get_run("r1")["state"] == "interrupted"  # its supervisor stopped beating
+    store.reopen_run("r1")
+    run = store.get_run("r1")
+    assert (run["host"], run["pid"], run["state"]) == (socket.gethostname(), os.getpid(), "running")
+
+
+def test_the_supervisor_beats_until_its_run_finishes(store, monkeypatch):
+    from torchport.records import sql_store
+
+    monkeypatch.setattr(sql_store, "HEARTBEAT_S", 0.05)
+    _run(store, "r2")  # its heartbeat thread starts with the run
+    _execute(store, "UPDATE runs SET heartbeat_at = ? WHERE id = ?", ("2000-01-01T00:00:00", "r2"))
+    deadline = time.time() + 10
+    while store.get_run("r2")["heartbeat_at"].startswith("2000") and time.time() < deadline:
+        time.sleep(0.05)
+    assert not store.get_run("r2")["heartbeat_at"].startswith("2000")
+    store.finish_run("r2", "complete")
+    assert store._heartbeat is None
+    _execute(store, "UPDATE runs SET heartbeat_at = ? WHERE id = ?", ("2000-01-01T00:00:00", "r2"))
+    time.sleep(0.3)
+    assert store.get_run("r2")["heartbeat_at"].startswith("2000")  # no beat after the end
+
+
+def test_a_recorded_command_line_keeps_no_password(store):
+    _run(store, "r3", command="torchport run --db postgresql://ana:hunter2@db.lab:5432/kb")
+    assert store.get_run("r3")["command"] == "torchport run --db postgresql://ana@db.lab:5432/kb"

@@ -6,6 +6,10 @@ table), the hashes of the artifacts its results name, and its notes, then an end
 counts (a cut-off file is refused). Artifacts travel by reference: path, sha256 and size, read
 from the store or hashed from the file where it still exists.
 
+A whole knowledge base imports the same way (``import_from``: an SQLite file or a database
+URL, e.g. a laptop's file into the team's PostgreSQL server): every run in it is exported to a
+temporary file, which is imported as above.
+
 Import is idempotent by run id: a run already present with the same content is skipped; one
 present with different content is a conflicting duplicate and the whole import is refused
 before anything is written. Notes are merged (a note already there is not added twice).
@@ -18,6 +22,7 @@ import hashlib
 import itertools
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -327,3 +332,38 @@ def import_file(store, path: str) -> ImportReport:
                     )
                     report.notes_added += added is not None
     return report
+
+
+# -- a whole knowledge base ---------------------------------------------------------------------
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DATABASE_URLS = ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")
+
+
+def is_knowledge_base(source: str) -> bool:
+    """Whether ``source`` names a knowledge base (a database URL, or an SQLite file) rather
+    than an export file."""
+    if source.startswith(DATABASE_URLS):
+        return True
+    try:
+        with open(source, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def import_from(store, source: str) -> ImportReport:
+    """Import ``source``: an export file, or every run of another knowledge base (oldest
+    first; a run still going there is refused, as its export would be)."""
+    if not is_knowledge_base(source):
+        return import_file(store, source)
+    from torchport.records.store import open_store
+
+    with open_store(source, write=False) as other:
+        run_ids = [run["id"] for run in reversed(other.list_runs())]
+        if not run_ids:
+            raise ExchangeError(f"'{source}' holds no runs; nothing to import")
+        with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
+            path = os.path.join(folder, "runs.jsonl")
+            with open(path, "w", encoding="utf-8") as out:
+                export_runs(other, run_ids, out)
+            return import_file(store, path)

@@ -1,4 +1,5 @@
-"""Case-id globs in SQL: fnmatch's syntax (what ``run --cases`` and users know) as SQLite GLOB.
+"""Case-id globs in SQL: fnmatch's syntax (what ``run --cases`` and users know) as SQLite GLOB,
+or as PostgreSQL LIKE.
 
 GLOB with a fixed prefix is answered from an index; fnmatch in Python would read every row.
 The two differ in small ways: fnmatch writes a negated set ``[!a]`` where GLOB writes ``[^a]``,
@@ -56,3 +57,26 @@ def _has_reversed_range(body: str) -> bool:
             return True
         k += 1
     return False
+
+
+LIKE_ESCAPE = "\\"
+
+
+def fnmatch_to_like(pattern: str) -> tuple[str, bool]:
+    """The LIKE pattern (escape character ``\\``) for an fnmatch ``pattern`` and whether it
+    matches exactly the same strings. LIKE has ``*`` and ``?`` (as ``%`` and ``_``) but no
+    sets: from the first ``[`` on the pattern is ``%`` (a superset; filter with
+    ``fnmatch.fnmatchcase``), which keeps the fixed prefix an index answers."""
+    out: list[str] = []
+    for c in pattern:
+        if c == "[":
+            return "".join(out) + "%", False
+        if c == "*":
+            out.append("%")
+        elif c == "?":
+            out.append("_")
+        elif c in "%_\\":
+            out.append(LIKE_ESCAPE + c)
+        else:
+            out.append(c)
+    return "".join(out), True

@@ -1,4 +1,6 @@
-"""Every SQL statement the SQLite store runs, in one place (schema DDL is in migrations/)."""
+"""Every SQL statement the store runs, in one place (schema DDL is in migrations/), written in
+SQLite's dialect; ``pg_queries.py`` translates them for PostgreSQL (placeholders, a few
+function names) and writes out the few that differ (full text, the op table as JSON)."""
 
 from torchport.records.figures import KEY_FIGURES
 
@@ -13,6 +15,7 @@ BEGIN = "BEGIN"  # deferred: a read snapshot from its first read on
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
+NO_LIMIT = -1  # LIMIT ? for "every row" (PostgreSQL: NULL)
 
 
 def set_user_version(number: int) -> str:
@@ -22,11 +25,18 @@ def set_user_version(number: int) -> str:
 # -- writes ----------------------------------------------------------------------------------
 INSERT_ENVIRONMENT = "INSERT OR IGNORE INTO environments(id, data, created_at) VALUES (?, ?, ?)"
 INSERT_RUN = (
-    "INSERT INTO runs(id, started_at, state, pid, host, command, suite, device, config, plan,"
-    " labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO runs(id, started_at, state, pid, host, heartbeat_at, command, suite, device,"
+    " config, plan, labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-RUN_LIVENESS = "SELECT state, pid, host FROM runs WHERE id = ?"
-REOPEN_RUN = "UPDATE runs SET state = 'running', pid = ?, host = ?, finished_at = NULL WHERE id = ?"
+RUN_LIVENESS = "SELECT state, pid, host, heartbeat_at FROM runs WHERE id = ?"
+REOPEN_RUN = (
+    "UPDATE runs SET state = 'running', pid = ?, host = ?, heartbeat_at = ?, finished_at = NULL"
+    " WHERE id = ?"
+)
+# Only the run's own supervisor beats (a resume elsewhere has taken the run over).
+HEARTBEAT = (
+    "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND state = 'running' AND pid = ? AND host = ?"
+)
 # The first environment a run saw stays its own; every distinct one is listed.
 SET_FIRST_ENVIRONMENT = "UPDATE runs SET environment_id = COALESCE(environment_id, ?) WHERE id = ?"
 ADD_RUN_ENVIRONMENT = (
@@ -132,11 +142,15 @@ def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
-LIST_RUNS = (
-    "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
-    " labels, environment_id, json_array_length(plan) AS planned FROM runs"
-    " ORDER BY started_at DESC, rowid DESC"
-)
+def list_runs(*, heartbeat: bool) -> str:
+    """``heartbeat``: the schema has the column (v5+); an older file reads as None."""
+    return (
+        "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
+        f" labels, environment_id, {'heartbeat_at' if heartbeat else 'NULL AS heartbeat_at'},"
+        " json_array_length(plan) AS planned FROM runs ORDER BY started_at DESC, rowid DESC"
+    )
+
+
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
@@ -162,7 +176,7 @@ def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:
 def failure_group_count(signature: str) -> str:
     return (
         f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
-        f" GROUP BY status, stage, {signature})"
+        f" GROUP BY status, stage, {signature}) AS groups"
     )
 
 
@@ -178,7 +192,7 @@ def failure_examples(signature: str) -> str:
 # newest of any mode.
 _LAST = (
     "SELECT r.status FROM results r JOIN runs ON runs.id = r.run_id WHERE r.case_id = ?"
-    " AND (? IS NULL OR runs.device = ?)"
+    " AND (CAST(? AS TEXT) IS NULL OR runs.device = ?)"
 )
 LAST_EAGER_STATUS = _LAST + " AND r.mode = 'eager' ORDER BY r.id DESC LIMIT 1"
 LAST_ANY_STATUS = _LAST + " ORDER BY r.id DESC LIMIT 1"
@@ -341,7 +355,8 @@ def pair_counts(*, version: int) -> str:
         else _JOIN
     )
     return (
-        f"SELECT a.status, b.status, COUNT(*), SUM({_both_timed(version)})"
+        f"SELECT a.status, b.status, COUNT(*), SUM(CASE WHEN {_both_timed(version)} THEN 1 ELSE 0"
+        " END)"
         f"{join} GROUP BY a.status, b.status"
     )
 

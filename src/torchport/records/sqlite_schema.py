@@ -12,35 +12,22 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from importlib import resources
 from pathlib import Path
 
 from torchport.records import queries as q
+from torchport.records import schema
 from torchport.records.base import StoreError
+from torchport.records.schema import SCHEMA_VERSION
 from torchport.records.signature import error_signature
 
 HEADER_MAGIC = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # big-endian u32 in the 100-byte file header
-# Tables each schema version adds (FTS shadow tables are SQLite's, not checked).
-TABLES_BY_VERSION = {
-    1: {"environments", "runs", "results", "result_ops", "results_fts"},
-    2: {"run_environments"},
-    3: {"notes", "notes_fts", "artifacts"},
-}
 READABLE_FROM = 1
+__all__ = ["SCHEMA_VERSION", "migrations", "statements"]
 
 
 def migrations() -> list[tuple[int, str]]:
-    folder = resources.files("torchport.records") / "migrations"
-    found = [
-        (int(entry.name.split("_", 1)[0]), entry.read_text())
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
-    return sorted(found)
-
-
-SCHEMA_VERSION = max(number for number, _ in migrations())
+    return schema.migrations("migrations")
 
 
 FIX = "pass another --db, or 'torchport run --db NEW.db' to start a knowledge base"
@@ -111,33 +98,7 @@ def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
-    if tables and not tables & TABLES_BY_VERSION[1]:
-        listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise StoreError(
-            f"'{path}' is not a torchport knowledge base (another application's "
-            f"database (tables: {listed})); {FIX}"
-        )
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"'{path}' has schema v{version}, newer than this torchport's "
-            f"v{SCHEMA_VERSION}; upgrade torchport to use it"
-        )
-    if version == 0 and not tables:
-        if write:
-            return  # an empty SQLite file: ours to set up
-        raise StoreError(f"'{path}' is not a torchport knowledge base (empty); {FIX}")
-    expected = set().union(*(t for v, t in TABLES_BY_VERSION.items() if v <= max(version, 1)))
-    missing = sorted(expected - tables)
-    if missing or version == 0:
-        what = f"missing table {', '.join(missing)}" if missing else "no schema version"
-        raise StoreError(
-            f"'{path}' is a damaged torchport knowledge base ({what}); move it aside and {FIX}"
-        )
-    if not write and version < READABLE_FROM:
-        raise StoreError(
-            f"'{path}' has schema v{version}, older than this torchport reads "
-            f"(v{READABLE_FROM}+); any 'torchport run --db {path} ...' upgrades it"
-        )
+    schema.check_identity(path, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM)
 
 
 def check_integrity(conn: sqlite3.Connection, path: str) -> None:

@@ -5,26 +5,45 @@ from __future__ import annotations
 import os
 
 from torchport.records.base import Store, StoreError, default_db_path
-from torchport.records.sqlite_schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
+from torchport.records.schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
+
+# URL schemes of the PostgreSQL engine (the last is SQLAlchemy's spelling).
+PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 
 def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
-    """Open the knowledge base at ``url`` (a path or ``sqlite:///path``; default
-    ``default_db_path()``).
+    """Open the knowledge base at ``url``: a path or ``sqlite:///path`` (default
+    ``default_db_path()``), or ``postgresql://user@host/db`` (a server a team shares; the
+    driver comes with ``pip install 'torchport[postgres]'``).
 
-    ``write=False`` never creates, migrates or changes the file and refuses anything that is
-    not a torchport knowledge base; ``write=True`` creates the file at its first write and
-    migrates it. Every problem is a StoreError with one line that names the fix.
+    ``write=False`` never creates, migrates or changes the database and refuses anything that
+    is not a torchport knowledge base; ``write=True`` creates (SQLite: the file at its first
+    write) and migrates it. Every problem is a StoreError with one line that names the fix.
     """
     url = os.fspath(url) if url is not None else default_db_path()
     if not url:
         raise StoreError("empty database path; pass --db PATH")
+    if url.startswith(PG_SCHEMES):
+        return _open_pg(url, write=write)
     if "://" in url and not url.startswith("sqlite:///"):
         scheme = url.split("://", 1)[0]
         raise StoreError(
-            f"database URL scheme '{scheme}' is not supported yet; "
-            "use a file path or sqlite:///path"
+            f"database URL scheme '{scheme}' is not supported; use a file path, "
+            "sqlite:///path or postgresql://user@host/db"
         )
     from torchport.records.sqlite_store import SQLiteStore
 
     return SQLiteStore(url.removeprefix("sqlite:///"), write=write)
+
+
+def _open_pg(url: str, *, write: bool) -> Store:
+    try:
+        import psycopg  # noqa: F401  (the engine's driver: an optional extra)
+    except ImportError:
+        raise StoreError(
+            "a postgresql:// knowledge base needs the PostgreSQL driver; install "
+            "torchport[postgres] (pip install 'torchport[postgres]')"
+        ) from None
+    from torchport.records.pg_store import PGStore
+
+    return PGStore(url, write=write)

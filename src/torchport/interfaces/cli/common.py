@@ -13,8 +13,9 @@ db_option = click.option(
     "--db",
     "db",
     default=None,
-    metavar="PATH",
-    help="Knowledge base (default ./torchport.db or $TORCHPORT_DB).",
+    metavar="PATH|URL",
+    help="Knowledge base: a file, or postgresql://user@host/db for a team's server "
+    "(default ./torchport.db or $TORCHPORT_DB).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 

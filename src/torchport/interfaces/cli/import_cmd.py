@@ -1,4 +1,5 @@
-"""torchport import file.jsonl: merge exported runs into this knowledge base."""
+"""torchport import FILE: merge exported runs, or a whole other knowledge base (an SQLite file
+or a database URL), into this knowledge base."""
 
 import click
 
@@ -12,22 +13,27 @@ from torchport.interfaces.cli.common import (
 
 
 @click.command("import")
-@click.argument("path", metavar="FILE")
+@click.argument("path", metavar="SOURCE")
 @db_option
 @json_option
 def command(path, db, as_json):
-    """Import runs from an export file: a run already here with the same content is skipped,
-    one with different content refuses the whole import; notes are merged."""
+    """Import runs from an export file, or every run of another knowledge base (an SQLite
+    file such as a laptop's torchport.db, or a postgresql:// URL): a run already here with the
+    same content is skipped, one with different content refuses the whole import; notes are
+    merged."""
     import os
 
     from torchport.interfaces.cli import UsageProblem
-    from torchport.records.exchange import import_file
+    from torchport.records.exchange import import_from
 
-    if not os.path.isfile(path):
-        raise UsageProblem(f"no export file '{path}'; make one with 'torchport export RUN -o FILE'")
+    if "://" not in path and not os.path.isfile(path):
+        raise UsageProblem(
+            f"no export file or knowledge base '{path}'; make one with 'torchport export "
+            "RUN -o FILE', or pass a torchport .db file or a database URL"
+        )
     store = open_db(db, write=True)
     with store_problems():
-        report = import_file(store, path)
+        report = import_from(store, path)
     if as_json:
         echo_json(report.to_dict())
         return

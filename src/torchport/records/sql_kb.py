@@ -1,8 +1,10 @@
-"""The SQLite store's knowledge-base side: paged and streamed reads, run summaries from
-indexes, run selection, decision notes, artifacts, and the batched writes an import needs.
+"""The knowledge-base side of the SQL store, engine-neutral: paged and streamed reads, run
+summaries from indexes, run selection, decision notes, artifacts, and the batched writes an
+import needs.
 
-A mixin of ``SQLiteStore`` (it uses the store's connections and row shaping). Reads of a file
-older than schema v3 work as they are: no notes, no artifacts, signatures computed on the fly.
+A mixin of ``SQLStore`` (it uses the engine's connections, dialect and row shaping). Reads of
+an SQLite file older than schema v3 work as they are: no notes, no artifacts, signatures
+computed on the fly.
 """
 
 from __future__ import annotations
@@ -10,34 +12,39 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from torchport.records import queries as q
-from torchport.records import sqlite_schema as schema
+from torchport.records import queries
 from torchport.records.base import StoreError
 from torchport.records.figures import KEY_FIGURES
-from torchport.records.globs import fnmatch_to_glob
 from torchport.records.result import Result
 from torchport.records.signature import FAILURE_SEVERITY
-from torchport.records.sqlite_common import guarded, now_iso
+from torchport.records.sql_common import guarded, now_iso
 
 T = TypeVar("T")
 
 NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
-ORDERS = tuple(q.ORDERS)
+ORDERS = tuple(queries.ORDERS)
 
 
 class KnowledgeBase:
-    # Provided by SQLiteStore.
-    path: str
+    # Provided by SQLStore and its engine.
+    url: str
+    q: Any
+    driver_error: Any
     _version: int
     _conn: Any
     _writer: Any
     _transaction: Any
+    _stream: Any
+    _executemany: Any
+    _insert_id: Any
     _insert_result: Any
     _result_dict: Any
+    _explain: Any
+    _fts_query: Any
+    _glob: Any
     get_run: Any
 
     # -- batched writes ------------------------------------------------------------------------
@@ -48,8 +55,8 @@ class KnowledgeBase:
             conn = self._writer()
             with self._transaction(conn):
                 yield
-        except sqlite3.Error as exc:
-            raise schema.explain(exc, self.path) from None
+        except self.driver_error as exc:
+            raise self._explain(exc) from None
 
     @guarded
     def add_results(self, run_id: str, results: Iterable[Result | dict]) -> int:
@@ -70,7 +77,7 @@ class KnowledgeBase:
         env_ids = list(run.get("environment_ids") or [])
         with self._transaction(conn):
             conn.execute(
-                q.INSERT_RUN_AS_RECORDED,
+                self.q.INSERT_RUN_AS_RECORDED,
                 (
                     run["id"],
                     run["started_at"],
@@ -86,8 +93,9 @@ class KnowledgeBase:
                     env_ids[0] if env_ids else None,
                 ),
             )
-            conn.executemany(
-                q.ADD_RUN_ENVIRONMENT,
+            self._executemany(
+                conn,
+                self.q.ADD_RUN_ENVIRONMENT,
                 [(run["id"], env_id, run["started_at"]) for env_id in env_ids],
             )
 
@@ -109,7 +117,7 @@ class KnowledgeBase:
         self.get_run(run_id)  # StoreError naming the latest run if there is no such run
         conn = self._writer()
         if case is not None:
-            modes = {r["mode"] for r in conn.execute(q.CASE_IN_RUN, (run_id, case))}
+            modes = {r["mode"] for r in conn.execute(self.q.CASE_IN_RUN, (run_id, case))}
             if not modes:
                 raise StoreError(
                     f"run {run_id} has no result for case '{case}'; 'torchport "
@@ -126,14 +134,15 @@ class KnowledgeBase:
             if (
                 created_at is not None
                 and conn.execute(
-                    q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)
+                    self.q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)
                 ).fetchone()
             ):
                 return None
-            cur = conn.execute(
-                q.INSERT_NOTE, (run_id, case, mode, author, text, created_at or now_iso())
+            return self._insert_id(
+                conn,
+                self.q.INSERT_NOTE,
+                (run_id, case, mode, author, text, created_at or now_iso()),
             )
-            return int(cur.lastrowid or 0)
 
     @guarded
     def put_artifacts(self, run_id: str, artifacts: Iterable[dict]) -> None:
@@ -141,7 +150,7 @@ class KnowledgeBase:
         rows = [(run_id, a["path"], a.get("sha256"), a.get("bytes")) for a in artifacts]
         conn = self._writer()
         with self._transaction(conn):
-            conn.executemany(q.INSERT_ARTIFACT, rows)
+            self._executemany(conn, self.q.INSERT_ARTIFACT, rows)
 
     # -- streamed and paged reads ----------------------------------------------------------------
     def iter_results(
@@ -177,8 +186,8 @@ class KnowledgeBase:
         return self._guard_iter(self._iter_outcomes(run_id))
 
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
-        sql = q.outcomes(version=self._version)
-        for row in self._conn().execute(sql, (run_id,)):
+        sql = self.q.outcomes(version=self._version)
+        for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
     @guarded
@@ -200,10 +209,12 @@ class KnowledgeBase:
         conn = self._conn()
         counts = {
             (r[0], r[1]): [r[2], r[3] or 0]
-            for r in conn.execute(q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b})
+            for r in conn.execute(
+                self.q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b}
+            )
         }
-        only_a = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_a, run_b))]
-        only_b = [[r[0], r[1]] for r in conn.execute(q.ONLY_IN, (run_b, run_a))]
+        only_a = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_a, run_b))]
+        only_b = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_b, run_a))]
         params = {
             "run_a": run_a,
             "run_b": run_b,
@@ -213,7 +224,7 @@ class KnowledgeBase:
             "min_samples": min_samples,
         }
         width = 7 + len(KEY_FIGURES)
-        rows = conn.execute(q.pairs_that_may_differ(version=version), params)
+        rows = self._stream(self.q.pairs_that_may_differ(version=version), params)
         pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
         return {
             "counts": counts,
@@ -225,15 +236,15 @@ class KnowledgeBase:
     def _guard_iter(self, rows: Iterator[T]) -> Iterator[T]:
         try:
             yield from rows
-        except sqlite3.Error as exc:
-            raise schema.explain(exc, self.path) from None
+        except self.driver_error as exc:
+            raise self._explain(exc) from None
 
     def _filters(self, run_id, status, case_glob, fallback_op) -> tuple[dict, list, bool]:
         """SQL flags, parameters and whether the SQL alone is exact (see records/globs.py)."""
         args: list[Any] = [v for v in (run_id, status) if v]
         exact = True
         if case_glob:
-            glob, exact = fnmatch_to_glob(case_glob)
+            glob, exact = self._glob(case_glob)
             args.append(glob)
         if fallback_op:
             name = fallback_op.replace("::", ".")  # aten::cumsum names aten.cumsum too
@@ -260,12 +271,14 @@ class KnowledgeBase:
     ) -> Iterator[dict]:
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         paged = exact and (limit is not None or offset)
-        sql = q.select_results(**flags, order=order, with_ops=with_ops, paged=bool(paged))
+        sql = self.q.select_results(**flags, order=order, with_ops=with_ops, paged=bool(paged))
         if paged:
-            args += [-1 if limit is None else limit, offset]
-        conn = self._conn()
+            args += [self.q.NO_LIMIT if limit is None else limit, offset]
+        # A page is bounded: read on the store's connection; anything else is streamed.
+        bounded = paged and limit is not None
+        rows = self._conn().execute(sql, args) if bounded else self._stream(sql, args)
         skip, left = (0, None) if exact else (offset, limit)
-        for row in conn.execute(sql, args):
+        for row in rows:
             if not exact and not fnmatch.fnmatchcase(row["case_id"], case_glob):
                 continue
             if skip:
@@ -291,7 +304,7 @@ class KnowledgeBase:
     ) -> int:
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
-            return int(self._conn().execute(q.count_results(**flags), args).fetchone()[0])
+            return int(self._conn().execute(self.q.count_results(**flags), args).fetchone()[0])
         return sum(
             1
             for _ in self._iter_results(
@@ -301,15 +314,15 @@ class KnowledgeBase:
 
     @guarded
     def count_search(self, text: str) -> int:
-        query = self._fts_query(text)  # type: ignore[attr-defined]
+        query = self._fts_query(text)
         if query is None:
             return 0
-        return int(self._conn().execute(q.SEARCH_COUNT, (query,)).fetchone()[0])
+        return int(self._conn().execute(self.q.SEARCH_COUNT, (query,)).fetchone()[0])
 
     # -- one run in summary ------------------------------------------------------------------------
     @guarded
     def status_counts(self, run_id: str) -> dict[str, int]:
-        rows = self._conn().execute(q.RUN_STATUS_COUNTS, (run_id,))
+        rows = self._conn().execute(self.q.RUN_STATUS_COUNTS, (run_id,))
         return {r["status"]: r["n"] for r in rows}
 
     def _signature_sql(self) -> str:
@@ -328,11 +341,11 @@ class KnowledgeBase:
         names its first ``examples`` results and the first one's message."""
         sig = self._signature_sql()
         conn = self._conn()
-        sql = q.failure_groups(signature=sig, severity=FAILURE_SEVERITY if worst_first else ())
+        sql = self.q.failure_groups(signature=sig, severity=FAILURE_SEVERITY if worst_first else ())
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
             first = conn.execute(
-                q.failure_examples(sig),
+                self.q.failure_examples(sig),
                 (run_id, row["status"], row["stage"], row["signature"], examples),
             ).fetchall()
             message = (first[0]["error_message"] or "").strip() if first else ""
@@ -350,7 +363,7 @@ class KnowledgeBase:
 
     @guarded
     def count_failure_groups(self, run_id: str) -> int:
-        sql = q.failure_group_count(self._signature_sql())
+        sql = self.q.failure_group_count(self._signature_sql())
         return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
 
     # -- choosing runs -----------------------------------------------------------------------------
@@ -366,7 +379,7 @@ class KnowledgeBase:
         """Ids of the runs matching every condition, newest first (``complete``: only runs
         that finished their plan)."""
         found = []
-        for row in self._conn().execute(q.RUN_SELECTORS):
+        for row in self._conn().execute(self.q.RUN_SELECTORS):
             if complete and row["state"] != "complete":
                 continue
             if device is not None and row["device"] != device:
@@ -393,26 +406,27 @@ class KnowledgeBase:
             return []
         conn = self._conn()
         if run_id is None:
-            rows = conn.execute(q.ALL_NOTES)
+            rows = conn.execute(self.q.ALL_NOTES)
         elif case is None:
-            rows = conn.execute(q.NOTES_OF_RUN, (run_id,))
+            rows = conn.execute(self.q.NOTES_OF_RUN, (run_id,))
         else:
-            rows = conn.execute(q.NOTES_OF_CASE, (run_id, case))
+            rows = conn.execute(self.q.NOTES_OF_CASE, (run_id, case))
         return [_note_dict(r) for r in rows]
 
     @guarded
     def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]:
-        query = self._fts_query(text)  # type: ignore[attr-defined]
+        query = self._fts_query(text)
         if query is None or self._version < NOTES_FROM:
             return []
-        rows = self._conn().execute(q.SEARCH_NOTES, (query, -1 if limit is None else limit, offset))
+        page = self.q.NO_LIMIT if limit is None else limit
+        rows = self._conn().execute(self.q.SEARCH_NOTES, (query, page, offset))
         return [_note_dict(r) for r in rows]
 
     @guarded
     def artifacts(self, run_id: str) -> list[dict]:
         if self._version < NOTES_FROM:
             return []
-        rows = self._conn().execute(q.ARTIFACTS_OF_RUN, (run_id,))
+        rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
 
 
@@ -436,7 +450,7 @@ def _outcome(row) -> dict:
     }
 
 
-def _note_dict(row: sqlite3.Row) -> dict:
+def _note_dict(row) -> dict:
     return {
         "id": row["id"],
         "run_id": row["run_id"],

@@ -1,0 +1,110 @@
+"""queries.py's statements in PostgreSQL's dialect.
+
+Most statements are translated mechanically (``translate``): placeholders (``?`` to ``%s``,
+``:name`` to ``%(name)s``), ``INSERT OR IGNORE`` to ``ON CONFLICT DO NOTHING``, ``IS`` /
+``IS NOT`` between values to ``IS [NOT] DISTINCT FROM``, ``rowid`` to ``seq``, ``GLOB`` to
+``LIKE`` (records/globs.py ``fnmatch_to_like``), a few function names. The statements that
+differ in substance are written out below: full text (tsvector and ts_rank_cd, where SQLite
+has FTS5 and bm25), the op table as JSON, and the run lock of a resume.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+from torchport.records import queries as q
+
+_RENAMES = (
+    ("json_array_length(plan)", "json_array_length(plan::json)"),
+    ("instr(", "strpos("),
+    ("char(10)", "chr(10)"),
+    (" GLOB ?", " LIKE ? ESCAPE '\\'"),
+)
+_INSERT_OR_IGNORE = re.compile(r"^INSERT OR IGNORE (INTO .*)$", re.DOTALL)
+_IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
+_IS = re.compile(r"\bIS (?!NOT\b|NULL\b|DISTINCT\b)")
+_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+_INDEXED_BY = re.compile(r" INDEXED BY \w+")
+
+
+@functools.lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """One of queries.py's statements for PostgreSQL (psycopg's placeholders)."""
+    sql = sql.replace("%", "%%")
+    for old, new in _RENAMES:
+        sql = sql.replace(old, new)
+    sql = _INSERT_OR_IGNORE.sub(r"INSERT \1 ON CONFLICT DO NOTHING", sql)
+    sql = _IS_NOT.sub("IS DISTINCT FROM ", sql)
+    sql = _IS.sub("IS NOT DISTINCT FROM ", sql)
+    sql = _INDEXED_BY.sub("", sql)
+    sql = re.sub(r"\browid\b", "seq", sql)
+    sql = _NAMED.sub(r"%(\1)s", sql)
+    return sql.replace("?", "%s")
+
+
+# -- written out: what PostgreSQL does differently ----------------------------------------------
+NO_LIMIT = None  # LIMIT NULL: every row
+# The resume's check and claim: the run's row stays locked until the claim commits.
+RUN_LIVENESS = translate(q.RUN_LIVENESS) + " FOR UPDATE"
+INSERT_RESULT = translate(q.INSERT_RESULT) + " RETURNING id"
+INSERT_NOTE = translate(q.INSERT_NOTE) + " RETURNING id"
+OPS_JSON = (
+    "(SELECT coalesce(json_agg(json_build_object('op', op, 'device', device, 'count', count,"
+    " 'fallback', fallback = 1) ORDER BY seq), '[]')::text FROM result_ops"
+    " WHERE result_id = results.id) AS ops_json"
+)
+
+# Full text (see migrations_pg/0001): the parameter is a tsquery in to_tsquery's syntax made by
+# PGStore._fts_query from letters and digits only, so user text is never its syntax. Scores
+# are negated ranks: lower is better, as SQLite's bm25.
+_MATCH = "FROM results_fts, to_tsquery('simple', %s) AS query WHERE document @@ query"
+SEARCH_WINDOW = (
+    f"SELECT id, -ts_rank_cd(document, query) AS score {_MATCH} ORDER BY id DESC LIMIT %s"
+)
+SEARCH_BY_RECENCY = f"SELECT id {_MATCH} ORDER BY id DESC LIMIT %s OFFSET %s"
+SEARCH_COUNT = f"SELECT COUNT(*) {_MATCH}"
+SEARCH_NOTES = (
+    "SELECT notes.* FROM (SELECT id, ts_rank_cd(document, query) AS rank FROM notes_fts,"
+    " to_tsquery('simple', %s) AS query WHERE document @@ query ORDER BY rank DESC, id"
+    " LIMIT %s OFFSET %s) AS hit JOIN notes ON notes.id = hit.id ORDER BY hit.rank DESC, hit.id"
+)
+
+
+def select_results(*, with_ops: bool = False, **flags: Any) -> str:
+    sql = translate(q.select_results(**flags))
+    if with_ops:
+        return sql.replace("SELECT * FROM results", f"SELECT *, {OPS_JSON} FROM results", 1)
+    return sql
+
+
+_WRITTEN = {
+    name: value
+    for name, value in dict(globals()).items()
+    if name.isupper() or name == "select_results"
+}
+
+
+class Dialect:
+    """``queries`` as PostgreSQL reads it: ``Dialect().X`` is the statement written out above,
+    else queries.X translated (a function's result translated)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _WRITTEN:
+            return _WRITTEN[name]
+        value = getattr(q, name)
+        if isinstance(value, str):
+            return translate(value)
+        if callable(value):
+            return _translated(value)
+        return value
+
+
+def _translated(build: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        return translate(build(*args, **kwargs))
+
+    return wrapper

@@ -1,0 +1,193 @@
+"""The PostgreSQL knowledge base: one server for a team, every machine writing to it.
+
+A connection per thread (and per process), autocommit, each write in its own transaction; a
+read-only store's connections refuse writes in the server as well (``default_transaction_
+read_only``). A write store migrates the database when it opens it; a read-only one refuses a
+database with no knowledge base in it. Long reads are streamed through a server-side cursor
+on a connection of their own (or inside the open transaction, which they must see), so no
+command holds every result in memory. The URL is kept and printed without its password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import errors
+from psycopg.pq import TransactionStatus
+
+from torchport.records import pg_schema
+from torchport.records.base import StoreError
+from torchport.records.globs import fnmatch_to_like
+from torchport.records.pg_queries import Dialect
+from torchport.records.schema import SCHEMA_VERSION
+from torchport.records.sql_common import guarded, redact
+from torchport.records.sql_store import SQLStore
+
+CONNECT_TIMEOUT_S = 10
+STREAM_ROWS = 2000  # rows per round trip of a streamed read
+_WORD = re.compile(r"[^\W_]+")  # what migrations_pg's torchport_words keeps: letters, digits
+
+
+class Row(tuple):
+    """A row read by position (``row[0]``, slices) or by column name (``row["id"]``), and
+    ``dict(row)``: what SQLite's ``sqlite3.Row`` gives the shared code."""
+
+    names: dict[str, int]
+
+    def __new__(cls, values, names: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row.names = names
+        return row
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self.names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self):
+        return self.names.keys()
+
+
+def _row_factory(cursor: Any):
+    names: dict[str, int] = {}
+    for i, column in enumerate(cursor.description or ()):
+        names.setdefault(column.name, i)
+    return lambda values: Row(values, names)
+
+
+def libpq_url(url: str) -> str:
+    """``postgresql+psycopg://`` (SQLAlchemy's spelling) as libpq reads it."""
+    return re.sub(r"^postgresql\+psycopg://", "postgresql://", url)
+
+
+class PGStore(SQLStore):
+    q = Dialect()
+    driver_error = psycopg.Error
+
+    def __init__(self, url: str, *, write: bool):
+        self._dsn = libpq_url(url)
+        self.url = redact(url)
+        self.read_only = not write
+        self._local = threading.local()
+        self._conns: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        conn = self._conn()
+        try:
+            if write:
+                pg_schema.migrate(conn, self.url)
+                self._version = SCHEMA_VERSION
+            else:
+                self._version, tables = pg_schema.describe(conn)
+                pg_schema.check_identity(self.url, self._version, tables, write=False)
+        except psycopg.Error as exc:
+            self.close()
+            raise pg_schema.explain(exc, self.url) from None
+        except StoreError:
+            self.close()
+            raise
+
+    # -- connections ---------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection:
+        if self._closed:
+            raise StoreError(f"the store for {self.url} is closed")
+        options: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "application_name": "torchport",
+        }
+        if self.read_only:
+            options["options"] = "-c default_transaction_read_only=on"
+        try:
+            conn = psycopg.connect(self._dsn, autocommit=True, row_factory=_row_factory, **options)
+        except psycopg.Error as exc:
+            raise pg_schema.explain_connect(exc, self.url) from None
+        with self._lock:
+            self._conns.append(conn)
+        return conn
+
+    def _forget(self, conn: psycopg.Connection) -> None:
+        conn.close()
+        with self._lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
+
+    def _conn(self) -> psycopg.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.broken or conn.closed:  # a server restart: connect again
+            if conn is not None:
+                self._forget(conn)
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def _writer(self) -> psycopg.Connection:
+        if self.read_only:
+            raise StoreError(f"{self.url} was opened read-only; open it with write=True")
+        return self._conn()
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: psycopg.Connection):
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            yield conn  # inside ``store.transaction()``: the outer one commits
+            return
+        with conn.transaction():
+            yield conn
+
+    def _stream(self, sql: str, args) -> Iterator[Row]:
+        """Rows through a server-side cursor, STREAM_ROWS at a time. Inside an open
+        transaction on this thread's connection (an import), there, to see its writes;
+        else on a connection of its own, so other queries can run while it is read."""
+        conn = self._conn()
+        own = conn.info.transaction_status == TransactionStatus.IDLE
+        if own:
+            conn = self._connect()
+        try:
+            with conn.transaction(), conn.cursor(name=f"stream_{id(args)}") as cur:
+                cur.itersize = STREAM_ROWS
+                cur.execute(sql, args)
+                yield from cur
+        finally:
+            if own:
+                self._forget(conn)
+
+    def _insert_id(self, conn: psycopg.Connection, sql: str, args) -> int:
+        row = conn.execute(sql, args).fetchone()  # the statement ends RETURNING id
+        return int(row[0]) if row else 0
+
+    def _executemany(self, conn: psycopg.Connection, sql: str, rows: list) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(sql, rows)
+
+    def _explain(self, exc: Exception) -> StoreError:
+        assert isinstance(exc, psycopg.Error)
+        return pg_schema.explain(exc, self.url)
+
+    def _is_unique_violation(self, exc: Exception) -> bool:
+        return isinstance(exc, errors.UniqueViolation)
+
+    @staticmethod
+    def _glob(pattern: str) -> tuple[str, bool]:
+        return fnmatch_to_like(pattern)
+
+    @staticmethod
+    def _fts_query(text: str) -> str | None:
+        """Every word must match, as a whole word, or as a prefix when it ends with ``*``
+        (a word of several tokens, ``hf/llama``, is a phrase). Only letters and digits reach
+        to_tsquery, each quoted: user text is never its syntax."""
+        terms = []
+        for raw in text.split():
+            tokens = _WORD.findall(raw.lower())
+            if not tokens:
+                continue
+            phrase = " <-> ".join(f"'{token}'" for token in tokens)
+            terms.append(f"({phrase}{':*' if raw.endswith('*') else ''})")
+        return " & ".join(terms) if terms else None
+
+    @guarded
+    def schema_version(self) -> int:
+        row = self._conn().execute(pg_schema.VERSION).fetchone()
+        return int(row[0]) if row else 0

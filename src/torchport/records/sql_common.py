@@ -1,0 +1,113 @@
+"""What both SQL engines share below the store: the error guard, JSON columns, the op table
+rows, the host-op column, a run's liveness and a URL fit to print."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from torchport.records.result import MalformedResult
+
+JSON_COLUMNS = {
+    "metrics": dict,
+    "findings": dict,
+    "durations": dict,
+    "artifacts": list,
+    "probe_versions": dict,
+}
+# A live supervisor writes its run's heartbeat this often; a run from another host whose
+# heartbeat is older than STALE_AFTER_S is taken as dead (a pid there cannot be checked).
+HEARTBEAT_S = 10.0
+STALE_AFTER_S = 60.0
+_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/:@\s]*):[^@/\s]*@", re.IGNORECASE)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` in it removed, so
+    a URL can be printed and a command line recorded."""
+    return _PASSWORD.sub(r"\g<head>@", text)
+
+
+def guarded(method):
+    """Every driver error leaves the store as a one-line StoreError (the engine says which
+    errors are its driver's and how each reads: ``driver_error``, ``_store_error``)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except self.driver_error as exc:
+            raise self._store_error(exc, method.__name__, args) from None
+
+    return wrapper
+
+
+def to_json(value: Any, name: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError) as exc:  # mixed key types, a cycle
+        raise MalformedResult(f"{name} cannot be stored as JSON: {exc}") from None
+
+
+def op_rows(ops: Any) -> list[tuple[str, str, int, int]]:
+    if not ops:
+        return []
+    try:
+        return [
+            (str(o["op"]), str(o["device"]), int(o["count"]), int(bool(o.get("fallback"))))
+            for o in ops
+        ]
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise MalformedResult(f"op table entries need op, device and count: {exc!r}") from None
+
+
+def host_ops_text(findings: dict) -> str | None:
+    """findings' fallback_ops as stored in the ``host_ops`` column (None when none), in the
+    form SQLite's json_extract gives (sorted keys, no spaces), as migration 0004 filled it."""
+    ops = findings.get("fallback_ops")
+    if not ops:
+        return None
+    try:
+        return json.dumps(ops, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError) as exc:
+        raise MalformedResult(f"findings['fallback_ops'] cannot be stored: {exc}") from None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def heartbeat_age_s(heartbeat_at: str) -> float:
+    try:
+        then = datetime.fromisoformat(heartbeat_at)
+    except ValueError:
+        return float("inf")  # unreadable: no proof of life
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)  # written by hand: read as UTC, as ours are
+    return (datetime.now(timezone.utc) - then).total_seconds()
+
+
+def supervisor_alive(pid: int | None, host: str | None, heartbeat_at: str | None) -> bool:
+    """Whether a ``running`` run's supervisor may still be going. On this host its pid says;
+    from another host, its heartbeat (fresh: alive; stale: dead). A run from another host
+    recorded without a heartbeat (before schema v5) keeps its stored state."""
+    if pid and host == socket.gethostname():
+        return pid_alive(pid)
+    if heartbeat_at:
+        return heartbeat_age_s(heartbeat_at) < STALE_AFTER_S
+    return True
