@@ -1,8 +1,6 @@
 """torchport show RUN: the matrix, the views and the environment of one run; a large run in
 summary (statuses and failures grouped by error signature) unless --all."""
 
-import os
-
 import click
 
 from torchport.interfaces.cli.common import (
@@ -13,10 +11,7 @@ from torchport.interfaces.cli.common import (
     public_result,
     store_problems,
 )
-
-# Past this many results the per-row views would print pages of rows: a summary instead.
-# Large enough for a whole hf (392) or ops run; TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
-SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
+from torchport.views.run_summary import SUMMARY_ABOVE
 
 
 @click.command("show")

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from torchport.interfaces.cli.show_cmd import SUMMARY_ABOVE
 from torchport.interfaces.render import ENVIRONMENT_KEYS
 from torchport.interfaces.web import charts as ch
 from torchport.records import StoreError
@@ -25,7 +24,7 @@ from torchport.views.compare_tables import LIST_ROWS, comparison_views, notes_vi
 from torchport.views.host_op import full_op_name, op_results_view, op_runs_view
 from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
-from torchport.views.run_summary import GROUPS_SHOWN, groups_view, summary_views
+from torchport.views.run_summary import GROUPS_SHOWN, SUMMARY_ABOVE, groups_view, summary_views
 from torchport.views.selection import resolve_run
 from torchport.views.train import loss_curves
 
