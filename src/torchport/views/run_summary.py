@@ -3,16 +3,10 @@ most common and the worst, from the store's indexes (no result is loaded)."""
 
 from __future__ import annotations
 
-import os
-
 from torchport.records import RESULT_STATUSES
 from torchport.views.base import Fraction, View, columns
 
 GROUPS_SHOWN = 10
-# Past this many results the per-row views would print pages of rows (show) or render a page
-# too slow to read (serve): a summary instead. Large enough for a whole hf (392) or ops run;
-# TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
-SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
 
 
 def status_view(run: dict, counts: dict[str, int]) -> View:

@@ -1,6 +1,8 @@
 """torchport show RUN: the matrix, the views and the environment of one run; a large run in
 summary (statuses and failures grouped by error signature) unless --all."""
 
+import os
+
 import click
 
 from torchport.interfaces.cli.common import (
@@ -11,7 +13,10 @@ from torchport.interfaces.cli.common import (
     public_result,
     store_problems,
 )
-from torchport.views.run_summary import SUMMARY_ABOVE
+
+# Past this many results the per-row views would print pages of rows: a summary instead.
+# Large enough for a whole hf (392) or ops run; TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
+SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
 
 
 @click.command("show")

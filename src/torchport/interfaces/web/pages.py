@@ -24,11 +24,15 @@ from torchport.views.compare_tables import LIST_ROWS, comparison_views, notes_vi
 from torchport.views.host_op import full_op_name, op_results_view, op_runs_view
 from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
-from torchport.views.run_summary import GROUPS_SHOWN, SUMMARY_ABOVE, groups_view, summary_views
+from torchport.views.run_summary import GROUPS_SHOWN, groups_view, summary_views
 from torchport.views.selection import resolve_run
 from torchport.views.train import loss_curves
 
 PAGE_ROWS = 100  # results per page of a large run, an op or a search
+# Past this many results a run's page shows its summary and a page of results at a time (a
+# whole hf run, 392 results, shows every view): 2000 results took 190 ms to render with
+# synthetic records, 5000 took 750 ms (benchmarks/web_pages.py has the target).
+FULL_VIEWS_UP_TO = 1000
 HISTORY_ROWS = 200  # newest results of a case shown in its history
 COMPARE_WITH = 20  # runs of the same suite offered for a comparison on a run's page
 RUN_FILTERS = ("device", "suite", "state", "label")
@@ -185,11 +189,11 @@ def run_header(store, run: dict) -> dict:
 
 
 def run_page(store, run_id: str, links: Links, *, offset: int = 0) -> Page:
-    """Header, then the run's views and plots; a run past SUMMARY_ABOVE results shows its
+    """Header, then the run's views and plots; a run past FULL_VIEWS_UP_TO results shows its
     status counts, failures by signature and one page of results at a time."""
     run = _get_run(store, run_id)
     total = store.count_results(run_id=run["id"])
-    data = run_header(store, run) | {"results_total": total, "summary": total > SUMMARY_ABOVE}
+    data = run_header(store, run) | {"results_total": total, "summary": total > FULL_VIEWS_UP_TO}
     notes = store.notes(run_id=run["id"])
     if data["summary"]:
         views = summary_views(store, run)
