@@ -12,6 +12,8 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -98,29 +100,37 @@ def browser():
         launched.close()
 
 
+@dataclass
+class Tab:
+    """A browser page with what it asked for: every URL, the ones aborted for leaving this
+    machine, and script errors."""
+
+    page: Any
+    requested: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+LOCAL = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/|^(file|data):")
+
+
 @pytest.fixture
-def page(browser, request):
-    """A fresh page whose every request is recorded; any request that would leave this
-    machine is aborted and kept in ``page.outside`` (tests assert it stays empty)."""
+def tab(browser):
+    """A fresh page; any request that would leave this machine is aborted and recorded."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    outside: list[str] = []
-    requested: list[str] = []
+    tab = Tab(page=None)
 
     def route(r):
         url = r.request.url
-        requested.append(url)
-        if re.match(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/", url) or url.startswith(
-            ("file://", "data:")
-        ):
+        tab.requested.append(url)
+        if LOCAL.match(url):
             r.continue_()
         else:
-            outside.append(url)
+            tab.outside.append(url)
             r.abort()
 
     context.route("**/*", route)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.outside, tab.requested, tab.errors = outside, requested, errors
+    tab.page = context.new_page()
+    tab.page.on("pageerror", lambda exc: tab.errors.append(str(exc)))
     yield tab
     context.close()

@@ -33,6 +33,7 @@ class Chart:
     y_title: str
     series: list[Series]
     log_y: bool = False
+    y_range: tuple[float, float] | None = None  # fixed (shares: 0-100%), else from the data
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -74,7 +75,16 @@ def coverage_chart(view: View) -> list[Chart]:
         for i, stage in enumerate(stages)
     ]
     return _kept(
-        Chart("coverage", "Coverage by family", "points", x, "family", "% of cases", series)
+        Chart(
+            "coverage",
+            "Coverage by family",
+            "points",
+            x,
+            "family",
+            "% of cases",
+            series,
+            y_range=(0.0, 100.0),
+        )
     )
 
 

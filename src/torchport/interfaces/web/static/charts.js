@@ -3,6 +3,7 @@
 (function () {
   "use strict";
   var palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"];
+  var RINGS = [16, 11, 7, 4]; // marker sizes, series by series
   window.torchportCharts = {};
 
   function label(spec) {
@@ -26,7 +27,8 @@
         stroke: colour,
         width: lines ? 2 : 0,
         paths: lines ? undefined : function () { return null; },
-        points: { show: true, size: 7, fill: colour, stroke: colour },
+        // Later series smaller: equal values (100% at every stage) stay visible as rings.
+        points: { show: true, size: lines ? 6 : RINGS[k % RINGS.length], fill: colour, stroke: colour },
         spanGaps: true,
       });
     });
@@ -35,7 +37,7 @@
       height: 260,
       scales: {
         x: { time: false, range: [-0.5, Math.max(xs.length - 0.5, 0.5)] },
-        y: spec.log_y ? { distr: 3, log: 10 } : { auto: true },
+        y: spec.log_y ? { distr: 3, log: 10 } : spec.y_range ? { range: spec.y_range } : { auto: true },
       },
       axes: [
         { label: spec.x_title, values: label(spec), space: 40, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
