@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import emit  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
+from torchport.interfaces.web import pages as pages_module  # noqa: E402
 from torchport.interfaces.web.app import create_app  # noqa: E402
 from torchport.records import open_store  # noqa: E402
 
@@ -44,6 +45,45 @@ def pages(run_a: str, run_b: str, case: str) -> list[tuple[str, str]]:
         ("search cumsum, page at offset 10000", "/search?q=cumsum&offset=10000"),
         (f"compare {run_a} {run_b}", f"/compare?a={run_a}&b={run_b}"),
     ]
+
+
+def whole_run_kb(folder: str, results: int) -> str:
+    """A file with one run of ``results`` synthetic results (kb_scale's), the largest a run's
+    page shows whole (pages.FULL_VIEWS_UP_TO): the million-result file holds only runs of
+    100 000, which show in summary."""
+    import kb_scale
+
+    cases = kb_scale._case_ids(results // 2)
+    path = os.path.join(folder, "whole_run.db")
+    with open_store(path, write=True) as store:
+        store.create_run(
+            run_id="whole",
+            command="torchport run --suite hf",
+            suite="hf",
+            device="cuda",
+            config={"modes": ["eager", "compile"], "probes": ["placement", "perf", "compile"]},
+            plan=[[c, m] for c in cases for m in ("eager", "compile")],
+            labels={},
+        )
+        results = [kb_scale._result(c, m, 0, "cuda") for c in cases for m in ("eager", "compile")]
+        for r in results:  # what the perf probe adds to a timed result (perf view, plot)
+            if "perf_median_ms" in r.get("metrics", {}):
+                r["findings"]["perf"] = {"step_kind": "training forward+backward"}
+        store.add_results("whole", results)
+        store.finish_run("whole", "complete")
+    return path
+
+
+def row(label: str, path: str, client: TestClient, repeats: int) -> str:
+    html, status, size = time_page(client, path, repeats)
+    js, _, _ = time_page(client, json_path(path), repeats)
+    worst = max(statistics.median(html), statistics.median(js))
+    print(f"  {label}: {statistics.median(html):.0f} ms", file=sys.stderr, flush=True)
+    return (
+        f"| {label} (`{path}`) | {statistics.median(html):.0f} | {max(html):.0f} | "
+        f"{statistics.median(js):.0f} | {max(js):.0f} | {size} | {status} | "
+        f"{'yes' if worst < TARGET_MS else 'NO'} | {os.getloadavg()[0]:.1f} |"
+    )
 
 
 def time_page(client: TestClient, path: str, repeats: int) -> tuple[list[float], int, int]:
@@ -95,15 +135,21 @@ def main(argv=None) -> None:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for label, path in pages(run_a, run_b, case):
-            html, status, size = time_page(client, path, args.repeats)
-            js, _, _ = time_page(client, json_path(path), args.repeats)
-            worst = max(statistics.median(html), statistics.median(js))
-            lines.append(
-                f"| {label} (`{path}`) | {statistics.median(html):.0f} | {max(html):.0f} | "
-                f"{statistics.median(js):.0f} | {max(js):.0f} | {size} | {status} | "
-                f"{'yes' if worst < TARGET_MS else 'NO'} | {os.getloadavg()[0]:.1f} |"
-            )
-            print(f"  {label}: {statistics.median(html):.0f} ms", file=sys.stderr, flush=True)
+            lines.append(row(label, path, client, args.repeats))
+        from torchport.views.compare import compare_runs
+
+        start = time.perf_counter()
+        compare_runs(store, run_a, run_b)
+        inside = 1e3 * (time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as folder:
+        size = pages_module.FULL_VIEWS_UP_TO
+        with open_store(whole_run_kb(folder, size), write=False) as store:
+            label = f"run of {size} results, every view (a separate file)"
+            lines.append(row(label, "/runs/whole", TestClient(create_app(store)), args.repeats))
+    lines += [
+        "",
+        f"compare {run_a} {run_b} inside the store and views.compare (no page): {inside:.0f} ms",
+    ]
     lines += [
         "",
         f"median and max of {args.repeats} requests after one warm-up, through the ASGI app "
