@@ -47,14 +47,13 @@ def pages(run_a: str, run_b: str, case: str) -> list[tuple[str, str]]:
     ]
 
 
-def whole_run_kb(folder: str, results: int) -> str:
-    """A file with one run of ``results`` synthetic results (kb_scale's), the largest a run's
-    page shows whole (pages.FULL_VIEWS_UP_TO): the million-result file holds only runs of
-    100 000, which show in summary."""
+def whole_run_kb(path: str, results: int) -> str:
+    """A file with one run, ``whole``, of ``results`` synthetic hf results (kb_scale's, eager
+    and compile): a run whose page shows every view (the million-result file holds only runs of
+    100 000, which show in summary). The report test uses it too."""
     import kb_scale
 
     cases = kb_scale._case_ids(results // 2)
-    path = os.path.join(folder, "whole_run.db")
     with open_store(path, write=True) as store:
         store.create_run(
             run_id="whole",
@@ -143,7 +142,7 @@ def main(argv=None) -> None:
         inside = 1e3 * (time.perf_counter() - start)
     with tempfile.TemporaryDirectory() as folder:
         size = pages_module.FULL_VIEWS_UP_TO
-        with open_store(whole_run_kb(folder, size), write=False) as store:
+        with open_store(whole_run_kb(os.path.join(folder, "w.db"), size), write=False) as store:
             label = f"run of {size} results, every view (a separate file)"
             lines.append(row(label, "/runs/whole", TestClient(create_app(store)), args.repeats))
     lines += [

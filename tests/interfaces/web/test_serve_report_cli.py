@@ -17,10 +17,9 @@ import pytest
 
 from tests import kb
 from tests.conftest import TORCHPORT, torchport
-from torchport.records import open_store
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks"))
-import kb_scale  # noqa: E402  (the synthetic hf results of the scale benchmark)
+from web_pages import whole_run_kb  # noqa: E402  (synthetic hf results, as the benchmark's)
 
 
 @pytest.fixture(scope="module")
@@ -110,26 +109,8 @@ def test_report_html_and_markdown(kb_path, tmp_path):
 
 
 def test_report_of_a_200_case_run_is_under_2_mb(tmp_path):
-    cases = kb_scale._case_ids(200)
-    path = tmp_path / "kb.db"
-    modes = ("eager", "compile")
-    with open_store(path, write=True) as store:
-        store.create_run(
-            run_id="big",
-            command="torchport run --suite hf",
-            suite="hf",
-            device="cuda",
-            config={"modes": list(modes), "probes": ["placement", "perf", "compile"]},
-            plan=[[c, m] for c in cases for m in modes],
-            labels={},
-        )
-        results = [kb_scale._result(c, m, 0, "cuda") for c in cases for m in modes]
-        for r in results:  # the perf probe's own findings, as a real run writes them
-            if r["status"] == "pass":
-                r["findings"]["perf"] = kb.PERF
-        store.add_results("big", results)
-        store.finish_run("big", "complete")
-    out = torchport("report", "big", "-o", tmp_path / "big.html", "--db", path)
+    path = whole_run_kb(str(tmp_path / "kb.db"), 400)  # 200 cases, eager and compile
+    out = torchport("report", "whole", "-o", tmp_path / "big.html", "--db", path)
     assert out.returncode == 0, out.stderr
     size = (tmp_path / "big.html").stat().st_size
     text = (tmp_path / "big.html").read_text()
