@@ -66,8 +66,8 @@ class Links:
     def op(self, op: str, offset: int | None = None) -> str | None:
         return self._path(f"/ops/{quote(op, safe='')}", {"offset": offset})
 
-    def compare(self, a: str, b: str) -> str | None:
-        return self._path("/compare", {"a": a, "b": b})
+    def compare(self, a: str, b: str, *, every: bool = False) -> str | None:
+        return self._path("/compare", {"a": a, "b": b, "all": 1 if every else None})
 
     def search(self, text: str, offset: int | None = None) -> str | None:
         return self._path("/search", {"q": text, "offset": offset})
@@ -302,7 +302,7 @@ def compare_page(store, a: str, b: str, links: Links, *, every: bool = False) ->
             "b": run_b,
             "common": comparison.common,
             "every": every,
-            "all_href": links._path("/compare", {"a": run_a, "b": run_b, "all": 1}),
+            "all_href": links.compare(run_a, run_b, every=True),
         },
     )
 
