@@ -189,6 +189,16 @@ class Store(Protocol):
         fallback_op: str | None = None,
     ) -> int: ...
 
+    def count_results_by_run(
+        self,
+        *,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+    ) -> dict[str, int]:
+        """``count_results`` for every run at once: run id -> matching results (runs with
+        none are left out)."""
+
     def search(
         self, text: str, *, limit: int | None = None, offset: int = 0
     ) -> list[dict[str, Any]]:

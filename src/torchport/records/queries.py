@@ -140,6 +140,14 @@ def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: b
     )
 
 
+def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
+    """Counts per run in one pass (the op page: which runs ran an op on the host)."""
+    where = where_results(
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+    )
+    return f"SELECT run_id, COUNT(*) AS n FROM results{where} GROUP BY run_id"
+
+
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
 def list_runs(*, heartbeat: bool) -> str:

@@ -313,6 +313,23 @@ class KnowledgeBase:
         )
 
     @guarded
+    def count_results_by_run(
+        self,
+        *,
+        status: str | None = None,
+        case_glob: str | None = None,
+        fallback_op: str | None = None,
+    ) -> dict[str, int]:
+        flags, args, exact = self._filters(None, status, case_glob, fallback_op)
+        if exact:
+            rows = self._conn().execute(self.q.count_results_by_run(**flags), args)
+            return {row["run_id"]: row["n"] for row in rows}
+        counts: dict[str, int] = {}
+        for r in self._iter_results(status=status, case_glob=case_glob, fallback_op=fallback_op):
+            counts[r["run_id"]] = counts.get(r["run_id"], 0) + 1
+        return counts
+
+    @guarded
     def count_search(self, text: str) -> int:
         query = self._fts_query(text)
         if query is None:

@@ -116,15 +116,13 @@ def build(run: dict, results: list[dict]) -> View | None:
         f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
         f"fallback, {host} pass on the host"
     ]
-    totals: dict[str, int] = {}
-    for r in observed:
-        for op in (r.get("findings") or {}).get("fallback_ops") or {}:
-            totals[short_op(op)] = totals.get(short_op(op), 0) + 1
-    if totals:
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    ranked = ranked_host_ops(observed)[:5]
+    if ranked:
         notes.append(
             "host ops across results: "
-            + ", ".join(f"{op} ({n} result{'s' if n > 1 else ''})" for op, n in ranked)
+            + ", ".join(
+                f"{op} ({len(keys)} result{'s' if len(keys) > 1 else ''})" for op, keys, _ in ranked
+            )
         )
     notes += [note for r in observed if (note := left_on_host(r))]
     degraded = {
@@ -146,4 +144,35 @@ def build(run: dict, results: list[dict]) -> View | None:
         ),
         rows,
         notes,
+    )
+
+
+def ranked_host_ops(results: list[dict]) -> list[tuple[str, list[tuple[str, str]], int]]:
+    """``(op, [(case, mode)...], calls per step summed)`` for every op some result ran on the
+    host, the op in most results first."""
+    found: dict[str, tuple[list[tuple[str, str]], list[int]]] = {}
+    for r in results:
+        for op, calls in ((r.get("findings") or {}).get("fallback_ops") or {}).items():
+            keys, total = found.setdefault(short_op(op), ([], [0]))
+            keys.append((r["case"], r["mode"]))
+            total[0] += calls if isinstance(calls, int) else 0
+    ranked = sorted(found.items(), key=lambda kv: (-len(kv[1][0]), kv[0]))
+    return [(op, keys, total[0]) for op, (keys, total) in ranked]
+
+
+def host_op_ranking(run: dict, results: list[dict]) -> View | None:
+    """The ops most often on the host: in how many results, with their calls per step, and
+    which cases (the placement table lists the same ops by case)."""
+    ranked = ranked_host_ops(results)
+    if not ranked:
+        return None
+    rows = [
+        [op, len(keys), calls, ", ".join(f"{case} [{mode}]" for case, mode in keys)]
+        for op, keys, calls in ranked
+    ]
+    return View(
+        "Ops most often on the host",
+        columns("op", ("results", "count"), ("calls per step", "count"), "cases"),
+        rows,
+        [f"{len(rows)} distinct ops ran on the host in this run"],
     )

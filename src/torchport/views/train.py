@@ -52,3 +52,44 @@ def build(run: dict, results: list[dict]) -> View | None:
         "|loss - reference| / |reference|, the largest over the steps",
     )
     return View("Training-loss parity", COLUMNS, rows, notes)
+
+
+def loss_curves(run: dict, results: list[dict]) -> View | None:
+    """Loss per optimizer step on the device, in the CPU float64 reference and in the CPU
+    baseline at the run's dtype: one row per (case, mode, step), for plotting."""
+    rows: list[list] = []
+    for r in results:
+        info = (r.get("findings") or {}).get("train") or {}
+        device = info.get("device_losses") or []
+        reference = info.get("reference_losses") or []
+        baseline = info.get("baseline_losses") or []
+        for step in range(max(len(device), len(reference), len(baseline))):
+            rows.append(
+                [
+                    r["case"],
+                    r["mode"],
+                    step + 1,
+                    _at(device, step),
+                    _at(reference, step),
+                    _at(baseline, step),
+                ]
+            )
+    if not rows:
+        return None
+    return View(
+        "Training loss per step",
+        columns(
+            "case",
+            "mode",
+            ("step", "int"),
+            ("device", "float"),
+            ("reference", "float"),
+            ("baseline", "float"),
+        ),
+        rows,
+        ["reference: CPU float64; baseline: CPU at the run's dtype; same data and seed"],
+    )
+
+
+def _at(losses: list, step: int):
+    return losses[step] if step < len(losses) else None

@@ -23,6 +23,8 @@ SUBCOMMANDS = (
     "export",
     "import",
     "doctor",
+    "serve",
+    "report",
 )
 
 

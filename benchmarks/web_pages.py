@@ -1,0 +1,162 @@
+"""Server time of every web page on the million-result knowledge base.
+
+Reuses (or fills, with ``kb_scale.fill``) the knowledge base of ``benchmarks/kb_scale.py``: 10
+runs x 50 000 cases x 2 modes of synthetic results written through the real schema. Each page
+(HTML and its JSON twin) is requested through the ASGI application in-process (Starlette's
+TestClient: routing, store reads, views and rendering; no socket, no browser), once to warm the
+file's pages into the OS cache, then REPEATS times; median and max are printed.
+
+    python benchmarks/web_pages.py --db /tmp/kb_scale.db --out docs/results/web_pages.txt
+
+The machine is shared: the 1-minute load average is printed next to every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import emit  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from torchport.interfaces.web import pages as pages_module  # noqa: E402
+from torchport.interfaces.web.app import create_app  # noqa: E402
+from torchport.records import open_store  # noqa: E402
+
+TARGET_MS = 300.0
+
+
+def pages(run_a: str, run_b: str, case: str) -> list[tuple[str, str]]:
+    """(label, path) of every page kind, on the knowledge base's own runs and cases."""
+    return [
+        ("runs", "/"),
+        ("runs, filtered (device=cuda)", "/?device=cuda"),
+        (f"run {run_b} (summary, first page)", f"/runs/{run_b}"),
+        (f"run {run_b} (summary, page at offset 50000)", f"/runs/{run_b}?offset=50000"),
+        (f"case {case}", f"/cases/{case}"),
+        ("op cumsum on the host", "/ops/cumsum"),
+        ("op cumsum, page at offset 10000", "/ops/cumsum?offset=10000"),
+        ("search cumsum", "/search?q=cumsum"),
+        ("search cumsum, page at offset 10000", "/search?q=cumsum&offset=10000"),
+        (f"compare {run_a} {run_b}", f"/compare?a={run_a}&b={run_b}"),
+    ]
+
+
+def whole_run_kb(path: str, results: int) -> str:
+    """A file with one run, ``whole``, of ``results`` synthetic hf results (kb_scale's, eager
+    and compile): a run whose page shows every view (the million-result file holds only runs of
+    100 000, which show in summary). The report test uses it too."""
+    import kb_scale
+
+    cases = kb_scale._case_ids(results // 2)
+    with open_store(path, write=True) as store:
+        store.create_run(
+            run_id="whole",
+            command="torchport run --suite hf",
+            suite="hf",
+            device="cuda",
+            config={"modes": ["eager", "compile"], "probes": ["placement", "perf", "compile"]},
+            plan=[[c, m] for c in cases for m in ("eager", "compile")],
+            labels={},
+        )
+        results = [kb_scale._result(c, m, 0, "cuda") for c in cases for m in ("eager", "compile")]
+        for r in results:  # what the perf probe adds to a timed result (perf view, plot)
+            if "perf_median_ms" in r.get("metrics", {}):
+                r["findings"]["perf"] = {"step_kind": "training forward+backward"}
+        store.add_results("whole", results)
+        store.finish_run("whole", "complete")
+    return path
+
+
+def row(label: str, path: str, client: TestClient, repeats: int) -> str:
+    html, status, size = time_page(client, path, repeats)
+    js, _, _ = time_page(client, json_path(path), repeats)
+    worst = max(statistics.median(html), statistics.median(js))
+    print(f"  {label}: {statistics.median(html):.0f} ms", file=sys.stderr, flush=True)
+    return (
+        f"| {label} (`{path}`) | {statistics.median(html):.0f} | {max(html):.0f} | "
+        f"{statistics.median(js):.0f} | {max(js):.0f} | {size} | {status} | "
+        f"{'yes' if worst < TARGET_MS else 'NO'} | {os.getloadavg()[0]:.1f} |"
+    )
+
+
+def time_page(client: TestClient, path: str, repeats: int) -> tuple[list[float], int, int]:
+    """Wall times in ms of ``repeats`` requests (after one warm-up), the status and the size."""
+    response = client.get(path)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        response = client.get(path)
+        samples.append(1e3 * (time.perf_counter() - start))
+    return samples, response.status_code, len(response.content)
+
+
+def json_path(path: str) -> str:
+    base, _, query = path.partition("?")
+    return (base.rstrip("/") or "/runs") + ".json" + (f"?{query}" if query else "")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", default=os.path.join(tempfile.gettempdir(), "kb_scale.db"))
+    parser.add_argument("--runs", type=int, default=10, help="Only when the file is filled here.")
+    parser.add_argument("--cases", type=int, default=50_000, help="Likewise.")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    lines = [
+        f"$ python benchmarks/web_pages.py {' '.join(argv or sys.argv[1:])}",
+        f"{os.cpu_count()} logical cores, shared with other engineers' jobs; load average "
+        f"(1 min) at start {os.getloadavg()[0]:.2f}",
+    ]
+    if not os.path.exists(args.db):
+        import kb_scale
+
+        start = time.perf_counter()
+        kb_scale.fill(args.db, args.runs, kb_scale._case_ids(args.cases), 5000)
+        lines.append(f"filled {args.db} with kb_scale.fill in {time.perf_counter() - start:.0f} s")
+    with open_store(args.db, write=False) as store:
+        total = store.count_results()
+        runs = store.list_runs()
+        lines.append(f"knowledge base {args.db}: {total} results in {len(runs)} runs")
+        run_b, run_a = runs[0]["id"], runs[2]["id"]  # the newest run and the previous release
+        case = store.results(run_id=run_b, limit=1, offset=123)[0]["case"]
+        client = TestClient(create_app(store))
+        lines += [
+            "",
+            "| page | HTML median ms | HTML max ms | JSON median ms | JSON max ms | bytes (HTML) "
+            "| status | < 300 ms | load |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for label, path in pages(run_a, run_b, case):
+            lines.append(row(label, path, client, args.repeats))
+        from torchport.views.compare import compare_runs
+
+        start = time.perf_counter()
+        compare_runs(store, run_a, run_b)
+        inside = 1e3 * (time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as folder:
+        size = pages_module.FULL_VIEWS_UP_TO
+        with open_store(whole_run_kb(os.path.join(folder, "w.db"), size), write=False) as store:
+            label = f"run of {size} results, every view (a separate file)"
+            lines.append(row(label, "/runs/whole", TestClient(create_app(store)), args.repeats))
+    lines += [
+        "",
+        f"compare {run_a} {run_b} inside the store and views.compare (no page): {inside:.0f} ms",
+    ]
+    lines += [
+        "",
+        f"median and max of {args.repeats} requests after one warm-up, through the ASGI app "
+        "in-process (TestClient): routing, store reads, views, templates; no socket or browser",
+        f"load average (1 min) at end {os.getloadavg()[0]:.2f}",
+    ]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

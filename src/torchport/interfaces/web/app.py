@@ -1,0 +1,201 @@
+"""The read-only web application: Starlette routes that build a Page (pages.py) and answer
+with HTML or its JSON twin (``PATH.json`` or ``Accept: application/json``).
+
+The store is opened read-only once and shared (SQLite keeps one connection per thread).
+With a token, every request must carry it (``Authorization: Bearer``, ``X-Torchport-Token``
+or ``?token=``); the first accepted request sets a cookie so a browser's later clicks carry it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from torchport.interfaces.web import pages
+from torchport.interfaces.web.html import STATIC, render_page
+from torchport.records import StoreError
+from torchport.views.case_history import exact_glob
+
+JSON_FLAG = "torchport.json"
+COOKIE = "torchport_token"
+
+
+def _offset(request: Request) -> int:
+    raw = request.query_params.get("offset") or "0"
+    return max(0, int(raw)) if raw.isdigit() else 0
+
+
+def _wants_json(request: Request) -> bool:
+    if request.scope.get(JSON_FLAG):
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def _jsonable(value):
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict() if callable(to_dict) else str(value)
+
+
+def respond(request: Request, page: pages.Page) -> Response:
+    if _wants_json(request):
+        body = json.dumps(page.to_dict(), default=_jsonable, allow_nan=False, indent=1)
+        return Response(body, media_type="application/json")
+    return HTMLResponse(render_page(page, root=request.scope.get("root_path", "")))
+
+
+def problem(request: Request, status: int, message: str) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status_code=status)
+    page = pages.Page(
+        "error", "Not found" if status == 404 else "Bad request", data={"error": message}
+    )
+    return HTMLResponse(render_page(page), status_code=status)
+
+
+def create_app(store, *, token: str | None = None) -> Starlette:
+    """The application over an open (read-only) store."""
+    links = pages.Links("")
+
+    def page_route(path: str, build):
+        def endpoint(request: Request) -> Response:  # sync: Starlette runs it in a thread
+            try:
+                page = build(request)
+            except pages.NotFound as exc:
+                return problem(request, 404, str(exc))
+            except StoreError as exc:  # a selector that matches nothing, a bad run id
+                return problem(request, 404, str(exc))
+            return respond(request, page)
+
+        return Route(path, endpoint)
+
+    def runs(request: Request) -> pages.Page:
+        filters = {k: request.query_params.get(k, "") for k in pages.RUN_FILTERS}
+        return pages.runs_page(store, links, filters)
+
+    def run(request: Request) -> pages.Page:
+        return pages.run_page(store, request.path_params["run_id"], links, offset=_offset(request))
+
+    def case(request: Request) -> pages.Page:
+        return pages.case_page(store, request.path_params["case"], links)
+
+    def compare(request: Request) -> pages.Page:
+        a, b = request.query_params.get("a"), request.query_params.get("b")
+        if not a or not b:
+            raise pages.NotFound("compare needs two runs: /compare?a=RUN&b=RUN (ids or selectors)")
+        return pages.compare_page(store, a, b, links, every=bool(request.query_params.get("all")))
+
+    def op(request: Request) -> pages.Page:
+        return pages.op_page(store, request.path_params["op"], links, offset=_offset(request))
+
+    def search(request: Request) -> pages.Page:
+        text = request.query_params.get("q", "")
+        return pages.search_page(store, text, links, offset=_offset(request))
+
+    def trace(request: Request) -> Response:
+        """The profile trace a result of this run recorded, if the file is on this machine."""
+        case_id, mode = request.query_params.get("case", ""), request.query_params.get("mode")
+        found = [
+            r
+            for r in store.results(
+                run_id=request.path_params["run_id"], case_glob=exact_glob(case_id)
+            )
+            if r["mode"] == mode
+        ]
+        path = (
+            ((found[0].get("findings") or {}).get("profile") or {}).get("trace") if found else None
+        )
+        if not path:
+            return problem(request, 404, f"no profile trace recorded for {case_id} [{mode}]")
+        if not Path(path).is_file():
+            return problem(request, 404, f"the trace {path} is not on this machine")
+        return FileResponse(path, media_type="application/json", filename=Path(path).name)
+
+    app = Starlette(
+        routes=[
+            page_route("/", runs),
+            page_route("/runs", runs),
+            page_route("/runs/{run_id}", run),
+            Route("/runs/{run_id}/trace", trace),
+            page_route("/cases/{case:path}", case),
+            page_route("/compare", compare),
+            page_route("/ops/{op}", op),
+            page_route("/search", search),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+    )
+    app.add_middleware(JsonSuffix)
+    if token:
+        app.add_middleware(TokenGate, token=token)
+    return app
+
+
+class JsonSuffix:
+    """``/runs/R.json`` is ``/runs/R`` answered as JSON."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].endswith(".json"):
+            path = scope["path"][: -len(".json")] or "/"
+            scope = dict(scope, path=path, raw_path=path.encode(), **{JSON_FLAG: True})
+        await self.app(scope, receive, send)
+
+
+class TokenGate:
+    """Every request needs the token; one accepted by header or query sets a cookie."""
+
+    def __init__(self, app, *, token: str):
+        self.app = app
+        self.token = token.encode()
+        # The cookie holds a digest, not the token: any token fits in it and none is echoed.
+        self.cookie = hashlib.sha256(b"torchport-cookie:" + self.token).hexdigest()
+
+    def _matches(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        cookie = SimpleCookie(headers.get("cookie", ""))
+        if COOKIE in cookie and hmac.compare_digest(cookie[COOKIE].value, self.cookie):
+            await self.app(scope, receive, send)
+            return
+        bearer = headers.get("authorization", "")
+        given = [
+            bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else None,
+            headers.get("x-torchport-token"),
+            *parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", []),
+        ]
+        if not any(self._matches(g) for g in given):
+            response = Response(
+                "torchport: this server needs its token: send 'Authorization: Bearer TOKEN' or "
+                "open the page once with ?token=TOKEN\n",
+                status_code=401,
+                media_type="text/plain",
+            )
+            await response(scope, receive, send)
+            return
+
+        async def send_with_cookie(message):
+            if message["type"] == "http.response.start":
+                value = f"{COOKIE}={self.cookie}; HttpOnly; SameSite=Strict; Path=/"
+                message = dict(
+                    message, headers=[*message["headers"], (b"set-cookie", value.encode())]
+                )
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)

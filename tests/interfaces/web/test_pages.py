@@ -1,0 +1,243 @@
+"""The web application in-process (Starlette's TestClient) over knowledge bases written through
+the store: every page and its JSON twin, links, paging, the token gate, and stored text that
+tries to be markup. The browser tests (test_browser.py) load the same pages in Chromium."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from tests import kb
+from tests.interfaces.web.twin import shown
+from torchport.interfaces.web import pages
+from torchport.interfaces.web.app import create_app
+from torchport.records import open_store
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def kb_path(tmp_path_factory):
+    path = kb.build(tmp_path_factory.mktemp("web") / "kb.db", labels={"release": "a"})
+    second = kb.results()
+    second[0] = dict(
+        second[0],
+        status="crash",
+        stage="run",
+        error={
+            "type": "Crash",
+            "message": "worker died: signal 11",
+            "traceback": "Traceback (most recent call last):\n  worker.py",
+        },
+    )
+    kb.build(path, run_id="r2", labels={"release": "b", "note": HOSTILE}, results_=second)
+    with open_store(path, write=True) as store:
+        store.add_note("r2", f"accepted: {HOSTILE}", case="smoke/mlp", author="ana")
+    return path
+
+
+@pytest.fixture(scope="module")
+def client(kb_path):
+    with open_store(kb_path, write=False) as store:
+        yield TestClient(create_app(store))
+
+
+def _tables(text: str) -> dict[str, dict]:
+    """The tables of a page as shown: section name -> title, header and cell texts."""
+    out = {}
+    for name, body in re.findall(
+        r'<section class="view" data-view="([^"]+)".*?>(.*?)</section>', text, re.S
+    ):
+        title = re.search(r"<h2>(.*?)</h2>", body, re.S).group(1)
+        head = re.findall(r"<th data-kind=\"[^\"]*\">(.*?)</th>", body, re.S)
+        rows = [
+            [
+                " ".join(html.unescape(re.sub(r"<[^>]+>", "", c)).split())
+                for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+            ]
+            for tr in re.findall(r"<tr>(.*?)</tr>", body.split("</thead>")[-1], re.S)
+        ]
+        notes = [
+            " ".join(html.unescape(n).split()) for n in re.findall(r"<li>(.*?)</li>", body, re.S)
+        ]
+        out[name] = {
+            "title": html.unescape(title),
+            "columns": [html.unescape(h) for h in head],
+            "rows": rows,
+            "notes": notes,
+        }
+    return out
+
+
+PAGES = [
+    "/",
+    "/?device=cpu&label=release%3Db",
+    "/runs/r1",
+    "/cases/smoke/mlp",
+    "/cases/hf/gpt2",
+    "/compare?a=r1&b=r2",
+    "/compare?a=release%3Da&b=release%3Db",
+    "/ops/cumsum",
+    "/search?q=llama",
+    "/search?q=accepted",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_and_its_json_twin_show_the_same_tables(client, path):
+    page = client.get(path)
+    assert page.status_code == 200, page.text[:500]
+    assert page.headers["content-type"].startswith("text/html")
+    base, _, query = path.partition("?")
+    twin = client.get((base.rstrip("/") or "/runs") + ".json" + (f"?{query}" if query else ""))
+    assert twin.headers["content-type"] == "application/json"
+    data = twin.json()
+    assert client.get(path, headers={"Accept": "application/json"}).json() == data
+    tables = _tables(page.text)
+    assert list(tables) == list(data["views"]) and tables
+    for name, view in data["views"].items():
+        assert tables[name] == shown(view), name
+    for chart in data["charts"]:
+        assert f'id="chart-{chart["id"]}"' in page.text
+
+
+def test_run_page_matrix_coloured_by_status_with_grade_marks(client):
+    text = client.get("/runs/r1").text
+    data = client.get("/runs/r1.json").json()
+    assert data["run"]["labels"] == {"release": "a"} and "plan" not in data["run"]
+    assert data["environments"][0]["torch"] == "2.13.0"
+    assert {
+        "matrix",
+        "coverage",
+        "failures",
+        "placement",
+        "host_ops",
+        "compile",
+        "perf",
+        "train",
+        "loss",
+        "profile",
+    } <= set(data["views"])
+    assert 'class="st-pass gr-fallback"' in text  # mlp compile: a pass with host ops
+    assert 'class="st-accuracy_fail gr-host"' in text
+    assert '<a href="/cases/smoke/mlp">smoke/mlp</a>' in text
+    assert '<a href="/ops/cumsum">cumsum</a>' in text
+    assert 'href="/compare?a=r2&amp;b=r1"' in text
+    charts = {c["id"]: c for c in data["charts"]}
+    assert set(charts) == {"coverage", "throughput", "compile", "loss-0"}
+    assert charts["throughput"]["series"][0]["values"][0] == pytest.approx(1000 / 2.71, rel=1e-3)
+    assert charts["compile"]["series"][0]["values"][0] == 12.3
+
+
+def test_case_page_history_parity_traceback_and_notes(client):
+    data = client.get("/cases/smoke/mlp.json").json()
+    history = data["views"]["history"]
+    assert [row[0] for row in history["rows"]] == ["r1", "r1", "r2", "r2"]
+    assert data["latest_failure"]["error"]["message"] == "worker died: signal 11"
+    assert data["compare"] == [{"a": "r1", "b": "r2", "href": "/compare?a=r1&b=r2"}]
+    assert data["views"]["notes"]["rows"][0][-1] == f"accepted: {HOSTILE}"
+    assert {c["id"] for c in data["charts"]} == {"history-step"}  # no compile figures here
+    text = client.get("/cases/smoke/mlp").text
+    assert '<pre class="traceback">Traceback (most recent call last):\n  worker.py' in text
+    assert "compile ran past 3 s" in client.get("/cases/hf/llama").text  # the newest failure
+
+
+def test_compare_page_links_each_changed_case(client):
+    data = client.get("/compare.json?a=r1&b=r2").json()
+    assert data["common"] == 8
+    assert data["views"]["newly-failing"]["rows"][0][:2] == ["smoke/mlp", "eager"]
+    text = client.get("/compare?a=r1&b=r2").text
+    section = text.split('data-view="newly-failing"')[1].split("</section>")[0]
+    assert '<a href="/cases/smoke/mlp">smoke/mlp</a>' in section
+
+
+def test_stored_markup_is_shown_as_text(client):
+    for path in ("/", "/cases/smoke/mlp", "/compare?a=r1&b=r2", "/search?q=accepted"):
+        text = client.get(path).text
+        assert HOSTILE not in text and html.escape(HOSTILE, quote=False) in text, path
+
+
+def test_paging_and_op_page(client, monkeypatch):
+    monkeypatch.setattr(pages, "PAGE_ROWS", 1)
+    first = client.get("/search.json?q=llama").json()
+    assert first["paging"]["total"] == 4 and first["paging"]["shown"] == 1
+    assert first["paging"]["next"] == "/search?q=llama&offset=1" and first["paging"]["prev"] is None
+    second = client.get("/search.json?q=llama&offset=1").json()
+    assert second["views"]["results"]["rows"] != first["views"]["results"]["rows"]
+    op = client.get("/ops/cumsum.json").json()
+    assert op["op"] == "aten.cumsum" and op["paging"]["total"] == 2
+    assert [row[0] for row in op["views"]["runs"]["rows"]] == ["r2", "r1"]
+
+
+def test_large_run_shows_a_summary_a_page_at_a_time(client, monkeypatch):
+    monkeypatch.setattr(pages, "FULL_VIEWS_UP_TO", 4)
+    monkeypatch.setattr(pages, "PAGE_ROWS", 3)
+    data = client.get("/runs/r1.json?offset=3").json()
+    assert data["summary"] and data["charts"] == []
+    assert set(data["views"]) == {"summary", "common_failures", "worst_failures", "results"}
+    assert len(data["views"]["results"]["rows"]) == 3
+    assert (
+        data["paging"]["prev"] == "/runs/r1?offset=0"
+        and data["paging"]["next"] == "/runs/r1?offset=6"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "needle"),
+    [
+        ("/runs/nope", "no run 'nope'"),
+        ("/cases/hf/none", "no results for case 'hf/none'"),
+        ("/compare?a=r1&b=release%3Dzz", "no complete run matches release=zz"),
+        ("/compare?a=r1", "compare needs two runs"),
+    ],
+)
+def test_unknown_things_are_404_with_the_reason(client, path, needle):
+    page = client.get(path)
+    assert page.status_code == 404 and needle in html.unescape(page.text)
+    assert (
+        client.get(path, headers={"Accept": "application/json"})
+        .json()["error"]
+        .startswith(needle[:8])
+    )
+
+
+def test_trace_link_serves_only_the_recorded_file(kb_path, tmp_path):
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    result = dict(kb.results()[0])
+    result["findings"] = dict(result["findings"], profile=dict(kb.PROFILE, trace=str(trace)))
+    path = kb.build(tmp_path / "t.db", results_=[result])
+    with open_store(path, write=False) as store:
+        client = TestClient(create_app(store))
+        text = client.get("/runs/r1").text
+        href = html.unescape(re.search(r'<a href="([^"]*/trace\?[^"]*)"', text).group(1))
+        assert client.get(href).json() == {"traceEvents": []}
+        missing = client.get("/runs/r1/trace?case=smoke/mlp&mode=compile")
+        assert missing.status_code == 404
+    trace.unlink()
+    with open_store(path, write=False) as store:
+        gone = TestClient(create_app(store)).get(href)
+        assert gone.status_code == 404 and "is not on this machine" in gone.text
+
+
+def test_token_gate(kb_path):
+    with open_store(kb_path, write=False) as store:
+        client = TestClient(create_app(store, token="s3cret"))
+        refused = client.get("/runs/r1.json")
+        assert refused.status_code == 401 and "needs its token" in refused.text
+        assert client.get("/static/app.css").status_code == 401
+        assert client.get("/runs/r1.json?token=wrong").status_code == 401
+        assert (
+            client.get("/runs/r1.json", headers={"Authorization": "Bearer s3cret"}).status_code
+            == 200
+        )
+        assert client.get("/", headers={"X-Torchport-Token": "s3cret"}).status_code == 200
+        client.cookies.clear()
+        first = client.get("/runs/r1?token=s3cret")  # a browser's first visit
+        assert first.status_code == 200 and "s3cret" not in first.headers["set-cookie"]
+        assert client.get("/cases/smoke/mlp").status_code == 200  # the cookie carries it
+        client.cookies.clear()
+        assert client.get("/cases/smoke/mlp").status_code == 401
