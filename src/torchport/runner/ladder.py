@@ -280,7 +280,9 @@ class Ladder:
         """The compile backend for this device, recorded with why; False (compile_fail) when
         none can compile for it."""
         try:
-            self.backend = compile_backend.choose(self.adapter, self.config.compile_backend)
+            self.backend = compile_backend.choose(
+                self.adapter, self.config.compile_backend, self.config.compile_mode
+            )
         except compile_backend.NoCompileBackend as exc:
             self.emit({"event": "stage", "stage": "compile"})
             self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
@@ -289,10 +291,8 @@ class Ladder:
         return True
 
     def _compile(self, module):
-        import torch
-
         assert self.backend is not None, "the backend is chosen before compiling"
-        return torch.compile(module, backend=self.backend.name)
+        return self.backend.compile(module)
 
     def _parity(self, result, reference: dict, noise: dict, tolerance):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
@@ -345,7 +345,7 @@ class Ladder:
 
         for name in self.config.probes:
             probe = load_probe(name)
-            if not probe.applies(subject):
+            if self.config.scenario not in probe.scenarios or not probe.applies(subject):
                 continue
             self.emit({"event": "stage", "stage": f"probe:{name}"})
             start = clock()
