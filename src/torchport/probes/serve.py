@@ -119,12 +119,53 @@ class ServeProbe(Probe):
         return subject.generation is not None
 
     def run(self, subject: Subject) -> ProbeReport:
-        setup, config, adapter = subject.generation, subject.config, subject.adapter
+        config, adapter = subject.config, subject.adapter
         timer = step_timer(adapter)
         batches = batches_for(config, adapter)
         lengths = tuple(config.prompt_lengths)
         mode_side = "compiled" if subject.mode == "compile" else "eager"
         rows, memory, notes = [], {}, []
+        watch = cm.RecompileLimitWatch()
+        try:
+            self._measure(subject, batches, lengths, mode_side, timer, rows, memory, notes)
+        finally:
+            watch.close()
+        if watch.hits:
+            notes.append(
+                f"dynamo hit its recompile limit {len(watch.hits)} time(s): those frames ran "
+                "eagerly inside the compiled steps"
+            )
+        info = {
+            "batches": list(batches),
+            "prompt_lengths": list(lengths),
+            "new_tokens": config.new_tokens,
+            "repeats": REPEATS,
+            "timer": timer.kind,
+            "mode_side": mode_side,
+            "rows": rows,
+            "memory": {str(b): m for b, m in memory.items()},
+            "notes": notes,
+        }
+        if adapter.torch_type == "cpu":
+            info["peak_bytes_is"] = "peak resident set of the worker process since it started"
+        if any("compiles" in row for row in rows):
+            info["recompiles"] = recompiles(rows, batches[0])
+        report = ProbeReport(
+            metrics=headline(rows, memory, mode_side, lengths[0]), findings={"serve": info}
+        )
+        # A shape that must fit and failed is the result's failure, never a missing row.
+        failed = [r for r in rows if "status" in r and r["batch"] <= LARGEST_ALWAYS]
+        if failed:
+            report.status, report.stage, report.error = (
+                failed[0]["status"],
+                "serve",
+                failed[0]["error"],
+            )
+        return report
+
+    def _measure(self, subject, batches, lengths, mode_side, timer, rows, memory, notes):
+        """Every (batch, side, prompt length) into ``rows``; peak memory per batch."""
+        setup, config, adapter = subject.generation, subject.config, subject.adapter
         for batch in batches:
             fits = True
             for side in setup.sides:
@@ -153,24 +194,6 @@ class ServeProbe(Probe):
                     )
                 except Exception as exc:  # no figure, and why
                     memory[batch] = {"unavailable": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        info = {
-            "batches": list(batches),
-            "prompt_lengths": list(lengths),
-            "new_tokens": config.new_tokens,
-            "repeats": REPEATS,
-            "timer": timer.kind,
-            "mode_side": mode_side,
-            "rows": rows,
-            "memory": {str(b): m for b, m in memory.items()},
-            "notes": notes,
-        }
-        if adapter.torch_type == "cpu":
-            info["peak_bytes_is"] = "peak resident set of the worker process since it started"
-        if any("compiles" in row for row in rows):
-            info["recompiles"] = recompiles(rows, batches[0])
-        return ProbeReport(
-            metrics=headline(rows, memory, mode_side, lengths[0]), findings={"serve": info}
-        )
 
 
 def recompiles(rows: list[dict], first_batch: int) -> dict:

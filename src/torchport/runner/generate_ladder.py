@@ -144,6 +144,9 @@ class GenerateLadder(Ladder):
         compile, in this worker). fullgraph as the cache plan asks; when that fails, again
         with graph breaks allowed, and the failure is recorded."""
         assert self.backend is not None, "the backend is chosen before compiling"
+        # prefill and decode are the same code objects for every model: frames compiled for
+        # an earlier case would count against dynamo's recompile limit
+        compile_metrics.reset_dynamo()
         fullgraph, found = setup.plan.fullgraph, {}
         before = compile_metrics.counters_snapshot()
         try:

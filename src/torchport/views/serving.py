@@ -16,7 +16,7 @@ COLUMNS = columns(
     ("batch", "int"),
     ("TTFT ms", "ms"),
     ("TPOT ms", "ms"),
-    ("p10-p90 ms", "ms"),
+    ("p10-p90", "ms"),
     ("tokens/s", "rate"),
     ("speedup", "ratio"),
     ("peak mem", "bytes"),
@@ -37,24 +37,28 @@ def tokens_match(result: dict):
 
 
 def compile_seconds(info: dict):
-    """Prefill + decode compile seconds (dynamo's), the split in brackets."""
-    phases = (info.get("compile") or {}).get("phases") or {}
+    """The first compile of prefill + decode (dynamo's seconds); marked when Inductor's cache
+    served any of it (then it was not cold)."""
+    compiled = info.get("compile") or {}
+    phases = compiled.get("phases") or {}
     if not all(isinstance(phases.get(p), dict) for p in ("prefill", "decode")):
         return None
-    prefill, decode = phases["prefill"]["compile_s"], phases["decode"]["compile_s"]
-    return Annotated(prefill + decode, f"prefill {prefill:.3g} + decode {decode:.3g}")
+    total = phases["prefill"]["compile_s"] + phases["decode"]["compile_s"]
+    cache = compiled.get("cache")
+    hits = sum(v for k, v in cache.items() if k.endswith("_hit")) if isinstance(cache, dict) else 0
+    return Annotated(total, f"{hits} cache hits") if hits else total
 
 
 def recompiles(serve: dict) -> str | None:
-    """``decode 0, prefill 1 across lengths; 2 across batches``."""
+    """``0 · 1 · 2``: decode across prompt lengths · prefill across them · across batches."""
     found = serve.get("recompiles")
     if not found:
         return None
     if any(isinstance(v, str) for v in found.values()):
         return next(v for v in found.values() if isinstance(v, str))
-    lengths = ", ".join(f"{p} {v['across_prompt_lengths']}" for p, v in found.items())
     batches = sum(v["across_batches"] for v in found.values())
-    return f"{lengths} across lengths; {batches} across batches"
+    decode, prefill = (found[p]["across_prompt_lengths"] for p in ("decode", "prefill"))
+    return f"{decode} · {prefill} · {batches}"
 
 
 def rows_of(result: dict) -> list[list]:
@@ -105,6 +109,9 @@ def build(run: dict, results: list[dict]) -> View | None:
         "tokens/s = batch x decode steps / decode time; speedup = eager / compiled TPOT",
         "tokens match: generated ids equal to the float64 CPU reference's, up to the first "
         "divergence",
+        "compile s: the first compile of the prefill and decode graphs (dynamo's time); "
+        "recompiles: decode across prompt lengths · prefill across prompt lengths · both "
+        "across batch sizes",
     ]
     skipped = len(results) - len(ran)
     if skipped:
