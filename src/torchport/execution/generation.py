@@ -16,6 +16,7 @@ from the model's signature, so 5.17 to 5.24+ work the same.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,7 +170,7 @@ def generate(
         position = positions[:, -1:] + 1  # (1, 1)
         for _ in range(new_tokens - 1):
             ids = chosen[-1].unsqueeze(-1)  # (B, 1)
-            logits, seconds = timer(lambda ids=ids, at=position: decode(ids, at, cache))
+            logits, seconds = timer(functools.partial(decode, ids, position, cache))
             decode_s.append(seconds)
             chosen.append(logits.argmax(-1))
             if keep_logits:

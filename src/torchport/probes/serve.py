@@ -124,7 +124,9 @@ class ServeProbe(Probe):
         batches = batches_for(config, adapter)
         lengths = tuple(config.prompt_lengths)
         mode_side = "compiled" if subject.mode == "compile" else "eager"
-        rows, memory, notes = [], {}, []
+        rows: list[dict] = []
+        memory: dict[int, dict] = {}
+        notes: list[str] = []
         watch = cm.RecompileLimitWatch()
         try:
             self._measure(subject, batches, lengths, mode_side, timer, rows, memory, notes)

@@ -42,7 +42,7 @@ class TokenParity:
         return self.report.ok
 
     def metrics(self) -> dict:
-        found = {
+        found: dict[str, float] = {
             "generate_steps": self.steps,
             "generate_matching_tokens": self.steps if self.divergence is None else self.divergence,
         }

@@ -19,6 +19,8 @@ tokens/s, recompiles) and ``placement`` on one decode step.
 
 from __future__ import annotations
 
+from typing import Any
+
 from torchport.cases.base import Size
 from torchport.execution import generation
 from torchport.execution import reference as reference_mod
@@ -147,17 +149,21 @@ class GenerateLadder(Ladder):
         # prefill and decode are the same code objects for every model: frames compiled for
         # an earlier case would count against dynamo's recompile limit
         compile_metrics.reset_dynamo()
-        fullgraph, found = setup.plan.fullgraph, {}
+        fullgraph, found = setup.plan.fullgraph, dict[str, Any]()
         before = compile_metrics.counters_snapshot()
         try:
-            first, counted, outcome = self._first_compiled(setup, batch, length, fullgraph)
+            first, counted, outcome = self._first_compiled_generation(
+                setup, batch, length, fullgraph
+            )
         except Exception as exc:
             if not fullgraph:
                 raise
             compile_metrics.reset_dynamo()
             found["fullgraph_failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             fullgraph = False
-            first, counted, outcome = self._first_compiled(setup, batch, length, fullgraph)
+            first, counted, outcome = self._first_compiled_generation(
+                setup, batch, length, fullgraph
+            )
         found.update(
             fullgraph=fullgraph,
             outcome=outcome.to_dict(),
@@ -169,7 +175,7 @@ class GenerateLadder(Ladder):
         )
         return found
 
-    def _first_compiled(self, setup, batch: int, length: int, fullgraph: bool):
+    def _first_compiled_generation(self, setup, batch: int, length: int, fullgraph: bool):
         assert self.backend is not None
         eager = setup.sides["eager"]
         setup.sides["compiled"] = tuple(
