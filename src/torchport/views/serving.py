@@ -121,7 +121,14 @@ def build(run: dict, results: list[dict]) -> View | None:
         notes.extend(f"{r['case']} [{r['mode']}]: {n}" for n in serve.get("notes") or ())
         found = serve.get("recompiles") or {}
         decode = found.get("decode")
-        cache = ((r.get("findings") or {}).get("generate") or {}).get("cache") or {}
+        generate = (r.get("findings") or {}).get("generate") or {}
+        cache = generate.get("cache") or {}
+        failed = (generate.get("compile") or {}).get("fullgraph_failed")
+        if failed:
+            notes.append(
+                f"{r['case']} [{r['mode']}]: fullgraph compile failed ({failed[:120]}); "
+                "compiled with graph breaks"
+            )
         if isinstance(decode, dict) and cache.get("kind") == "static":
             if decode["across_prompt_lengths"]:
                 notes.append(
