@@ -26,9 +26,8 @@ from torchport.execution import generation
 from torchport.execution import reference as reference_mod
 from torchport.execution.steps import place, to_cpu
 from torchport.probes import compile_metrics, compile_outcome, token_parity
-from torchport.probes.base import Subject
 from torchport.probes.serve import CompileCounter, batches_for
-from torchport.records.result import error_note, skipped
+from torchport.records.result import error_note
 from torchport.runner.ladder import Ladder
 from torchport.timing import step_timer
 
@@ -97,20 +96,12 @@ class GenerateLadder(Ladder):
             self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch", report.message()))
         side = "compiled" if self.mode == "compile" else "eager"
         self._probes(
-            Subject(
-                case=self.case,
-                mode=self.mode,
-                config=config,
-                adapter=self.adapter,
-                device=self.adapter.device(),
-                dtype=dtype,
+            self._subject(
                 workload=placed,
                 model=model,
                 runner=setup.sides[side][1],
                 step=setup.decode_step(side, batch, length),
                 make_runner=lambda: setup.sides[side][1],
-                emit=self.emit,
-                case_deadline=self.case_deadline,
                 generation=setup,
             )
         )
@@ -120,15 +111,6 @@ class GenerateLadder(Ladder):
                 f"{plan.kind} cache)"
             )
         return self.out.to_dict()
-
-    def _skip(self, reason: str) -> dict:
-        return skipped(
-            self.case.id,
-            self.mode,
-            case_version=self.case.version,
-            reason=reason,
-            tags=tuple(self.case.tags),
-        ).to_dict()
 
     def _place(self, workload, dtype):
         placed = place(workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope)
@@ -202,14 +184,7 @@ class GenerateLadder(Ladder):
         local = None if reference_mod.rebuildable(self.case, self.config) else self.case
         with self.adapter.host_scope():
             value = reference_mod.obtain(spec, local, timeout_s=max(self._time_left(), 30.0))
-        self.out.findings["reference"] = {
-            "kind": value["kind"],
-            "label": value["kind"]
-            if value["kind"] == "float64"
-            else f"float32 (float64 failed: {value.get('float64_error')})",
-            "cache": value.get("cache"),
-            "process": value.get("process"),
-        }
+        self._record_reference(value)
         return value
 
     def _time_left(self) -> float:
@@ -219,9 +194,7 @@ class GenerateLadder(Ladder):
 
     def _token_parity(self, result: dict, reference: dict) -> token_parity.TokenParity:
         atol, rtol = self.config.tolerance
-        basis = (
-            "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
-        )
+        basis = self._parity_basis()
         with self.adapter.host_scope():
             found = token_parity.compare(
                 result,
