@@ -33,6 +33,8 @@ from torchport.runner.plan import Task, expand, worker_env
 # compiles in fresh processes) costs minutes per sweep on a small host, so it runs when asked
 # for: ``--probes compile``, or ``--shapes`` (the recompile study is part of it).
 DEFAULT_PROBES = ("placement", "perf", "flex")
+# Scenario generate: placement (of one decode step) and the serving figures.
+GENERATE_PROBES = ("placement", "serve")
 
 
 class RunRefused(ConfigError):
@@ -55,13 +57,19 @@ def resolve_probes(
     train_steps: int = 0,
     profile: bool = False,
     shapes: bool = False,
+    scenario: str = "train",
 ) -> tuple[str, ...]:
-    """The probes a run uses: the defaults for the device (None), none ("none"), or the names
-    given; flags that ask for a measurement add its probe. Unknown names raise UnknownProbe."""
+    """The probes a run uses: the defaults for the device and scenario (None), none ("none"),
+    or the names given; flags that ask for a measurement add its probe. Unknown names raise
+    UnknownProbe; a probe that does not measure the scenario's steps, ConfigError."""
+    from torchport.config import SCENARIOS
     from torchport.probes.registry import load_probe, probe_names
 
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"unknown scenario '{scenario}'; choose from {', '.join(SCENARIOS)}")
+    defaults = GENERATE_PROBES if scenario == "generate" else DEFAULT_PROBES
     if requested is None:
-        chosen = [p for p in DEFAULT_PROBES if p in probe_names()]
+        chosen = [p for p in defaults if p in probe_names()]
         if device.split(":")[0] == "cpu" and "placement" in chosen:
             chosen.remove("placement")
     elif requested == "none":
@@ -73,7 +81,12 @@ def resolve_probes(
         if wanted and name not in chosen:
             chosen.append(name)
     for name in chosen:
-        load_probe(name)  # an unknown name is bad input, before anything is recorded
+        probe = load_probe(name)  # an unknown name is bad input, before anything is recorded
+        if scenario not in probe.scenarios:
+            raise ConfigError(
+                f"probe '{name}' measures {' and '.join(probe.scenarios)} steps, not "
+                f"--scenario {scenario}; drop it from --probes"
+            )
     return tuple(chosen)
 
 

@@ -15,6 +15,11 @@ DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 1e-2), "float16
 # compile caches: the ladder's first compiled step there is a cold compile in a fresh process.
 COLD_WORKER_ENV = "TORCHPORT_COLD_WORKER"
 EXECUTORS = ("local", "ray")
+# What a case's steps are: a training forward+backward (train), or serving (generate: prefill
+# at set prompt lengths, then greedy decode with a KV cache; causal LMs only).
+SCENARIOS = ("train", "generate")
+# torch.compile's modes (Inductor's; torch passes the mode to any other backend as a keyword).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 class ConfigError(ValueError):
@@ -34,6 +39,13 @@ class RunConfig:
     timeout_s: float = 600.0
     compile_timeout_s: float | None = None
     compile_backend: str | None = None  # None = the device's default
+    compile_mode: str = "default"  # torch.compile(mode=...), for every compiled step
+    scenario: str = "train"
+    # generate: prompt lengths prefilled, tokens decoded per prompt, batch sizes the serving
+    # figures are measured at (empty: the device's default, see execution.generation)
+    prompt_lengths: tuple[int, ...] = (8, 16)
+    new_tokens: int = 8
+    gen_batches: tuple[int, ...] = ()
     reference: str = "cpu-fp64"
     probes: tuple[str, ...] = ()  # extra probes beyond the ladder; resolved by the CLI
     strict: bool = False
@@ -69,6 +81,30 @@ class RunConfig:
         ):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive, finite number; got {value}")
+        if self.scenario not in SCENARIOS:
+            raise ConfigError(
+                f"unknown scenario '{self.scenario}'; choose from {', '.join(SCENARIOS)}"
+            )
+        if self.compile_mode not in COMPILE_MODES:
+            raise ConfigError(
+                f"unknown compile mode '{self.compile_mode}'; choose from "
+                f"{', '.join(COMPILE_MODES)}"
+            )
+        for flag, values in (
+            ("--prompt-lengths", self.prompt_lengths),
+            ("--gen-batches", self.gen_batches),
+        ):
+            if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+                raise ConfigError(f"{flag} must be positive integers; got {list(values)}")
+        if not self.prompt_lengths:
+            raise ConfigError("--prompt-lengths needs at least one length")
+        if isinstance(self.new_tokens, bool) or not isinstance(self.new_tokens, int):
+            raise ConfigError(f"--new-tokens must be an integer; got {self.new_tokens!r}")
+        if self.new_tokens < 2:
+            raise ConfigError(
+                f"--new-tokens must be >= 2 (one from the prefill, then decode steps); "
+                f"got {self.new_tokens}"
+            )
         if self.reference != "cpu-fp64":
             raise ConfigError(f"unknown reference '{self.reference}'; only cpu-fp64 exists")
         for name in ("batch", "seq"):

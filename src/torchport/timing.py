@@ -191,3 +191,28 @@ def _quantile(ordered: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def serving_figures(prefill_s: list[float], decode_s: list[list[float]], batch: int) -> dict:
+    """Serving figures from repeated generations at one batch size and prompt length.
+
+    prefill_s: each generation's prefill (its time to first token), seconds.
+    decode_s:  each generation's decode steps, seconds per step (one token per row each).
+    TTFT is the median prefill; TPOT the median, p10 and p90 over every decode step of every
+    generation; decode tokens/s = batch * decode steps / decode time, summed over generations
+    (the prefill's token is not in it: its cost is TTFT).
+    """
+    steps = [s for generation in decode_s for s in generation]
+    if not prefill_s or not steps:
+        raise ValueError("serving figures need at least one prefill and one decode step")
+    ttft, tpot = Summary.of(prefill_s), Summary.of(steps)
+    return {
+        "ttft_ms": ttft.median_s * 1e3,
+        "ttft_n": ttft.n,
+        "tpot_median_ms": tpot.median_s * 1e3,
+        "tpot_p10_ms": tpot.p10_s * 1e3,
+        "tpot_p90_ms": tpot.p90_s * 1e3,
+        "tpot_cv": tpot.cv,
+        "tpot_n": tpot.n,
+        "decode_tokens_per_s": batch * len(steps) / sum(steps),
+    }

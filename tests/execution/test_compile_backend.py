@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.devices.simdev import SimdevAdapter  # noqa: E402
@@ -23,7 +23,12 @@ def test_inductor_where_it_generates_code_and_the_adapters_own_default():
     assert choose(Unknown(), "aot_eager").to_dict() == {
         "name": "aot_eager",
         "reason": "--compile-backend",
+        "mode": "default",
     }
+    # a mode is recorded; one given to a backend other than Inductor says it may be ignored
+    found = choose(Unknown(), "aot_eager", "reduce-overhead").to_dict()
+    assert found["mode"] == "reduce-overhead" and "modes are Inductor's" in found["mode_note"]
+    assert "mode_note" not in choose(CPUAdapter(), None, "max-autotune").to_dict()
 
 
 def test_no_backend_is_a_clear_refusal_listing_the_registered_ones():
@@ -48,3 +53,14 @@ def test_the_devices_own_registered_backend_is_found(monkeypatch):
     choice = choose(Unknown(), None)
     assert choice.name == "nodev"
     assert "registers torch.compile backend 'nodev'" in choice.reason
+
+
+def test_the_compile_mode_reaches_torch_compile(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: calls.append(kwargs) or fn)
+    choose(CPUAdapter(), None, "reduce-overhead").compile(abs, fullgraph=True)
+    choose(CPUAdapter(), None).compile(abs)
+    assert calls == [
+        {"backend": "inductor", "mode": "reduce-overhead", "fullgraph": True},
+        {"backend": "inductor", "mode": None},  # the default left unnamed, as users write it
+    ]

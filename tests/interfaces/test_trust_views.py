@@ -47,7 +47,7 @@ def test_notes_say_step_kind_mode_and_compile_backend():
     assert notes == [
         "steps: training forward+backward in train mode (1)",
         "dropout masks drawn on the CPU and applied identically on every side: a",
-        "compile backend quirkdev: Inductor has no code generator",
+        "compile backend quirkdev, mode default: Inductor has no code generator",
     ]
 
 

@@ -20,6 +20,10 @@ orphan       starts a background process in the worker's group, then dies (crash
              process must not outlive the task's worker
 garbage_event writes a line that is not JSON on the worker's event channel (crash)
 forged_result reports a result for another case on the event channel (crash @record)
+last_layer_wrong  a tiny llama whose last decoder layer's output passes through an op whose
+             kernel is right on the CPU and off by 2% of a shifted copy of its input on any
+             other device (PrivateUse1: simdev, quirkdev): generation parity must catch it
+             (accuracy_fail); the CPU passes
 """
 
 # No "from __future__ import annotations": torch.library.custom_op reads real annotations.
@@ -277,6 +281,44 @@ def _forged_result(*, seed: int, size: Size) -> Workload:
     return _linear_workload(_module(forward), seed=seed)
 
 
+def _off_device_op():
+    """``torchport_planted::last_layer``: identity on the CPU; on a PrivateUse1 device (a wrong
+    device kernel) x + 0.02 * x shifted by one channel, a change of direction that the final
+    norm does not remove (a plain scale would be normalised away)."""
+    import torch
+
+    if not hasattr(torch.ops.torchport_planted, "last_layer"):
+
+        @torch.library.custom_op("torchport_planted::last_layer", mutates_args=())
+        def op(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @op.register_kernel("privateuseone")
+        def _(x):
+            return x + 0.02 * x.roll(1, dims=-1)
+
+        @op.register_fake
+        def _(x):
+            return torch.empty_like(x)
+
+    return torch.ops.torchport_planted.last_layer
+
+
+def _last_layer_wrong(*, seed: int, size: Size) -> Workload:
+    from torchport.cases.hf import HFCase
+
+    workload = HFCase("llama").build(seed=seed, size=size)
+    op = _off_device_op()
+
+    def planted(module, args, output):
+        if isinstance(output, tuple):
+            return (op(output[0]), *output[1:])
+        return op(output)
+
+    workload.model.model.layers[-1].register_forward_hook(planted)
+    return workload
+
+
 def planted_suite() -> list[Case]:
     """Deliberately faulty cases (hang, crash, compile-only faults, fallback) for self-tests."""
     fns = {
@@ -296,5 +338,6 @@ def planted_suite() -> list[Case]:
         "garbage_event": _garbage_event,
         "forged_result": _forged_result,
         "fp32_grad_error": _fp32_grad_error,
+        "last_layer_wrong": _last_layer_wrong,
     }
     return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]

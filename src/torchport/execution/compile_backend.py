@@ -29,9 +29,27 @@ class NoCompileBackend(Exception):
 class Choice:
     name: str
     reason: str
+    mode: str = "default"  # torch.compile(mode=...), --compile-mode
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "reason": self.reason}
+        found = {"name": self.name, "reason": self.reason, "mode": self.mode}
+        if self.mode != "default" and self.name != INDUCTOR:
+            # torch hands the mode to a non-Inductor backend as a keyword: aot_autograd-based
+            # backends (aot_eager, simdev) drop it with a warning; a vendor's may honour it.
+            found["mode_note"] = (
+                f"the modes are Inductor's; torch passes mode='{self.mode}' to backend "
+                f"'{self.name}' as a keyword, which it may ignore"
+            )
+        return found
+
+    def compile(self, fn, **kwargs):
+        """``torch.compile(fn, backend=..., mode=...)`` with this choice (``kwargs``: dynamic,
+        fullgraph). The default mode is left unnamed, as a user writing plain torch.compile
+        leaves it."""
+        import torch
+
+        mode = None if self.mode == "default" else self.mode
+        return torch.compile(fn, backend=self.name, mode=mode, **kwargs)
 
 
 def inductor_generates_for(device_type: str) -> tuple[bool | None, str]:
@@ -103,8 +121,15 @@ def device_own_backend(device_type: str) -> str | None:
     return None
 
 
-def choose(adapter, requested: str | None) -> Choice:
-    """The backend for ``adapter``'s device; raises NoCompileBackend when there is none."""
+def choose(adapter, requested: str | None, mode: str = "default") -> Choice:
+    """The backend for ``adapter``'s device, compiling in ``mode``; raises NoCompileBackend
+    when there is none."""
+    import dataclasses
+
+    return dataclasses.replace(_backend(adapter, requested), mode=mode)
+
+
+def _backend(adapter, requested: str | None) -> Choice:
     device_type = adapter.torch_type
     if requested and requested != INDUCTOR:
         return Choice(requested, "--compile-backend")

@@ -57,7 +57,10 @@ class ReferenceSpec:
     perf: bool
     dtype: str  # the run's dtype: the baseline's
     torch: str  # torch.__version__ of the process that computes it
-    task: str = "parity"  # "parity": reference + baseline; "flops": FLOPs of one step
+    # "parity": reference + baseline; "flops": FLOPs of one step; "generate": a greedy
+    # generation of ``new_tokens`` from a (batch, seq) prompt, tokens and logits
+    task: str = "parity"
+    new_tokens: int = 0
     # What else decides the numbers: the digest of the file that defines the case (a user's
     # workload module is edited without a version bump) and the transformers version.
     source: str = ""
@@ -75,7 +78,7 @@ class ReferenceSpec:
         return cls(**json.loads(text))
 
 
-def spec_for(case, config, size, task: str = "parity") -> ReferenceSpec:
+def spec_for(case, config, size, task: str = "parity", new_tokens: int = 0) -> ReferenceSpec:
     """The spec of ``case`` under a run's config (``RunConfig``) at ``size`` (``Size``)."""
     import torch
 
@@ -91,6 +94,7 @@ def spec_for(case, config, size, task: str = "parity") -> ReferenceSpec:
         dtype=config.dtype,
         torch=torch.__version__,
         task=task,
+        new_tokens=new_tokens,
         source=source_digest(case, config.workload),
         transformers=_version("transformers"),
     )
@@ -180,6 +184,19 @@ def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) ->
     }
 
 
+def _generation_outputs(workload, dtype, spec: ReferenceSpec) -> dict:
+    """The greedy generation of ``spec`` on the CPU at ``dtype``: tokens and logits."""
+    from torchport.execution import generation
+
+    model = workload.model
+    generation.check_causal_lm(model)
+    prompt = generation.prompt_ids(model, spec.batch or 1, spec.seq or 1, spec.seed)
+    done = generation.reference_generation(
+        model, prompt=prompt, new_tokens=spec.new_tokens, dtype=dtype
+    )
+    return {"tokens": done["tokens"], "logits": done["logits"]}
+
+
 def compute(spec: ReferenceSpec, case) -> dict:
     """What the cache file holds for ``spec``; raises ReferenceFailed when nothing can be had."""
     import torch
@@ -208,14 +225,20 @@ def compute(spec: ReferenceSpec, case) -> dict:
             "counted_on": "cpu float32, torch.utils.flop_counter.FlopCounterMode",
         }
     randomness: dict = {}
+
+    def outputs(dtype, randomness: dict | None = None) -> dict:
+        if spec.task == "generate":
+            return _generation_outputs(workload, dtype, spec)
+        return _step_outputs(workload, dtype, spec.seed, randomness)
+
     try:
-        baseline = _step_outputs(workload, getattr(torch, spec.dtype), spec.seed, randomness)
+        baseline = outputs(getattr(torch, spec.dtype), randomness)
     except Exception as exc:
         raise ReferenceFailed(
             f"the CPU {spec.dtype} run failed: {type(exc).__name__}: {str(exc)[:REASON_CHARS]}"
         ) from exc
     try:
-        reference = _step_outputs(workload, torch.float64, spec.seed, randomness)
+        reference = outputs(torch.float64, randomness)
         kind, why = "float64", None
         bad = [
             k
@@ -236,7 +259,7 @@ def compute(spec: ReferenceSpec, case) -> dict:
             reference, kind = baseline, "float32"
         else:
             try:
-                reference, kind = _step_outputs(workload, torch.float32, spec.seed), "float32"
+                reference, kind = outputs(torch.float32), "float32"
             except Exception as exc32:
                 raise ReferenceFailed(
                     f"float64 failed ({why}) and float32 failed too "

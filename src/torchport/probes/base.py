@@ -41,6 +41,9 @@ class Subject:
     # In a cold worker (``Probe.cold_worker``): the ladder's first compiled step, recorded as
     # ``compile_metrics.first_step_record`` does; None elsewhere.
     cold_compile: dict | None = None
+    # Scenario generate: the placed model ready to generate (``execution.generation.Setup``);
+    # ``step`` is then one decode step. None in the train scenario.
+    generation: Any = None
 
 
 @dataclass(kw_only=True)
@@ -72,6 +75,9 @@ class Probe:
     # True: give each compile-mode task a fresh worker whose compile caches start empty, so the
     # ladder's own first compiled step is a cold compile (``Subject.cold_compile``).
     cold_worker: bool = False
+    # The scenarios whose steps this probe measures (config.SCENARIOS); asked for in another,
+    # it is refused before the run starts.
+    scenarios: tuple[str, ...] = ("train",)
 
     def applies(self, subject: Subject) -> bool:
         return True

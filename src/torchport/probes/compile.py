@@ -66,6 +66,7 @@ class CompileProbe(Probe):
             "batch": config.batch,
             "seq": config.seq,
             "backend": backend,
+            "compile_mode": config.compile_mode,
         }
         deadline = case_deadline(subject)
         # The child's own watchdog: it ends itself a little after the deadline it is held to.

@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 
+from torchport.execution import compile_backend
 from torchport.execution.build import StageFailed, build_workload, staged
 from torchport.execution.channel import Channel
 from torchport.execution.child import Watchdog
@@ -46,7 +47,6 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
 
     ``ready()`` is called once the case is built, before anything is placed or timed.
     """
-    import torch
 
     from torchport.cases.base import Size
     from torchport.execution.steps import first_compiled_step, make_step
@@ -72,7 +72,11 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
         "compile",
         lambda: timed(
             lambda: first_compiled_step(
-                lambda m: torch.compile(m, backend=spec["backend"]), model, placed
+                compile_backend.Choice(
+                    spec["backend"], "compile child", spec.get("compile_mode", "default")
+                ).compile,
+                model,
+                placed,
             ),
             sync,
         ),

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 
 from torchport.execution.build import StageFailed, build_placed, staged
+from torchport.execution.compile_backend import Choice
 from torchport.probes import compile_metrics as cm
 from torchport.records.result import classify, error_value
 
@@ -100,7 +101,12 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
             for mode, dynamic in MODES:
                 try:
                     entry[mode] = run_mode(
-                        placed, entry["values"], spec["backend"], dynamic, adapter, emit
+                        placed,
+                        entry["values"],
+                        Choice(spec["backend"], "shapes", spec.get("compile_mode", "default")),
+                        dynamic,
+                        adapter,
+                        emit,
                     )
                 except StageFailed as failed:  # one mode failing leaves the other standing
                     entry[mode] = {
@@ -118,16 +124,14 @@ def study(case, spec: dict, adapter, emit, recompile_limit: int | None = None) -
     return {"status": "ok", "recompile_limit": cm.recompile_limit(), "studies": entries}
 
 
-def run_mode(placed: list, values: list, backend: str, dynamic: bool, adapter, emit) -> dict:
+def run_mode(placed: list, values: list, backend: Choice, dynamic: bool, adapter, emit) -> dict:
     """Compile the first build's model once and step it at each size."""
-    import torch
-
     from torchport.execution.steps import make_step
     from torchport.timing import timed
 
     cm.reset_dynamo()
     model = placed[0].model
-    runner = torch.compile(model, backend=backend, dynamic=dynamic)
+    runner = backend.compile(model, dynamic=dynamic)
     watch = cm.RecompileLimitWatch()
     sizes, limit_hit = [], False
     try:

@@ -69,12 +69,12 @@ def compile_fresh(subject: Subject, model):
     automatic dynamic shapes would otherwise compile a shape-generic graph for the perf size,
     which is not what a user running one shape gets.
     """
-    import torch
-
     from torchport.execution.compile_backend import choose
 
-    backend = choose(subject.adapter, subject.config.compile_backend).name
-    return torch.compile(model, backend=backend, dynamic=False)
+    config = subject.config
+    return choose(subject.adapter, config.compile_backend, config.compile_mode).compile(
+        model, dynamic=False
+    )
 
 
 def perf_setup(subject: Subject) -> PerfSetup:

@@ -362,6 +362,7 @@ def evidence(result: PassResult, target: str, adapter) -> dict:
 
 class PlacementProbe(Probe):
     name = "placement"
+    scenarios = ("train", "generate")  # generate: one decode step (host ops repeat per token)
     version = 2  # 2: scalar reads are transfers; torch-function inventory; warm-up steps
 
     def run(self, subject: Subject) -> ProbeReport:

@@ -86,13 +86,7 @@ class Ladder:
 
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
-            return skipped(
-                self.case.id,
-                self.mode,
-                case_version=self.case.version,
-                reason=reason,
-                tags=tuple(self.case.tags),
-            ).to_dict()
+            return self._skip(reason)
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
         ok, workload = self.stage("build", lambda: self._build(size))
@@ -174,24 +168,63 @@ class Ladder:
                     ),
                 ),
             )
-        subject = Subject(
-            case=self.case,
-            mode=self.mode,
-            config=config,
-            adapter=self.adapter,
-            device=self.adapter.device(),
-            dtype=dtype,
+        subject = self._subject(
             workload=placed,
             model=module,
             runner=runner,
             step=step,
             make_runner=lambda: self._compile(module) if self.mode == "compile" else module,
-            emit=self.emit,
-            case_deadline=self.case_deadline,
             cold_compile=cold_compile,
         )
         self._probes(subject)
         return self.out.to_dict()
+
+    def _parity_basis(self) -> str:
+        """On the CPU, the eager run at the run's dtype is the baseline itself: judged by the
+        dtype's ceiling against float64, never passed against its own noise."""
+        return (
+            "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
+        )
+
+    def _skip(self, reason: str) -> dict:
+        return skipped(
+            self.case.id,
+            self.mode,
+            case_version=self.case.version,
+            reason=reason,
+            tags=tuple(self.case.tags),
+        ).to_dict()
+
+    def _subject(self, **parts) -> Subject:
+        """What the probes see: this (case, mode) on its device, with ``parts`` (the placed
+        workload, model, runner, step...)."""
+        import torch
+
+        return Subject(
+            case=self.case,
+            mode=self.mode,
+            config=self.config,
+            adapter=self.adapter,
+            device=self.adapter.device(),
+            dtype=getattr(torch, self.config.dtype),
+            emit=self.emit,
+            case_deadline=self.case_deadline,
+            **parts,
+        )
+
+    def _record_reference(self, value: dict) -> dict:
+        """findings["reference"]: which reference a result was judged against, and where it
+        came from."""
+        kind = value["kind"]
+        found = self.out.findings["reference"] = {
+            "kind": kind,
+            "label": kind
+            if kind == "float64"
+            else f"float32 (float64 failed: {value.get('float64_error')})",
+            "cache": value.get("cache"),
+            "process": value.get("process"),
+        }
+        return found
 
     def _key(self, size: Size) -> tuple:
         return (self.case.id, self.config.seed, size, self.config.dtype)
@@ -260,18 +293,11 @@ class Ladder:
                     timeout_s=max(self.case_deadline - clock(), 30.0),
                 )
         value = cached["reference"]
-        kind = value["kind"]
-        self.out.findings["reference"] = {
-            "kind": kind,
-            "label": kind
-            if kind == "float64"
-            else f"float32 (float64 failed: {value.get('float64_error')})",
-            "cache": value.get("cache"),
-            "process": value.get("process"),
-            "rule": "float64 with CPU-baseline allowance under the dtype's ceiling"
-            if kind == "float64"
-            else parity_weak.RULE,
-        }
+        self._record_reference(value)["rule"] = (
+            "float64 with CPU-baseline allowance under the dtype's ceiling"
+            if value["kind"] == "float64"
+            else parity_weak.RULE
+        )
         if value.get("randomness"):
             self.out.findings["step"]["randomness"] = value["randomness"]
         return value
@@ -280,7 +306,9 @@ class Ladder:
         """The compile backend for this device, recorded with why; False (compile_fail) when
         none can compile for it."""
         try:
-            self.backend = compile_backend.choose(self.adapter, self.config.compile_backend)
+            self.backend = compile_backend.choose(
+                self.adapter, self.config.compile_backend, self.config.compile_mode
+            )
         except compile_backend.NoCompileBackend as exc:
             self.emit({"event": "stage", "stage": "compile"})
             self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
@@ -289,18 +317,12 @@ class Ladder:
         return True
 
     def _compile(self, module):
-        import torch
-
         assert self.backend is not None, "the backend is chosen before compiling"
-        return torch.compile(module, backend=self.backend.name)
+        return self.backend.compile(module)
 
     def _parity(self, result, reference: dict, noise: dict, tolerance):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
-        # On the CPU, the eager run at the run's dtype is the baseline itself: judged by the
-        # dtype's ceiling against float64, never passed against its own noise.
-        basis = (
-            "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
-        )
+        basis = self._parity_basis()
         with self.adapter.host_scope():
             if reference["kind"] == "float64":
                 report = parity.compare(
@@ -345,7 +367,7 @@ class Ladder:
 
         for name in self.config.probes:
             probe = load_probe(name)
-            if not probe.applies(subject):
+            if self.config.scenario not in probe.scenarios or not probe.applies(subject):
                 continue
             self.emit({"event": "stage", "stage": f"probe:{name}"})
             start = clock()

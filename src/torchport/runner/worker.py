@@ -47,6 +47,7 @@ def main(argv=None) -> int:
     from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
+    from torchport.runner.generate_ladder import GenerateLadder
     from torchport.runner.ladder import Ladder
     from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
 
@@ -67,7 +68,13 @@ def main(argv=None) -> int:
         try:
             config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
-            ladder = OpLadder if getattr(case, "ladder", None) == "op" else Ladder
+            ladder = (
+                GenerateLadder
+                if config.scenario == "generate"
+                else OpLadder
+                if getattr(case, "ladder", None) == "op"
+                else Ladder
+            )
             result = ladder(
                 case, task["mode"], config, adapter, channel.emit, reference_cache
             ).run()

@@ -27,6 +27,7 @@ BUILTIN_ORDER = (
     "placement",
     "compile",
     "perf",
+    "serving",
     "train",
     "profile",
 )

@@ -56,10 +56,18 @@ def step_notes(results: list[dict]) -> list[str]:
 
 
 def compile_notes(results: list[dict]) -> list[str]:
-    """Which torch.compile backend compile mode used, and why."""
+    """Which torch.compile backend and mode compile mode used, and why."""
     chosen = {
-        (str(c.get("name")), str(c.get("reason")))
+        (
+            str(c.get("name")),
+            str(c.get("mode", "default")),
+            str(c.get("reason")),
+            c.get("mode_note"),
+        )
         for r in results
         if isinstance(c := (r.get("findings") or {}).get("compile_backend"), dict)
     }
-    return [f"compile backend {name}: {reason}" for name, reason in sorted(chosen)]
+    return [
+        f"compile backend {name}, mode {mode}: {reason}" + (f" ({note})" if note else "")
+        for name, mode, reason, note in sorted(chosen, key=str)
+    ]

@@ -42,6 +42,16 @@ def _shapes(value: str | None) -> dict:
     return shapes
 
 
+def _integers(flag: str, value: str | None) -> tuple[int, ...]:
+    """'8,16' -> (8, 16); RunConfig checks they are positive."""
+    try:
+        return tuple(int(v) for v in (value or "").split(",") if v.strip())
+    except ValueError:
+        raise UsageProblem(
+            f"{flag} '{value}' must be integers, comma-separated (e.g. 8,16)"
+        ) from None
+
+
 @click.command("run")
 @click.option("--suite", default=None, help="Suite to run (default smoke; 'torchport suites').")
 @click.option("--cases", "cases", multiple=True, help="Case id globs, comma-separated.")
@@ -72,6 +82,35 @@ def _shapes(value: str | None) -> dict:
     help="Limit on one compilation, in seconds (status compile_timeout).",
 )
 @click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
+@click.option(
+    "--compile-mode",
+    default="default",
+    show_default=True,
+    help="torch.compile mode for every compiled step: default, reduce-overhead, "
+    "max-autotune, max-autotune-no-cudagraphs.",
+)
+@click.option(
+    "--scenario",
+    default="train",
+    show_default=True,
+    help="train (a forward+backward step) or generate (causal LMs: prefill, then greedy "
+    "decode with a KV cache; TTFT, TPOT, tokens/s, token parity).",
+)
+@click.option(
+    "--prompt-lengths",
+    default="8,16",
+    show_default=True,
+    help="generate: prompt lengths prefilled, comma-separated.",
+)
+@click.option(
+    "--new-tokens", default=8, show_default=True, type=int, help="generate: tokens per prompt."
+)
+@click.option(
+    "--gen-batches",
+    default=None,
+    help="generate: batch sizes to measure, comma-separated (default 1,8 on the host, "
+    "1,8,64 on an accelerator, a batch past 8 kept only if it fits).",
+)
 @click.option(
     "--probes",
     default=None,
@@ -145,6 +184,11 @@ def command(
     timeout_s,
     compile_timeout_s,
     compile_backend,
+    compile_mode,
+    scenario,
+    prompt_lengths,
+    new_tokens,
+    gen_batches,
     probes,
     strict,
     batch,
@@ -186,8 +230,18 @@ def command(
                 timeout_s=timeout_s,
                 compile_timeout_s=compile_timeout_s,
                 compile_backend=compile_backend,
+                compile_mode=compile_mode,
+                scenario=scenario,
+                prompt_lengths=_integers("--prompt-lengths", prompt_lengths),
+                new_tokens=new_tokens,
+                gen_batches=_integers("--gen-batches", gen_batches),
                 probes=api.resolve_probes(
-                    device, probes, train_steps=train_steps, profile=profile, shapes=bool(shapes)
+                    device,
+                    probes,
+                    train_steps=train_steps,
+                    profile=profile,
+                    shapes=bool(shapes),
+                    scenario=scenario,
                 ),
                 strict=strict,
                 batch=batch,

@@ -1,0 +1,225 @@
+"""The stage ladder of one (case, mode) in the ``generate`` scenario.
+
+The same stages and status vocabulary as training (``Ladder``), over a greedy generation:
+
+build      the case, on the CPU; a model generate cannot drive is a ``skip`` with why
+place      model (eval mode) on the device
+run        an eager generation: the first prompt length, the first batch, ``new_tokens``
+compile    compile mode: prefill and decode compiled (``fullgraph`` where the cache is static;
+           a fullgraph failure falls back to graph breaks, recorded), and the first compiled
+           generation, which compiles both graphs: their cold compile is recorded
+compiled_run  a second compiled generation: the one parity checks
+reference  the same generation on the CPU in float64 (and at the run's dtype, the baseline),
+           in the clean reference child, cached
+parity     tokens and logits against it (``probes.token_parity``)
+
+Then the probes that measure generation (``Probe.scenarios``): ``serve`` (TTFT, TPOT,
+tokens/s, recompiles) and ``placement`` on one decode step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchport.cases.base import Size
+from torchport.execution import generation
+from torchport.execution import reference as reference_mod
+from torchport.execution.steps import place, to_cpu
+from torchport.probes import compile_metrics, compile_outcome, token_parity
+from torchport.probes.serve import CompileCounter, batches_for
+from torchport.records.result import error_note
+from torchport.runner.ladder import Ladder
+from torchport.timing import step_timer
+
+STEP_KIND = "greedy generation: prefill, then decode with a KV cache"
+
+
+class GenerateLadder(Ladder):
+    def run(self) -> dict:
+        import torch
+
+        reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
+        if reason:
+            return self._skip(reason)
+        config, dtype = self.config, getattr(torch, self.config.dtype)
+        ok, workload = self.stage("build", lambda: self._build(Size(batch=config.batch)))
+        if not ok:
+            return self.out.to_dict()
+        try:
+            generation.check_causal_lm(workload.model)
+        except generation.NotCausalLM as exc:
+            return self._skip(f"not run in scenario generate: {exc}")
+        self.out.findings["workload"] = workload.meta
+        self.out.findings["step"] = {"kind": STEP_KIND, "mode": "eval"}
+        ok, placed = self.stage("place", lambda: self._place(workload, dtype))
+        if not ok:
+            return self.out.to_dict()
+        self._numerics()
+        model = placed.model
+        plan = generation.cache_plan(model)
+        setup = generation.Setup(
+            model=model,
+            plan=plan,
+            caches=generation.Caches(model, plan, max(config.prompt_lengths) + config.new_tokens),
+            seed=config.seed,
+            sides={"eager": generation.step_functions(model)},
+        )
+        batch, length = batches_for(config, self.adapter)[0], config.prompt_lengths[0]
+        info = self.out.findings["generate"] = {
+            "cache": plan.to_dict(),
+            "parity_prompt": {"batch": batch, "length": length, "new_tokens": config.new_tokens},
+        }
+        ok, result = self.stage("run", lambda: self._generation(setup, "eager", batch, length))
+        if not ok:
+            return self.out.to_dict()
+        if self.mode == "compile":
+            if not self._choose_backend():
+                return self.out.to_dict()
+            ok, compiled = self.stage("compile", lambda: self._compile_steps(setup, batch, length))
+            if not ok:
+                return self.out.to_dict()
+            info["compile"] = compiled
+            if compiled["outcome"]["graphs_to_backend"] == 0:  # rule 9: a graph reached it
+                self.out.fail("compile_fail", "compile", error_note("NotCompiled", "no graph"))
+                return self.out.to_dict()
+            ok, result = self.stage(
+                "compiled_run", lambda: self._generation(setup, "compiled", batch, length)
+            )
+            if not ok:
+                return self.out.to_dict()
+        size = Size(batch=batch, seq=length)
+        ok, reference = self.stage("reference", lambda: self._generation_reference(size))
+        if not ok:
+            return self.out.to_dict()
+        ok, report = self.stage("parity", lambda: self._token_parity(result, reference))
+        if ok and not report.ok:
+            self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch", report.message()))
+        side = "compiled" if self.mode == "compile" else "eager"
+        self._probes(
+            self._subject(
+                workload=placed,
+                model=model,
+                runner=setup.sides[side][1],
+                step=setup.decode_step(side, batch, length),
+                make_runner=lambda: setup.sides[side][1],
+                generation=setup,
+            )
+        )
+        if "placement_observed" in self.out.findings:
+            self.out.findings["placement_step"] = (
+                f"one decode step ({side}, batch {batch}, after a {length}-token prefill, "
+                f"{plan.kind} cache)"
+            )
+        return self.out.to_dict()
+
+    def _place(self, workload, dtype):
+        placed = place(workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope)
+        placed.model.eval()  # serving: dropout off
+        return placed
+
+    def _generation(self, setup, side: str, batch: int, length: int) -> dict:
+        """One greedy generation with its logits, waited on, then copied to the host."""
+        done = setup.run(side, batch, length, self.config.new_tokens, keep_logits=True)
+        self.adapter.wait_for(done.logits)
+        return to_cpu({"tokens": done.tokens, "logits": done.logits})
+
+    def _compile_steps(self, setup, batch: int, length: int) -> dict:
+        """Compile prefill and decode and run the first compiled generation (their cold
+        compile, in this worker). fullgraph as the cache plan asks; when that fails, again
+        with graph breaks allowed, and the failure is recorded."""
+        assert self.backend is not None, "the backend is chosen before compiling"
+        # prefill and decode are the same code objects for every model: frames compiled for
+        # an earlier case would count against dynamo's recompile limit
+        compile_metrics.reset_dynamo()
+        fullgraph, found = setup.plan.fullgraph, dict[str, Any]()
+        before = compile_metrics.counters_snapshot()
+        try:
+            first, counted, outcome = self._first_compiled_generation(
+                setup, batch, length, fullgraph
+            )
+        except Exception as exc:
+            if not fullgraph:
+                raise
+            compile_metrics.reset_dynamo()
+            found["fullgraph_failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            fullgraph = False
+            first, counted, outcome = self._first_compiled_generation(
+                setup, batch, length, fullgraph
+            )
+        found.update(
+            fullgraph=fullgraph,
+            outcome=outcome.to_dict(),
+            first_prefill_s=first.prefill_s,
+            first_decode_s=first.decode_s[0],
+            phases=counted.summary(),
+            cache=_cache_delta(before, compile_metrics.counters_snapshot()),
+            backend=self.backend.to_dict(),
+        )
+        return found
+
+    def _first_compiled_generation(self, setup, batch: int, length: int, fullgraph: bool):
+        assert self.backend is not None
+        eager = setup.sides["eager"]
+        setup.sides["compiled"] = tuple(
+            self.backend.compile(fn, fullgraph=fullgraph) for fn in eager
+        )
+        counter = CompileCounter()
+        timer = step_timer(self.adapter)
+        with compile_outcome.watch() as outcome:
+            first = setup.run(
+                "compiled",
+                batch,
+                length,
+                self.config.new_tokens,
+                timer=timer,
+                wrap=counter.wrap_pair,
+            )
+        return first, counter, outcome
+
+    def _generation_reference(self, size: Size) -> dict:
+        """The float64 CPU generation, from the clean child's disk cache (rule 8)."""
+        spec = reference_mod.spec_for(
+            self.case, self.config, size, task="generate", new_tokens=self.config.new_tokens
+        )
+        local = None if reference_mod.rebuildable(self.case, self.config) else self.case
+        with self.adapter.host_scope():
+            value = reference_mod.obtain(spec, local, timeout_s=max(self._time_left(), 30.0))
+        self._record_reference(value)
+        return value
+
+    def _time_left(self) -> float:
+        from torchport.timing import clock
+
+        return self.case_deadline - clock()
+
+    def _token_parity(self, result: dict, reference: dict) -> token_parity.TokenParity:
+        atol, rtol = self.config.tolerance
+        basis = self._parity_basis()
+        with self.adapter.host_scope():
+            found = token_parity.compare(
+                result,
+                reference["reference"],
+                reference["baseline"],
+                atol=atol,
+                rtol=rtol,
+                dtype=self.config.dtype,
+                basis=basis,
+            )
+        self.out.probe_versions["generate_parity"] = token_parity.PROBE_VERSION
+        self.out.metrics.update(found.metrics())
+        self.out.findings["generate_parity"] = found.findings()
+        return found
+
+
+def _cache_delta(before, after) -> dict | str:
+    """Inductor/AOT cache hits and misses during the compile (cold: misses only)."""
+    if compile_metrics.is_unavailable(before) or compile_metrics.is_unavailable(after):
+        return before if isinstance(before, str) else after
+    delta = {
+        group: {
+            name: after.get(group, {}).get(name, 0) - before.get(group, {}).get(name, 0)
+            for name in names
+        }
+        for group, names in compile_metrics.CACHE_COUNTERS.items()
+    }
+    return compile_metrics.cache_counts(delta)
