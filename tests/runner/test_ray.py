@@ -20,17 +20,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+import ray  # the [ray] extra is part of the test install: missing, these tests fail
 
-ray = pytest.importorskip("ray")
-
-from tests.conftest import torchport  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from tests.conftest import TORCHPORT, torchport
+from torchport.records import open_store
 
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
 
 @pytest.fixture(scope="module")
-def ray_address():
+def ray_head():
+    """(address, pid of the head process: every node process descends from it)."""
     temp = tempfile.mkdtemp(prefix="tpr", dir="/tmp")  # short: socket paths have a length limit
     log_path = os.path.join(temp, "head.log")
     with open(log_path, "w") as log:
@@ -60,7 +60,7 @@ def ray_address():
             found = re.search(r"ray start --address='([^']+)'", open(log_path).read())
             address = found.group(1) if found else None
             time.sleep(0.2)
-        yield address
+        yield address, head.pid
     finally:
         head.send_signal(signal.SIGTERM)  # that one process; it ends its own children
         try:
@@ -72,6 +72,11 @@ def ray_address():
         except ProcessLookupError:
             pass
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_address(ray_head):
+    return ray_head[0]
 
 
 def _ray_run(address, db, cwd, *args):
@@ -156,6 +161,62 @@ def test_a_device_no_node_offers_is_a_clear_error_not_a_hang(ray_address, tmp_pa
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no node of the Ray cluster offers resource 'device:simdev'" in proc.stderr
     assert time.monotonic() - started < 120
+
+
+def _node_workers(head_pid: int) -> list[psutil.Process]:
+    """torchport workers on the test's Ray node: its actors start them, so they descend from
+    the head process, not from the driver."""
+    found = []
+    for proc in psutil.Process(head_pid).children(recursive=True):
+        try:
+            if "torchport.runner.worker" in proc.cmdline():
+                found.append(proc)
+        except psutil.Error:  # ended between listing and reading
+            pass
+    return found
+
+
+def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_path):
+    (ray_address, head_pid), db = ray_head, tmp_path / "kb.db"
+    args = ["--suite", "planted", "--cases", "hang,compile_bomb,graph_break", "--modes", "eager"]
+    proc = subprocess.Popen(
+        [TORCHPORT, "run", "--executor", "ray", "--ray-address", ray_address, "--device", "cpu"]
+        + ["--probes", "none", "--timeout", "30", "--jobs", "2", "--db", str(db), "--json"]
+        + args,
+        cwd=tmp_path,
+        env={**os.environ, **NO_AUTH},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline, workers = time.monotonic() + 180, []
+    while not db.exists() or not open_store(str(db), write=False).count_results():
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    while not workers:  # the hang's worker is still running (30 s deadline)
+        workers = _node_workers(head_pid)
+        assert time.monotonic() < deadline
+    os.kill(proc.pid, signal.SIGINT)
+    proc.wait(timeout=90)
+    assert proc.returncode == 130, proc.stderr.read().decode()[-3000:]
+    gone, alive = psutil.wait_procs(workers, timeout=15)
+    assert not alive and not _node_workers(head_pid)
+    store = open_store(str(db), write=False)
+    run = store.get_run(store.latest_run_id())
+    before = store.done_items(run["id"])
+    assert run["state"] == "interrupted" and ("planted/hang", "eager") not in before
+    resumed = torchport(
+        "run", "--resume", run["id"], "--db", db, "--json", cwd=tmp_path, env=NO_AUTH
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    out = json.loads(resumed.stdout)
+    assert out["state"] == "complete" and len(out["results"]) == 3
+    assert {r["case"]: r["status"] for r in out["results"]} == {
+        "planted/hang": "timeout",
+        "planted/compile_bomb": "pass",
+        "planted/graph_break": "pass",
+    }
 
 
 @pytest.fixture

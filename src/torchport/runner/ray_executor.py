@@ -47,6 +47,19 @@ CALL_MARGIN_S = READY_TIMEOUT_S + 60.0
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # results are small; Ray's default takes 30% of RAM
 
 
+def _wait(ray, refs: list, timeout: float) -> tuple[list, list]:
+    """``ray.wait`` for one ready ref. A signal handler that raises while Ray's compiled wait
+    runs (the run's SIGINT/SIGTERM handler) comes back as a SystemError caused by the
+    handler's exception: raise that one, so an interrupted run ends as interrupted."""
+    try:
+        return ray.wait(refs, num_returns=1, timeout=timeout)
+    except SystemError as exc:
+        raised = exc.__cause__ or exc.__context__
+        if raised is None or isinstance(raised, SystemError):
+            raise
+        raise raised from None
+
+
 def _ray():
     try:
         import ray
@@ -201,7 +214,7 @@ class RayExecutor:
             if end is not None:
                 wake = min(wake, end)
             timeout = min(max(0.0, wake - clock()), MAX_WAIT_S)
-            ready, rest = self.ray.wait(list(by_ref), num_returns=1, timeout=timeout)
+            ready, rest = _wait(self.ray, list(by_ref), timeout)
             if ready and rest:  # others that finished meanwhile, without waiting for them
                 ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             for ref in ready:
