@@ -176,8 +176,17 @@ def test_same_item_twice_is_refused(store):
 
 
 def test_unknown_run_names_the_latest(store):
-    with pytest.raises(StoreError, match="latest is r1"):
-        store.get_run("zzz")
+    for plan in (True, False):
+        with pytest.raises(StoreError, match="latest is r1"):
+            store.get_run("zzz", plan=plan)
+
+
+def test_a_run_without_its_plan_carries_the_plans_length(store):
+    whole, lean = store.get_run("r1"), store.get_run("r1", plan=False)
+    assert whole["plan"] == [["a", "eager"]] and "plan" not in lean and lean["planned"] == 1
+    assert {k: v for k, v in whole.items() if k != "plan"} == {
+        k: v for k, v in lean.items() if k != "planned"
+    }
 
 
 def test_environments_are_stored_once_and_every_distinct_one_is_kept(store):

@@ -113,7 +113,9 @@ class Store(Protocol):
     def artifacts(self, run_id: str) -> list[dict]: ...
 
     # -- reads ---------------------------------------------------------------------------------
-    def get_run(self, run_id: str) -> dict: ...
+    def get_run(self, run_id: str, *, plan: bool = True) -> dict:
+        """``plan=False``: ``planned`` (the plan's length) in place of the plan, which holds
+        100 000 entries in a large sweep."""
 
     def latest_run_id(self) -> str: ...
 

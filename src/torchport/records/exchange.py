@@ -282,7 +282,7 @@ def import_file(store, path: str) -> ImportReport:
     present, conflicts = [], []
     for run_id, digest in digests.items():
         try:
-            store.get_run(run_id)
+            store.get_run(run_id, plan=False)
         except StoreError:
             continue
         mine = stored_digest(store, run_id)

@@ -150,13 +150,22 @@ def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallbac
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
-def list_runs(*, heartbeat: bool) -> str:
-    """``heartbeat``: the schema has the column (v5+); an older file reads as None."""
+def _run_header(heartbeat: bool) -> str:
     return (
         "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
         f" labels, environment_id, {'heartbeat_at' if heartbeat else 'NULL AS heartbeat_at'},"
-        " json_array_length(plan) AS planned FROM runs ORDER BY started_at DESC, rowid DESC"
+        " json_array_length(plan) AS planned FROM runs"
     )
+
+
+def list_runs(*, heartbeat: bool) -> str:
+    """``heartbeat``: the schema has the column (v5+); an older file reads as None."""
+    return _run_header(heartbeat) + " ORDER BY started_at DESC, rowid DESC"
+
+
+def run_header(*, heartbeat: bool) -> str:
+    """One run as a listing shows it (``planned``, not the plan)."""
+    return _run_header(heartbeat) + " WHERE id = ?"
 
 
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"

@@ -114,7 +114,7 @@ class KnowledgeBase:
         ``created_at`` (an import) that is already there is not added twice: returns None."""
         if not text or not text.strip():
             raise StoreError("a note needs text; pass it as the last argument")
-        self.get_run(run_id)  # StoreError naming the latest run if there is no such run
+        self.get_run(run_id, plan=False)  # StoreError naming the latest run if there is no such run
         conn = self._writer()
         if case is not None:
             modes = {r["mode"] for r in conn.execute(self.q.CASE_IN_RUN, (run_id, case))}

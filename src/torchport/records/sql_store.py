@@ -248,8 +248,13 @@ class SQLStore(KnowledgeBase):
         return StoreError(f"no run '{run_id}' in {self.url}{hint}")
 
     @guarded
-    def get_run(self, run_id: str) -> dict:
-        row = self._conn().execute(self.q.RUN_BY_ID, (run_id,)).fetchone()
+    def get_run(self, run_id: str, *, plan: bool = True) -> dict:
+        sql = (
+            self.q.RUN_BY_ID
+            if plan
+            else self.q.run_header(heartbeat=self._version >= HEARTBEAT_FROM)
+        )
+        row = self._conn().execute(sql, (run_id,)).fetchone()
         if row is None:
             raise self._no_run(run_id)
         return self._run_dict(row)

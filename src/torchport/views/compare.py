@@ -323,16 +323,19 @@ def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
     return remarks
 
 
+def run_notes(store, run_a: str, run_b: str) -> list[dict]:
+    """The notes a comparison shows: those on either run."""
+    return store.notes(run_id=run_a) + (store.notes(run_id=run_b) if run_b != run_a else [])
+
+
 def compare_runs(store, run_a: str, run_b: str) -> Comparison:
     """Compare two stored runs. The store joins them and returns the transition counts and a
     superset of the pairs that may have changed; each of those is decided here as
     ``compare`` decides it, and every timed pair not returned was within the noise."""
-    a, b = store.get_run(run_a), store.get_run(run_b)
+    a, b = store.get_run(run_a, plan=False), store.get_run(run_b, plan=False)
     env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
-    notes = store.notes(run_id=a["id"]) + (
-        store.notes(run_id=b["id"]) if b["id"] != a["id"] else []
-    )
+    notes = run_notes(store, a["id"], b["id"])
     out = Comparison(
         run_a=run_brief(a),
         run_b=run_brief(b),
@@ -356,9 +359,11 @@ def compare_runs(store, run_a: str, run_b: str) -> Comparison:
     if timed > judged:  # outside the superset: the medians sat inside each other's spread
         out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
     out.only_a, out.only_b = joined["only_a"], joined["only_b"]
-    plan_a = {tuple(item) for item in a.get("plan") or []}
-    plan_b = {tuple(item) for item in b.get("plan") or []}
-    out.unrecorded_b = sum(tuple(key) in plan_b for key in out.only_a)
-    out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
+    if out.only_a:  # read a plan (100 000 entries in a large sweep) only when it is asked
+        plan_b = {tuple(item) for item in store.get_run(b["id"])["plan"] or []}
+        out.unrecorded_b = sum(tuple(key) in plan_b for key in out.only_a)
+    if out.only_b:
+        plan_a = {tuple(item) for item in store.get_run(a["id"])["plan"] or []}
+        out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
     out.remarks = _remarks(out, a, b)
     return out

@@ -36,7 +36,7 @@ def resolve_run(store, spec: str | None, filters: dict[str, str] | None = None) 
     ``filters``, the newest complete run matching them)."""
     filters = dict(filters or {})
     if spec and "=" not in spec and spec != "latest":
-        return store.get_run(spec)["id"]  # StoreError names the latest run if there is none
+        return store.get_run(spec, plan=False)["id"]  # StoreError names the latest run
     conditions = {**filters, **(parse_selector(spec) if spec and spec != "latest" else {})}
     if not conditions:
         return store.latest_run_id()

@@ -241,3 +241,28 @@ def test_token_gate(kb_path):
         assert client.get("/cases/smoke/mlp").status_code == 200  # the cookie carries it
         client.cookies.clear()
         assert client.get("/cases/smoke/mlp").status_code == 401
+
+
+def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monkeypatch):
+    path = kb.build(tmp_path / "kb.db")
+    kb.build(path, run_id="r2", results_=kb.results()[:-1])
+    joins = []
+    real = pages.compare_runs
+    monkeypatch.setattr(pages, "compare_runs", lambda *a: joins.append(a) or real(*a))
+    with open_store(path, write=False) as store:
+        client = TestClient(create_app(store))
+        first = client.get("/compare.json?a=r1&b=r2").json()
+        assert client.get("/compare.json?a=r1&b=r2").json() == first
+        assert len(joins) == 1  # the second look came from the memo
+        with open_store(path, write=True) as writer:
+            writer.add_note("r2", "looked at it", author="ana")
+        noted = client.get("/compare.json?a=r1&b=r2").json()
+        assert len(joins) == 1 and noted["views"]["notes"]["rows"][0][-1] == "looked at it"
+        with open_store(path, write=True) as writer:  # a resumed run records its last result
+            writer.reopen_run("r2")
+            writer.add_result("r2", kb.results()[-1])
+            writer.finish_run("r2", "complete")
+        after = client.get("/compare.json?a=r1&b=r2").json()
+        assert len(joins) == 2 and after["common"] == first["common"] + 1
+        client.get("/compare.json?a=r2&b=r1")
+        assert len(joins) == 3  # the other direction is its own comparison

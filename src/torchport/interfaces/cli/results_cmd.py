@@ -63,7 +63,7 @@ def command(run_id, status, case_glob, fallback_op, limit, offset, db, as_json):
     }
     with store_problems():
         if run_id:
-            store.get_run(run_id)
+            store.get_run(run_id, plan=False)
         if as_json:
             if not limit and not offset:  # every result, streamed
                 echo_json_stream(public_result(r) for r in store.iter_results(**filters))

@@ -66,6 +66,7 @@ def problem(request: Request, status: int, message: str) -> Response:
 def create_app(store, *, token: str | None = None) -> Starlette:
     """The application over an open (read-only) store."""
     links = pages.Links("")
+    memo = pages.CompareMemo()
 
     def page_route(path: str, build):
         def endpoint(request: Request) -> Response:  # sync: Starlette runs it in a thread
@@ -93,7 +94,8 @@ def create_app(store, *, token: str | None = None) -> Starlette:
         a, b = request.query_params.get("a"), request.query_params.get("b")
         if not a or not b:
             raise pages.NotFound("compare needs two runs: /compare?a=RUN&b=RUN (ids or selectors)")
-        return pages.compare_page(store, a, b, links, every=bool(request.query_params.get("all")))
+        every = bool(request.query_params.get("all"))
+        return pages.compare_page(store, a, b, links, every=every, memo=memo)
 
     def op(request: Request) -> pages.Page:
         return pages.op_page(store, request.path_params["op"], links, offset=_offset(request))

@@ -9,7 +9,9 @@ same page comes out of SQLite or PostgreSQL; the HTML template, the JSON twin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -19,7 +21,7 @@ from torchport.records import StoreError
 from torchport.views import build_views
 from torchport.views.base import View
 from torchport.views.case_history import exact_glob, history_view, latest_failure, parity_view
-from torchport.views.compare import compare_runs
+from torchport.views.compare import Comparison, compare_runs, run_notes
 from torchport.views.compare_tables import LIST_ROWS, comparison_views, notes_view
 from torchport.views.host_op import full_op_name, op_results_view, op_runs_view
 from torchport.views.listing import results_view, runs_view
@@ -288,10 +290,45 @@ def case_page(store, case: str, links: Links) -> Page:
 
 
 # -- compare ----------------------------------------------------------------------------------
-def compare_page(store, a: str, b: str, links: Links, *, every: bool = False) -> Page:
+class CompareMemo:
+    """The server's last few comparisons, so a second look at one does not join two runs of
+    100 000 results again (1.3 s on this machine, benchmarks/web_pages.py). A comparison is
+    keyed by each run's state, end time and result count: results are only ever added, so a
+    resumed or still running run gets a new key. Notes are read fresh on every request."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._kept: OrderedDict[tuple, Comparison] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _version(store, run_id: str) -> tuple:
+        run = store.get_run(run_id, plan=False)
+        return run["state"], run["finished_at"], store.count_results(run_id=run_id)
+
+    def get(self, store, run_a: str, run_b: str) -> Comparison:
+        key = (run_a, run_b, self._version(store, run_a), self._version(store, run_b))
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+        if kept is None:
+            kept = compare_runs(store, run_a, run_b)
+            with self._lock:
+                self._kept[key] = kept
+                while len(self._kept) > self.size:
+                    self._kept.popitem(last=False)
+        return replace(kept, notes=run_notes(store, run_a, run_b))
+
+
+def compare_page(
+    store, a: str, b: str, links: Links, *, every: bool = False, memo: CompareMemo | None = None
+) -> Page:
     """``torchport compare`` as a page: A and B are run ids, ``latest`` or selectors."""
     run_a, run_b = resolve_run(store, a), resolve_run(store, b)
-    comparison = compare_runs(store, run_a, run_b)
+    comparison = (
+        memo.get(store, run_a, run_b) if memo is not None else compare_runs(store, run_a, run_b)
+    )
     views = comparison_views(comparison, limit=None if every else LIST_ROWS)
     return Page(
         "compare",
