@@ -23,6 +23,7 @@ def dropout_workload(*, seed, size, trains=True):
 
 
 CASE = FunctionCase("t/dropout", dropout_workload)
+randomness_originals = {"uniform_": torch.Tensor.uniform_, "rand_like": torch.rand_like}
 
 
 def compared_outputs(workload, dtype, seed=0, runner=None):
@@ -93,3 +94,65 @@ def test_outside_a_compared_step_dropout_is_the_real_kernel():
     assert report["masked_calls"] == 1
     assert dict(masked.ops) == {"aten.rand": 1}  # the mask itself is not counted
     assert not hasattr(nn.functional.dropout, "__wrapped__")  # restored
+
+
+class Router(nn.Module):
+    """Noise the way MoE routers draw it in training mode (phimoe's sparsemixer: input jitter,
+    Gumbel sampling with ``exponential_``, a coin from ``rand_like``), then a hard choice."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(16, 8)
+
+    def forward(self, x):
+        x = x * torch.empty_like(x).uniform_(0.99, 1.01)
+        scores = self.gate(x) - torch.empty_like(x[..., :8]).exponential_().log()
+        choice = scores.argmax(-1, keepdim=True)
+        coin = (torch.rand_like(scores) > 0.75) | (torch.randn_like(scores).normal_(0, 2) > 9)
+        return scores.gather(-1, choice) * (1 + coin.any(-1, keepdim=True))
+
+
+def router_workload(*, seed, size):
+    torch.manual_seed(seed)
+    return Workload(
+        model=Router(), args=(torch.randn(64, 16),), loss_fn=lambda out: out.pow(2).mean()
+    )
+
+
+def test_in_model_noise_is_drawn_the_same_in_float32_and_float64_and_counted():
+    workload = build_workload(FunctionCase("t/router", router_workload), seed=0, size=Size())
+    first32, again32, compared = compared_outputs(workload, torch.float32)
+    first64, _, _ = compared_outputs(workload, torch.float64)
+    assert compared.drawn_calls == 5 and compared.masked_calls == 0
+    for name in first32:
+        assert torch.equal(first32[name], again32[name]), name
+        # the same draws, so the same experts: only rounding separates the dtypes
+        assert torch.allclose(first32[name].double(), first64[name], atol=1e-5), name
+    with randomness.watch_random_ops() as seen:  # without it: every draw differs by dtype
+        torch.manual_seed(0)
+        a = torch.empty(1000).uniform_()
+        torch.manual_seed(0)
+        b = torch.empty(1000, dtype=torch.float64).uniform_()
+    assert not torch.allclose(a.double(), b, atol=0.1) and seen.ops["aten.uniform_"] == 2
+
+
+def test_noise_outside_a_compared_step_or_with_a_generator_is_torchs_own():
+    with randomness.comparable(3) as report, randomness.watch_random_ops() as seen:
+        torch.empty(4).uniform_(generator=torch.Generator().manual_seed(1))
+        torch.empty(4, dtype=torch.int64).random_()
+        drawn = torch.rand_like(torch.zeros(4), requires_grad=True)
+    assert report["drawn_calls"] == 1 and drawn.requires_grad and drawn.dtype == torch.float32
+    assert dict(seen.ops) == {"aten.uniform_": 1, "aten.random_": 1}
+    assert torch.Tensor.uniform_ is randomness_originals["uniform_"]
+    assert torch.rand_like is randomness_originals["rand_like"]
+
+
+def test_a_draw_a_compiler_traces_is_named_not_broken():
+    def gumbel(x):
+        return x - torch.empty_like(x).exponential_().log()
+
+    torch._dynamo.reset()
+    with randomness.comparable(0) as report:
+        out = torch.compile(gumbel, backend="aot_eager")(torch.zeros(64))
+    assert report["traced_draws"] == ["aten.exponential_"]  # the graph's own generator
+    assert out.shape == (64,) and torch.isfinite(out).all()

@@ -9,13 +9,25 @@ by (run seed, call index), and apply it as ``input * mask / (1 - p)`` on the inp
 dtype. Every side (device, CPU float32, CPU float64; eager and compiled) makes the same calls in
 the same order, so each call gets the same mask; the gradient is the same mask scaled.
 
+The same is done for the noise models draw themselves in training mode (MoE router jitter and
+Gumbel sampling, input jitter): ``Tensor.uniform_``, ``Tensor.normal_``,
+``Tensor.exponential_``, ``torch.rand_like`` and ``torch.randn_like`` without an explicit
+generator draw their values on the CPU in float32 from (seed, call index), by torch's own
+sampler, and copy them to the tensor's device and dtype. Without this even the CPU disagrees
+with itself: a float32 and a float64 draw from one seed are different numbers (phimoe's router
+picks other experts).
+
 What this does not cover, recorded so a reader can weigh it:
 - the device's own dropout kernel (``native_dropout``) is not in a compared step; it runs, in
   training mode, in the placement, perf and compile passes, which compare no numbers;
-- in compile mode each masked call is a graph break (the mask is made outside the graph);
-- other random ops (``torch.rand`` in a model, SDPA's ``dropout_p``) keep their generators:
-  ``torch.manual_seed(seed)`` before each compared step makes the CPU sides agree, but a
-  device's generator differs. ``RandomOpWatch`` lists them on the reference (``uncontrolled``).
+- in compile mode each masked call, ``rand_like`` and ``randn_like`` is a graph break (made
+  outside the graph); a tensor method (``x.exponential_()``) is a node of the graph, which draws
+  from the device's generator: the compared step names it (``traced_draws``) and a parity
+  failure says so;
+- other random ops (``torch.rand``/``randn`` with a shape, ``bernoulli``, SDPA's ``dropout_p``)
+  keep their generators: ``torch.manual_seed(seed)`` before each compared step makes the CPU
+  sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
+  reference (``uncontrolled``).
 """
 
 from __future__ import annotations
@@ -23,12 +35,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+from collections.abc import Callable
+from typing import Any
 
 METHOD = "cpu-masks"
 DESCRIPTION = (
-    "dropout masks drawn on the CPU from (seed, call index) and applied identically "
-    "on every side; other random ops only seeded (torch.manual_seed per step)"
+    "dropout masks and in-model noise (uniform_, normal_, exponential_, rand_like, randn_like) "
+    "drawn on the CPU in float32 from (seed, call index), the same on every side; other random "
+    "ops only seeded (torch.manual_seed per step)"
 )
+# Tensor methods filled, and torch functions replaced, by draws made as the masks are.
+FILLED = ("uniform_", "normal_", "exponential_")
+LIKE = {"rand_like": "uniform_", "randn_like": "normal_"}
 # Random ops the generator feeds (packets). Masks made here are not counted.
 RANDOM_OPS = frozenset(
     f"aten.{n}"
@@ -70,15 +88,27 @@ def _keep_mask_impl(shape, p: float, device, dtype):
     _state.calls += 1
     _state.masked += 1
     generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
-    _state.making = True
-    try:
+    with _inside():
         keep = torch.rand(shape, generator=generator) >= p  # float32 draws on every side
-    finally:
-        _state.making = False
     return keep.to(device=device, dtype=dtype)
 
 
+def _draw_impl(sampler: str, shape, args, kwargs, device, dtype):
+    """The next call's values: ``torch.empty(shape).<sampler>(*args)`` in float32 on a CPU
+    generator seeded by (seed, call index), made outside any graph."""
+    import torch
+
+    index = _state.calls
+    _state.calls += 1
+    _state.drawn += 1
+    generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
+    with _inside():
+        values = getattr(torch.empty(shape), sampler)(*args, generator=generator, **kwargs)
+    return values.to(device=device, dtype=dtype)
+
+
 _keep_mask = None
+_draw = None
 
 
 def _mask_fn():
@@ -88,6 +118,70 @@ def _mask_fn():
 
         _keep_mask = torch.compiler.disable(_keep_mask_impl)
     return _keep_mask
+
+
+def _draw_fn():
+    global _draw
+    if _draw is None:
+        import torch
+
+        _draw = torch.compiler.disable(_draw_impl)
+    return _draw
+
+
+def _controlled(tensor) -> bool:
+    """A draw this module makes: in a compared step, into a floating tensor, and not a call
+    torch makes inside a draw or a traced op (its decompositions call these methods too)."""
+    return getattr(_state, "active", False) and not making_mask() and tensor.is_floating_point()
+
+
+@contextlib.contextmanager
+def _inside():
+    _state.making = True
+    try:
+        yield
+    finally:
+        _state.making = False
+
+
+def _traced(tensor) -> bool:
+    """A tensor of a compiler's trace (fake or functional), not a value: torch.compile calls a
+    tensor method as a graph node, so its draw is the compiled graph's own."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # a private API that may move: judge by the tensor's type
+        return type(tensor).__name__ in ("FakeTensor", "FunctionalTensor")
+    return bool(is_fake(tensor))
+
+
+def _filled(name: str, original):
+    @functools.wraps(original)
+    def fill(self, *args, generator=None, **kwargs):
+        if generator is not None or not _controlled(self):
+            return original(self, *args, generator=generator, **kwargs)
+        if _traced(self):
+            _state.traced.add(f"aten.{name}")
+            with _inside():
+                return original(self, *args, **kwargs)
+        values = _draw_fn()(name, tuple(self.shape), args, kwargs, self.device, self.dtype)
+        return self.copy_(values)
+
+    return fill
+
+
+def _like(sampler: str, original):
+    @functools.wraps(original)
+    def like(input, *, dtype=None, device=None, requires_grad=False, **kwargs):
+        import torch
+
+        if getattr(_state, "active", False) and not making_mask() and not _traced(input):
+            made = torch.empty_like(input, dtype=dtype, device=device, **kwargs)
+            if made.is_floating_point():
+                values = _draw_fn()(sampler, tuple(made.shape), (), {}, made.device, made.dtype)
+                return made.copy_(values).requires_grad_(requires_grad)
+        return original(input, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
+
+    return like
 
 
 def _masked(name: str, original):
@@ -108,29 +202,41 @@ def _masked(name: str, original):
 
 @contextlib.contextmanager
 def comparable(seed: int, *, reset: bool = True):
-    """Within: dropout masks as above; ``reset`` restarts the call index (one compared step).
+    """Within: dropout masks and draws as above; ``reset`` restarts the call index (one
+    compared step).
 
-    Returns a dict that counts the masked calls (``masked``) when the block ends.
+    Returns a dict that counts the masked calls (``masked_calls``) and the draws
+    (``drawn_calls``) when the block ends, and names the draws a compiler traced into its graph
+    (``traced_draws``: they use the device's generator when the graph runs).
     """
     import torch
     import torch.nn.functional as F
 
-    report = {"method": METHOD, "masked_calls": 0}
+    report: dict[str, Any] = {"method": METHOD, "masked_calls": 0, "drawn_calls": 0}
     if reset or not hasattr(_state, "calls"):
         _state.calls = 0
-    _state.seed, _state.masked, _state.active, _state.making = seed, 0, True, False
-    originals = {name: getattr(F, name) for name in ("dropout", *_FEATURE_DIMS)}
-    for name, fn in originals.items():
-        setattr(F, name, _masked(name, getattr(fn, "__wrapped__", fn)))
+    _state.seed, _state.active, _state.making = seed, True, False
+    _state.masked = _state.drawn = 0
+    _state.traced = set()
+    replaced: list[tuple[Any, str, Callable[[str, Any], Any]]] = [
+        *((F, name, _masked) for name in ("dropout", *_FEATURE_DIMS)),
+        *((torch.Tensor, name, _filled) for name in FILLED),
+        *((torch, name, lambda n, fn: _like(LIKE[n], fn)) for name in LIKE),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in replaced]
+    for (owner, name, wrap), (_, _, fn) in zip(replaced, originals, strict=True):
+        setattr(owner, name, wrap(name, getattr(fn, "__wrapped__", fn)))
     if reset:
         torch.manual_seed(seed)
     try:
         yield report
     finally:
-        for name, fn in originals.items():
-            setattr(F, name, fn)
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
         _state.active = False
         report["masked_calls"] = _state.masked
+        report["drawn_calls"] = _state.drawn
+        report["traced_draws"] = sorted(_state.traced)
 
 
 def making_mask() -> bool:

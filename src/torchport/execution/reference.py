@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 # 2: training steps in training mode (comparable dropout masks, running statistics compared),
 #    HF causal-LM loss kept in float64 on the reference
 # 3: the key holds the digest of the file that defines the case and the transformers version
-REFERENCE_VERSION = 3
+# 4: in-model noise (uniform_, normal_, exponential_, rand_like, randn_like) drawn comparably
+REFERENCE_VERSION = 4
 CACHE_ENV = "TORCHPORT_REFERENCE_CACHE"
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 CHILD_TIMEOUT_S = 900.0
@@ -176,6 +177,7 @@ def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) ->
             method=METHOD,
             description=DESCRIPTION,
             masked_dropout_calls=compared.masked_calls,
+            drawn_noise_calls=compared.drawn_calls,
             uncontrolled_random_ops=dict(seen.ops),
             compared_buffers=sorted(compared.changed),
         )

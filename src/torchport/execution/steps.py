@@ -138,6 +138,8 @@ class Compared:
     def __init__(self, seed: int):
         self.seed = seed
         self.masked_calls = 0  # dropout calls masked in the last step
+        self.drawn_calls = 0  # in-model noise drawn comparably in the last step
+        self.traced_draws: set[str] = set()  # draws a compiled graph makes itself (any step)
         self.changed: list[str] = []  # buffer.* names the last step changed
         self._placed: dict = {}  # id(module) -> its buffers as first wrapped
 
@@ -164,6 +166,8 @@ class Compared:
             with comparable(self.seed) as report:
                 tensors = step()
             self.masked_calls = report["masked_calls"]
+            self.drawn_calls = report["drawn_calls"]
+            self.traced_draws.update(report["traced_draws"])
             self.changed = [
                 f"buffer.{n}" for n, b in buffers.items() if not torch.equal(b, placed[n])
             ]

@@ -47,6 +47,7 @@ class Ladder:
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        self.graph_draws: set[str] = set()  # random ops a compiled graph draws itself
         self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
         # the compile backend chosen (compile mode), with why
@@ -110,6 +111,7 @@ class Ladder:
         module = placed.model
         eager_step = make_step(module, module, placed)
         compared = Compared(config.seed)
+        self.graph_draws = compared.traced_draws  # filled as a compiled step is traced
         compared_eager = make_step(module, module, placed, compared=compared)
         ok, result = self.stage("run", lambda: self._outputs(compared_eager))
         if not ok:
@@ -140,9 +142,10 @@ class Ladder:
             ok, result = self.stage("compiled_run", lambda: self._outputs(compared_step))
             if not ok:
                 return self.out.to_dict()
-            # Masked dropout calls are graph breaks the user's program does not have: then
-            # the compile probe measures the cold compile in a child of its own.
-            if cold and not compared.masked_calls:
+            # Masked dropout calls and comparable draws are graph breaks the user's program
+            # does not have: then the compile probe measures the cold compile in a child of
+            # its own.
+            if cold and not (compared.masked_calls or compared.drawn_calls):
                 d = self.out.durations
                 cold_compile = compile_metrics.first_step_record(
                     self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"]
@@ -342,9 +345,10 @@ class Ladder:
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
         self.out.findings["parity"] = report.findings()
-        uncontrolled = (self.out.findings["step"].get("randomness") or {}).get(
-            "uncontrolled_random_ops"
+        uncontrolled = set(
+            (self.out.findings["step"].get("randomness") or {}).get("uncontrolled_random_ops") or ()
         )
+        uncontrolled |= {f"{op} (in the compiled graph)" for op in self.graph_draws}
         if uncontrolled and not report.ok:
             self.out.findings["parity"]["note"] = (
                 "the step draws random numbers torchport does not control ("

@@ -34,23 +34,27 @@ def step_notes(results: list[dict]) -> list[str]:
     """What a step was and the mode it ran in (train / eval), with how dropout was matched."""
     kinds: dict[str, int] = {}
     masked: list[str] = []
+    drawn: list[str] = []
     for r in results:
         step = (r.get("findings") or {}).get("step")
         if isinstance(step, dict) and step.get("kind"):
             key = f"{step['kind']} in {step.get('mode')} mode"
             kinds[key] = kinds.get(key, 0) + 1
             randomness = step.get("randomness")
-            if (
-                isinstance(randomness, dict)
-                and randomness.get("masked_dropout_calls")
-                and r["case"] not in masked
-            ):
-                masked.append(r["case"])
+            if isinstance(randomness, dict):
+                for key, cases in (("masked_dropout_calls", masked), ("drawn_noise_calls", drawn)):
+                    if randomness.get(key) and r["case"] not in cases:
+                        cases.append(r["case"])
     notes = ["steps: " + ", ".join(f"{k} ({n})" for k, n in kinds.items())] if kinds else []
     if masked:
         notes.append(
             "dropout masks drawn on the CPU and applied identically on every side: "
             + ", ".join(masked)
+        )
+    if drawn:
+        notes.append(
+            "in-model noise (router jitter, Gumbel sampling) drawn on the CPU and used "
+            "identically on every side: " + ", ".join(drawn)
         )
     return notes
 
