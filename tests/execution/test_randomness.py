@@ -1,6 +1,8 @@
 """Comparable randomness and compared steps: the same dropout masks on every side, buffers
 restored and returned, uncontrolled random ops listed, training vs eval mode."""
 
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -156,3 +158,12 @@ def test_a_draw_a_compiler_traces_is_named_not_broken():
         out = torch.compile(gumbel, backend="aot_eager")(torch.zeros(64))
     assert report["traced_draws"] == ["aten.exponential_"]  # the graph's own generator
     assert out.shape == (64,) and torch.isfinite(out).all()
+
+
+def test_without_the_private_fake_tensor_api_a_trace_is_told_by_its_type(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.empty(3)
+    monkeypatch.setitem(sys.modules, "torch._subclasses.fake_tensor", None)  # import fails
+    assert randomness._traced(fake) and not randomness._traced(torch.empty(3))

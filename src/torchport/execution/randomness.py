@@ -80,53 +80,54 @@ _FEATURE_DIMS = {"dropout1d": 1, "dropout2d": 2, "dropout3d": 3}
 _state = threading.local()
 
 
-def _keep_mask_impl(shape, p: float, device, dtype):
-    """The next call's keep-mask: CPU generator, (seed, call index); made outside any graph."""
+def _next_generator(counter: str):
+    """A CPU generator for the next call, seeded by (run seed, call index); ``counter`` names
+    the count it adds to (``masked`` or ``drawn``)."""
     import torch
 
     index = _state.calls
     _state.calls += 1
-    _state.masked += 1
-    generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
+    setattr(_state, counter, getattr(_state, counter) + 1)
+    return torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
+
+
+def _keep_mask_impl(shape, p: float, device, dtype):
+    """The next call's keep-mask, made outside any graph."""
+    import torch
+
+    generator = _next_generator("masked")
     with _inside():
         keep = torch.rand(shape, generator=generator) >= p  # float32 draws on every side
     return keep.to(device=device, dtype=dtype)
 
 
 def _draw_impl(sampler: str, shape, args, kwargs, device, dtype):
-    """The next call's values: ``torch.empty(shape).<sampler>(*args)`` in float32 on a CPU
-    generator seeded by (seed, call index), made outside any graph."""
+    """The next call's values: ``torch.empty(shape).<sampler>(*args)`` in float32 on the
+    call's generator, made outside any graph."""
     import torch
 
-    index = _state.calls
-    _state.calls += 1
-    _state.drawn += 1
-    generator = torch.Generator().manual_seed((_state.seed * 1_000_003 + index) % (2**63))
+    generator = _next_generator("drawn")
     with _inside():
         values = getattr(torch.empty(shape), sampler)(*args, generator=generator, **kwargs)
     return values.to(device=device, dtype=dtype)
 
 
-_keep_mask = None
-_draw = None
+_outside_graphs: dict = {}
 
 
-def _mask_fn():
-    global _keep_mask
-    if _keep_mask is None:
+def _drawn(sampler: str, like, args=(), kwargs=None):
+    """Values for a tensor like ``like`` (its shape, device and dtype), drawn as above."""
+    draw = _outside_graph(_draw_impl)
+    return draw(sampler, tuple(like.shape), args, kwargs or {}, like.device, like.dtype)
+
+
+def _outside_graph(fn):
+    """``fn`` as torch.compile must call it: a graph break, run eagerly (made once)."""
+    if fn not in _outside_graphs:
         import torch
 
-        _keep_mask = torch.compiler.disable(_keep_mask_impl)
-    return _keep_mask
-
-
-def _draw_fn():
-    global _draw
-    if _draw is None:
-        import torch
-
-        _draw = torch.compiler.disable(_draw_impl)
-    return _draw
+        _outside_graphs[fn] = torch.compiler.disable(fn)
+    return _outside_graphs[fn]
 
 
 def _controlled(tensor) -> bool:
@@ -163,8 +164,7 @@ def _filled(name: str, original):
             _state.traced.add(f"aten.{name}")
             with _inside():
                 return original(self, *args, **kwargs)
-        values = _draw_fn()(name, tuple(self.shape), args, kwargs, self.device, self.dtype)
-        return self.copy_(values)
+        return self.copy_(_drawn(name, self, args, kwargs))
 
     return fill
 
@@ -177,8 +177,7 @@ def _like(sampler: str, original):
         if getattr(_state, "active", False) and not making_mask() and not _traced(input):
             made = torch.empty_like(input, dtype=dtype, device=device, **kwargs)
             if made.is_floating_point():
-                values = _draw_fn()(sampler, tuple(made.shape), (), {}, made.device, made.dtype)
-                return made.copy_(values).requires_grad_(requires_grad)
+                return made.copy_(_drawn(sampler, made)).requires_grad_(requires_grad)
         return original(input, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
 
     return like
@@ -194,7 +193,7 @@ def _masked(name: str, original):
         shape = tuple(input.shape)
         if feature_dims and len(shape) > feature_dims:  # one draw per channel
             shape = shape[: len(shape) - feature_dims] + (1,) * feature_dims
-        scale = _mask_fn()(shape, p, input.device, input.dtype) / (1.0 - p)
+        scale = _outside_graph(_keep_mask_impl)(shape, p, input.device, input.dtype) / (1.0 - p)
         return input.mul_(scale) if inplace else input * scale
 
     return dropout
