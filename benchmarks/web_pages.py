@@ -83,34 +83,33 @@ def whole_run_kb(path: str, results: int) -> str:
 def row(label: str, path: str, client: TestClient, repeats: int) -> str:
     html, status, size = time_page(client, path, repeats)
     js, _, _ = time_page(client, json_path(path), repeats)
+    return table_row(label, path, html, js, size, status)
+
+
+def first_look_row(label: str, path: str, store, repeats: int) -> str:
+    """A page's first request on a fresh server each time (no memo; the file's pages are in
+    the OS cache from the earlier rows)."""
+    html = [first_request(store, path) for _ in range(repeats)]
+    js = [first_request(store, json_path(path)) for _ in range(repeats)]
+    (_, status, size), *_ = html
+    return table_row(label, path, [ms for ms, _, _ in html], [ms for ms, _, _ in js], size, status)
+
+
+def first_request(store, path: str) -> tuple[float, int, int]:
+    """Wall time in ms of one request to a new application, its status and its size."""
+    client = TestClient(create_app(store))
+    start = time.perf_counter()
+    response = client.get(path)
+    return 1e3 * (time.perf_counter() - start), response.status_code, len(response.content)
+
+
+def table_row(label: str, path: str, html: list, js: list, size: int, status: int) -> str:
     worst = max(statistics.median(html), statistics.median(js))
     print(f"  {label}: {statistics.median(html):.0f} ms", file=sys.stderr, flush=True)
     return (
         f"| {label} (`{path}`) | {statistics.median(html):.0f} | {max(html):.0f} | "
         f"{statistics.median(js):.0f} | {max(js):.0f} | {size} | {status} | "
         f"{'yes' if worst < TARGET_MS else 'NO'} | {os.getloadavg()[0]:.1f} |"
-    )
-
-
-def first_look_row(label: str, path: str, store, repeats: int) -> str:
-    """A page's first request on a fresh server each time (no memo; the file's pages are in
-    the OS cache from the earlier rows)."""
-    html, js, sizes, codes = [], [], [], []
-    for samples, target in ((html, path), (js, json_path(path))):
-        for _ in range(repeats):
-            client = TestClient(create_app(store))
-            start = time.perf_counter()
-            response = client.get(target)
-            samples.append(1e3 * (time.perf_counter() - start))
-            sizes.append(len(response.content))
-            codes.append(response.status_code)
-    worst = max(statistics.median(html), statistics.median(js))
-    print(f"  {label}: {statistics.median(html):.0f} ms", file=sys.stderr, flush=True)
-    return (
-        f"| {label} (`{path}`) | {statistics.median(html):.0f} | {max(html):.0f} | "
-        f"{statistics.median(js):.0f} | {max(js):.0f} | {sizes[0]} | "
-        f"{max(codes)} | {'yes' if worst < TARGET_MS else 'NO'} | "
-        f"{os.getloadavg()[0]:.1f} |"
     )
 
 

@@ -130,10 +130,15 @@ def _outside_graph(fn):
     return _outside_graphs[fn]
 
 
+def _in_compared_step() -> bool:
+    """In a compared step, and not in a call torch makes inside a draw or a traced op (its
+    decompositions call the replaced methods too)."""
+    return getattr(_state, "active", False) and not making_mask()
+
+
 def _controlled(tensor) -> bool:
-    """A draw this module makes: in a compared step, into a floating tensor, and not a call
-    torch makes inside a draw or a traced op (its decompositions call these methods too)."""
-    return getattr(_state, "active", False) and not making_mask() and tensor.is_floating_point()
+    """A draw this module makes: in a compared step, into a floating tensor."""
+    return _in_compared_step() and tensor.is_floating_point()
 
 
 @contextlib.contextmanager
@@ -174,7 +179,7 @@ def _like(sampler: str, original):
     def like(input, *, dtype=None, device=None, requires_grad=False, **kwargs):
         import torch
 
-        if getattr(_state, "active", False) and not making_mask() and not _traced(input):
+        if _in_compared_step() and not _traced(input):
             made = torch.empty_like(input, dtype=dtype, device=device, **kwargs)
             if made.is_floating_point():
                 return made.copy_(_drawn(sampler, made)).requires_grad_(requires_grad)
