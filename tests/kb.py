@@ -4,7 +4,9 @@ them."""
 
 from __future__ import annotations
 
-from torchport.records import open_store
+from pathlib import Path
+
+from torchport.records import StoreError, open_store
 
 PLAN = [
     ["smoke/mlp", "eager"],
@@ -265,3 +267,15 @@ def build(
             store.add_result(run_id, result)
         store.finish_run(run_id, "complete")
     return str(path)
+
+
+def recorded_results(db: Path | str) -> int:
+    """Results a run in another process has recorded so far: 0 while the file is missing or still
+    being created (SQLite writes its header with the first transaction), without creating it."""
+    if not Path(db).exists():
+        return 0
+    try:
+        with open_store(str(db), write=False) as store:
+            return store.count_results()
+    except StoreError:
+        return 0

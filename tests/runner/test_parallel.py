@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from tests.conftest import TORCHPORT, torchport
+from tests.kb import recorded_results
 
 PLANTED = (
     "--suite",
@@ -147,14 +148,6 @@ def _workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
     return found
 
 
-def _count(db):
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_path):
     # The hang keeps one worker busy while the other finishes the rest: SIGINT lands with two
     # workers alive, one of them mid-task.
@@ -187,7 +180,7 @@ def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_
     )
     deadline = time.monotonic() + 240
     workers: list[psutil.Process] = []
-    while _count(db) < 1:
+    while recorded_results(db) < 1:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline
         workers = _workers_of(proc) or workers

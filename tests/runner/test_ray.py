@@ -23,6 +23,7 @@ import pytest
 import ray  # the [ray] extra is part of the test install: missing, these tests fail
 
 from tests.conftest import TORCHPORT, torchport
+from tests.kb import recorded_results
 from torchport.records import open_store
 
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
@@ -190,7 +191,7 @@ def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_
         start_new_session=True,
     )
     deadline, workers = time.monotonic() + 180, []
-    while not db.exists() or not open_store(str(db), write=False).count_results():
+    while not recorded_results(db):
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline
         time.sleep(0.2)

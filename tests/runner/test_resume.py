@@ -8,16 +8,9 @@ import subprocess
 import time
 
 from tests.conftest import TORCHPORT, torchport
+from tests.kb import recorded_results
 
 CASES = "mlp,convnet"
-
-
-def _count(db):
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def _start(db, cwd):
@@ -46,7 +39,7 @@ def _start(db, cwd):
 
 def _wait_for_results(db, n, proc, limit_s=240):
     deadline = time.monotonic() + limit_s
-    while _count(db) < n:
+    while recorded_results(db) < n:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline
         time.sleep(0.2)
