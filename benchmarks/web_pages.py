@@ -86,18 +86,20 @@ def row(label: str, path: str, client: TestClient, repeats: int) -> str:
     return table_row(label, path, html, js, size, status)
 
 
-def first_look_row(label: str, path: str, store, repeats: int) -> str:
-    """A page's first request on a fresh server each time (no memo; the file's pages are in
-    the OS cache from the earlier rows)."""
-    html = [first_request(store, path) for _ in range(repeats)]
-    js = [first_request(store, json_path(path)) for _ in range(repeats)]
+def first_look_row(label: str, paths: list[str], client: TestClient) -> str:
+    """A comparison's first request: each path a pair of runs this server has not compared
+    yet (its memo misses; templates and the file's pages are warm from the earlier rows), the
+    first half as HTML, the second as JSON."""
+    half = len(paths) // 2
+    html = [first_request(client, path) for path in paths[:half]]
+    js = [first_request(client, json_path(path)) for path in paths[half:]]
     (_, status, size), *_ = html
-    return table_row(label, path, [ms for ms, _, _ in html], [ms for ms, _, _ in js], size, status)
+    shown = paths[0].replace(paths[0].partition("?")[2].partition("&")[0], "a=A")
+    return table_row(label, shown, [ms for ms, _, _ in html], [ms for ms, _, _ in js], size, status)
 
 
-def first_request(store, path: str) -> tuple[float, int, int]:
-    """Wall time in ms of one request to a new application, its status and its size."""
-    client = TestClient(create_app(store))
+def first_request(client: TestClient, path: str) -> tuple[float, int, int]:
+    """Wall time in ms of one request, its status and its size."""
     start = time.perf_counter()
     response = client.get(path)
     return 1e3 * (time.perf_counter() - start), response.status_code, len(response.content)
@@ -122,6 +124,17 @@ def time_page(client: TestClient, path: str, repeats: int) -> tuple[list[float],
         response = client.get(path)
         samples.append(1e3 * (time.perf_counter() - start))
     return samples, response.status_code, len(response.content)
+
+
+def compare_ms(store, run_a: str, run_b: str, limit: int | None) -> float:
+    from torchport.views.compare import compare_runs
+
+    samples = []
+    for _ in range(3):
+        start = time.perf_counter()
+        compare_runs(store, run_a, run_b, limit=limit)
+        samples.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(samples)
 
 
 def json_path(path: str) -> str:
@@ -163,13 +176,13 @@ def main(argv=None) -> None:
         ]
         for label, path in pages(run_a, run_b, case):
             lines.append(row(label, path, client, args.repeats))
-        label = f"compare {run_a} {run_b}, first look (a fresh server each time)"
-        lines.append(first_look_row(label, compare_path(run_a, run_b), store, 3))
-        from torchport.views.compare import compare_runs
-
-        start = time.perf_counter()
-        compare_runs(store, run_a, run_b)
-        inside = 1e3 * (time.perf_counter() - start)
+        # First looks: each older run against the newest, one pair per request
+        firsts = [compare_path(r["id"], run_b) for r in runs[3:9]]
+        label = f"compare A {run_b}, first look (A: 6 other runs, each compared once)"
+        lines.append(first_look_row(label, firsts, client))
+        label = f"compare A {run_b}, every row of every list (--all), first look"
+        lines.append(first_look_row(label, [p + "&all=1" for p in firsts], client))
+        inside = {limit: compare_ms(store, run_a, run_b, limit) for limit in (30, None)}
     with tempfile.TemporaryDirectory() as folder:
         size = pages_module.FULL_VIEWS_UP_TO
         with open_store(whole_run_kb(os.path.join(folder, "w.db"), size), write=False) as store:
@@ -177,13 +190,15 @@ def main(argv=None) -> None:
             lines.append(row(label, "/runs/whole", TestClient(create_app(store)), args.repeats))
     lines += [
         "",
-        f"compare {run_a} {run_b} inside the store and views.compare (no page): {inside:.0f} ms",
+        f"compare {run_a} {run_b} inside the store and views.compare (no page), median of 3:"
+        f" the first 30 rows of each list {inside[30]:.0f} ms, every row {inside[None]:.0f} ms",
     ]
     lines += [
         "",
         f"median and max of {args.repeats} requests after one warm-up, through the ASGI app "
         "in-process (TestClient): routing, store reads, views, templates; no socket or browser;"
-        " the compare page's first look: 3 first requests, each on a fresh app (its memo empty)",
+        " the compare page's first look: 3 requests for HTML and 3 for JSON, each comparing"
+        " another pair of 100 000-result runs (the server's memo misses)",
         f"load average (1 min) at end {os.getloadavg()[0]:.2f}",
     ]
     emit(lines, args.out)

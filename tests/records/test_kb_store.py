@@ -268,17 +268,24 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
         "compile": 1.15,
         "memory": 1.1,
         "min_samples": 5,
+        "min_change": 0.02,
+        "limit": 30,
+        "low": "a",
+        "high": "z",
     }
     for sql in (
         q.pairs_that_may_differ(version=SCHEMA_VERSION),
         q.pair_counts(version=SCHEMA_VERSION),
+        q.compare_lists(version=SCHEMA_VERSION),
+        q.pair_counts(version=SCHEMA_VERSION, bounds=(True, True)),  # a part of the pairs
+        q.compare_lists(version=SCHEMA_VERSION, bounds=(True, False)),
     ):
         plan = _plan(store, sql, params)  # A walked on an index, B found by one
-        assert "SEARCH a USING" in plan and "SCAN" not in plan, plan
+        assert "SEARCH a USING" in plan and "SCAN a" not in plan and "SCAN b" not in plan, plan
         assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
-    assert "COVERING INDEX results_pairs" in _plan(
-        store, q.pair_counts(version=SCHEMA_VERSION), params
-    )
+    for sql in (q.pair_counts(version=SCHEMA_VERSION), q.compare_lists(version=SCHEMA_VERSION)):
+        plan = _plan(store, sql, params)  # every pair decided from the index alone
+        assert plan.count("COVERING INDEX results_outcomes") >= 2, plan
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))
     assert "SEARCH results USING INTEGER PRIMARY KEY" in plan, plan
     for sql, args in ((q.SEARCH_WINDOW, ('"x"', 1000)), (q.SEARCH_BY_RECENCY, ('"x"', 50, 0))):
@@ -383,7 +390,7 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
         latest = compare_runs(store, "r1", "r2").to_dict()
     assert latest["host_ops"]
     conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX results_pairs")
+    conn.execute("DROP INDEX results_outcomes")
     conn.execute("ALTER TABLE results DROP COLUMN host_ops")
     conn.execute("PRAGMA user_version = 3")
     conn.commit()
@@ -391,3 +398,5 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
     with open_store(path, write=False) as store:
         assert store.schema_version() == 3
         assert compare_runs(store, "r1", "r2").to_dict() == latest
+        paged = compare_runs(store, "r1", "r2", limit=30).to_dict()
+        assert dict(paged, totals={}) == latest

@@ -14,6 +14,11 @@ ROWID_STAND_IN = {"runs", "result_ops", "run_environments"}
 FTS_TABLES = {"results_fts", "notes_fts"}
 
 
+# A PostgreSQL B-tree entry is limited to about 2.7 kB: host_ops, free-length text, stays out
+# (migrations_pg/0006_outcomes_index.sql).
+PG_LEAVES_OUT = {"results_outcomes": ("host_ops",)}
+
+
 def _sqlite_schema(conn: sqlite3.Connection) -> tuple[dict, dict]:
     tables = [
         row[0]
@@ -75,4 +80,5 @@ def test_both_engines_have_the_same_migrations_and_schema_at_every_version(pg_ur
             fts_indexes = {f"{t}_document" for t in FTS_TABLES if t in pg_columns}
             assert set(pg_indexes) - fts_indexes == set(lite_indexes), number
             for name, cols in lite_indexes.items():
-                assert pg_indexes[name] == cols, (number, name)
+                left_out = PG_LEAVES_OUT.get(name, ())
+                assert pg_indexes[name] == [c for c in cols if c not in left_out], (number, name)

@@ -328,11 +328,13 @@ def test_an_older_schema_is_read_as_it_is_and_upgraded_by_a_write(tmp_path):
     [result] = reader.results()
     assert result["probe_versions"] == {} and reader.schema_version() == 1
     assert reader.get_run("old")["environment_ids"] == ["e1"]
+    assert reader.get_run("old", plan=False)["planned"] == 1  # counted from the plan
     reader.close()
     assert _digest(path) == before
     writer = open_store(path, write=True)
     assert writer.schema_version() == SCHEMA_VERSION
     assert writer.get_run("old")["environment_ids"] == ["e1"]  # backfilled
+    assert writer.get_run("old", plan=False)["planned"] == 1  # the v6 column, backfilled
     assert writer.results()[0]["case"] == "a"
 
 

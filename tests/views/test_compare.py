@@ -194,13 +194,15 @@ def test_the_environment_difference_comes_first_and_lists_are_capped():
     assert cmp.to_dict()["perf"][0]["verdict"] == "slower"  # the --json form
 
 
-def test_the_store_join_decides_exactly_what_the_stream_walk_decides(tmp_path):
-    """compare_runs lets SQLite return a superset of the pairs that may have changed; on
-    random runs its answer equals walking both runs pair by pair in Python."""
+def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
+    """compare_runs lets the database return a superset of the pairs that may have changed;
+    on random runs its answer equals walking both runs pair by pair in Python. With a limit,
+    the database decides every list itself and reads out only each list's first pairs: the
+    tables shown are the same as from the whole comparison, on SQLite and PostgreSQL."""
     import random
 
     from torchport.records import open_store
-    from torchport.views.compare import compare_runs
+    from torchport.views.compare import LINES, compare_runs
 
     rng = random.Random(3)
 
@@ -229,7 +231,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(tmp_path):
             "error": None if status == "pass" else {"type": "E", "message": "boom\nx"},
         }
 
-    path = str(tmp_path / "kb.db")
+    path = kb_url
     with open_store(path, write=True) as store:
         for run_id in ("A", "B"):
             cases = [f"c{i:03d}" for i in range(300) if rng.random() < 0.95]
@@ -253,11 +255,24 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(tmp_path):
     assert joined["perf"] and joined["newly_failing"] and joined["placement"]
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
     assert joined == walked
-    with open_store(path, write=False) as store:  # most pairs never left SQLite
-        shown = sum(
-            1
-            for _ in store.compare_pairs(
-                "A", "B", parity_factor=10, compile_ratio=1.15, memory_ratio=1.1, min_samples=5
-            )["pairs"]
-        )
+    with open_store(path, write=False) as store:  # most pairs never left the database
+        shown = sum(1 for _ in store.compare_pairs("A", "B", **LINES)["pairs"])
+        whole = compare_runs(store, "A", "B")
+        paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
+        store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
+        assert len(store._case_ranges("A")) == 3
+        open_before = len(store._conns)
+        in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
+        assert len(store._conns) == open_before  # each part's connection is closed
     assert 0 < shown < joined["common"]
+
+    def tables(cmp, limit):
+        return [(v.title, v.rows, v.notes) for v in comparison_views(cmp, limit=limit)]
+
+    for n, cmp in [*paged.items(), *in_parts.items()]:
+        assert tables(cmp, n) == tables(whole, n), n
+        assert cmp.perf_verdicts == whole.perf_verdicts and cmp.host_ops == whole.host_ops
+    assert dict(paged[10_000].to_dict(), totals={}) == walked
+    assert dict(in_parts[10_000].to_dict(), totals={}) == walked
+    lists = ("newly_failing", "parity", "perf", "compile", "memory")
+    assert all(len(walked[k]) > 3 for k in lists), {k: len(walked[k]) for k in lists}

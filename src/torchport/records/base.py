@@ -177,10 +177,28 @@ class Store(Protocol):
         compile_ratio: float,
         memory_ratio: float,
         min_samples: int,
+        min_change: float,
     ) -> dict:
         """Two runs joined by (case, mode): ``counts`` {(status A, status B): [pairs, pairs
         timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B) for
         a superset of the pairs that show a change past the given lines (the caller decides)."""
+
+    def compare_lists(
+        self,
+        run_a: str,
+        run_b: str,
+        *,
+        parity_factor: float,
+        compile_ratio: float,
+        memory_ratio: float,
+        min_samples: int,
+        min_change: float,
+        limit: int,
+    ) -> dict:
+        """A comparison's counts and the first ``limit`` pairs of each of its lists, decided
+        by the database: ``counts`` as compare_pairs', ``decided`` {decision: pairs},
+        ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B)]} (every
+        placement candidate is listed; host-op sets are compared by the caller)."""
 
     def count_results(
         self,

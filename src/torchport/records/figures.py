@@ -18,6 +18,12 @@ KEY_FIGURES = (
     "perf_peak_bytes",
 )
 
+# The figures compared against a line (views/compare.py), and the step-time verdicts
+# (views/noise.py): named here, below both the views and the SQL that decides them.
+PARITY_FIGURES = ("parity_rmse_ratio", "parity_max_rel_err")
+COMPILE_FIGURES = ("compile_cold_first_step_s", "compile_warm_first_step_s")
+SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
+
 
 def key_figures(metrics: dict) -> list[float | None]:
     """The column values, in KEY_FIGURES order (None where a figure is missing or NaN)."""

@@ -22,6 +22,7 @@ _RENAMES = (
     ("instr(", "strpos("),
     ("char(10)", "chr(10)"),
     (" GLOB ?", " LIKE ? ESCAPE '\\'"),
+    ("= +a.case_id", "= a.case_id"),  # SQLite's planner hint (queries._indexed_join)
 )
 _INSERT_OR_IGNORE = re.compile(r"^INSERT OR IGNORE (INTO .*)$", re.DOTALL)
 _IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")

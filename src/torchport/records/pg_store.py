@@ -110,12 +110,6 @@ class PGStore(SQLStore):
             self._conns.append(conn)
         return conn
 
-    def _forget(self, conn: psycopg.Connection) -> None:
-        conn.close()
-        with self._lock:
-            if conn in self._conns:
-                self._conns.remove(conn)
-
     def _conn(self) -> psycopg.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.broken or conn.closed:  # a server restart: connect again

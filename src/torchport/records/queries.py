@@ -2,7 +2,15 @@
 SQLite's dialect; ``pg_queries.py`` translates them for PostgreSQL (placeholders, a few
 function names) and writes out the few that differ (full text, the op table as JSON)."""
 
-from torchport.records.figures import KEY_FIGURES
+from torchport.records.figures import (
+    COMPILE_FIGURES,
+    FASTER,
+    KEY_FIGURES,
+    NOT_JUDGED,
+    PARITY_FIGURES,
+    SLOWER,
+    WITHIN,
+)
 
 # -- identity and schema -------------------------------------------------------------------
 USER_VERSION = "PRAGMA user_version"
@@ -150,22 +158,27 @@ def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallbac
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
-def _run_header(heartbeat: bool) -> str:
+HEARTBEAT_FROM, PLANNED_FROM = 5, 6  # schema versions: runs.heartbeat_at, runs.planned
+
+
+def _run_header(version: int) -> str:
+    """``version``: the file's schema; an older file reads no heartbeat and parses each plan
+    for its length."""
+    heartbeat = "heartbeat_at" if version >= HEARTBEAT_FROM else "NULL AS heartbeat_at"
+    planned = "planned" if version >= PLANNED_FROM else "json_array_length(plan) AS planned"
     return (
         "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
-        f" labels, environment_id, {'heartbeat_at' if heartbeat else 'NULL AS heartbeat_at'},"
-        " json_array_length(plan) AS planned FROM runs"
+        f" labels, environment_id, {heartbeat}, {planned} FROM runs"
     )
 
 
-def list_runs(*, heartbeat: bool) -> str:
-    """``heartbeat``: the schema has the column (v5+); an older file reads as None."""
-    return _run_header(heartbeat) + " ORDER BY started_at DESC, rowid DESC"
+def list_runs(*, version: int) -> str:
+    return _run_header(version) + " ORDER BY started_at DESC, rowid DESC"
 
 
-def run_header(*, heartbeat: bool) -> str:
+def run_header(*, version: int) -> str:
     """One run as a listing shows it (``planned``, not the plan)."""
-    return _run_header(heartbeat) + " WHERE id = ?"
+    return _run_header(version) + " WHERE id = ?"
 
 
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
@@ -283,7 +296,8 @@ _JOIN = (
 )
 
 
-FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM = 3, 4  # schema versions
+FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
+PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
 
 
 def _figure(alias: str, name: str, version: int) -> str:
@@ -359,24 +373,175 @@ def pairs_that_may_differ(*, version: int) -> str:
     )
 
 
-def pair_counts(*, version: int) -> str:
-    """Pairs per (A status, B status), and of them how many have a step time on both sides:
-    from the results_pairs index alone (schema v4; named, since an empty file's planner would
-    pick another)."""
-    join = (
-        _JOIN.replace(
-            "results a JOIN results b",
-            "results a INDEXED BY results_pairs JOIN results b INDEXED BY results_pairs",
-        )
-        if version >= HOST_OPS_COLUMN_FROM
-        else _JOIN
-    )
+def _outcomes_index(version: int) -> str | None:
+    """The index that holds every column a comparison decides on (None: read the rows)."""
     return (
-        f"SELECT a.status, b.status, COUNT(*), SUM(CASE WHEN {_both_timed(version)} THEN 1 ELSE 0"
-        " END)"
-        f"{join} GROUP BY a.status, b.status"
+        "results_outcomes"
+        if version >= OUTCOMES_INDEX_FROM
+        else "results_pairs"
+        if version >= HOST_OPS_COLUMN_FROM
+        else None
     )
 
+
+def _indexed_join(version: int, index: str | None, bounds: tuple[bool, bool]) -> str:
+    """The join, SQLite told which index to read (named, since an empty file's planner would
+    pick another); ``bounds``: only A's case ids from ``:low`` / below ``:high``."""
+    limits = (" AND a.case_id >= :low", " AND a.case_id < :high")
+    join = _JOIN + "".join(cond for cond, on in zip(limits, bounds, strict=True) if on)
+    if any(bounds):  # '+': SQLite would carry A's range over to B and find B by it, not by key
+        join = join.replace("b.case_id = a.case_id", "b.case_id = +a.case_id")
+    if index is None:
+        return join
+    return join.replace(
+        "results a JOIN results b",
+        f"results a INDEXED BY {index} JOIN results b INDEXED BY {index}",
+    )
+
+
+def _ratio(x: str, y: str) -> str:
+    """y / x as Python divides them (true division in doubles), NULL where x is 0 or NULL."""
+    return f"(CASE WHEN {x} != 0 THEN CAST({y} AS DOUBLE PRECISION) / {x} END)"
+
+
+def _flag(condition: str) -> str:
+    return f"CASE WHEN {condition} THEN 1 ELSE 0 END"
+
+
+def step_time_verdict(*, version: int, says: dict[str, str]) -> str:
+    """views/noise.py's verdict on a pair's step times, exactly, as one SQL expression: what
+    ``says`` gives for slower, faster, not judged and within noise (SQL values), NULL when the
+    pair is not timed on both sides. Named parameters: min_samples, min_change."""
+
+    def f(alias: str, name: str) -> str:
+        return _figure(alias, name, version)
+
+    med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
+    spread = [f(x, q) for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")]
+    up = f"{med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')}"
+    down = f"{med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')}"
+    return (
+        f"CASE WHEN NOT ({_both_timed(version)}) THEN NULL"
+        f" WHEN {f('a', 'perf_samples')} < :min_samples"
+        f" OR {f('b', 'perf_samples')} < :min_samples THEN {says[NOT_JUDGED]}"
+        f" WHEN {' OR '.join(f'{x} IS NULL' for x in spread)} THEN {says[NOT_JUDGED]}"
+        f" WHEN abs({_ratio(med_a, med_b)} - 1) < :min_change THEN {says[WITHIN]}"
+        f" WHEN {up} THEN {says[SLOWER]} WHEN {down} THEN {says[FASTER]} ELSE {says[WITHIN]} END"
+    )
+
+
+def compare_decisions(*, version: int) -> dict[str, str]:
+    """What views/compare.py decides per pair, exactly, as SQL conditions: the status lists,
+    the placement candidates, each parity, compile and memory figure past its line. Named
+    parameters: parity, compile, memory."""
+    s = version
+
+    def f(alias: str, name: str) -> str:
+        return _figure(alias, name, s)
+
+    def past(name: str, line: str, both_ways: bool) -> str:
+        up = f"{_ratio(f('a', name), f('b', name))} > :{line}"
+        return f"({up} OR {_ratio(f('b', name), f('a', name))} > :{line})" if both_ways else up
+
+    decisions = {
+        "newly_passing": "a.status != 'pass' AND b.status = 'pass'",
+        "newly_failing": "a.status = 'pass' AND b.status != 'pass'",
+        "failure_changed": "a.status != 'pass' AND b.status != 'pass'"
+        " AND (a.status != b.status OR a.stage IS NOT b.stage)",
+        "placement_candidate": "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
+        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})",
+    }
+    for name in PARITY_FIGURES:
+        decisions[name] = f"{f('a', name)} > 0 AND {past(name, 'parity', False)}"
+    for name in COMPILE_FIGURES:
+        decisions[name] = past(name, "compile", True)
+    decisions["perf_peak_bytes"] = past("perf_peak_bytes", "memory", True)
+    return decisions
+
+
+def pair_counts(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+    """Pairs per (A status, B status), and of them how many have a step time on both sides,
+    from the outcomes index alone. ``bounds``: whether A's case ids are held from ``:low``
+    and below ``:high`` (a part of the pairs; compare_lists splits two runs in parts)."""
+    return (
+        f"SELECT a.status, b.status, COUNT(*), SUM({_flag(_both_timed(version))})"
+        f"{_indexed_join(version, _outcomes_index(version), bounds)} GROUP BY a.status, b.status"
+    )
+
+
+_NO_COUNT = "CAST(NULL AS BIGINT)"  # typed: PostgreSQL matches the UNION's columns by type
+
+
+def decided_names(*, version: int) -> list[str]:
+    """What ``compare_lists`` counts, in its columns' order (and its bits' order): each
+    decision of ``compare_decisions``, then the step-time verdicts but ``WITHIN``."""
+    return [*compare_decisions(version=version), *PERF_VERDICTS_COUNTED]
+
+
+def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+    """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
+
+    Each pair is decided once, into bits (``decided_names``' order). Returned rows: list,
+    key, key, count, timed count, outcome A, outcome B, then the count of every decision:
+      - ``transition``, status A, status B, pairs, pairs timed on both sides;
+      - ``decided``, once, carrying the decision counts even when no list has a pair;
+      - a list's name, case, mode, and both outcomes: the first ``:limit`` pairs of each
+        list in its order (case, mode; step-time changes largest first) and every
+        placement candidate (host-op sets are compared in Python). Only these pairs read
+        their rows (for the error line).
+    ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``)."""
+    decisions = compare_decisions(version=version)
+    names = decided_names(version=version)
+    bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(decisions.values())]
+    says = {v: str(1 << names.index(v)) for v in PERF_VERDICTS_COUNTED}  # within noise: 0
+    verdict = step_time_verdict(version=version, says={**says, WITHIN: "0"})
+    bits.append(f"COALESCE({verdict}, 0)")
+    medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
+    pairs = (
+        f"SELECT a.case_id, a.mode, a.status AS status_a, b.status AS status_b,"
+        f" {_flag(_both_timed(version))} AS timed, {' + '.join(bits)} AS decided,"
+        f" abs({_ratio(*medians)} - 1) AS gap"
+        f"{_indexed_join(version, _outcomes_index(version), bounds)}"
+    )
+
+    def holds(name: str) -> str:
+        return f"(decided & {1 << names.index(name)}) != 0"
+
+    counts = ", ".join(f"SUM({_flag(holds(n))}) AS {n.replace(' ', '_')}" for n in names)
+
+    def first(name: str, where: str, order: str = "case_id, mode", limit: bool = True) -> str:
+        cap = " LIMIT :limit" if limit else ""
+        return (
+            f"SELECT * FROM (SELECT '{name}' AS list, case_id, mode, {_NO_COUNT} AS n,"
+            f" {_NO_COUNT} AS timed"
+            f" FROM shown WHERE {where} ORDER BY {order}{cap}) AS {name}"
+        )
+
+    chosen = [
+        "SELECT 'transition' AS list, status_a AS case_id, status_b AS mode, COUNT(*) AS n,"
+        " SUM(timed) AS timed FROM pairs GROUP BY status_a, status_b",
+        f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}",
+    ]
+    chosen += [first(name, holds(name), limit=name != "placement_candidate") for name in decisions]
+    chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", "gap DESC, case_id, mode"))
+    return (
+        f"WITH pairs AS MATERIALIZED ({pairs}),"
+        " shown AS MATERIALIZED (SELECT case_id, mode, decided, gap FROM pairs"
+        " WHERE decided != 0),"
+        f" counted AS (SELECT {counts} FROM shown),"
+        f" chosen AS ({' UNION ALL '.join(chosen)})"
+        " SELECT chosen.*,"
+        f" {_outcome_columns('a', version)}, {_outcome_columns('b', version)}, counted.*"
+        # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
+        " FROM chosen CROSS JOIN counted LEFT JOIN results a ON chosen.n IS NULL"
+        " AND a.run_id = :run_a"
+        " AND a.case_id = chosen.case_id AND a.mode = chosen.mode LEFT JOIN results b"
+        " ON b.run_id = :run_b AND b.case_id = chosen.case_id AND b.mode = chosen.mode"
+    )
+
+
+# The case id at an offset of a run's results in case order: where a part of a comparison starts.
+CASE_AT = "SELECT case_id FROM results WHERE run_id = ? ORDER BY case_id LIMIT 1 OFFSET ?"
 
 # Pairs recorded in one run only (parameters: the run, the other run); the index alone answers.
 ONLY_IN = (

@@ -9,10 +9,13 @@ computed on the fly.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fnmatch
 import json
+import os
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any, TypeVar
 
 from torchport.records import queries
@@ -29,6 +32,10 @@ ORDERS = tuple(queries.ORDERS)
 
 
 class KnowledgeBase:
+    # compare_lists splits two large runs in parts: one per core, up to four, each of at least
+    # this many pairs.
+    compare_parts = max(1, min(os.cpu_count() or 1, 4))
+    pairs_per_part = 25_000
     # Provided by SQLStore and its engine.
     url: str
     q: Any
@@ -41,6 +48,8 @@ class KnowledgeBase:
     _executemany: Any
     _insert_id: Any
     _insert_result: Any
+    _connect: Any
+    _forget: Any
     _result_dict: Any
     _explain: Any
     _fts_query: Any
@@ -200,21 +209,12 @@ class KnowledgeBase:
         compile_ratio: float,
         memory_ratio: float,
         min_samples: int,
+        min_change: float,
     ) -> dict:
-        """Two runs joined inside SQLite: ``counts`` {(status A, status B): [pairs, pairs with a
-        step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and ``pairs``,
-        an iterator of (outcome A, outcome B) for only the pairs that may show a change (see
-        queries.pairs_that_may_differ; the caller decides each)."""
-        version = self._version
-        conn = self._conn()
-        counts = {
-            (r[0], r[1]): [r[2], r[3] or 0]
-            for r in conn.execute(
-                self.q.pair_counts(version=version), {"run_a": run_a, "run_b": run_b}
-            )
-        }
-        only_a = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_a, run_b))]
-        only_b = [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run_b, run_a))]
+        """Two runs joined inside the database: ``counts`` {(status A, status B): [pairs, pairs
+        with a step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and
+        ``pairs``, an iterator of (outcome A, outcome B) for only the pairs that may show a
+        change (see queries.pairs_that_may_differ; the caller decides each)."""
         params = {
             "run_a": run_a,
             "run_b": run_b,
@@ -222,15 +222,132 @@ class KnowledgeBase:
             "compile": compile_ratio,
             "memory": memory_ratio,
             "min_samples": min_samples,
+            "min_change": min_change,
         }
+        counts = self._pair_counts(params)
+        rows = self._stream(self.q.pairs_that_may_differ(version=self._version), params)
         width = 7 + len(KEY_FIGURES)
-        rows = self._stream(self.q.pairs_that_may_differ(version=version), params)
         pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
         return {
             "counts": counts,
-            "only_a": only_a,
-            "only_b": only_b,
+            **self._only_in(run_a, run_b, counts),
             "pairs": self._guard_iter(pairs),
+        }
+
+    @guarded
+    def compare_lists(
+        self,
+        run_a: str,
+        run_b: str,
+        *,
+        parity_factor: float,
+        compile_ratio: float,
+        memory_ratio: float,
+        min_samples: int,
+        min_change: float,
+        limit: int,
+    ) -> dict:
+        """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
+        ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
+        step-time verdicts by name), ``only_a``/``only_b``, and ``lists`` {list: [(outcome A,
+        outcome B)]}: the first ``limit`` pairs of each list in its order, and every placement
+        candidate (queries.compare_lists)."""
+        params = {
+            "run_a": run_a,
+            "run_b": run_b,
+            "parity": parity_factor,
+            "compile": compile_ratio,
+            "memory": memory_ratio,
+            "min_samples": min_samples,
+            "min_change": min_change,
+            "limit": limit,
+        }
+        ranges = self._case_ranges(run_a)
+        if len(ranges) == 1:
+            parts = [self._compare_part(params, None, None, self._conn())]
+        else:  # each part on a connection and a thread of its own
+            conns = [self._connect() for _ in ranges]
+            try:
+                with concurrent.futures.ThreadPoolExecutor(len(ranges)) as pool:
+                    lows, highs = zip(*ranges, strict=True)
+                    parts = list(pool.map(self._compare_part, repeat(params), lows, highs, conns))
+            finally:
+                for conn in conns:
+                    self._forget(conn)
+        counts: dict[tuple[str, str], list[int]] = {}
+        decided: dict[str, int] = {}
+        lists: dict[str, list[tuple[dict, dict]]] = {}
+        for part_counts, part_decided, part_lists in parts:
+            for key, (n, timed) in part_counts.items():
+                total = counts.setdefault(key, [0, 0])
+                total[0], total[1] = total[0] + n, total[1] + timed
+            for name, n in part_decided.items():
+                decided[name] = decided.get(name, 0) + n
+            for name, rows in part_lists.items():
+                lists.setdefault(name, []).extend(rows)
+        for name, rows in lists.items():  # the first pairs of each part: the first of all
+            if len(parts) > 1 and name != "placement_candidate":
+                rows.sort(key=_largest_change_first if name == "perf" else _in_case_order)
+                del rows[limit:]
+        return {
+            "counts": counts,
+            "decided": decided,
+            **self._only_in(run_a, run_b, counts),
+            "lists": lists,
+        }
+
+    def _case_ranges(self, run_a: str) -> list[tuple[str | None, str | None]]:
+        """Two large runs are compared in parts of A's case ids (``compare_parts`` at most,
+        each of ``pairs_per_part`` pairs or more): (low, high) per part, None where a part is
+        open. A case's modes stay in one part."""
+        n = self.count_results(run_id=run_a)
+        count = max(1, min(self.compare_parts, n // self.pairs_per_part))
+        conn = self._conn()
+        cuts = {
+            row[0]
+            for k in range(1, count)
+            for row in conn.execute(self.q.CASE_AT, (run_a, n * k // count))
+        }
+        bounds = sorted(cuts)
+        return list(zip([None, *bounds], [*bounds, None], strict=True))
+
+    def _compare_part(
+        self, params: dict, low: str | None, high: str | None, conn
+    ) -> tuple[dict, dict, dict]:
+        """One part's transition counts, decision counts and first pairs of each list (one
+        statement: queries.compare_lists)."""
+        params = dict(params, low=low, high=high)
+        bounds = (low is not None, high is not None)
+        names = queries.decided_names(version=self._version)
+        counts: dict[tuple[str, str], list[int]] = {}
+        decided: dict[str, int] = {}
+        lists: dict[str, list[tuple[dict, dict]]] = {}
+        width = 7 + len(KEY_FIGURES)
+        sql = self.q.compare_lists(version=self._version, bounds=bounds)
+        for row in conn.execute(sql, params):
+            kind, outcomes = row[0], row[5 : 5 + 2 * width]
+            decided = {name: n or 0 for name, n in zip(names, row[5 + 2 * width :], strict=True)}
+            if kind == "transition":
+                counts[(row[1], row[2])] = [row[3], row[4] or 0]
+            elif kind != "decided":
+                pair = (_outcome(outcomes[:width]), _outcome(outcomes[width:]))
+                lists.setdefault(kind, []).append(pair)
+        return counts, decided, lists
+
+    def _pair_counts(self, params: dict) -> dict[tuple[str, str], list[int]]:
+        sql = self.q.pair_counts(version=self._version)
+        return {(r[0], r[1]): [r[2], r[3] or 0] for r in self._conn().execute(sql, params)}
+
+    def _only_in(self, run_a: str, run_b: str, counts: dict) -> dict[str, list[list[str]]]:
+        """The pairs of each run the other did not record; looked for only where the run
+        holds more results than the pairs in common (one count from an index)."""
+        common = sum(n for n, _ in counts.values())
+        conn = self._conn()
+        return {
+            side: [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run, other))]
+            if self.count_results(run_id=run) > common
+            else []
+            for side, run, other in (("only_a", run_a, run_b), ("only_b", run_b, run_a))
         }
 
     def _guard_iter(self, rows: Iterator[T]) -> Iterator[T]:
@@ -445,6 +562,17 @@ class KnowledgeBase:
             return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
+
+
+def _in_case_order(pair: tuple[dict, dict]) -> tuple[str, str]:
+    return pair[0]["case"], pair[0]["mode"]
+
+
+def _largest_change_first(pair: tuple[dict, dict]) -> tuple[float, str, str]:
+    """The step-time list's order (queries.compare_lists: the gap between the medians, as
+    SQL computes it, largest first; then case order)."""
+    a, b = (p["figures"]["perf_median_ms"] for p in pair)
+    return -abs(b / a - 1), pair[0]["case"], pair[0]["mode"]
 
 
 def _outcome(row) -> dict:

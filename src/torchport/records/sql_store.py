@@ -36,7 +36,6 @@ from torchport.records.sql_kb import KnowledgeBase
 S = TypeVar("S", bound="SQLStore")
 RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
 ID_CHUNK = 500  # ids per IN (...) query, under SQLite's bound-parameter limit
-HEARTBEAT_FROM = 5  # schema version that added runs.heartbeat_at
 # Methods whose UNIQUE failure means "this (case, mode) is already recorded in the run".
 _ADDS_RESULTS = ("add_result", "add_results")
 
@@ -75,6 +74,13 @@ class SQLStore(KnowledgeBase):
             if method == "put_run":
                 return StoreError(f"run {args[0].get('id')} is already in '{self.url}'")
         return self._explain(exc)
+
+    def _forget(self, conn) -> None:
+        """Close one connection the store opened apart from its threads' own."""
+        conn.close()
+        with self._lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
 
     def close(self) -> None:
         """Stop the heartbeat and close every connection the store opened (each thread's)."""
@@ -249,11 +255,7 @@ class SQLStore(KnowledgeBase):
 
     @guarded
     def get_run(self, run_id: str, *, plan: bool = True) -> dict:
-        sql = (
-            self.q.RUN_BY_ID
-            if plan
-            else self.q.run_header(heartbeat=self._version >= HEARTBEAT_FROM)
-        )
+        sql = self.q.RUN_BY_ID if plan else self.q.run_header(version=self._version)
         row = self._conn().execute(sql, (run_id,)).fetchone()
         if row is None:
             raise self._no_run(run_id)
@@ -271,7 +273,7 @@ class SQLStore(KnowledgeBase):
         """Newest first, each with ``counts`` and ``planned`` (the plan's length; a listing
         does not carry the plan itself, which holds 100 000 entries in a large sweep)."""
         conn = self._conn()
-        sql = self.q.list_runs(heartbeat=self._version >= HEARTBEAT_FROM)
+        sql = self.q.list_runs(version=self._version)
         runs = [self._run_dict(row) for row in conn.execute(sql).fetchall()]
         counts: dict[str, dict[str, int]] = {}
         for row in conn.execute(self.q.STATUS_COUNTS):
@@ -389,8 +391,9 @@ class SQLStore(KnowledgeBase):
         run = dict(row)
         run.pop("seq", None)  # PostgreSQL's stand-in for SQLite's rowid
         run["config"] = self._json(run["config"], dict, f"run {run['id']} config")
-        if "plan" in run:  # a listing carries ``planned`` instead
+        if "plan" in run:  # a listing carries ``planned`` instead; a whole run, the plan
             run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
+            run.pop("planned", None)
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
         env_rows = (
             self._conn().execute(self.q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()

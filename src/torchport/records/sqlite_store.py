@@ -95,9 +95,7 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as exc:
             raise schema.explain(exc, self.path) from None
         finally:
-            conn.close()
-            with self._lock:
-                self._conns.remove(conn)
+            self._forget(conn)
         self._ready = True
 
     def _writer(self) -> sqlite3.Connection:

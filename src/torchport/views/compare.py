@@ -17,13 +17,29 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchport.views.noise import MIN_CHANGE, MIN_SAMPLES, NOT_JUDGED, WITHIN, PerfJudgement, judge
+from torchport.records.figures import COMPILE_FIGURES, PARITY_FIGURES
+from torchport.views.noise import (
+    FASTER,
+    MIN_CHANGE,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    SLOWER,
+    WITHIN,
+    PerfJudgement,
+    judge,
+)
 
 COMPILE_RATIO = 1.15  # PyTorch HUD flags compile time above 1.15x
 PARITY_FACTOR = 10.0  # the error against the reference grew more than tenfold
 MEMORY_RATIO = 1.10  # peak memory up or down by more than 10%
-PARITY_METRICS = ("parity_rmse_ratio", "parity_max_rel_err")
-COMPILE_METRICS = ("compile_cold_first_step_s", "compile_warm_first_step_s")
+PARITY_METRICS, COMPILE_METRICS = PARITY_FIGURES, COMPILE_FIGURES
+LINES = {
+    "parity_factor": PARITY_FACTOR,
+    "compile_ratio": COMPILE_RATIO,
+    "memory_ratio": MEMORY_RATIO,
+    "min_samples": MIN_SAMPLES,
+    "min_change": MIN_CHANGE,
+}
 # Shown first when the environments differ; any other differing key follows.
 ENV_ORDER = (
     "torch",
@@ -81,6 +97,9 @@ class Comparison:
     memory: list[dict] = field(default_factory=list)
     notes: list[dict] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
+    # Each list's length when the lists hold only their first rows (a page: compare_runs with
+    # a limit); empty when every list is whole.
+    totals: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -328,36 +347,26 @@ def run_notes(store, run_a: str, run_b: str) -> list[dict]:
     return store.notes(run_id=run_a) + (store.notes(run_id=run_b) if run_b != run_a else [])
 
 
-def compare_runs(store, run_a: str, run_b: str) -> Comparison:
+def compare_runs(store, run_a: str, run_b: str, *, limit: int | None = None) -> Comparison:
     """Compare two stored runs. The store joins them and returns the transition counts and a
     superset of the pairs that may have changed; each of those is decided here as
-    ``compare`` decides it, and every timed pair not returned was within the noise."""
+    ``compare`` decides it, and every timed pair not returned was within the noise.
+    ``limit``: each list holds only its first rows (``totals`` says how long it is); the
+    database then counts and picks them, and only those pairs are read out (a page)."""
     a, b = store.get_run(run_a, plan=False), store.get_run(run_b, plan=False)
     env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
-    notes = run_notes(store, a["id"], b["id"])
     out = Comparison(
         run_a=run_brief(a),
         run_b=run_brief(b),
         environment=environment_diff(env_a, env_b),
-        notes=notes,
+        notes=run_notes(store, a["id"], b["id"]),
     )
-    joined = store.compare_pairs(
-        a["id"],
-        b["id"],
-        parity_factor=PARITY_FACTOR,
-        compile_ratio=COMPILE_RATIO,
-        memory_ratio=MEMORY_RATIO,
-        min_samples=MIN_SAMPLES,
+    joined = (
+        _every_pair(store, out, a["id"], b["id"])
+        if limit is None
+        else _first_pairs(store, out, a["id"], b["id"], limit)
     )
-    timed = 0
-    for (before, after), (n, n_timed) in sorted(joined["counts"].items()):
-        _count(out, before, after, n)
-        out.common += n
-        timed += n_timed
-    judged = sum(_pair(out, x, y) for x, y in joined["pairs"])
-    if timed > judged:  # outside the superset: the medians sat inside each other's spread
-        out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
     out.only_a, out.only_b = joined["only_a"], joined["only_b"]
     if out.only_a:  # read a plan (100 000 entries in a large sweep) only when it is asked
         plan_b = {tuple(item) for item in store.get_run(b["id"])["plan"] or []}
@@ -367,3 +376,60 @@ def compare_runs(store, run_a: str, run_b: str) -> Comparison:
         out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
     out.remarks = _remarks(out, a, b)
     return out
+
+
+def _transitions(out: Comparison, counts: dict) -> int:
+    """Count the status transitions; returns the pairs timed on both sides."""
+    timed = 0
+    for (before, after), (n, n_timed) in sorted(counts.items()):
+        _count(out, before, after, n)
+        out.common += n
+        timed += n_timed
+    return timed
+
+
+def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
+    joined = store.compare_pairs(run_a, run_b, **LINES)
+    timed = _transitions(out, joined["counts"])
+    judged = sum(_pair(out, x, y) for x, y in joined["pairs"])
+    if timed > judged:  # outside the superset: the medians sat inside each other's spread
+        out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
+    return joined
+
+
+def _first_pairs(store, out: Comparison, run_a: str, run_b: str, limit: int) -> dict:
+    """The database counts every list and picks the first ``limit`` pairs of each; those are
+    decided here as ``compare`` decides them and each list keeps the pairs picked for it."""
+    got = store.compare_lists(run_a, run_b, **LINES, limit=limit)
+    timed = _transitions(out, got["counts"])
+    decided, listed = got["decided"], got["lists"]
+    pairs = {(x["case"], x["mode"]): (x, y) for rows in listed.values() for x, y in rows}
+    scratch = Comparison(run_a=out.run_a, run_b=out.run_b)
+    for key in sorted(pairs):
+        _pair(scratch, *pairs[key])
+    picked = {name: {(x["case"], x["mode"]) for x, _ in rows} for name, rows in listed.items()}
+
+    def keep(entries: list, name: str | None = None) -> list:
+        return [e for e in entries if (e["case"], e["mode"]) in picked.get(name or e["metric"], ())]
+
+    out.newly_passing = keep(scratch.newly_passing, "newly_passing")
+    out.newly_failing = keep(scratch.newly_failing, "newly_failing")
+    out.failure_changed = keep(scratch.failure_changed, "failure_changed")
+    out.placement, out.host_ops = scratch.placement, scratch.host_ops  # every candidate
+    out.parity = keep(scratch.parity)[:limit]
+    out.compile = keep(scratch.compile)[:limit]
+    out.memory = keep(scratch.memory, "perf_peak_bytes")
+    out.perf = [p for p in scratch.perf if (p.case, p.mode) in picked.get("perf", ())]
+    counted = {v: decided[v] for v in (SLOWER, FASTER, NOT_JUDGED)}
+    counted[WITHIN] = timed - sum(counted.values())
+    out.perf_verdicts = {v: n for v, n in counted.items() if n}
+    out.totals = {
+        "newly_passing": decided["newly_passing"],
+        "newly_failing": decided["newly_failing"],
+        "failure_changed": decided["failure_changed"],
+        "parity": sum(decided[m] for m in PARITY_METRICS),
+        "perf": decided[SLOWER] + decided[FASTER],
+        "compile": sum(decided[m] for m in COMPILE_METRICS),
+        "memory": decided["perf_peak_bytes"],
+    }
+    return got

@@ -13,12 +13,16 @@ def _status(status: str, stage: str | None) -> str:
     return f"{status} @{stage}" if stage and status not in ("pass", "skip") else status
 
 
-def _capped(title: str, cols, rows: list[list], limit: int | None, notes=()) -> View:
+def _capped(
+    title: str, cols, rows: list[list], limit: int | None, notes=(), total: int | None = None
+) -> View:
+    """``total``: the list's length when ``rows`` holds only its first rows."""
     shown = rows if limit is None else rows[:limit]
+    total = len(rows) if total is None else total
     notes = list(notes)
-    if len(shown) < len(rows):
-        notes.append(f"{len(rows) - len(shown)} more not shown; --all or --json for every row")
-    return View(f"{title} ({len(rows)})", cols, shown, notes)
+    if len(shown) < total:
+        notes.append(f"{total - len(shown)} more not shown; --all or --json for every row")
+    return View(f"{title} ({total})", cols, shown, notes)
 
 
 def environment_view(cmp: Comparison) -> View:
@@ -47,7 +51,9 @@ def transitions_view(cmp: Comparison) -> View:
     return View("Status transitions (rows: A, columns: B)", cols, rows, list(cmp.remarks))
 
 
-def status_list(title: str, entries: list[dict], limit: int | None) -> View:
+def status_list(
+    title: str, entries: list[dict], limit: int | None, total: int | None = None
+) -> View:
     rows = [
         [
             e["case"],
@@ -58,7 +64,8 @@ def status_list(title: str, entries: list[dict], limit: int | None) -> View:
         ]
         for e in entries
     ]
-    return _capped(title, columns("case", "mode", "A", "B", ("error", "error")), rows, limit)
+    cols = columns("case", "mode", "A", "B", ("error", "error"))
+    return _capped(title, cols, rows, limit, total=total)
 
 
 def host_ops_view(cmp: Comparison, limit: int | None) -> View:
@@ -92,6 +99,7 @@ def parity_view(cmp: Comparison, limit: int | None) -> View:
         columns("case", "mode", "metric", ("A", "sci"), ("B", "sci"), ("factor", "ratio")),
         rows,
         limit,
+        total=cmp.totals.get("parity"),
     )
 
 
@@ -111,6 +119,7 @@ def perf_view(cmp: Comparison, limit: int | None) -> View:
         ),
         rows,
         limit,
+        total=cmp.totals.get("perf"),
     )
 
 
@@ -124,6 +133,7 @@ def compile_view(cmp: Comparison, limit: int | None) -> View:
         columns("case", "mode", "metric", ("A", "s"), ("B", "s"), ("B/A", "ratio"), "verdict"),
         rows,
         limit,
+        total=cmp.totals.get("compile"),
     )
 
 
@@ -136,6 +146,7 @@ def memory_view(cmp: Comparison, limit: int | None) -> View:
         columns("case", "mode", ("A", "bytes"), ("B", "bytes"), ("B/A", "ratio")),
         rows,
         limit,
+        total=cmp.totals.get("memory"),
     )
 
 
@@ -159,13 +170,14 @@ def notes_view(notes: list[dict], title: str = "Notes") -> View:
 def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[View]:
     """The environment difference first, then what changed; empty sections are left out."""
     views = [environment_view(cmp), transitions_view(cmp)]
-    for title, entries in (
-        ("Newly failing", cmp.newly_failing),
-        ("Newly passing", cmp.newly_passing),
-        ("Failure changed", cmp.failure_changed),
+    for title, key in (
+        ("Newly failing", "newly_failing"),
+        ("Newly passing", "newly_passing"),
+        ("Failure changed", "failure_changed"),
     ):
+        entries = getattr(cmp, key)
         if entries:
-            views.append(status_list(title, entries, limit))
+            views.append(status_list(title, entries, limit, cmp.totals.get(key)))
     for present, make in (
         (cmp.host_ops or cmp.placement, host_ops_view),
         (cmp.parity, parity_view),

@@ -12,9 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchport.records.figures import FASTER, NOT_JUDGED, SLOWER, WITHIN
+
+__all__ = [
+    "FASTER",
+    "MIN_CHANGE",
+    "MIN_SAMPLES",
+    "NOT_JUDGED",
+    "SLOWER",
+    "WITHIN",
+    "PerfJudgement",
+    "judge",
+]
+
 MIN_SAMPLES = 5
 MIN_CHANGE = 0.02
-SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,7 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
     kb.build(path, run_id="r2", results_=kb.results()[:-1])
     joins = []
     real = pages.compare_runs
-    monkeypatch.setattr(pages, "compare_runs", lambda *a: joins.append(a) or real(*a))
+    monkeypatch.setattr(pages, "compare_runs", lambda *a, **k: joins.append(a) or real(*a, **k))
     with open_store(path, write=False) as store:
         client = TestClient(create_app(store))
         first = client.get("/compare.json?a=r1&b=r2").json()

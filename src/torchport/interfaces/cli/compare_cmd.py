@@ -29,17 +29,18 @@ def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
     'compare release=2.13 release=2.14 --device cuda' compares two releases on one device.
     """
     from torchport.views.compare import compare_runs
+    from torchport.views.compare_tables import LIST_ROWS, comparison_views
 
     store = open_db(db)
     filters = run_filters(device, suite, labels)
     a, b = resolve(store, run_a, filters), resolve(store, run_b, filters)
+    every = show_all or as_json  # the text form shows each list's first rows: only those read
     with store_problems():
-        comparison = compare_runs(store, a, b)
+        comparison = compare_runs(store, a, b, limit=None if every else LIST_ROWS)
     if as_json:
         echo_json(comparison.to_dict())
         return
     from torchport.interfaces.render import make_console, print_views
-    from torchport.views.compare_tables import LIST_ROWS, comparison_views
 
-    views = comparison_views(comparison, limit=None if show_all else LIST_ROWS)
+    views = comparison_views(comparison, limit=None if every else LIST_ROWS)
     print_views(make_console(), {str(i): v for i, v in enumerate(views)})

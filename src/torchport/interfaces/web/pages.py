@@ -306,14 +306,14 @@ class CompareMemo:
         run = store.get_run(run_id, plan=False)
         return run["state"], run["finished_at"], store.count_results(run_id=run_id)
 
-    def get(self, store, run_a: str, run_b: str) -> Comparison:
-        key = (run_a, run_b, self._version(store, run_a), self._version(store, run_b))
+    def get(self, store, run_a: str, run_b: str, limit: int | None = None) -> Comparison:
+        key = (run_a, run_b, limit, self._version(store, run_a), self._version(store, run_b))
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
         if kept is None:
-            kept = compare_runs(store, run_a, run_b)
+            kept = compare_runs(store, run_a, run_b, limit=limit)
             with self._lock:
                 self._kept[key] = kept
                 while len(self._kept) > self.size:
@@ -324,10 +324,14 @@ class CompareMemo:
 def compare_page(
     store, a: str, b: str, links: Links, *, every: bool = False, memo: CompareMemo | None = None
 ) -> Page:
-    """``torchport compare`` as a page: A and B are run ids, ``latest`` or selectors."""
+    """``torchport compare`` as a page: A and B are run ids, ``latest`` or selectors. The
+    first LIST_ROWS pairs of each list, counted and picked by the database; ``every``: all."""
     run_a, run_b = resolve_run(store, a), resolve_run(store, b)
+    limit = None if every else LIST_ROWS
     comparison = (
-        memo.get(store, run_a, run_b) if memo is not None else compare_runs(store, run_a, run_b)
+        memo.get(store, run_a, run_b, limit)
+        if memo is not None
+        else compare_runs(store, run_a, run_b, limit=limit)
     )
     views = comparison_views(comparison, limit=None if every else LIST_ROWS)
     return Page(
