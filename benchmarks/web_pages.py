@@ -126,6 +126,11 @@ def time_page(client: TestClient, path: str, repeats: int) -> tuple[list[float],
     return samples, response.status_code, len(response.content)
 
 
+def next_link(client: TestClient, path: str) -> str:
+    """The path a page's next link leads to."""
+    return client.get(json_path(path)).json()["paging"]["next"]
+
+
 def compare_ms(store, run_a: str, run_b: str, limit: int | None) -> float:
     from torchport.views.compare import compare_runs
 
@@ -180,8 +185,14 @@ def main(argv=None) -> None:
         firsts = [compare_path(r["id"], run_b) for r in runs[3:9]]
         label = f"compare A {run_b}, first look (A: 6 other runs, each compared once)"
         lines.append(first_look_row(label, firsts, client))
-        label = f"compare A {run_b}, every row of every list (--all), first look"
-        lines.append(first_look_row(label, [p + "&all=1" for p in firsts], client))
+        deeper = [p + "&list=perf&offset=100" for p in firsts]
+        label = f"compare A {run_b}, one list's own page (perf, rows 101-200), first look"
+        lines.append(first_look_row(label, deeper, client))
+        # Its page 101 as a reader reaches it: the next link of page 100 (read after the last
+        # row shown); page 100 itself, reached by offset, is set-up and not timed.
+        deepest = [next_link(client, p.replace("offset=100", "offset=9900")) for p in deeper]
+        label = f"compare A {run_b}, one list's page 101 (perf, rows 10001-10100), first look"
+        lines.append(first_look_row(label, deepest, client))
         inside = {limit: compare_ms(store, run_a, run_b, limit) for limit in (30, None)}
     with tempfile.TemporaryDirectory() as folder:
         size = pages_module.FULL_VIEWS_UP_TO

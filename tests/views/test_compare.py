@@ -202,7 +202,8 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     import random
 
     from torchport.records import open_store
-    from torchport.views.compare import LINES, compare_runs
+    from torchport.views.compare import LINES, LIST_READS, compare_runs
+    from torchport.views.compare_tables import list_length, list_view
 
     rng = random.Random(3)
 
@@ -260,10 +261,24 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
         whole = compare_runs(store, "A", "B")
         paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
-        assert len(store._case_ranges("A")) == 3
+        assert len(store._case_ranges("A", store.count_results(run_id="A"))) == 3
         open_before = len(store._conns)
         in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         assert len(store._conns) == open_before  # each part's connection is closed
+        one_list = {  # a list's own page: rows 3-4, only that list read out
+            name: compare_runs(store, "A", "B", limit=4, rows=name) for name in LIST_READS
+        }
+        walked_pages = {name: _walk(store, name) for name in LIST_READS if name != "host_ops"}
+    for name, rows in walked_pages.items():  # page after page, each read after the last key
+        expected = list_view(whole, name, None)
+        assert rows == (expected.rows if expected else []), name
+    for name, cmp in one_list.items():
+        got, expected = list_view(cmp, name, 2, offset=2), list_view(whole, name, 2, offset=2)
+        assert (got and got.rows, got and got.notes) == (
+            expected and expected.rows,
+            expected and expected.notes,
+        ), name
+        assert list_length(cmp, name) == list_length(whole, name), name
     assert 0 < shown < joined["common"]
 
     def tables(cmp, limit):
@@ -276,3 +291,21 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     assert dict(in_parts[10_000].to_dict(), totals={}) == walked
     lists = ("newly_failing", "parity", "perf", "compile", "memory")
     assert all(len(walked[k]) > 3 for k in lists), {k: len(walked[k]) for k in lists}
+
+
+def _walk(store, name: str, size: int = 3) -> list[list]:
+    """Every row of list ``name``, ``size`` at a time, each page read after the last row
+    of the one before (as the compare page's next link)."""
+    from torchport.views.compare import compare_runs
+    from torchport.views.compare_tables import after_row, list_view
+
+    rows: list[list] = []
+    after = None
+    for _ in range(200):  # more pages than any list here holds rows: a loop fails, not hangs
+        cmp = compare_runs(store, "A", "B", limit=size, rows=name, after=after)
+        view = list_view(cmp, name, size, len(rows), len(rows))
+        if view is None or not view.rows:
+            return rows
+        rows += view.rows
+        after = after_row(name, view.rows[-1])
+    raise AssertionError(f"list {name} did not end")

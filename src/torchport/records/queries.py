@@ -298,6 +298,8 @@ _JOIN = (
 
 FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
 PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
+# The status lists: the only ones that show an error line.
+STATUS_DECISIONS = ("newly_passing", "newly_failing", "failure_changed")
 
 
 def _figure(alias: str, name: str, version: int) -> str:
@@ -316,14 +318,16 @@ def _host_ops(alias: str, version: int) -> str:
     )
 
 
-def _outcome_columns(alias: str, version: int) -> str:
+def _outcome_columns(alias: str, version: int, error_when: str = "") -> str:
+    """An outcome row's columns; ``error_when``: the condition (and a trailing AND) under
+    which its error line is read: SQLite reads the row itself, not only an index, for it."""
     figures = ", ".join(_figure(alias, n, version) for n in KEY_FIGURES)
     return (
         f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
         f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
-        " END,"
-        f" CASE WHEN {alias}.error_message IS NOT NULL THEN substr({alias}.error_message, 1,"
-        f" instr({alias}.error_message || char(10), char(10)) - 1) END"
+        f" END, CASE WHEN {error_when}{alias}.error_message IS NOT NULL THEN"
+        f" substr({alias}.error_message, 1, instr({alias}.error_message || char(10), char(10))"
+        " - 1) END"
     )
 
 
@@ -478,7 +482,13 @@ def decided_names(*, version: int) -> list[str]:
     return [*compare_decisions(version=version), *PERF_VERDICTS_COUNTED]
 
 
-def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+def compare_lists(
+    *,
+    version: int,
+    bounds: tuple[bool, bool] = (False, False),
+    only: tuple[str, ...] | None = None,
+    after: bool = False,
+) -> str:
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
     Each pair is decided once, into bits (``decided_names``' order). Returned rows: list,
@@ -487,9 +497,13 @@ def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -
       - ``decided``, once, carrying the decision counts even when no list has a pair;
       - a list's name, case, mode, and both outcomes: the first ``:limit`` pairs of each
         list in its order (case, mode; step-time changes largest first) and every
-        placement candidate (host-op sets are compared in Python). Only these pairs read
-        their rows (for the error line).
-    ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``)."""
+        placement candidate (host-op sets are compared in Python). Only the status lists'
+        pairs read their rows (for the error line).
+    ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``). ``only``:
+    the lists read out (decision names, ``perf`` for the step-time changes); None: all.
+    ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
+    figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
+    a later page of one list, at the cost of the first."""
     decisions = compare_decisions(version=version)
     names = decided_names(version=version)
     bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(decisions.values())]
@@ -509,7 +523,17 @@ def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -
 
     counts = ", ".join(f"SUM({_flag(holds(n))}) AS {n.replace(' ', '_')}" for n in names)
 
-    def first(name: str, where: str, order: str = "case_id, mode", limit: bool = True) -> str:
+    def first(name: str, where: str, by_gap: bool = False, limit: bool = True) -> str:
+        order = "gap DESC, case_id, mode" if by_gap else "case_id, mode"
+        if limit and after:  # keyset: the pairs after the last one shown, in the list's order
+            rank = next((f.index(name) for f in (PARITY_FIGURES, COMPILE_FIGURES) if name in f), 0)
+            later = (
+                "(case_id > :after_case OR (case_id = :after_case AND (mode > :after_mode"
+                f" OR (mode = :after_mode AND {rank} > :after_metric))))"
+            )
+            if by_gap:
+                later = f"(gap < :after_gap OR (gap = :after_gap AND {later}))"
+            where = f"{where} AND {later}"
         cap = " LIMIT :limit" if limit else ""
         return (
             f"SELECT * FROM (SELECT '{name}' AS list, case_id, mode, {_NO_COUNT} AS n,"
@@ -522,8 +546,17 @@ def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -
         " SUM(timed) AS timed FROM pairs GROUP BY status_a, status_b",
         f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}",
     ]
-    chosen += [first(name, holds(name), limit=name != "placement_candidate") for name in decisions]
-    chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", "gap DESC, case_id, mode"))
+    chosen += [
+        first(name, holds(name), limit=name != "placement_candidate")
+        for name in decisions
+        if only is None or name in only
+    ]
+    if only is None or "perf" in only:
+        chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", by_gap=True))
+    # Only the status lists show an error line; the other pairs are read from the index alone.
+    errors = f"chosen.list IN ({', '.join(repr(n) for n in STATUS_DECISIONS)}) AND "
+    index = _outcomes_index(version)
+    indexed = f" INDEXED BY {index}" if index else ""
     return (
         f"WITH pairs AS MATERIALIZED ({pairs}),"
         " shown AS MATERIALIZED (SELECT case_id, mode, decided, gap FROM pairs"
@@ -531,12 +564,13 @@ def compare_lists(*, version: int, bounds: tuple[bool, bool] = (False, False)) -
         f" counted AS (SELECT {counts} FROM shown),"
         f" chosen AS ({' UNION ALL '.join(chosen)})"
         " SELECT chosen.*,"
-        f" {_outcome_columns('a', version)}, {_outcome_columns('b', version)}, counted.*"
+        f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)},"
+        " counted.*"
         # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
-        " FROM chosen CROSS JOIN counted LEFT JOIN results a ON chosen.n IS NULL"
-        " AND a.run_id = :run_a"
-        " AND a.case_id = chosen.case_id AND a.mode = chosen.mode LEFT JOIN results b"
-        " ON b.run_id = :run_b AND b.case_id = chosen.case_id AND b.mode = chosen.mode"
+        f" FROM chosen CROSS JOIN counted LEFT JOIN results a{indexed} ON chosen.n IS NULL"
+        " AND a.run_id = :run_a AND a.case_id = chosen.case_id AND a.mode = chosen.mode"
+        f" LEFT JOIN results b{indexed} ON b.run_id = :run_b AND b.case_id = chosen.case_id"
+        " AND b.mode = chosen.mode"
     )
 
 

@@ -246,12 +246,16 @@ class KnowledgeBase:
         min_samples: int,
         min_change: float,
         limit: int,
+        only: tuple[str, ...] | None = None,
+        after: dict | None = None,
     ) -> dict:
         """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
         ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
         step-time verdicts by name), ``only_a``/``only_b``, and ``lists`` {list: [(outcome A,
         outcome B)]}: the first ``limit`` pairs of each list in its order, and every placement
-        candidate (queries.compare_lists)."""
+        candidate (queries.compare_lists); ``only``: just these lists; ``after``: each list
+        from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
+        its list, ``gap``: the step-time list's order)."""
         params = {
             "run_a": run_a,
             "run_b": run_b,
@@ -262,15 +266,23 @@ class KnowledgeBase:
             "min_change": min_change,
             "limit": limit,
         }
-        ranges = self._case_ranges(run_a)
+        if after:
+            params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
+        reads = {"only": only, "after": bool(after)}
+        sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
+        ranges = self._case_ranges(run_a, sizes[run_a])
         if len(ranges) == 1:
-            parts = [self._compare_part(params, None, None, self._conn())]
+            parts = [self._compare_part(params, None, None, self._conn(), reads)]
         else:  # each part on a connection and a thread of its own
             conns = [self._connect() for _ in ranges]
             try:
                 with concurrent.futures.ThreadPoolExecutor(len(ranges)) as pool:
                     lows, highs = zip(*ranges, strict=True)
-                    parts = list(pool.map(self._compare_part, repeat(params), lows, highs, conns))
+                    parts = list(
+                        pool.map(
+                            self._compare_part, repeat(params), lows, highs, conns, repeat(reads)
+                        )
+                    )
             finally:
                 for conn in conns:
                     self._forget(conn)
@@ -292,15 +304,14 @@ class KnowledgeBase:
         return {
             "counts": counts,
             "decided": decided,
-            **self._only_in(run_a, run_b, counts),
+            **self._only_in(run_a, run_b, counts, sizes),
             "lists": lists,
         }
 
-    def _case_ranges(self, run_a: str) -> list[tuple[str | None, str | None]]:
+    def _case_ranges(self, run_a: str, n: int) -> list[tuple[str | None, str | None]]:
         """Two large runs are compared in parts of A's case ids (``compare_parts`` at most,
         each of ``pairs_per_part`` pairs or more): (low, high) per part, None where a part is
-        open. A case's modes stay in one part."""
-        n = self.count_results(run_id=run_a)
+        open (``n``: A's results). A case's modes stay in one part."""
         count = max(1, min(self.compare_parts, n // self.pairs_per_part))
         conn = self._conn()
         cuts = {
@@ -312,7 +323,7 @@ class KnowledgeBase:
         return list(zip([None, *bounds], [*bounds, None], strict=True))
 
     def _compare_part(
-        self, params: dict, low: str | None, high: str | None, conn
+        self, params: dict, low: str | None, high: str | None, conn, reads: dict
     ) -> tuple[dict, dict, dict]:
         """One part's transition counts, decision counts and first pairs of each list (one
         statement: queries.compare_lists)."""
@@ -323,7 +334,7 @@ class KnowledgeBase:
         decided: dict[str, int] = {}
         lists: dict[str, list[tuple[dict, dict]]] = {}
         width = 7 + len(KEY_FIGURES)
-        sql = self.q.compare_lists(version=self._version, bounds=bounds)
+        sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in conn.execute(sql, params):
             kind, outcomes = row[0], row[5 : 5 + 2 * width]
             decided = {name: n or 0 for name, n in zip(names, row[5 + 2 * width :], strict=True)}
@@ -338,14 +349,16 @@ class KnowledgeBase:
         sql = self.q.pair_counts(version=self._version)
         return {(r[0], r[1]): [r[2], r[3] or 0] for r in self._conn().execute(sql, params)}
 
-    def _only_in(self, run_a: str, run_b: str, counts: dict) -> dict[str, list[list[str]]]:
+    def _only_in(
+        self, run_a: str, run_b: str, counts: dict, sizes: dict | None = None
+    ) -> dict[str, list[list[str]]]:
         """The pairs of each run the other did not record; looked for only where the run
         holds more results than the pairs in common (one count from an index)."""
         common = sum(n for n, _ in counts.values())
         conn = self._conn()
         return {
             side: [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run, other))]
-            if self.count_results(run_id=run) > common
+            if (sizes[run] if sizes else self.count_results(run_id=run)) > common
             else []
             for side, run, other in (("only_a", run_a, run_b), ("only_b", run_b, run_a))
         }

@@ -61,6 +61,18 @@ ENV_ORDER = (
     "torchport_git",
 )
 RUN_FIELDS = ("id", "suite", "device", "state", "labels", "started_at")
+STATUS_LISTS = ("newly_failing", "newly_passing", "failure_changed")
+# The lists a comparison shows, in its order, and the store's decisions each is read from.
+LIST_READS = {
+    "newly_failing": ("newly_failing",),
+    "newly_passing": ("newly_passing",),
+    "failure_changed": ("failure_changed",),
+    "host_ops": ("placement_candidate",),
+    "parity": PARITY_FIGURES,
+    "perf": ("perf",),
+    "compile": COMPILE_FIGURES,
+    "memory": ("perf_peak_bytes",),
+}
 
 
 @dataclass
@@ -347,12 +359,23 @@ def run_notes(store, run_a: str, run_b: str) -> list[dict]:
     return store.notes(run_id=run_a) + (store.notes(run_id=run_b) if run_b != run_a else [])
 
 
-def compare_runs(store, run_a: str, run_b: str, *, limit: int | None = None) -> Comparison:
+def compare_runs(
+    store,
+    run_a: str,
+    run_b: str,
+    *,
+    limit: int | None = None,
+    rows: str | None = None,
+    after: dict | None = None,
+) -> Comparison:
     """Compare two stored runs. The store joins them and returns the transition counts and a
     superset of the pairs that may have changed; each of those is decided here as
     ``compare`` decides it, and every timed pair not returned was within the noise.
     ``limit``: each list holds only its first rows (``totals`` says how long it is); the
-    database then counts and picks them, and only those pairs are read out (a page)."""
+    database then counts and picks them, and only those pairs are read out (a page);
+    ``rows``: with a limit, only that list (of LIST_READS) is read out, the others are left
+    empty (their totals still counted); ``after``: the list from the pair after this one
+    (compare_tables.after_row), a later page."""
     a, b = store.get_run(run_a, plan=False), store.get_run(run_b, plan=False)
     env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
     env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
@@ -365,7 +388,7 @@ def compare_runs(store, run_a: str, run_b: str, *, limit: int | None = None) -> 
     joined = (
         _every_pair(store, out, a["id"], b["id"])
         if limit is None
-        else _first_pairs(store, out, a["id"], b["id"], limit)
+        else _first_pairs(store, out, a["id"], b["id"], limit, rows, after)
     )
     out.only_a, out.only_b = joined["only_a"], joined["only_b"]
     if out.only_a:  # read a plan (100 000 entries in a large sweep) only when it is asked
@@ -397,13 +420,19 @@ def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
     return joined
 
 
-def _first_pairs(store, out: Comparison, run_a: str, run_b: str, limit: int) -> dict:
-    """The database counts every list and picks the first ``limit`` pairs of each; those are
-    decided here as ``compare`` decides them and each list keeps the pairs picked for it."""
-    got = store.compare_lists(run_a, run_b, **LINES, limit=limit)
+def _first_pairs(
+    store, out: Comparison, run_a: str, run_b: str, limit: int, rows: str | None, after
+) -> dict:
+    """The database counts every list and picks the first ``limit`` pairs of each (of list
+    ``rows`` alone); those are decided here as ``compare`` decides them and each list keeps
+    the pairs picked for it."""
+    only = LIST_READS[rows] if rows else None
+    got = store.compare_lists(run_a, run_b, **LINES, limit=limit, only=only, after=after)
     timed = _transitions(out, got["counts"])
     decided, listed = got["decided"], got["lists"]
-    pairs = {(x["case"], x["mode"]): (x, y) for rows in listed.values() for x, y in rows}
+    # A pair in a status list and another list: the status list's read carries the error line
+    by_status_last = sorted(listed.items(), key=lambda item: item[0] in STATUS_LISTS)
+    pairs = {(x["case"], x["mode"]): (x, y) for _, rows in by_status_last for x, y in rows}
     scratch = Comparison(run_a=out.run_a, run_b=out.run_b)
     for key in sorted(pairs):
         _pair(scratch, *pairs[key])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
 from torchport.views.base import Column, View, columns
-from torchport.views.compare import Comparison
+from torchport.views.compare import COMPILE_METRICS, LIST_READS, PARITY_METRICS, Comparison
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
@@ -14,13 +14,24 @@ def _status(status: str, stage: str | None) -> str:
 
 
 def _capped(
-    title: str, cols, rows: list[list], limit: int | None, notes=(), total: int | None = None
+    title: str,
+    cols,
+    rows: list[list],
+    limit: int | None,
+    notes=(),
+    total: int | None = None,
+    offset: int = 0,
+    held_from: int = 0,
 ) -> View:
-    """``total``: the list's length when ``rows`` holds only its first rows."""
-    shown = rows if limit is None else rows[:limit]
+    """``limit`` rows from ``offset``; ``total``: the list's length when ``rows`` holds only
+    some of its rows, ``held_from``: the first of them (a later page)."""
+    start = offset - held_from
+    shown = rows[start:] if limit is None else rows[start : start + limit]
     total = len(rows) if total is None else total
     notes = list(notes)
-    if len(shown) < total:
+    if offset:
+        notes.append(f"rows {offset + 1}-{offset + len(shown)} of {total}")
+    elif len(shown) < total:
         notes.append(f"{total - len(shown)} more not shown; --all or --json for every row")
     return View(f"{title} ({total})", cols, shown, notes)
 
@@ -52,7 +63,12 @@ def transitions_view(cmp: Comparison) -> View:
 
 
 def status_list(
-    title: str, entries: list[dict], limit: int | None, total: int | None = None
+    title: str,
+    entries: list[dict],
+    limit: int | None,
+    total: int | None = None,
+    offset: int = 0,
+    held_from: int = 0,
 ) -> View:
     rows = [
         [
@@ -65,10 +81,10 @@ def status_list(
         for e in entries
     ]
     cols = columns("case", "mode", "A", "B", ("error", "error"))
-    return _capped(title, cols, rows, limit, total=total)
+    return _capped(title, cols, rows, limit, total=total, offset=offset, held_from=held_from)
 
 
-def host_ops_view(cmp: Comparison, limit: int | None) -> View:
+def host_ops_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: int = 0) -> View:
     def cases(keys: list[list[str]]) -> str:
         shown = ", ".join(f"{c} [{m}]" for c, m in keys[:3])
         return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
@@ -86,10 +102,12 @@ def host_ops_view(cmp: Comparison, limit: int | None) -> View:
         rows,
         limit,
         [f"{len(cmp.placement)} pairs changed placement; {grades} changed grade"],
+        offset=offset,
+        held_from=held_from,
     )
 
 
-def parity_view(cmp: Comparison, limit: int | None) -> View:
+def parity_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: int = 0) -> View:
     rows = [
         [p["case"], p["mode"], p["metric"], p["before"], p["after"], p["factor"]]
         for p in cmp.parity
@@ -100,10 +118,12 @@ def parity_view(cmp: Comparison, limit: int | None) -> View:
         rows,
         limit,
         total=cmp.totals.get("parity"),
+        offset=offset,
+        held_from=held_from,
     )
 
 
-def perf_view(cmp: Comparison, limit: int | None) -> View:
+def perf_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: int = 0) -> View:
     ordered = sorted(cmp.perf, key=lambda p: -abs(p.ratio - 1))
     rows = [[p.case, p.mode, p.before_ms, p.after_ms, p.ratio, p.verdict, p.test] for p in ordered]
     return _capped(
@@ -120,10 +140,12 @@ def perf_view(cmp: Comparison, limit: int | None) -> View:
         rows,
         limit,
         total=cmp.totals.get("perf"),
+        offset=offset,
+        held_from=held_from,
     )
 
 
-def compile_view(cmp: Comparison, limit: int | None) -> View:
+def compile_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: int = 0) -> View:
     rows = [
         [c["case"], c["mode"], c["metric"], c["before_s"], c["after_s"], c["ratio"], c["verdict"]]
         for c in cmp.compile
@@ -134,10 +156,12 @@ def compile_view(cmp: Comparison, limit: int | None) -> View:
         rows,
         limit,
         total=cmp.totals.get("compile"),
+        offset=offset,
+        held_from=held_from,
     )
 
 
-def memory_view(cmp: Comparison, limit: int | None) -> View:
+def memory_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: int = 0) -> View:
     rows = [
         [m["case"], m["mode"], m["before_bytes"], m["after_bytes"], m["ratio"]] for m in cmp.memory
     ]
@@ -147,6 +171,8 @@ def memory_view(cmp: Comparison, limit: int | None) -> View:
         rows,
         limit,
         total=cmp.totals.get("memory"),
+        offset=offset,
+        held_from=held_from,
     )
 
 
@@ -167,26 +193,60 @@ def notes_view(notes: list[dict], title: str = "Notes") -> View:
     )
 
 
+STATUS_TITLES = {
+    "newly_failing": "Newly failing",
+    "newly_passing": "Newly passing",
+    "failure_changed": "Failure changed",
+}
+LISTS = tuple(LIST_READS)
+
+
+def list_view(
+    cmp: Comparison, name: str, limit: int | None, offset: int = 0, held_from: int = 0
+) -> View | None:
+    """One of LISTS as a table, ``limit`` rows from ``offset``; None when it is empty.
+    ``held_from``: the first row the comparison holds (read after a key: a later page)."""
+    if name in STATUS_TITLES:
+        entries = getattr(cmp, name)
+        if not entries:
+            return None
+        total = cmp.totals.get(name)
+        return status_list(STATUS_TITLES[name], entries, limit, total, offset, held_from)
+    makers = {
+        "host_ops": (cmp.host_ops or cmp.placement, host_ops_view),
+        "parity": (cmp.parity, parity_view),
+        "perf": (cmp.perf, perf_view),
+        "compile": (cmp.compile, compile_view),
+        "memory": (cmp.memory, memory_view),
+    }
+    present, make = makers[name]
+    return make(cmp, limit, offset, held_from) if present else None
+
+
+def after_row(name: str, row: list) -> dict | None:
+    """Where a later page of list ``name`` starts: the key of its last row shown (views/
+    compare.compare_runs ``after``); None for the host ops, a table of ops read whole."""
+    if name == "host_ops":
+        return None
+    key = {"case": row[0], "mode": row[1], "metric": 0, "gap": None}
+    if name in ("parity", "compile"):
+        key["metric"] = (PARITY_METRICS if name == "parity" else COMPILE_METRICS).index(row[2])
+    if name == "perf":
+        key["gap"] = abs(row[4] - 1)  # B/A, as the database orders step-time changes
+    return key
+
+
+def list_length(cmp: Comparison, name: str) -> int:
+    """How many rows LISTS' ``name`` holds in all (the first rows may be all there is)."""
+    if name == "host_ops":
+        return len(cmp.host_ops)
+    return cmp.totals.get(name, len(getattr(cmp, name)))
+
+
 def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[View]:
     """The environment difference first, then what changed; empty sections are left out."""
     views = [environment_view(cmp), transitions_view(cmp)]
-    for title, key in (
-        ("Newly failing", "newly_failing"),
-        ("Newly passing", "newly_passing"),
-        ("Failure changed", "failure_changed"),
-    ):
-        entries = getattr(cmp, key)
-        if entries:
-            views.append(status_list(title, entries, limit, cmp.totals.get(key)))
-    for present, make in (
-        (cmp.host_ops or cmp.placement, host_ops_view),
-        (cmp.parity, parity_view),
-        (cmp.perf, perf_view),
-        (cmp.compile, compile_view),
-        (cmp.memory, memory_view),
-    ):
-        if present:
-            views.append(make(cmp, limit))
+    views += [v for name in LISTS if (v := list_view(cmp, name, limit)) is not None]
     if cmp.notes:
         views.append(notes_view(cmp.notes))
     return views

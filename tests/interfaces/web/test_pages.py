@@ -15,6 +15,7 @@ from tests.interfaces.web.twin import shown
 from torchport.interfaces.web import pages
 from torchport.interfaces.web.app import create_app
 from torchport.records import open_store
+from torchport.views.compare import compare_runs
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -80,6 +81,7 @@ PAGES = [
     "/cases/hf/gpt2",
     "/compare?a=r1&b=r2",
     "/compare?a=release%3Da&b=release%3Db",
+    "/compare?a=r1&b=r2&list=newly_failing",
     "/ops/cumsum",
     "/search?q=llama",
     "/search?q=accepted",
@@ -152,6 +154,39 @@ def test_compare_page_links_each_changed_case(client):
     text = client.get("/compare?a=r1&b=r2").text
     section = text.split('data-view="newly-failing"')[1].split("</section>")[0]
     assert '<a href="/cases/smoke/mlp">smoke/mlp</a>' in section
+
+
+def test_a_long_list_is_linked_and_paged_on_its_own(tmp_path, monkeypatch):
+    """The compare page shows each list's first rows and links a list that holds more; that
+    list's page shows it a page at a time, the same rows as the whole comparison."""
+    path = kb.build(tmp_path / "kb.db")
+    failing = [
+        dict(r, status="eager_fail", stage="run", error={"type": "E", "message": "boom"})
+        if r["status"] == "pass"
+        else r
+        for r in kb.results()
+    ]
+    kb.build(path, run_id="r2", results_=failing)
+    monkeypatch.setattr(pages, "LIST_ROWS", 1)
+    monkeypatch.setattr(pages, "PAGE_ROWS", 2)
+    with open_store(path, write=False) as store:
+        whole = compare_runs(store, "r1", "r2")
+        client = TestClient(create_app(store))
+        first = client.get("/compare.json?a=r1&b=r2").json()
+        every = [e["case"] for e in whole.newly_failing]
+        assert len(every) > 2 and first["views"]["newly-failing"]["rows"][0][0] == every[0]
+        [more] = [m for m in first["more"] if m["list"] == "newly_failing"]
+        assert more["rows"] == len(every)
+        assert more["href"] in client.get("/compare?a=r1&b=r2").text.replace("&amp;", "&")
+        seen, href = [], more["href"]
+        while href:
+            page = client.get(href.replace("/compare?", "/compare.json?")).json()
+            rows = page["views"]["newly-failing"]["rows"]
+            assert 0 < len(rows) <= 2 and list(page["views"])[:2] == list(first["views"])[:2]
+            seen += [r[0] for r in rows]
+            href = page["paging"]["next"]
+        assert seen == every
+        assert client.get("/compare?a=r1&b=r2&list=nope").status_code == 404
 
 
 def test_stored_markup_is_shown_as_text(client):

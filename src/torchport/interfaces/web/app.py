@@ -35,6 +35,24 @@ def _offset(request: Request) -> int:
     return max(0, int(raw)) if raw.isdigit() else 0
 
 
+def _after(request: Request) -> dict | None:
+    """A compare list page's key (pages.Links.compare ``after``); None when absent or
+    malformed (the page is then read by its offset)."""
+    q = request.query_params
+    if "after_case" not in q or "after_mode" not in q:
+        return None
+    try:
+        gap = float(q["after_gap"]) if "after_gap" in q else None
+        return {
+            "case": q["after_case"],
+            "mode": q["after_mode"],
+            "metric": int(q.get("after_metric", "0")),
+            "gap": gap,
+        }
+    except ValueError:
+        return None
+
+
 def _wants_json(request: Request) -> bool:
     if request.scope.get(JSON_FLAG):
         return True
@@ -94,8 +112,10 @@ def create_app(store, *, token: str | None = None) -> Starlette:
         a, b = request.query_params.get("a"), request.query_params.get("b")
         if not a or not b:
             raise pages.NotFound("compare needs two runs: /compare?a=RUN&b=RUN (ids or selectors)")
-        every = bool(request.query_params.get("all"))
-        return pages.compare_page(store, a, b, links, every=every, memo=memo)
+        rows = request.query_params.get("list") or None
+        return pages.compare_page(
+            store, a, b, links, rows=rows, offset=_offset(request), after=_after(request), memo=memo
+        )
 
     def op(request: Request) -> pages.Page:
         return pages.op_page(store, request.path_params["op"], links, offset=_offset(request))

@@ -22,7 +22,17 @@ from torchport.views import build_views
 from torchport.views.base import View
 from torchport.views.case_history import exact_glob, history_view, latest_failure, parity_view
 from torchport.views.compare import Comparison, compare_runs, run_notes
-from torchport.views.compare_tables import LIST_ROWS, comparison_views, notes_view
+from torchport.views.compare_tables import (
+    LIST_ROWS,
+    LISTS,
+    after_row,
+    comparison_views,
+    environment_view,
+    list_length,
+    list_view,
+    notes_view,
+    transitions_view,
+)
 from torchport.views.host_op import full_op_name, op_results_view, op_runs_view
 from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
@@ -68,8 +78,20 @@ class Links:
     def op(self, op: str, offset: int | None = None) -> str | None:
         return self._path(f"/ops/{quote(op, safe='')}", {"offset": offset})
 
-    def compare(self, a: str, b: str, *, every: bool = False) -> str | None:
-        return self._path("/compare", {"a": a, "b": b, "all": 1 if every else None})
+    def compare(
+        self,
+        a: str,
+        b: str,
+        *,
+        rows: str | None = None,
+        offset: int = 0,
+        after: dict | None = None,
+    ) -> str | None:
+        """``rows``: one list of the comparison (compare_tables.LISTS), a page from ``offset``
+        (``after``: the key of the row before it, compare_tables.after_row)."""
+        query = {"a": a, "b": b, "list": rows, "offset": offset or None}
+        query |= {f"after_{k}": v for k, v in (after or {}).items() if v is not None}
+        return self._path("/compare", query)
 
     def search(self, text: str, offset: int | None = None) -> str | None:
         return self._path("/search", {"q": text, "offset": offset})
@@ -306,14 +328,23 @@ class CompareMemo:
         run = store.get_run(run_id, plan=False)
         return run["state"], run["finished_at"], store.count_results(run_id=run_id)
 
-    def get(self, store, run_a: str, run_b: str, limit: int | None = None) -> Comparison:
-        key = (run_a, run_b, limit, self._version(store, run_a), self._version(store, run_b))
+    def get(
+        self,
+        store,
+        run_a: str,
+        run_b: str,
+        limit: int | None = None,
+        rows: str | None = None,
+        after: dict | None = None,
+    ) -> Comparison:
+        versions = self._version(store, run_a), self._version(store, run_b)
+        key = (run_a, run_b, limit, rows, tuple(sorted((after or {}).items())), *versions)
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
         if kept is None:
-            kept = compare_runs(store, run_a, run_b, limit=limit)
+            kept = compare_runs(store, run_a, run_b, limit=limit, rows=rows, after=after)
             with self._lock:
                 self._kept[key] = kept
                 while len(self._kept) > self.size:
@@ -322,30 +353,64 @@ class CompareMemo:
 
 
 def compare_page(
-    store, a: str, b: str, links: Links, *, every: bool = False, memo: CompareMemo | None = None
+    store,
+    a: str,
+    b: str,
+    links: Links,
+    *,
+    every: bool = False,
+    rows: str | None = None,
+    offset: int = 0,
+    after: dict | None = None,
+    memo: CompareMemo | None = None,
 ) -> Page:
     """``torchport compare`` as a page: A and B are run ids, ``latest`` or selectors. The
-    first LIST_ROWS pairs of each list, counted and picked by the database; ``every``: all."""
+    first LIST_ROWS pairs of each list, counted and picked by the database, with a link to
+    each list that holds more; ``rows``: that list alone, PAGE_ROWS pairs from ``offset``.
+    A next page is read after the last row shown (``after``), at the cost of the first; a
+    page reached by its offset alone reads the list up to its end. ``every``: every row of
+    every list (the one-file report; 30 MB of HTML for two runs of 100 000, which the
+    server leaves to ``torchport compare --json``)."""
     run_a, run_b = resolve_run(store, a), resolve_run(store, b)
-    limit = None if every else LIST_ROWS
+    if rows is not None and rows not in LISTS:
+        raise NotFound(f"no list '{rows}' in a comparison; one of: {', '.join(LISTS)}")
+    after = after if rows not in (None, "host_ops") else None
+    limit = None if every else (PAGE_ROWS if after else offset + PAGE_ROWS) if rows else LIST_ROWS
+    rows = None if every else rows
     comparison = (
-        memo.get(store, run_a, run_b, limit)
+        memo.get(store, run_a, run_b, limit, rows, after)
         if memo is not None
-        else compare_runs(store, run_a, run_b, limit=limit)
+        else compare_runs(store, run_a, run_b, limit=limit, rows=rows, after=after)
     )
-    views = comparison_views(comparison, limit=None if every else LIST_ROWS)
-    return Page(
-        "compare",
-        f"Compare {run_a} -> {run_b}",
-        [table(slug(v.title), v, links) for v in views],
-        data={
-            "a": run_a,
-            "b": run_b,
-            "common": comparison.common,
-            "every": every,
-            "all_href": links.compare(run_a, run_b, every=True),
-        },
-    )
+    data: dict = {"a": run_a, "b": run_b, "common": comparison.common, "every": every}
+    if rows is None:
+        views = comparison_views(comparison, limit=limit)
+        data["more"] = [
+            {"list": name, "rows": total, "href": links.compare(run_a, run_b, rows=name)}
+            for name in LISTS
+            if not every and (total := list_length(comparison, name)) > LIST_ROWS
+        ]
+    else:
+        views = [environment_view(comparison), transitions_view(comparison)]
+        held_from = offset if after else 0
+        shown = list_view(comparison, rows, PAGE_ROWS, offset, held_from)
+        views += [shown] if shown is not None else []
+        count = len(shown.rows) if shown else 0
+        data |= {
+            "list": rows,
+            "paging": paging(
+                offset,
+                count,
+                list_length(comparison, rows),
+                lambda o: links.compare(run_a, run_b, rows=rows, offset=o),
+            ),
+        }
+        if data["paging"]["next"] and shown and (key := after_row(rows, shown.rows[-1])):
+            data["paging"]["next"] = links.compare(
+                run_a, run_b, rows=rows, offset=offset + count, after=key
+            )
+    title = f"Compare {run_a} -> {run_b}" + (f": {rows}" if rows else "")
+    return Page("compare", title, [table(slug(v.title), v, links) for v in views], data=data)
 
 
 # -- an op ------------------------------------------------------------------------------------
