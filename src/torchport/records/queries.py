@@ -567,10 +567,11 @@ def compare_lists(
         f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)},"
         " counted.*"
         # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
+        # (the counts' rows, n not NULL, join nothing)
         f" FROM chosen CROSS JOIN counted LEFT JOIN results a{indexed} ON chosen.n IS NULL"
         " AND a.run_id = :run_a AND a.case_id = chosen.case_id AND a.mode = chosen.mode"
-        f" LEFT JOIN results b{indexed} ON b.run_id = :run_b AND b.case_id = chosen.case_id"
-        " AND b.mode = chosen.mode"
+        f" LEFT JOIN results b{indexed} ON chosen.n IS NULL AND b.run_id = :run_b"
+        " AND b.case_id = chosen.case_id AND b.mode = chosen.mode"
     )
 
 

@@ -432,11 +432,11 @@ def _first_pairs(
     decided, listed = got["decided"], got["lists"]
     # A pair in a status list and another list: the status list's read carries the error line
     by_status_last = sorted(listed.items(), key=lambda item: item[0] in STATUS_LISTS)
-    pairs = {(x["case"], x["mode"]): (x, y) for _, rows in by_status_last for x, y in rows}
+    pairs = {(x["case"], x["mode"]): (x, y) for _, read in by_status_last for x, y in read}
     scratch = Comparison(run_a=out.run_a, run_b=out.run_b)
     for key in sorted(pairs):
         _pair(scratch, *pairs[key])
-    picked = {name: {(x["case"], x["mode"]) for x, _ in rows} for name, rows in listed.items()}
+    picked = {name: {(x["case"], x["mode"]) for x, _ in read} for name, read in listed.items()}
 
     def keep(entries: list, name: str | None = None) -> list:
         return [e for e in entries if (e["case"], e["mode"]) in picked.get(name or e["metric"], ())]
