@@ -206,6 +206,8 @@ def test_show_of_a_large_run_is_a_summary_unless_all(large_run, tmp_path):
         )
     )
     assert data["summary"] is True and data["results_total"] == 1200 and "results" not in data
+    assert data["run"]["plan"] == [] and "planned" not in data["run"]  # the whole run, as before
+    assert "1200 / 1200 planned results recorded" in out  # the text read the run without it
     worst = data["views"]["worst_failures"]["rows"]
     assert worst[0][0] == "crash @run" and worst[0][1] == 24
     full = _ok(

@@ -42,11 +42,13 @@ def command(run_id, show_all, db, as_json, csv_view):
 
     store = open_db(db)
     with store_problems():
-        run = store.get_run(run_id or store.latest_run_id())
+        run = store.get_run(run_id or store.latest_run_id(), plan=False)
         environments = [store.environment(e) for e in run["environment_ids"]]
         total = store.count_results(run_id=run["id"])
         notes = store.notes(run_id=run["id"])
         summary = total > SUMMARY_ABOVE and not show_all and not csv_view
+        if as_json or not summary:  # the plan (100 000 entries in a large sweep) when used
+            run = store.get_run(run["id"])
         if summary:
             from torchport.views.run_summary import summary_views
 
