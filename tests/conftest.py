@@ -40,8 +40,8 @@ def torchport(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A superuser URL of the session's PostgreSQL server (tests/pg.py); fails, never skips,
-    when none can be started."""
+    """A superuser URL of the session's PostgreSQL server (tests/pg.py); the test fails when
+    none can be started."""
     from tests import pg
 
     given = pg.server_from_env()

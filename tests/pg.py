@@ -3,7 +3,7 @@
 port with its socket in a private folder, stopped at the end; or the server named by
 TORCHPORT_TEST_PG_URL (a superuser's URL). Each test gets a database of its own.
 
-If the server cannot be started, the PostgreSQL tests fail with the reason: they never skip.
+If the server cannot be started, the PostgreSQL tests fail with the reason (pytest.fail).
 """
 
 from __future__ import annotations

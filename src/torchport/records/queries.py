@@ -283,13 +283,12 @@ INSERT_RUN_AS_RECORDED = (
 )
 
 
-# -- comparing two runs inside SQLite -----------------------------------------------------------
-# Two runs of 100 000 results are joined on (case_id, mode) by the unique index. SQLite returns
-# the transition counts and only the pairs that MAY show a change (a superset: status or stage
-# differ, placement differs, a parity, compile or memory figure past its line, or step times
-# whose p10-p90 ranges do not hold each other's medians, or that cannot be judged); the views
-# decide every returned pair (views/compare.py, views/noise.py). Named parameters: run_a, run_b,
-# parity, compile, memory (factors) and min_samples.
+# -- comparing two runs inside the database -----------------------------------------------------
+# Two runs of 100 000 results are joined on (case_id, mode) by the unique index. The database
+# decides each pair as views/compare.py and views/noise.py do (compare_decisions,
+# step_time_verdict) and returns the transition counts and only the pairs that show a change;
+# the views decide those again and hold the page to the whole comparison. Named parameters:
+# run_a, run_b, parity, compile, memory (factors), min_samples, min_change.
 _JOIN = (
     " FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.case_id"
     " AND b.mode = a.mode WHERE a.run_id = :run_a"
@@ -340,40 +339,17 @@ def _both_timed(version: int) -> str:
 
 
 def pairs_that_may_differ(*, version: int) -> str:
-    s = version
-
-    def f(alias: str, name: str) -> str:
-        return _figure(alias, name, s)
-
-    def beyond(name: str, factor: str, both_ways: bool) -> str:
-        up = f"{f('b', name)} > :{factor} * {f('a', name)}"
-        return f"({up} OR {f('a', name)} > :{factor} * {f('b', name)})" if both_ways else up
-
-    unjudgeable = " OR ".join(
-        [f"{f(x, 'perf_samples')} < :min_samples" for x in "ab"]
-        + [f"{f(x, q)} IS NULL" for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")]
+    """Every pair that shows a change (``compare_decisions``, or a step time judged other
+    than within noise), both outcomes, in case order: a superset of what the lists show only
+    by the placement candidates. Named parameters: as compare_lists but limit."""
+    shows = [f"({c})" for c in compare_decisions(version=version).values()]
+    verdict = step_time_verdict(
+        version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
     )
-    med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
-    outside = (
-        f"({med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')})"
-        f" OR ({med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')})"
-    )
-    may_differ = " OR ".join(
-        [
-            "a.status != b.status OR a.stage IS NOT b.stage",
-            "(a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade OR"
-            f" {_host_ops('a', s)} IS NOT {_host_ops('b', s)}))",
-            beyond("parity_rmse_ratio", "parity", False),
-            beyond("parity_max_rel_err", "parity", False),
-            beyond("compile_cold_first_step_s", "compile", True),
-            beyond("compile_warm_first_step_s", "compile", True),
-            beyond("perf_peak_bytes", "memory", True),
-            f"({_both_timed(s)} AND ({unjudgeable} OR {outside}))",
-        ]
-    )
+    shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
     return (
-        f"SELECT {_outcome_columns('a', s)}, {_outcome_columns('b', s)}{_JOIN}"
-        f" AND ({may_differ}) ORDER BY a.case_id, a.mode"
+        f"SELECT {_outcome_columns('a', version)}, {_outcome_columns('b', version)}{_JOIN}"
+        f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     )
 
 

@@ -215,15 +215,9 @@ class KnowledgeBase:
         with a step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and
         ``pairs``, an iterator of (outcome A, outcome B) for only the pairs that may show a
         change (see queries.pairs_that_may_differ; the caller decides each)."""
-        params = {
-            "run_a": run_a,
-            "run_b": run_b,
-            "parity": parity_factor,
-            "compile": compile_ratio,
-            "memory": memory_ratio,
-            "min_samples": min_samples,
-            "min_change": min_change,
-        }
+        params = _line_params(
+            run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
+        )
         counts = self._pair_counts(params)
         rows = self._stream(self.q.pairs_that_may_differ(version=self._version), params)
         width = 7 + len(KEY_FIGURES)
@@ -256,16 +250,10 @@ class KnowledgeBase:
         candidate (queries.compare_lists); ``only``: just these lists; ``after``: each list
         from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
         its list, ``gap``: the step-time list's order)."""
-        params = {
-            "run_a": run_a,
-            "run_b": run_b,
-            "parity": parity_factor,
-            "compile": compile_ratio,
-            "memory": memory_ratio,
-            "min_samples": min_samples,
-            "min_change": min_change,
-            "limit": limit,
-        }
+        params = _line_params(
+            run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
+        )
+        params["limit"] = limit
         if after:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
         reads = {"only": only, "after": bool(after)}
@@ -575,6 +563,19 @@ class KnowledgeBase:
             return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
+
+
+def _line_params(run_a, run_b, parity, compile_ratio, memory, min_samples, min_change) -> dict:
+    """A comparison's named SQL parameters (queries' compare section): the runs and lines."""
+    return {
+        "run_a": run_a,
+        "run_b": run_b,
+        "parity": parity,
+        "compile": compile_ratio,
+        "memory": memory,
+        "min_samples": min_samples,
+        "min_change": min_change,
+    }
 
 
 def _in_case_order(pair: tuple[dict, dict]) -> tuple[str, str]:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
 from torchport.views.base import Column, View, columns
-from torchport.views.compare import COMPILE_METRICS, LIST_READS, PARITY_METRICS, Comparison
+from torchport.views.compare import (
+    COMPILE_METRICS,
+    LIST_READS,
+    PARITY_METRICS,
+    STATUS_LISTS,
+    Comparison,
+)
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
@@ -193,11 +199,7 @@ def notes_view(notes: list[dict], title: str = "Notes") -> View:
     )
 
 
-STATUS_TITLES = {
-    "newly_failing": "Newly failing",
-    "newly_passing": "Newly passing",
-    "failure_changed": "Failure changed",
-}
+STATUS_TITLES = {name: name.replace("_", " ").capitalize() for name in STATUS_LISTS}
 LISTS = tuple(LIST_READS)
 
 

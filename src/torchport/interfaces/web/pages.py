@@ -328,23 +328,20 @@ class CompareMemo:
         run = store.get_run(run_id, plan=False)
         return run["state"], run["finished_at"], store.count_results(run_id=run_id)
 
-    def get(
-        self,
-        store,
-        run_a: str,
-        run_b: str,
-        limit: int | None = None,
-        rows: str | None = None,
-        after: dict | None = None,
-    ) -> Comparison:
+    def get(self, store, run_a: str, run_b: str, **reads) -> Comparison:
+        """``compare_runs(store, run_a, run_b, **reads)``, kept."""
         versions = self._version(store, run_a), self._version(store, run_b)
-        key = (run_a, run_b, limit, rows, tuple(sorted((after or {}).items())), *versions)
+        frozen = tuple(
+            (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+            for k, v in sorted(reads.items())
+        )
+        key = (run_a, run_b, frozen, *versions)
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
         if kept is None:
-            kept = compare_runs(store, run_a, run_b, limit=limit, rows=rows, after=after)
+            kept = compare_runs(store, run_a, run_b, **reads)
             with self._lock:
                 self._kept[key] = kept
                 while len(self._kept) > self.size:
@@ -377,10 +374,11 @@ def compare_page(
     after = after if rows not in (None, "host_ops") else None
     limit = None if every else (PAGE_ROWS if after else offset + PAGE_ROWS) if rows else LIST_ROWS
     rows = None if every else rows
+    reads: dict[str, Any] = {"limit": limit, "rows": rows, "after": after}
     comparison = (
-        memo.get(store, run_a, run_b, limit, rows, after)
+        memo.get(store, run_a, run_b, **reads)
         if memo is not None
-        else compare_runs(store, run_a, run_b, limit=limit, rows=rows, after=after)
+        else compare_runs(store, run_a, run_b, **reads)
     )
     data: dict = {"a": run_a, "b": run_b, "common": comparison.common, "every": every}
     if rows is None:
