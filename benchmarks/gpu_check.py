@@ -126,7 +126,9 @@ def write_views(store, run_id: str, path: str) -> dict:
 
 
 # -- 1. the smoke suite through torchport's pipeline ------------------------------------------
-def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
+def smoke_sweep(
+    args, report: Report, name: str, workload_folder: str | None = None, **overrides
+) -> None:
     from torchport import api
     from torchport.config import RunConfig
     from torchport.records import open_store
@@ -152,24 +154,46 @@ def smoke_sweep(args, report: Report, name: str, **overrides) -> None:
             + (f"{m['perf_median_ms']:.4g} ms/step" if "perf_median_ms" in m else "")
         )
 
+    executor = api.make_executor(config, workload_folder=workload_folder)
     outcome = api.run(
-        config, store, labels={"check": name}, command=f"gpu_check {name}", on_result=on_result
+        config,
+        store,
+        labels={"check": name},
+        command=f"gpu_check {name}",
+        on_result=on_result,
+        executor=executor,
     )
     run_id, state = outcome.run_id, outcome.state
     views = write_views(store, run_id, os.path.join(args.out, f"{name}.txt"))
     report.add(f"{name}: run {run_id} {state}; views in {name}.txt")
-    for view in ("perf", "train", "profile"):
+    shown = ("summary", "perf", "serving", "flex", "ops", "train", "profile", "kernels", "dist")
+    for view in shown:
         if view in views:
             report.add(
                 f"  {views[view]['title']}: "
                 + " | ".join(c["name"] for c in views[view]["columns"])
             )
             for row in views[view]["rows"]:
-                report.add("    " + " | ".join("" if v is None else str(v) for v in row))
+                report.add("    " + " | ".join(cell(v) for v in row))
+
+
+def cell(value) -> str:
+    """A view's typed cell as text: ranges as low-high, figures to four digits."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict) and {"low", "high"} <= set(value):
+        return f"{cell(value['low'])}-{cell(value['high'])}"
+    if isinstance(value, dict) and "value" in value:
+        return cell(value["value"]) + (f" ({value['note']})" if value.get("note") else "")
+    return str(value)
 
 
 # -- 2. the ~0.5 B llama ----------------------------------------------------------------------
-def llama_config(args):
+def llama_config(args, shape=None):
+    """The llama of the check: ``shape`` (hidden, layers, intermediate, heads, kv heads) or the
+    command line's; a tiny one with --tiny."""
     from transformers import LlamaConfig
 
     if args.tiny:
@@ -179,26 +203,27 @@ def llama_config(args):
             intermediate_size=128,
             num_hidden_layers=2,
             num_attention_heads=4,
-            num_key_value_heads=4,
+            num_key_value_heads=2 if shape and shape.kv_heads != shape.heads else 4,
             max_position_embeddings=256,
             tie_word_embeddings=False,
         )
     # Default: 24 layers of hidden 1280 (10 heads of 128), SwiGLU 3584: 0.49 B in the layers,
     # 0.57 B in all with an untied 32000-token embedding and output projection.
-    heads = args.hidden // 128
+    hidden = shape.hidden if shape else args.hidden
+    heads = shape.heads if shape else hidden // 128
     return LlamaConfig(
         vocab_size=32000,
-        hidden_size=args.hidden,
-        intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers,
+        hidden_size=hidden,
+        intermediate_size=shape.intermediate if shape else args.intermediate,
+        num_hidden_layers=shape.layers if shape else args.layers,
         num_attention_heads=heads,
-        num_key_value_heads=heads,
+        num_key_value_heads=shape.kv_heads if shape else heads,
         max_position_embeddings=2048,
         tie_word_embeddings=False,
     )
 
 
-def llama_case(args, batch: int, seq: int, device: str):
+def llama_case(args, batch: int, seq: int, device: str, shape=None):
     from torchport.cases.base import FunctionCase, Workload
 
     def build(*, seed, size):
@@ -210,7 +235,7 @@ def llama_case(args, batch: int, seq: int, device: str):
         # everything else here. place() then only copies it.
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(
-                llama_config(args), attn_implementation="sdpa", dtype=torch.float32
+                llama_config(args, shape), attn_implementation="sdpa", dtype=torch.float32
             )
             ids = torch.randint(0, model.config.vocab_size, (batch, seq))
         return Workload(
@@ -328,6 +353,22 @@ def llama_check(args, report: Report) -> None:
     )
 
 
+def smoke_check(args, report: Report) -> None:
+    cases = ("smoke/mlp",) if args.tiny else ()
+    report.stamp("smoke suite perf, eager and compile")
+    smoke_sweep(args, report, "smoke_perf", probes=("perf",), cases=cases)
+    report.stamp("training-loss parity (10 AdamW steps) and profile: smoke/mlp, hf/llama")
+    smoke_sweep(
+        args,
+        report,
+        "smoke_train_profile",
+        probes=("train", "profile"),
+        cases=("smoke/mlp",) if args.tiny else ("smoke/mlp", "hf/llama"),
+        train_steps=10,
+        profile=True,
+    )
+
+
 def _pct(value) -> str:
     return "unavailable" if value is None else f"{value:.1%}"
 
@@ -345,14 +386,33 @@ def main(argv=None) -> int:
     parser.add_argument("--intermediate", type=int, default=3584)
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--tiny", action="store_true", help="tiny llama, smoke/mlp only (CPU)")
-    parser.add_argument("--skip-smoke", action="store_true")
-    parser.add_argument("--skip-llama", action="store_true")
+    parser.add_argument(
+        "--sections",
+        default="first,llama,moe,suites,smoke",
+        help="comma-separated, in order: first (the probe's figure on the default llama), "
+        "llama (two shapes x compile modes, timing agreement), moe, suites, smoke",
+    )
+    parser.add_argument("--shapes", default="h1280x24,h2048x8", help="llama shapes (llama)")
+    parser.add_argument(
+        "--compile-modes",
+        default="default,max-autotune-no-cudagraphs,max-autotune",
+        help="compile modes tried on the first shape (llama)",
+    )
+    parser.add_argument(
+        "--ops-sample",
+        default="ops/softmax/*,ops/matmul/*,ops/addmm/*,ops/cumsum/*,ops/index_select/*",
+        help="case globs of suite ops run in the suites section",
+    )
     parser.add_argument(
         "--force-shim",
         action="store_true",
         help="use the pyproject.toml entry points even if installed",
     )
     args = parser.parse_args(argv)
+    args.sections = [s for s in args.sections.split(",") if s]
+    args.shapes = [s for s in args.shapes.split(",") if s]
+    args.compile_modes = tuple(m for m in args.compile_modes.split(",") if m)
+    args.ops_sample = [c for c in args.ops_sample.split(",") if c]
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     report = Report(
@@ -366,25 +426,21 @@ def main(argv=None) -> int:
     )
     if args.device.startswith("cuda") and torch.cuda.is_available():
         report.add(f"device: {torch.cuda.get_device_name(0)}")
-    # The llama first: it is the figure that matters most if time runs short.
-    if not args.skip_llama:
-        llama_check(args, report)
+    from gpu_check_sections import SECTIONS, SHAPES, run_section
+
+    unknown = [n for n in args.sections if n not in {"first", "smoke", *SECTIONS}]
+    unknown += [n for n in args.shapes if n not in SHAPES]
+    if unknown:
+        parser.error(f"unknown section or shape: {', '.join(unknown)}")
+    for name in args.sections:  # in the order given: the first is what matters if time is short
+        if name == "first":
+            run_section(report, name, llama_check, args, report)
+        elif name == "smoke":
+            run_section(report, name, smoke_check, args, report)
+        else:
+            run_section(report, name, SECTIONS[name], args, report)
         if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # the workers below share the device
-    if not args.skip_smoke:
-        cases = ("smoke/mlp",) if args.tiny else ()
-        report.stamp("smoke suite perf, eager and compile")
-        smoke_sweep(args, report, "smoke_perf", probes=("perf",), cases=cases)
-        report.stamp("training-loss parity (10 AdamW steps) and profile: smoke/mlp, hf/llama")
-        smoke_sweep(
-            args,
-            report,
-            "smoke_train_profile",
-            probes=("train", "profile"),
-            cases=("smoke/mlp",) if args.tiny else ("smoke/mlp", "hf/llama"),
-            train_steps=10,
-            profile=True,
-        )
+            torch.cuda.empty_cache()  # the next section's workers share the device
     report.stamp("finished")
     return 0
 

@@ -1,0 +1,428 @@
+"""The GPU check's sections beyond the first llama figure (benchmarks/gpu_check.py runs them).
+
+- ``llama``: the ~0.5 B llama training step (forward + backward) at two shapes, each compiled
+  with each asked mode (``default``, ``max-autotune-no-cudagraphs``, ``max-autotune``): the cold
+  compile (first call, empty Inductor cache), torchport's median (its own interleaved sampler
+  and device timer, as the perf probe uses them) beside two independent timings of the *same*
+  compiled step in the same process (one CUDA-event pair around a plain loop, and
+  ``torch.utils.benchmark``), with the ratios; MFU by 6·N·T and by counted FLOPs.
+- ``moe``: a reduced qwen3_moe training step: MFU by 6·N·T over every parameter, by 6·N·T over
+  the parameters a token uses (top-k of the experts), and by the FLOPs counted as they ran.
+- ``suites``: torchport's own pipeline on the device for ``flex``, the generate scenario
+  (batch 1 and 8; eager, compiled, and CUDA graphs on CUDA), a sample of ``ops``, and the
+  ``kernels`` and ``dist`` suites when this checkout has them.
+
+Every section writes what it measured to the report as it goes; one that fails says why and
+the next one runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+
+from gpu_check import H200_BF16_PEAK_TFLOPS, Report, llama_case, smoke_sweep
+
+AGREEMENT_TARGET = 0.03  # torchport's median within 3 % of the independent timings
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+
+
+SHAPES = {
+    # 0.57 B in all, 0.49 B in the layers (the README's earlier figure)
+    "h1280x24": Shape("h1280x24", 1280, 24, 3584, 10, 10),
+    # wide and shallow: grouped-query attention (16 heads, 8 kv heads)
+    "h2048x8": Shape("h2048x8", 2048, 8, 5632, 16, 8),
+}
+
+
+def run_section(report: Report, name: str, fn, *args, **kwargs) -> None:
+    """One section; a failure is reported with its traceback's last lines, never raised."""
+    report.stamp(f"section {name}")
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:  # the next section still runs; the report says what failed
+        report.add(f"{name}: FAILED {type(exc).__name__}: {str(exc)[:500]}")
+        for line in traceback.format_exc().splitlines()[-6:]:
+            report.add("    " + line)
+
+
+# -- timing the same step three ways ---------------------------------------------------------
+def independent_timings(step, adapter, budget_s: float) -> dict:
+    """The step timed without torchport's sampler: a plain loop between two CUDA events (or
+    two synchronised host-clock reads off CUDA), and torch.utils.benchmark's blocked
+    autorange. Both after the warm-up torchport's sampler already gave the step."""
+    import torch
+    import torch.utils.benchmark as tbench
+
+    sync = adapter.synchronize
+    # A loop long enough for the budget, from one synchronised call's duration.
+    sync()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    once = max(time.perf_counter() - t0, 1e-6)
+    n = max(10, min(1000, int(budget_s / once)))
+    loops = []
+    for _ in range(3):  # three loops: the median of their per-step means
+        if torch.cuda.is_available() and adapter.torch_type == "cuda":
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            sync()
+            start.record()
+            for _ in range(n):
+                step()
+            end.record()
+            end.synchronize()
+            loops.append(start.elapsed_time(end) / 1e3 / n)
+        else:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                step()
+            sync()
+            loops.append((time.perf_counter() - t0) / n)
+    # num_threads as this process has: Timer's default of one thread would time another step
+    timer = tbench.Timer(
+        stmt="step(); sync()",
+        globals={"step": step, "sync": sync},
+        num_threads=torch.get_num_threads(),
+    )
+    measured = timer.blocked_autorange(min_run_time=budget_s)
+    return {
+        "loop_median_ms": statistics.median(loops) * 1e3,
+        "loop_steps": n,
+        "loop_kind": "cuda events around the loop"
+        if adapter.torch_type == "cuda" and torch.cuda.is_available()
+        else "host clock around the loop, synchronised",
+        "utils_benchmark_median_ms": measured.median * 1e3,
+        "utils_benchmark_runs": len(measured.times),
+    }
+
+
+def torchport_timing(step, adapter, budget_s: float) -> dict:
+    """torchport's own figure: its interleaved sampler and device timer (perf probe's)."""
+    from torchport.probes.perf import WARMUP_ROUNDS
+    from torchport.timing import Summary, sample_interleaved, step_timer
+
+    timer = step_timer(adapter)
+    samples = sample_interleaved(
+        {"compiled": step}, timer, budget_s=budget_s, warmup=WARMUP_ROUNDS
+    )["compiled"]
+    summary = Summary.of(samples)
+    return {
+        "torchport_median_ms": summary.median_s * 1e3,
+        "torchport_p10_ms": summary.p10_s * 1e3,
+        "torchport_p90_ms": summary.p90_s * 1e3,
+        "torchport_samples": summary.n,
+        "torchport_timer": timer.kind,
+    }
+
+
+def peak(args, adapter, config) -> tuple[float | None, str]:
+    from torchport.probes import flops as flops_mod
+
+    if args.peak_tflops:
+        return args.peak_tflops, "--peak-tflops"
+    if adapter.torch_type == "cuda" and args.dtype == "bfloat16":
+        return H200_BF16_PEAK_TFLOPS, "H200 bf16 dense datasheet"
+    return flops_mod.peak_for(config, adapter, args.dtype)
+
+
+def fresh_inductor_cache(tag: str) -> str:
+    """A new, empty Inductor cache for this process: the next compile is a cold one."""
+    import torch
+
+    folder = tempfile.mkdtemp(prefix=f"gpu_check_{tag}_")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    torch._dynamo.reset()
+    return folder
+
+
+def compiled_step_figures(args, report: Report, case, mode: str, tokens: int) -> dict:
+    """Cold compile, the three timings and both MFUs of one case's compiled training step."""
+    import torch
+
+    from torchport.config import RunConfig
+    from torchport.devices import get_adapter
+    from torchport.probes import flops as flops_mod
+    from torchport.probes.base import Subject
+    from torchport.probes.perf import perf_setup
+
+    adapter = get_adapter(args.device)
+    adapter.prepare()
+    config = RunConfig(
+        device=args.device,
+        dtype=args.dtype,
+        compile_mode=mode,
+        perf_budget_s=args.budget_s,
+        peak_tflops=args.peak_tflops,
+        artifacts_dir=os.path.join(args.out, "artifacts"),
+    )
+    subject = Subject(
+        case=case,
+        mode="compile",
+        config=config,
+        adapter=adapter,
+        device=adapter.device(),
+        dtype=getattr(torch, args.dtype),
+        workload=None,
+        model=None,
+        runner=None,
+        step=lambda: {},
+        make_runner=lambda: None,
+    )
+    fresh_inductor_cache(mode)
+    setup = perf_setup(subject)
+    compiled = setup.sides["compiled"]
+    adapter.synchronize()
+    t0 = time.perf_counter()
+    compiled()  # the cold compile: dynamo, AOT autograd, Inductor (and autotuning) here
+    adapter.synchronize()
+    figures: dict = {"mode": mode, "cold_compile_s": time.perf_counter() - t0}
+    figures.update(torchport_timing(compiled, adapter, args.budget_s))
+    figures.update(independent_timings(compiled, adapter, args.budget_s))
+    ours = figures["torchport_median_ms"]
+    figures["ratio_vs_loop"] = ours / figures["loop_median_ms"]
+    figures["ratio_vs_utils_benchmark"] = ours / figures["utils_benchmark_median_ms"]
+    n, counts = flops_mod.params_6nt(setup.model)
+    figures["params_6nt"], figures["params_counts"] = n, counts
+    figures["flops_6nt"] = flops_mod.flops_6nt(n, tokens, True)
+    figures["flops_counted"] = flops_mod.count_flops(setup.sides["eager"])
+    tflops, source = peak(args, adapter, config)
+    figures["peak_tflops"], figures["peak_source"] = tflops, source
+    step_s = ours / 1e3
+    for key in ("6nt", "counted"):
+        flops = figures[f"flops_{key}"]
+        figures[f"mfu_{key}"] = flops_mod.mfu(flops, step_s, tflops) if tflops and flops else None
+    del setup, compiled
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return figures
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def report_figures(report: Report, label: str, f: dict) -> None:
+    within = all(
+        abs(f[k] - 1) <= AGREEMENT_TARGET for k in ("ratio_vs_loop", "ratio_vs_utils_benchmark")
+    )
+    report.add(
+        f"  {label} mode {f['mode']}: cold compile {f['cold_compile_s']:.1f} s; torchport "
+        f"{f['torchport_median_ms']:.3f} ms (p10 {f['torchport_p10_ms']:.3f}, p90 "
+        f"{f['torchport_p90_ms']:.3f}, n {f['torchport_samples']}, {f['torchport_timer']})"
+    )
+    report.add(
+        f"    plain loop {f['loop_median_ms']:.3f} ms ({f['loop_kind']}, {f['loop_steps']} "
+        f"steps x3), torch.utils.benchmark {f['utils_benchmark_median_ms']:.3f} ms "
+        f"({f['utils_benchmark_runs']} blocks); ratios {f['ratio_vs_loop']:.3f} / "
+        f"{f['ratio_vs_utils_benchmark']:.3f}: "
+        + ("within" if within else "OUTSIDE")
+        + f" {AGREEMENT_TARGET:.0%}"
+    )
+    report.add(
+        f"    N {f['params_6nt'] / 1e6:.4g} M; 6·N·T {f['flops_6nt'] / 1e12:.4g} TFLOP, counted "
+        f"{f['flops_counted'] / 1e12:.4g} TFLOP per step; MFU 6·N·T {_pct(f['mfu_6nt'])}, "
+        f"counted {_pct(f['mfu_counted'])} (peak {f['peak_tflops']} TFLOP/s, "
+        f"{f['peak_source']})"
+    )
+
+
+# -- sections ---------------------------------------------------------------------------------
+def llama_section(args, report: Report) -> None:
+    batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
+    table = []
+    for shape_name in args.shapes:
+        shape = SHAPES[shape_name]
+        modes = args.compile_modes if shape_name == args.shapes[0] else ("default",)
+        for mode in modes:
+            case = llama_case(args, batch, seq, _device(args), shape)
+            report.stamp(f"llama {shape_name} batch {batch} x {seq}, compile mode {mode}")
+            figures = compiled_step_figures(args, report, case, mode, batch * seq)
+            figures["shape"] = asdict(shape)
+            report_figures(report, shape_name, figures)
+            table.append(figures)
+            _dump(args, "llama_modes.json", table)
+    best = max(
+        (f for f in table if f["mfu_6nt"] is not None), key=lambda f: f["mfu_6nt"], default=None
+    )
+    if best:
+        report.add(
+            f"  best MFU by 6·N·T: {_pct(best['mfu_6nt'])} ({best['shape']['name']}, mode "
+            f"{best['mode']}); target >= 50%"
+        )
+
+
+def moe_config(args):
+    from transformers import Qwen3MoeConfig
+
+    if args.tiny:
+        return Qwen3MoeConfig(
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=128,
+            moe_intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            num_experts=4,
+            num_experts_per_tok=2,
+            max_position_embeddings=256,
+            tie_word_embeddings=False,
+        )
+    return Qwen3MoeConfig(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=2816,
+        moe_intermediate_size=704,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=64,
+        num_experts=32,
+        num_experts_per_tok=4,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+    )
+
+
+def moe_case(args, batch: int, seq: int):
+    from torchport.cases.base import FunctionCase, Workload
+
+    device = _device(args)
+
+    def build(*, seed, size):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(
+                moe_config(args), attn_implementation="sdpa", dtype=torch.float32
+            )
+            ids = torch.randint(0, model.config.vocab_size, (batch, seq))
+        return Workload(
+            model=model,
+            kwargs={"input_ids": ids, "labels": ids, "use_cache": False},
+            loss_fn=lambda out: out.loss,
+            tokens=batch * seq,
+            samples=batch,
+        )
+
+    return FunctionCase("gpu_check/qwen3_moe", build)
+
+
+def moe_section(args, report: Report) -> None:
+    import torch
+
+    batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
+    cfg = moe_config(args)
+    report.stamp(
+        f"qwen3_moe ({cfg.num_experts} experts, top {cfg.num_experts_per_tok}, hidden "
+        f"{cfg.hidden_size} x {cfg.num_hidden_layers}) batch {batch} x {seq}, compile default"
+    )
+    figures = compiled_step_figures(
+        args, report, moe_case(args, batch, seq), "default", batch * seq
+    )
+    report_figures(report, "qwen3_moe", figures)
+    # The parameters a token uses: everything outside the experts, plus top-k of num_experts
+    # of the experts' weights (routing balance decides the real split; the counted FLOPs see it).
+    with torch.device("meta"):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_config(cfg)
+    expert = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    total = sum(p.numel() for p in model.parameters())
+    embed = model.get_input_embeddings().weight.numel()
+    active = total - embed - expert + expert * cfg.num_experts_per_tok / cfg.num_experts
+    tokens = batch * seq
+    step_s = figures["torchport_median_ms"] / 1e3
+    flops_active = 6 * active * tokens
+    tflops = figures["peak_tflops"]
+    figures.update(
+        params_total=total,
+        params_experts=expert,
+        params_active=active,
+        flops_6nt_active=flops_active,
+        mfu_6nt_active=flops_active / step_s / (tflops * 1e12) if tflops else None,
+    )
+    report.add(
+        f"    parameters: {total / 1e6:.4g} M in all, {expert / 1e6:.4g} M in experts, "
+        f"{active / 1e6:.4g} M used per token (non-embedding, top-{cfg.num_experts_per_tok} of "
+        f"{cfg.num_experts}); MFU by 6·N_active·T {_pct(figures['mfu_6nt_active'])}"
+    )
+    report.add(
+        "    6·N·T over all parameters counts every expert for every token, so it overstates the "
+        "work by about num_experts / top_k on the expert weights; the counted FLOPs are those "
+        "of the expert matmuls that ran (a routing imbalance shows there, not in 6·N_active·T)"
+    )
+    _dump(args, "moe.json", figures)
+
+
+def suites_section(args, report: Report) -> None:
+    from importlib import metadata
+
+    suites = {ep.name for ep in metadata.entry_points(group="torchport.suites")}
+    tiny = args.tiny
+    flex_cases = ("flex/causal/*/fwd",) if tiny else ()
+    sweep = lambda name, **kw: run_section(report, name, smoke_sweep, args, report, name, **kw)  # noqa: E731
+    sweep("suite_flex", suite="flex", cases=flex_cases, probes=("perf",))
+    # generate: the ~0.5 B llama of benchmarks/workloads (tiny on the CPU rehearsal)
+    workloads = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads")
+    generate = {
+        "workload_folder": workloads,
+        "suite": "workload",
+        "workload": "llama_500m:make_tiny" if tiny else "llama_500m:make",
+        "scenario": "generate",
+        "prompt_lengths": (16,) if tiny else (128, 512),
+        "new_tokens": 8 if tiny else 64,
+        "gen_batches": (1, 8),
+        "probes": ("serve",),
+    }
+    sweep("suite_generate", **generate)
+    if args.device.startswith("cuda"):
+        sweep(
+            "suite_generate_cudagraphs",
+            **generate,
+            modes=("compile",),
+            compile_mode="reduce-overhead",
+        )
+    ops_cases = ("ops/softmax/float32", "ops/cumsum/float32") if tiny else tuple(args.ops_sample)
+    sweep("suite_ops_sample", suite="ops", cases=ops_cases)
+    for extra in ("kernels", "dist"):
+        if extra not in suites:
+            report.add(f"suite {extra}: not in this checkout (not landed); nothing to run")
+            continue
+        overrides: dict = {"suite": extra}
+        if extra == "dist":
+            overrides["world_size"] = 1  # one GPU: the conformance path on NCCL only
+        sweep(f"suite_{extra}", **overrides)
+
+
+def _device(args) -> str:
+    from torchport.devices import get_adapter
+
+    return str(get_adapter(args.device).device())
+
+
+def _dump(args, name: str, data) -> None:
+    with open(os.path.join(args.out, name), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+
+
+SECTIONS = {"llama": llama_section, "moe": moe_section, "suites": suites_section}
