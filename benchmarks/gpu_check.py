@@ -140,7 +140,7 @@ def smoke_sweep(
             "dtype": args.dtype,
             "modes": ("eager", "compile"),
             "perf_budget_s": args.budget_s,
-            "timeout_s": 300.0,
+            "timeout_s": args.task_timeout,
             "artifacts_dir": os.path.join(args.out, "artifacts"),
             **overrides,
         }
@@ -385,6 +385,9 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--intermediate", type=int, default=3584)
     parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument(
+        "--task-timeout", type=float, default=300.0, help="seconds per torchport task (suites)"
+    )
     parser.add_argument("--tiny", action="store_true", help="tiny llama, smoke/mlp only (CPU)")
     parser.add_argument(
         "--sections",
