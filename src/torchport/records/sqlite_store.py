@@ -142,7 +142,9 @@ class SQLiteStore(SQLStore):
         Words are quoted, so user text is never FTS5 syntax. (Prefixes are opt-in: a prefix
         query reads every posting of every word it covers, 100 000s for a common one.)"""
         terms = []
-        for raw in text.replace('"', " ").split():
+        # Control characters (a NUL ends an FTS5 string early) separate words, as spaces do.
+        text = "".join(ch if ch.isprintable() else " " for ch in text.replace('"', " "))
+        for raw in text.split():
             word = raw.rstrip("*")
             if word:
                 terms.append(f'"{word}"' + ("*" if raw.endswith("*") else ""))
