@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from torchport.records.result import MalformedResult, Result
+from torchport.records.sql_common import redact
 
 MAX_DEPTH = 64  # far past any record torchport writes (findings nest about 6 deep)
 INT_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit integer column, in SQLite and PostgreSQL
@@ -116,6 +117,8 @@ def check(obj: dict) -> dict:
             raise BadLine("a run whose 'environment_ids' are not all text")
         if obj["state"] == "running":  # its supervisor lived elsewhere: never live here
             obj = dict(obj, state="interrupted")
+        if redact(obj["command"]) != obj["command"]:  # a database password on its command line
+            obj = dict(obj, command=redact(obj["command"]))
     elif kind == "result":
         _types(obj, RESULT_SPEC, "result")
         if any(not isinstance(a, str) for a in obj.get("artifacts") or []):
