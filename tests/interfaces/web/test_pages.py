@@ -393,3 +393,33 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
         assert len(joins) == 2 and after["common"] == first["common"] + 1
         client.get("/compare.json?a=r2&b=r1")
         assert len(joins) == 3  # the other direction is its own comparison
+
+
+def test_the_markdown_report_shows_stored_markup_as_text(tmp_path):
+    """Issue 35 (11): stored HTML went into the Markdown report as it was, and a Markdown
+    renderer passes raw HTML through. Rendered (CommonMark, markdown-it), every stored
+    field reads as text: no tag, no link, no image."""
+    from markdown_it import MarkdownIt
+
+    from torchport.interfaces.web.report import markdown_report, report_pages
+
+    evil = "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3))"
+    results = kb.results()
+    results[0] = dict(
+        results[0],
+        status="crash",
+        stage="run",
+        error={"type": "Crash", "message": evil, "traceback": evil},
+    )
+    path = kb.build(
+        tmp_path / "md.db",
+        labels={"release": evil},
+        command=f"torchport run `{evil}`",
+        results_=results,
+    )
+    with open_store(path, write=False) as store:
+        text = markdown_report(report_pages(store, "r1"))
+    rendered = MarkdownIt("commonmark").render(text)
+    assert "<script" not in rendered and "<img" not in rendered
+    assert 'href="javascript' not in rendered
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered  # shown, as text

@@ -60,7 +60,8 @@ class LazyGroup(click.Group):
             code = run(*args, standalone_mode=False, **kwargs)
         except click.UsageError as exc:
             hint = f"; see {exc.ctx.command_path} --help" if exc.ctx else ""
-            click.echo(f"torchport: error: {one_line(exc.format_message())}{hint}", err=True)
+            message = one_line(exc.format_message()).rstrip(".")
+            click.echo(f"torchport: error: {message}{hint}", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
