@@ -89,14 +89,12 @@ class RunConfig:
     def __post_init__(self):
         for name in ("modes", "cases", "exclude", "probes", "prompt_lengths", "gen_batches"):
             object.__setattr__(self, name, _unique(tuple(getattr(self, name))))
-        for name, (flag, least, most) in INT_RANGES.items():
+        for name, (flag, _, _) in INT_RANGES.items():
             value = getattr(self, name)
-            if value is None and name in ("batch", "seq"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
+            if (value is not None or name not in ("batch", "seq")) and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
                 raise ConfigError(f"{flag} must be an integer; got {value!r}")
-            if not least <= value <= most:
-                raise ConfigError(f"{flag} must be from {least} to {most}; got {value}")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise ConfigError(
@@ -157,6 +155,10 @@ class RunConfig:
             raise ConfigError("--ray-address needs --executor ray")
         if self.ray_retries < 0:
             raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
+        for name, (flag, least, most) in INT_RANGES.items():  # the bounds not checked above
+            value = getattr(self, name)
+            if value is not None and not least <= value <= most:
+                raise ConfigError(f"{flag} must be from {least} to {most}; got {value}")
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

@@ -139,7 +139,7 @@ RUN = ["run", "--suite", "smoke", "--cases", "mlp", "--device", "cpu", "--probes
         ("--seed", "99999999999999999999999", "--seed must be from 0 to 18446744073709551615"),
         ("--seed", "-1", "--seed must be from 0"),
         ("--train-steps", "99999999999", "--train-steps must be from 0"),
-        ("--batch", "0", "--batch must be from 1"),
+        ("--batch", "99999999999", "--batch must be from 1 to 2147483647"),
         ("--new-tokens", "10000000000", "--new-tokens must be from 2"),
     ],
 )
