@@ -423,3 +423,27 @@ def test_the_markdown_report_shows_stored_markup_as_text(tmp_path):
     assert "<script" not in rendered and "<img" not in rendered
     assert 'href="javascript' not in rendered
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered  # shown, as text
+
+
+def test_an_imported_run_serves_no_trace(tmp_path):
+    """Issue 35 (1): an imported run's trace path is never looked up, not even by name."""
+    import io
+
+    from torchport.records.exchange import export_runs, import_file
+
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    name = "profile-smoke_mlp-eager-0123456789ab.json"
+    (folder / name).write_text('{"traceEvents": []}')  # a trace this machine wrote
+    source = _trace_kb(tmp_path, f"/elsewhere/{name}")
+    out = io.StringIO()
+    with open_store(source, write=False) as store:
+        export_runs(store, ["r1"], out)
+    (tmp_path / "r1.jsonl").write_text(out.getvalue())
+    target = str(tmp_path / "imported.db")
+    with open_store(target, write=True) as store:
+        import_file(store, str(tmp_path / "r1.jsonl"))
+    with open_store(target, write=False) as store:
+        client = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL)
+        answer = client.get("/runs/r1/trace?case=smoke/mlp&mode=eager")
+    assert answer.status_code == 404 and "imported" in answer.text

@@ -177,6 +177,10 @@ def create_app(
         )
         if not path or not isinstance(path, str):
             return problem(request, 404, f"no profile trace recorded for {case_id} [{mode}]")
+        if store.get_run(request.path_params["run_id"], plan=False).get("pid") is None:
+            # Imported (its supervisor lived elsewhere): its files stayed where it ran, and
+            # the names it carries are not this machine's.
+            return problem(request, 404, "an imported run's trace files stay where it ran")
         served = trace_file(artifacts, path)
         if served is None:
             return problem(
