@@ -172,7 +172,7 @@ def main(argv=None) -> None:
         lines.append(f"knowledge base {args.db}: {total} results in {len(runs)} runs")
         run_b, run_a = runs[0]["id"], runs[2]["id"]  # the newest run and the previous release
         case = store.results(run_id=run_b, limit=1, offset=123)[0]["case"]
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store), base_url="http://localhost")
         lines += [
             "",
             "| page | HTML median ms | HTML max ms | JSON median ms | JSON max ms | bytes (HTML) "
@@ -198,7 +198,14 @@ def main(argv=None) -> None:
         size = pages_module.FULL_VIEWS_UP_TO
         with open_store(whole_run_kb(os.path.join(folder, "w.db"), size), write=False) as store:
             label = f"run of {size} results, every view (a separate file)"
-            lines.append(row(label, "/runs/whole", TestClient(create_app(store)), args.repeats))
+            lines.append(
+                row(
+                    label,
+                    "/runs/whole",
+                    TestClient(create_app(store), base_url="http://localhost"),
+                    args.repeats,
+                )
+            )
     lines += [
         "",
         f"compare {run_a} {run_b} inside the store and views.compare (no page), median of 3:"

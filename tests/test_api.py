@@ -115,3 +115,42 @@ def test_device_index_is_kept():
     assert get_adapter("simdev").device() == "simdev:0"
     with pytest.raises(UnknownDevice):
         get_adapter("cuda:x")
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypatch, how):
+    """Issue 35 (4): the run used to end 'complete' with exit 0, its results written to an
+    unlinked file, and the heartbeat's connection re-created an empty file at the path."""
+    import os
+    import shutil
+    import time
+
+    from torchport import api
+    from torchport.config import RunConfig
+    from torchport.records import StoreError, open_store, sql_store
+
+    monkeypatch.setattr(sql_store, "HEARTBEAT_S", 0.05)
+    path = tmp_path / "kb.db"
+    store = open_store(str(path), write=True)
+
+    def answers(task):
+        if task.key == ("smoke/mlp", "compile"):  # after the first result is in
+            if how == "deleted":
+                for suffix in ("", "-wal", "-shm"):
+                    if os.path.exists(f"{path}{suffix}"):
+                        os.unlink(f"{path}{suffix}")
+                time.sleep(0.5)  # heartbeats come and go meanwhile
+            else:
+                shutil.copy(path, tmp_path / "copy.db")
+                os.replace(tmp_path / "copy.db", path)
+        return Result(case=task.case, mode=task.mode, status="pass").to_dict()
+
+    config = RunConfig(suite="smoke", cases=("mlp",), device="cpu", probes=())
+    with pytest.raises(StoreError, match=f"was {how}"):
+        api.run(config, store, executor=FakeExecutor(answers))
+    if how == "deleted":
+        assert not path.exists()  # nothing re-created it
+    else:  # the file now at the path never got the later result nor a 'complete'
+        with open_store(str(path), write=False) as now:
+            (run,) = now.list_runs()
+            assert run["state"] != "complete" and len(now.results()) == 1

@@ -26,6 +26,27 @@ class ConfigError(ValueError):
     """A configuration that cannot run, with a message that says what to change."""
 
 
+# The range each integer option takes: a value outside is refused before anything runs (a
+# seed past 64 bits would otherwise reach torch.manual_seed inside a worker and be recorded as
+# a build_fail). The upper bounds are far past any real use.
+INT_RANGES = {
+    "seed": ("--seed", 0, 2**64 - 1),
+    "new_tokens": ("--new-tokens", 2, 1_000_000),
+    "batch": ("--batch", 1, 2**31 - 1),
+    "seq": ("--seq", 1, 2**31 - 1),
+    "train_steps": ("--train-steps", 0, 1_000_000),
+    "jobs": ("--jobs", 1, 4096),
+    "ray_retries": ("--ray-retries", 0, 1000),
+}
+LIST_MOST = 2**31 - 1  # each of --prompt-lengths, --gen-batches
+
+
+def _unique(values: tuple) -> tuple:
+    """``values`` in their order with repeats dropped (``--modes eager,eager`` is one mode:
+    a plan with the same item twice could never be completed)."""
+    return tuple(dict.fromkeys(values))
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     suite: str = "smoke"
@@ -66,6 +87,14 @@ class RunConfig:
     ray_retries: int = 1
 
     def __post_init__(self):
+        for name in ("modes", "cases", "exclude", "probes", "prompt_lengths", "gen_batches"):
+            object.__setattr__(self, name, _unique(tuple(getattr(self, name))))
+        for name, (flag, _, _) in INT_RANGES.items():
+            value = getattr(self, name)
+            if (value is not None or name not in ("batch", "seq")) and (
+                isinstance(value, bool) or not isinstance(value, int)
+            ):
+                raise ConfigError(f"{flag} must be an integer; got {value!r}")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise ConfigError(
@@ -94,7 +123,10 @@ class RunConfig:
             ("--prompt-lengths", self.prompt_lengths),
             ("--gen-batches", self.gen_batches),
         ):
-            if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+            if any(
+                isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= LIST_MOST
+                for v in values
+            ):
                 raise ConfigError(f"{flag} must be positive integers; got {list(values)}")
         if not self.prompt_lengths:
             raise ConfigError("--prompt-lengths needs at least one length")
@@ -123,6 +155,10 @@ class RunConfig:
             raise ConfigError("--ray-address needs --executor ray")
         if self.ray_retries < 0:
             raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
+        for name, (flag, least, most) in INT_RANGES.items():  # the bounds not checked above
+            value = getattr(self, name)
+            if value is not None and not least <= value <= most:
+                raise ConfigError(f"{flag} must be from {least} to {most}; got {value}")
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

@@ -9,7 +9,15 @@ Child side (``Watchdog``): the child kills its own group when its supervisor die
 the sweep) or when it runs past the deadline of the work it was given, so no process outlives
 the run that started it, whatever happened to the parent.
 
-Failures are described from exit codes and signals, never from words in error text.
+Descendants that leave the group (a workload's double-forked ``setsid`` daemon) are found too:
+the supervisor makes itself a child subreaper (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``), so an
+orphaned descendant is re-parented to it rather than to init, and every child carries a token
+in its environment that its descendants inherit; ``kill`` ends every process of this user that
+descends from the child or holds its token, and reaps those re-parented here.
+
+Failures are described from exit codes and signals, never from words in error text; a kill
+torchport made (a deadline, a start-up that never came) is described as such, never as an
+outside kill.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from typing import IO
 
 from torchport.execution.channel import LineReader
@@ -30,6 +39,9 @@ from torchport.timing import clock
 
 TAIL_CHARS = 4000
 SUPERVISOR_PID_ENV = "TORCHPORT_SUPERVISOR_PID"
+# Inherited by every descendant of one child: found by it after they left its process group.
+CHILD_TOKEN_ENV = "TORCHPORT_CHILD_TOKEN"
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
 # there would shadow the standard library inside every child. Drop that entry, then run the
 # module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
@@ -43,6 +55,68 @@ class BadEvent(ValueError):
     """A line on the event channel that is not a JSON event object."""
 
 
+_subreaper: bool | None = None
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (once; Linux only). False
+    where the kernel or the platform has no such thing: descendants are then still found by
+    their token while they live, but an orphan is re-parented to init."""
+    global _subreaper
+    if _subreaper is None:
+        _subreaper = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            except (OSError, AttributeError):
+                _subreaper = False
+    return _subreaper
+
+
+def _proc_parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def _proc_has_token(pid: int, token: bytes) -> bool:
+    prefix = CHILD_TOKEN_ENV.encode() + b"="
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(e.startswith(prefix) and token in e[len(prefix) :].split(b":") for e in entries)
+
+
+def descendants(root: int, token: str) -> list[int]:
+    """Live processes below ``root`` (by parent links) or holding ``token`` in their
+    environment; empty where there is no /proc."""
+    try:
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    me = os.getpid()
+    parents = {pid: _proc_parent(pid) for pid in pids}
+    found = {pid for pid in pids if pid not in (me, root) and _proc_has_token(pid, token.encode())}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found and pid != me:
+                found.add(pid)
+                frontier.append(pid)
+    return sorted(found)
+
+
 class Child:
     """``python -m MODULE ARGS --fd N``, supervised."""
 
@@ -54,9 +128,17 @@ class Child:
             "w+b", dir=log_dir, prefix=f"{name}-", suffix=".log", delete=False
         )
         self.started = clock()
+        self.token = uuid.uuid4().hex
+        self.killed_here = False  # torchport killed it (a deadline), not something outside
+        become_subreaper()
         # The child's watchdog watches this pid, not whatever parent it finds once it is up:
         # a supervisor killed while the child was still starting is noticed too.
-        env = {**(os.environ if env is None else env), SUPERVISOR_PID_ENV: str(os.getpid())}
+        env = dict(os.environ if env is None else env)
+        # A child of a child keeps its ancestors' tokens: each supervisor finds its strays.
+        tokens = [t for t in env.get(CHILD_TOKEN_ENV, "").split(":") if t]
+        env.update(
+            {SUPERVISOR_PID_ENV: str(os.getpid()), CHILD_TOKEN_ENV: ":".join([*tokens, self.token])}
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
             stdin=subprocess.PIPE,
@@ -134,14 +216,28 @@ class Child:
                 pass
 
     def kill(self) -> int | None:
-        """Kill the whole process group (always: survivors of a dead leader too); the exit code."""
+        """Kill the whole process group (always: survivors of a dead leader too) and every
+        descendant that left it; the exit code."""
         if self.returncode is not None:
             return self.returncode
+        if self.proc.poll() is None:
+            self.killed_here = True
+        strays = descendants(self.proc.pid, self.token)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.returncode = self.proc.wait()
+        for pid in strays + descendants(self.proc.pid, self.token):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+            if _proc_parent(pid) == os.getpid():  # re-parented here: reap it
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
         self.reader.close()
         self.close_stdin()
         return self.returncode
@@ -152,7 +248,7 @@ class Child:
             return log_tail(f, chars)
 
     def exit_description(self) -> str:
-        return describe_exit(self.returncode)
+        return describe_exit(self.returncode, killed_here=self.killed_here)
 
     def remove_log(self) -> None:
         self.log.close()
@@ -169,11 +265,13 @@ def log_tail(log, chars: int) -> str:
     return log.read().decode(errors="replace")
 
 
-def describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None, *, killed_here: bool = False) -> str:
     if code is None:
         return "not started"
     if code < 0:
         name = signal.Signals(-code).name
+        if name == "SIGKILL" and killed_here:
+            return "signal SIGKILL (killed by torchport)"
         hint = (
             " (killed from outside; possibly the kernel's OOM killer)" if name == "SIGKILL" else ""
         )

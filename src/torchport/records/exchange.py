@@ -18,6 +18,7 @@ Everything a file adds commits together. Works through the Store protocol only; 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -29,6 +30,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from torchport.records.base import StoreError
+from torchport.records.exchange_lines import BadLine, check, parse
 from torchport.records.result import MalformedResult, Result
 
 FORMAT = "torchport-export/1"
@@ -203,17 +205,20 @@ def _lines(path: str) -> Iterator[tuple[int, dict]]:
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
-            except ValueError:
+                obj = parse(text)
+            except BadLine as exc:
                 raise ExchangeError(
-                    f"'{path}' line {number} is not JSON; the file is damaged "
-                    "or not a torchport export"
+                    f"'{path}' line {number} {exc}; the file is damaged or not a torchport export"
                 ) from None
             if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
                 raise ExchangeError(
                     f"'{path}' line {number} is not a torchport export record "
                     f"(kind must be one of {', '.join(KINDS)})"
                 )
+            try:
+                obj = check(obj)
+            except BadLine as exc:
+                raise ExchangeError(f"'{path}' line {number}: {exc}; export it again") from None
             yield number, obj
 
 
@@ -276,9 +281,16 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
     return digests, runs
 
 
-def import_file(store, path: str) -> ImportReport:
-    """Import ``path``: refused whole on a conflicting duplicate, else all at once."""
-    digests, runs = _check(path)
+def check_file(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
+    """Read and check the export file ``path`` whole (ExchangeError naming the first bad
+    line); what ``import_file`` needs of it."""
+    return _check(path)
+
+
+def import_file(store, path: str, checked=None) -> ImportReport:
+    """Import ``path``: refused whole on a conflicting duplicate, else all at once.
+    ``checked``: what check_file(path) gave, when the caller already read it."""
+    digests, runs = checked or _check(path)
     present, conflicts = [], []
     for run_id, digest in digests.items():
         try:
@@ -351,19 +363,29 @@ def is_knowledge_base(source: str) -> bool:
         return False
 
 
-def import_from(store, source: str) -> ImportReport:
-    """Import ``source``: an export file, or every run of another knowledge base (oldest
-    first; a run still going there is refused, as its export would be)."""
+@contextlib.contextmanager
+def prepared(source: str) -> Iterator[tuple[str, Any]]:
+    """``source`` as a checked export file: (its path, what check_file found). A knowledge
+    base is exported to a private temporary folder first (oldest run first; a run still
+    going there is refused, as its export would be), removed on leaving, also when a
+    signal the caller turns into an exception (SIGINT, SIGTERM) stops the import."""
     if not is_knowledge_base(source):
-        return import_file(store, source)
+        yield source, check_file(source)
+        return
     from torchport.records.store import open_store
 
-    with open_store(source, write=False) as other:
-        run_ids = [run["id"] for run in reversed(other.list_runs())]
-        if not run_ids:
-            raise ExchangeError(f"'{source}' holds no runs; nothing to import")
-        with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
-            path = os.path.join(folder, "runs.jsonl")
+    with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
+        path = os.path.join(folder, "runs.jsonl")
+        with open_store(source, write=False) as other:
+            run_ids = [run["id"] for run in reversed(other.list_runs())]
+            if not run_ids:
+                raise ExchangeError(f"'{source}' holds no runs; nothing to import")
             with open(path, "w", encoding="utf-8") as out:
                 export_runs(other, run_ids, out)
-            return import_file(store, path)
+        yield path, check_file(path)
+
+
+def import_from(store, source: str) -> ImportReport:
+    """Import ``source``: an export file, or every run of another knowledge base."""
+    with prepared(source) as (path, checked):
+        return import_file(store, path, checked)

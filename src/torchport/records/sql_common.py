@@ -25,6 +25,8 @@ JSON_COLUMNS = {
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
 _PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/:@\s]*):[^@/\s]*@", re.IGNORECASE)
+# libpq also takes the password (and a client key's) as a query parameter of the URL.
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:ssl)?password=)[^&#\s]*", re.IGNORECASE)
 
 
 def now_iso() -> str:
@@ -32,9 +34,10 @@ def now_iso() -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@host`` in it removed, so
-    a URL can be printed and a command line recorded."""
-    return _PASSWORD.sub(r"\g<head>@", text)
+    """``text`` with the password of every ``scheme://user:password@host`` in it removed, and
+    the value of every ``?password=`` (or ``&sslpassword=``) parameter replaced by ``***``,
+    so a URL can be printed and a command line recorded."""
+    return _QUERY_PASSWORD.sub(r"\g<head>***", _PASSWORD.sub(r"\g<head>@", text))
 
 
 def guarded(method):

@@ -395,6 +395,8 @@ class SQLStore(KnowledgeBase):
             run["plan"] = self._json(run["plan"], list, f"run {run['id']} plan")
             run.pop("planned", None)
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
+        # Recorded before URL query passwords were redacted, or imported: never shown as is.
+        run["command"] = redact(run["command"] or "")
         env_rows = (
             self._conn().execute(self.q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()
             if self._version >= 2

@@ -37,6 +37,9 @@ class SQLiteStore(SQLStore):
         self._ready = False
         self._closed = False
         self._version = schema.SCHEMA_VERSION  # what this file holds once opened
+        # (device, inode) of the file once opened for writing: every write checks that the
+        # path still names it, so a file deleted or replaced under a run is noticed.
+        self._identity: tuple[int, int] | None = None
         exists = schema.check_path(self.path, write=write)
         if self.read_only:
             # Refuse from the raw header first: SQLite never opens another application's file.
@@ -53,7 +56,9 @@ class SQLiteStore(SQLStore):
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"the store for '{self.path}' is closed")
-        mode = "ro" if self.read_only else "rwc"
+        # Only the first, checked open may create the file: a later connection (the heartbeat's
+        # thread) must never re-create a path that was deleted under the run.
+        mode = "ro" if self.read_only else ("rw" if self._identity else "rwc")
         uri = f"{Path(self.path).absolute().as_uri()}?mode={mode}"
         try:
             conn = sqlite3.connect(
@@ -96,12 +101,33 @@ class SQLiteStore(SQLStore):
             raise schema.explain(exc, self.path) from None
         finally:
             self._forget(conn)
+        if write:
+            self._identity = self._file_identity()
         self._ready = True
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            info = Path(self.path).stat()
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _check_same_file(self) -> None:
+        """StoreError when the path no longer names the file this store opened."""
+        if self._identity is not None and self._file_identity() != self._identity:
+            what = "deleted" if not Path(self.path).exists() else "replaced by another file"
+            raise StoreError(
+                f"the knowledge base '{self.path}' was {what} while torchport was writing to "
+                "it; nothing more is recorded and the run is not complete: restore the file "
+                "and --resume the run, or start it again"
+            )
 
     def _writer(self) -> sqlite3.Connection:
         if self.read_only:
             raise StoreError(f"'{self.path}' was opened read-only; open it with write=True")
-        return self._conn()
+        conn = self._conn()
+        self._check_same_file()
+        return conn
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection):
@@ -142,7 +168,9 @@ class SQLiteStore(SQLStore):
         Words are quoted, so user text is never FTS5 syntax. (Prefixes are opt-in: a prefix
         query reads every posting of every word it covers, 100 000s for a common one.)"""
         terms = []
-        for raw in text.replace('"', " ").split():
+        # Control characters (a NUL ends an FTS5 string early) separate words, as spaces do.
+        text = "".join(ch if ch.isprintable() else " " for ch in text.replace('"', " "))
+        for raw in text.split():
             word = raw.rstrip("*")
             if word:
                 terms.append(f'"{word}"' + ("*" if raw.endswith("*") else ""))

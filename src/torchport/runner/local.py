@@ -29,6 +29,17 @@ from torchport.runner.plan import Task
 from torchport.timing import clock
 
 READY_TIMEOUT_S = 300.0
+# A worker imports torch and the backend before it is ready: however short --timeout is, it
+# gets this long to start (a loaded 2-core machine takes ~7 s for the CPU build).
+MIN_START_S = 60.0
+
+
+def start_deadline_s(case_s: float) -> float:
+    """How long a worker may take to be ready: within --timeout (at least MIN_START_S), and
+    never past READY_TIMEOUT_S. A worker stopped while starting is killed by then."""
+    return min(READY_TIMEOUT_S, max(case_s, MIN_START_S))
+
+
 MAX_START_FAILURES = 2
 # The worker's own watchdog ends it this long after the supervisor's deadline would have.
 WATCHDOG_MARGIN_S = 30.0
@@ -59,12 +70,20 @@ class WorkerProcess:
         self.started = self.case_deadline = 0.0
         self.compile_deadline: float | None = None
 
-    def start(self) -> dict:
-        """Wait for the worker's ready event; its environment fingerprint."""
+    def start(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
+        """Wait for the worker's ready event (at most ``timeout_s``); its environment
+        fingerprint."""
         try:
-            event = self.child.next_event(clock() + READY_TIMEOUT_S)
+            event = self.child.next_event(clock() + timeout_s)
         except BadEvent as exc:
             event = {"event": "fatal", "error": {"message": str(exc)}}
+        if event is None and self.child.alive:
+            self.child.kill()
+            self.logs.keep(self.child.log.name)
+            raise WorkerStartError(
+                f"the worker was not ready within its {timeout_s:g} s start-up deadline; "
+                "torchport killed it"
+            )
         return self.on_ready(event)
 
     def on_ready(self, event: dict | None) -> dict:
@@ -232,7 +251,11 @@ class WorkerProcess:
 
 
 def warm_worker(
-    current: WorkerProcess | None, device: str, env: dict[str, str], logs: LogFolder
+    current: WorkerProcess | None,
+    device: str,
+    env: dict[str, str],
+    logs: LogFolder,
+    start_s: float = READY_TIMEOUT_S,
 ) -> WorkerProcess:
     """``current`` while it lives; else a new worker, started (WorkerStartError if it cannot)."""
     if current is not None and current.alive:
@@ -240,18 +263,20 @@ def warm_worker(
     if current is not None:
         current.close()
     worker = WorkerProcess(device, env, logs)
-    worker.start()
+    worker.start(start_s)
     return worker
 
 
-def cold_worker(device: str, env: dict[str, str], cache_dirs, logs: LogFolder) -> WorkerProcess:
+def cold_worker(
+    device: str, env: dict[str, str], cache_dirs, logs: LogFolder, start_s: float = READY_TIMEOUT_S
+) -> WorkerProcess:
     """A worker of its own whose compile caches start empty; it goes after its task."""
     root = tempfile.mkdtemp(prefix="torchport-cold-")
     worker = WorkerProcess(
         device, {**env, **cache_dirs(root), COLD_WORKER_ENV: root}, logs, cold_root=root
     )
     try:
-        worker.start()
+        worker.start(start_s)
     except WorkerStartError:
         worker.close()
         raise
@@ -305,11 +330,13 @@ class LocalExecutor:
         return Finished(task=task, result=result, environment=worker.environment)
 
     def _warm_worker(self) -> WorkerProcess:
-        self.worker = warm_worker(self.worker, self.device, self.env, self.logs)
+        start_s = start_deadline_s(self.deadline.case_s)
+        self.worker = warm_worker(self.worker, self.device, self.env, self.logs, start_s)
         return self.worker
 
     def _cold_worker(self) -> WorkerProcess:
-        return cold_worker(self.device, self.env, self.cache_dirs, self.logs)
+        start_s = start_deadline_s(self.deadline.case_s)
+        return cold_worker(self.device, self.env, self.cache_dirs, self.logs, start_s)
 
     def cancel(self) -> None:
         self.queue.clear()

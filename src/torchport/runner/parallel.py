@@ -26,9 +26,9 @@ from torchport.runner.executor import (
 )
 from torchport.runner.local import (
     MAX_START_FAILURES,
-    READY_TIMEOUT_S,
     WorkerProcess,
     WorkerStartError,
+    start_deadline_s,
 )
 from torchport.runner.plan import Task
 from torchport.runner.shares import Share
@@ -64,11 +64,14 @@ class ParallelExecutor:
         config: dict,
         deadline: Deadline,
         cache_dirs=None,
-        ready_timeout_s: float = READY_TIMEOUT_S,
+        ready_timeout_s: float | None = None,
     ):
         self.env, self.config, self.deadline = env, config, deadline
         self.cache_dirs: Callable[[str], dict[str, str]] = cache_dirs or (lambda root: {})
-        self.ready_timeout_s = ready_timeout_s
+        # None: the start-up deadline within --timeout (local.start_deadline_s)
+        self.ready_timeout_s = (
+            start_deadline_s(deadline.case_s) if ready_timeout_s is None else ready_timeout_s
+        )
         self.slots = [_Slot(share, device) for share, device in zip(shares, devices, strict=True)]
         self.queue: collections.deque[Task] = collections.deque()
         self.done: collections.deque[Finished] = collections.deque()
@@ -205,7 +208,8 @@ class ParallelExecutor:
             self._start_failed(
                 slot,
                 WorkerStartError(
-                    f"the worker was not ready after {self.ready_timeout_s:g} s; killed"
+                    f"the worker was not ready within its {self.ready_timeout_s:g} s start-up "
+                    "deadline; torchport killed it"
                 ),
             )
         else:

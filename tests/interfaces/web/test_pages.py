@@ -18,6 +18,8 @@ from torchport.records import open_store
 from torchport.views.compare import compare_runs
 
 HOSTILE = "<script>alert(1)</script>"
+# The TestClient's default host is "testserver", which the guard does not answer.
+LOCAL = "http://localhost"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def kb_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(kb_path):
     with open_store(kb_path, write=False) as store:
-        yield TestClient(create_app(store))
+        yield TestClient(create_app(store), base_url=LOCAL)
 
 
 def _tables(text: str) -> dict[str, dict]:
@@ -171,7 +173,7 @@ def test_a_long_list_is_linked_and_paged_on_its_own(tmp_path, monkeypatch):
     monkeypatch.setattr(pages, "PAGE_ROWS", 2)
     with open_store(path, write=False) as store:
         whole = compare_runs(store, "r1", "r2")
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store), base_url=LOCAL)
         first = client.get("/compare.json?a=r1&b=r2").json()
         every = [e["case"] for e in whole.newly_failing]
         assert len(every) > 2 and first["views"]["newly-failing"]["rows"][0][0] == every[0]
@@ -239,14 +241,20 @@ def test_unknown_things_are_404_with_the_reason(client, path, needle):
     )
 
 
-def test_trace_link_serves_only_the_recorded_file(kb_path, tmp_path):
-    trace = tmp_path / "trace.json"
-    trace.write_text('{"traceEvents": []}')
+def _trace_kb(tmp_path, recorded: str) -> str:
     result = dict(kb.results()[0])
-    result["findings"] = dict(result["findings"], profile=dict(kb.PROFILE, trace=str(trace)))
-    path = kb.build(tmp_path / "t.db", results_=[result])
+    result["findings"] = dict(result["findings"], profile=dict(kb.PROFILE, trace=recorded))
+    return kb.build(tmp_path / "t.db", results_=[result])
+
+
+def test_trace_link_serves_only_the_recorded_file(tmp_path):
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    trace = folder / "profile-smoke_mlp-eager-0123456789ab.json"
+    trace.write_text('{"traceEvents": []}')
+    path = _trace_kb(tmp_path, str(trace))
     with open_store(path, write=False) as store:
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL)
         text = client.get("/runs/r1").text
         href = html.unescape(re.search(r'<a href="([^"]*/trace\?[^"]*)"', text).group(1))
         assert client.get(href).json() == {"traceEvents": []}
@@ -254,13 +262,97 @@ def test_trace_link_serves_only_the_recorded_file(kb_path, tmp_path):
         assert missing.status_code == 404
     trace.unlink()
     with open_store(path, write=False) as store:
-        gone = TestClient(create_app(store)).get(href)
+        gone = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL).get(href)
         assert gone.status_code == 404 and "is not on this machine" in gone.text
+
+
+SECRET = "root:x:0:0:the server's own file"
+
+
+@pytest.mark.parametrize("where", ["outside", "symlink", "fifo", "named_like_a_trace"])
+def test_a_recorded_path_never_chooses_the_file_served(tmp_path, where):
+    """Issue 35 (1): a stored or imported trace path naming any file on the server (its
+    password file) is not served; only a regular file in the artifacts folder is."""
+    import os
+
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    secret = tmp_path / "passwd"
+    secret.write_text(SECRET)
+    name = "profile-smoke_mlp-eager-0123456789ab.json"
+    recorded = {
+        "outside": str(secret),
+        "symlink": str(folder / name),
+        "fifo": str(folder / name),
+        # the right name, in another folder: the server still reads only its own folder
+        "named_like_a_trace": str(tmp_path / name),
+    }[where]
+    if where == "symlink":
+        os.symlink(secret, folder / name)
+    elif where == "fifo":
+        os.mkfifo(folder / name)
+    elif where == "named_like_a_trace":
+        (tmp_path / name).write_text(SECRET)
+    with open_store(_trace_kb(tmp_path, recorded), write=False) as store:
+        client = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL)
+        answer = client.get("/runs/r1/trace?case=smoke/mlp&mode=eager")
+    assert answer.status_code == 404 and SECRET not in answer.text
+
+
+def test_other_hosts_are_refused_and_every_answer_has_the_security_headers(client):
+    """Issue 35 (2): DNS rebinding (a foreign name in Host) gets 400; every response,
+    errors included, carries CSP without inline script, frame denial, nosniff, no referrer."""
+    foreign = client.get("/runs", headers={"Host": "attacker.example"})
+    assert foreign.status_code == 400 and "does not answer for host" in foreign.text
+    for path in ("/runs", "/runs/r1.json", "/runs/nope", "/static/app.css", "/search?offset=x"):
+        for answer in (client.get(path), client.get(path, headers={"Host": "evil.example:80"})):
+            csp = answer.headers["content-security-policy"]
+            assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("style-src")[0]
+            assert answer.headers["x-frame-options"] == "DENY"
+            assert answer.headers["x-content-type-options"] == "nosniff"
+            assert answer.headers["referrer-policy"] == "no-referrer"
+    assert client.get("/runs", headers={"Host": "127.0.0.1:8000"}).status_code == 200
+    assert client.get("/runs", headers={"Host": "[::1]:8000"}).status_code == 200
+
+
+def test_the_bound_name_is_answered_too(kb_path):
+    from torchport.interfaces.web.guard import allowed_hosts
+
+    with open_store(kb_path, write=False) as store:
+        app = create_app(store, hosts=allowed_hosts("myhost.lan"))
+        assert TestClient(app, base_url="http://myhost.lan:8000").get("/runs").status_code == 200
+        assert TestClient(app, base_url="http://other.lan").get("/runs").status_code == 400
+    assert allowed_hosts("0.0.0.0") is None  # every address: the token (required) guards
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/search?q=mlp&offset=99999999999999999999",
+        "/search?q=mlp&offset=-1",
+        "/search?q=mlp&offset=x",
+        "/runs/r1?offset=99999999999999999999",
+        "/ops/aten.cumsum?offset=1e3",
+        "/compare?a=r1&b=r2&list=steps&offset=99999999999999999999",
+    ],
+)
+def test_paging_out_of_range_is_400_with_a_short_message(client, path):
+    """Issue 35 (9): no 500, no silent 0."""
+    answer = client.get(path)
+    assert answer.status_code == 400 and "offset must be a whole number" in html.unescape(
+        answer.text
+    )
+
+
+def test_a_nul_in_the_search_text_is_no_sql_error(client):
+    answer = client.get("/search?q=%00")
+    assert answer.status_code in (200, 400), answer.text
+    assert "sqlite" not in answer.text.lower() and "syntax" not in answer.text.lower()
 
 
 def test_token_gate(kb_path):
     with open_store(kb_path, write=False) as store:
-        client = TestClient(create_app(store, token="s3cret"))
+        client = TestClient(create_app(store, token="s3cret"), base_url=LOCAL)
         refused = client.get("/runs/r1.json")
         assert refused.status_code == 401 and "needs its token" in refused.text
         assert client.get("/static/app.css").status_code == 401
@@ -285,7 +377,7 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
     real = pages.compare_runs
     monkeypatch.setattr(pages, "compare_runs", lambda *a, **k: joins.append(a) or real(*a, **k))
     with open_store(path, write=False) as store:
-        client = TestClient(create_app(store))
+        client = TestClient(create_app(store), base_url=LOCAL)
         first = client.get("/compare.json?a=r1&b=r2").json()
         assert client.get("/compare.json?a=r1&b=r2").json() == first
         assert len(joins) == 1  # the second look came from the memo
@@ -301,3 +393,57 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
         assert len(joins) == 2 and after["common"] == first["common"] + 1
         client.get("/compare.json?a=r2&b=r1")
         assert len(joins) == 3  # the other direction is its own comparison
+
+
+def test_the_markdown_report_shows_stored_markup_as_text(tmp_path):
+    """Issue 35 (11): stored HTML went into the Markdown report as it was, and a Markdown
+    renderer passes raw HTML through. Rendered (CommonMark, markdown-it), every stored
+    field reads as text: no tag, no link, no image."""
+    from markdown_it import MarkdownIt
+
+    from torchport.interfaces.web.report import markdown_report, report_pages
+
+    evil = "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3))"
+    results = kb.results()
+    results[0] = dict(
+        results[0],
+        status="crash",
+        stage="run",
+        error={"type": "Crash", "message": evil, "traceback": evil},
+    )
+    path = kb.build(
+        tmp_path / "md.db",
+        labels={"release": evil},
+        command=f"torchport run `{evil}`",
+        results_=results,
+    )
+    with open_store(path, write=False) as store:
+        text = markdown_report(report_pages(store, "r1"))
+    rendered = MarkdownIt("commonmark").render(text)
+    assert "<script" not in rendered and "<img" not in rendered
+    assert 'href="javascript' not in rendered
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered  # shown, as text
+
+
+def test_an_imported_run_serves_no_trace(tmp_path):
+    """Issue 35 (1): an imported run's trace path is never looked up, not even by name."""
+    import io
+
+    from torchport.records.exchange import export_runs, import_file
+
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    name = "profile-smoke_mlp-eager-0123456789ab.json"
+    (folder / name).write_text('{"traceEvents": []}')  # a trace this machine wrote
+    source = _trace_kb(tmp_path, f"/elsewhere/{name}")
+    out = io.StringIO()
+    with open_store(source, write=False) as store:
+        export_runs(store, ["r1"], out)
+    (tmp_path / "r1.jsonl").write_text(out.getvalue())
+    target = str(tmp_path / "imported.db")
+    with open_store(target, write=True) as store:
+        import_file(store, str(tmp_path / "r1.jsonl"))
+    with open_store(target, write=False) as store:
+        client = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL)
+        answer = client.get("/runs/r1/trace?case=smoke/mlp&mode=eager")
+    assert answer.status_code == 404 and "imported" in answer.text

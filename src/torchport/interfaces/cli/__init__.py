@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from importlib import import_module
+from typing import Any
 
 import click
 
@@ -35,15 +36,40 @@ class UsageProblem(click.ClickException):
 
     def show(self, file=None):
         # One line whatever the message quotes (a path or a label with a newline or ESC in it).
-        message = "".join(
-            ch if ch.isprintable() else ch.encode("unicode_escape").decode()
-            for ch in self.format_message()
-        )
-        click.echo(f"torchport: error: {message}", err=True)
+        click.echo(f"torchport: error: {one_line(self.format_message())}", err=True)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one printable line (a path or a label may hold a newline or ESC)."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in message
+    )
 
 
 class LazyGroup(click.Group):
-    """Imports a subcommand's module only when that subcommand runs (fast ``--help``)."""
+    """Imports a subcommand's module only when that subcommand runs (fast ``--help``).
+
+    A usage error (an unknown option, a value out of range) is one line and exit 2, like
+    every other bad input, not click's usage block."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        run: Any = super().main
+        if not standalone_mode:
+            return run(*args, standalone_mode=False, **kwargs)
+        try:
+            code = run(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            hint = f"; see {exc.ctx.command_path} --help" if exc.ctx else ""
+            message = one_line(exc.format_message()).rstrip(".")
+            click.echo(f"torchport: error: {message}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def list_commands(self, ctx):
         return list(SUBCOMMANDS)

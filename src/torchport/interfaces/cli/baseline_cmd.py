@@ -56,12 +56,14 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
         baseline = make_baseline(
             run, store.iter_outcomes(run_id), perf=not no_perf, perf_tolerance=perf_tolerance
         )
+    from torchport.interfaces.output import OutputError, output_file
+
     try:
-        with open(output, "w") as f:
+        with output_file(output) as f:
             json.dump(baseline, f, indent=1, sort_keys=False)
             f.write("\n")
-    except OSError as exc:
-        raise UsageProblem(f"cannot write '{output}' ({exc.strerror}); pass another -o") from None
+    except OutputError as exc:
+        raise UsageProblem(str(exc)) from None
     perf = sum(1 for e in baseline["entries"].values() if "perf_median_ms" in e)
     click.echo(
         f"baseline of run {run_id}: {len(baseline['entries'])} (case, mode) entries, "

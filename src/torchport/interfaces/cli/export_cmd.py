@@ -20,25 +20,19 @@ def command(run_specs, output, db):
     """Write runs, their environments, results, op tables, notes and artifact hashes.
 
     RUN is a run id, 'latest' or a selector (device=cpu,release=a)."""
-    import os
-
     from torchport.interfaces.cli import UsageProblem
+    from torchport.interfaces.output import OutputError, check_target, output_file
     from torchport.records.exchange import export_runs
 
-    store = open_db(db)
-    run_ids = [resolve(store, spec, {}) for spec in run_specs]
-    partial = f"{output}.part"  # a failed export leaves no file that looks whole
     try:
-        f = open(partial, "w", encoding="utf-8")
-    except OSError as exc:
-        raise UsageProblem(f"cannot write '{output}' ({exc.strerror}); pass another -o") from None
-    try:
-        with f, store_problems():
+        check_target(output)  # before the store is read: a device or a FIFO is bad input
+        store = open_db(db)
+        run_ids = [resolve(store, spec, {}) for spec in run_specs]
+        # A failed export leaves no file that looks whole, and nothing beside it.
+        with output_file(output) as f, store_problems():
             counts = export_runs(store, run_ids, f)
-        os.replace(partial, output)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+    except OutputError as exc:
+        raise UsageProblem(str(exc)) from None
     click.echo(
         f"exported {counts['runs']} runs, {counts['results']} results, "
         f"{counts['notes']} notes, {counts['artifacts']} artifact references to {output}"

@@ -22,18 +22,29 @@ def command(path, db, as_json):
     same content is skipped, one with different content refuses the whole import; notes are
     merged."""
     import os
+    import signal
 
     from torchport.interfaces.cli import UsageProblem
-    from torchport.records.exchange import import_from
+    from torchport.records.exchange import import_file, prepared
 
     if "://" not in path and not os.path.isfile(path):
         raise UsageProblem(
             f"no export file or knowledge base '{path}'; make one with 'torchport export "
             "RUN -o FILE', or pass a torchport .db file or a database URL"
         )
-    store = open_db(db, write=True)
-    with store_problems():
-        report = import_from(store, path)
+
+    def terminated(signum, frame):
+        raise SystemExit(128 + signum)  # unwinds: the transaction rolls back, temp files go
+
+    before = signal.signal(signal.SIGTERM, terminated)
+    try:
+        # The source is read and checked whole before the knowledge base is opened for
+        # writing, so a bad file creates no database file and changes none.
+        with store_problems(), prepared(path) as (source, checked):
+            store = open_db(db, write=True)
+            report = import_file(store, source, checked)
+    finally:
+        signal.signal(signal.SIGTERM, before)
     if as_json:
         echo_json(report.to_dict())
         return

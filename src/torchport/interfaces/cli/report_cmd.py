@@ -1,8 +1,6 @@
 """torchport report RUN [--compare OTHER] -o FILE: the run's pages in one file to attach to a
 decision (self-contained HTML, or a Markdown summary)."""
 
-from pathlib import Path
-
 import click
 
 from torchport.interfaces.cli.common import (
@@ -48,12 +46,15 @@ def command(run_id, other, output, fmt, device, suite, labels, db):
         pages = report_pages(store, run, against)
     fmt = fmt or ("md" if output.endswith(".md") else "html")
     text = markdown_report(pages) if fmt == "md" else html_report(pages)
+    from torchport.interfaces.output import OutputError, output_file
+
     try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as exc:
+        with output_file(output) as f:
+            f.write(text)
+    except OutputError as exc:
         from torchport.interfaces.cli import UsageProblem
 
-        raise UsageProblem(f"cannot write {output}: {exc.strerror}; pass another -o") from None
+        raise UsageProblem(str(exc)) from None
     compared = f" compared to {against}" if against else ""
     size_kib = len(text.encode()) / 1024
     click.echo(f"report of run {run}{compared}: {output} ({size_kib:.0f} KiB, {fmt})")

@@ -2,6 +2,7 @@
 
 import click
 
+from torchport.interfaces.bounds import MAX_LIMIT, MAX_OFFSET
 from torchport.interfaces.cli.common import (
     db_option,
     json_option,
@@ -40,11 +41,13 @@ def echo_json_stream(items) -> None:
 @click.option(
     "--limit",
     default=None,
-    type=click.IntRange(0),
+    type=click.IntRange(0, MAX_LIMIT),
     help=f"Results per page (0: every one; default {DEFAULT_LIMIT} in the table, "
     "every one, streamed, with --json).",
 )
-@click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results.")
+@click.option(
+    "--offset", default=0, type=click.IntRange(0, MAX_OFFSET), help="Skip this many results."
+)
 @db_option
 @json_option
 def command(run_id, status, case_glob, fallback_op, limit, offset, db, as_json):

@@ -2,6 +2,7 @@
 
 import click
 
+from torchport.interfaces.bounds import MAX_LIMIT, MAX_OFFSET
 from torchport.interfaces.cli.common import (
     db_option,
     echo_json,
@@ -20,10 +21,12 @@ DEFAULT_LIMIT = 50
     "--limit",
     default=DEFAULT_LIMIT,
     show_default=True,
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_LIMIT),
     help="Results per page, best first.",
 )
-@click.option("--offset", default=0, type=click.IntRange(0), help="Skip this many results.")
+@click.option(
+    "--offset", default=0, type=click.IntRange(0, MAX_OFFSET), help="Skip this many results."
+)
 @db_option
 @json_option
 def command(text, limit, offset, db, as_json):

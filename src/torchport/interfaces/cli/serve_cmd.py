@@ -56,7 +56,14 @@ def bind(host: str, port: int) -> socket.socket:
     default=None,
     help="Every request must carry it (needed to listen beyond localhost); or $TORCHPORT_TOKEN.",
 )
-def command(db, host, port, token):
+@click.option(
+    "--artifacts",
+    default="artifacts",
+    show_default=True,
+    help="The folder torchport runs wrote their profile traces to (./artifacts where the run "
+    "started): the only files served.",
+)
+def command(db, host, port, token, artifacts):
     """Browse the knowledge base in a web browser (read-only): runs, a run's matrix and
     plots, a case's history, compare, ops on the host, search. Every page has a JSON twin
     (PATH.json or Accept: application/json)."""
@@ -69,6 +76,7 @@ def command(db, host, port, token):
     import uvicorn
 
     from torchport.interfaces.web.app import create_app
+    from torchport.interfaces.web.guard import allowed_hosts
 
     store = open_db(db)
     sock = bind(host, port)
@@ -77,5 +85,6 @@ def command(db, host, port, token):
     shown = f"[{host}]" if ":" in host else host
     gate = "; requests need the token" if token else ""
     click.echo(f"torchport: serving {store.url} read-only at http://{shown}:{bound}/{gate}")
-    config = uvicorn.Config(create_app(store, token=token), log_level="warning")
+    app = create_app(store, token=token, artifacts=artifacts, hosts=allowed_hosts(host))
+    config = uvicorn.Config(app, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])

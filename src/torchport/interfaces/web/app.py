@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import re
+import stat
 from http.cookies import SimpleCookie
-from pathlib import Path
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
@@ -21,7 +23,9 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from torchport.interfaces.bounds import BadPaging, parse_offset
 from torchport.interfaces.web import pages
+from torchport.interfaces.web.guard import LOCAL_HOSTS, Guard
 from torchport.interfaces.web.html import STATIC, render_page
 from torchport.records import StoreError
 from torchport.views.case_history import exact_glob
@@ -30,9 +34,32 @@ JSON_FLAG = "torchport.json"
 COOKIE = "torchport_token"
 
 
+# The name profile.trace_path gives a trace: the only kind of file the dashboard serves.
+TRACE_NAME = re.compile(r"profile-[A-Za-z0-9_.-]+-[a-z]+-[0-9a-f]{12}\.json")
+
+
 def _offset(request: Request) -> int:
-    raw = request.query_params.get("offset") or "0"
-    return max(0, int(raw)) if raw.isdigit() else 0
+    """The page's offset; BadPaging (HTTP 400) when it is not a bounded whole number."""
+    return parse_offset(request.query_params.get("offset"), "offset")
+
+
+def trace_file(folder: str, recorded: str) -> str | None:
+    """The trace ``recorded`` names, as a file inside ``folder`` (the artifacts folder
+    torchport's runs write, resolved); None unless it is a regular file there with a name
+    profile.trace_path gives. Only the name is taken from the record: a stored or imported
+    path never chooses the folder, and a symlink out of it is refused."""
+    name = os.path.basename(recorded)
+    if not TRACE_NAME.fullmatch(name):
+        return None
+    root = os.path.realpath(folder)
+    path = os.path.join(root, name)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or os.path.dirname(os.path.realpath(path)) != root:
+        return None
+    return path
 
 
 def _after(request: Request) -> dict | None:
@@ -81,8 +108,17 @@ def problem(request: Request, status: int, message: str) -> Response:
     return HTMLResponse(render_page(page), status_code=status)
 
 
-def create_app(store, *, token: str | None = None) -> Starlette:
-    """The application over an open (read-only) store."""
+def create_app(
+    store,
+    *,
+    token: str | None = None,
+    artifacts: str = "artifacts",
+    hosts: frozenset[str] | None = LOCAL_HOSTS,
+) -> Starlette:
+    """The application over an open (read-only) store. ``artifacts``: the folder runs wrote
+    their traces to (the only files served); ``hosts``: the Host names answered (default:
+    the localhost names; None: any, for ``serve`` bound to every address, where the token
+    guards)."""
     links = pages.Links("")
     memo = pages.CompareMemo()
 
@@ -92,6 +128,8 @@ def create_app(store, *, token: str | None = None) -> Starlette:
                 page = build(request)
             except pages.NotFound as exc:
                 return problem(request, 404, str(exc))
+            except BadPaging as exc:
+                return problem(request, 400, str(exc))
             except StoreError as exc:  # a selector that matches nothing, a bad run id
                 return problem(request, 404, str(exc))
             return respond(request, page)
@@ -137,11 +175,23 @@ def create_app(store, *, token: str | None = None) -> Starlette:
         path = (
             ((found[0].get("findings") or {}).get("profile") or {}).get("trace") if found else None
         )
-        if not path:
+        if not path or not isinstance(path, str):
             return problem(request, 404, f"no profile trace recorded for {case_id} [{mode}]")
-        if not Path(path).is_file():
-            return problem(request, 404, f"the trace {path} is not on this machine")
-        return FileResponse(path, media_type="application/json", filename=Path(path).name)
+        if store.get_run(request.path_params["run_id"], plan=False).get("pid") is None:
+            # Imported (its supervisor lived elsewhere): its files stayed where it ran, and
+            # the names it carries are not this machine's.
+            return problem(request, 404, "an imported run's trace files stay where it ran")
+        served = trace_file(artifacts, path)
+        if served is None:
+            return problem(
+                request,
+                404,
+                f"the trace {os.path.basename(path)} is not on this machine in the artifacts "
+                "folder (serve --artifacts DIR names it)",
+            )
+        return FileResponse(
+            served, media_type="application/json", filename=os.path.basename(served)
+        )
 
     app = Starlette(
         routes=[
@@ -159,6 +209,7 @@ def create_app(store, *, token: str | None = None) -> Starlette:
     app.add_middleware(JsonSuffix)
     if token:
         app.add_middleware(TokenGate, token=token)
+    app.add_middleware(Guard, hosts=hosts)
     return app
 
 

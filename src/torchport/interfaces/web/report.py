@@ -26,9 +26,15 @@ def html_report(pages: list[Page]) -> str:
     return render_report(pages, " / ".join(p.title for p in pages))
 
 
+# Stored text is data, never markup: a backslash before each character that could open HTML
+# (a tag, an entity), a link or image, a code span, or end a table cell.
+_MARKUP = str.maketrans({ch: "\\" + ch for ch in "\\|<>&[]`"})
+
+
 def _md(text: str) -> str:
-    """Cell text safe inside a Markdown table row."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Stored text safe inside a Markdown line or table row: shown as it is, never as HTML,
+    a link or a code span (Markdown renderers pass raw HTML through)."""
+    return " ".join(text.translate(_MARKUP).splitlines())
 
 
 def markdown_report(pages: list[Page]) -> str:
@@ -42,7 +48,7 @@ def markdown_report(pages: list[Page]) -> str:
                 f"- state {run['state']}, suite {run['suite']}, device {run['device']}, "
                 f"labels {_md(labels)}",
                 f"- {page.data['results_total']} / {run['planned']} planned results recorded",
-                f"- command: `{_md(run['command'])}`",
+                f"- command: {_md(run['command'])}",
             ]
             for env in (page.data.get("environments") or [])[:1]:
                 lines += [f"- {k}: {_md(cell(v, 'text'))}" for k, v in env.items()]
