@@ -55,6 +55,13 @@ cases = {
 config = RunConfig(device="hostdev", probes=("placement",))
 out = {name: Ladder(c, "eager", config, adapter, lambda e: None, {}).run()
        for name, c in cases.items()}
+
+from torchport.cases.ops import OpCase
+from torchport.runner.op_ladder import OpLadder
+ops_config = RunConfig(suite="ops", device="hostdev", modes=("eager",))
+for op in ("cumsum", "sort", "topk", "index_select", "mm"):
+    c = OpCase(op, "float32", autograd=True)
+    out["ops/" + op] = OpLadder(c, "eager", ops_config, adapter, lambda e: None, {}).run()
 print(json.dumps(out, default=str))
 """
 
@@ -98,11 +105,27 @@ def test_real_fallbacks_named_first_with_their_class(host):
     assert f["placement_off_device"][0]["name"] == "scale"
 
 
+@pytest.mark.parametrize("op", ["cumsum", "sort", "topk", "index_select"])
+def test_suite_ops_grades_the_silent_fallbacks_fallback(host, op):
+    r = host[f"ops/{op}"]
+    assert (r["status"], r["grade"]) == ("pass", "fallback"), r.get("error")
+    named = list(r["findings"]["fallback_ops"])
+    assert any(name.startswith(f"aten.{op}.") for name in named), named  # the overload named
+    assert r["findings"]["host_ops"][0]["evidence_class"] == "a"
+
+
+def test_suite_ops_native_kernel_is_not_a_fallback(host):
+    r = host["ops/mm"]
+    assert (r["status"], r["grade"]) == ("pass", "on_device"), r.get("error")
+    assert r["findings"]["fallback_ops"] == {}
+
+
 def test_wrong_kernel_fails_parity(host):
     r = host["relu"]
     assert (r["status"], r["stage"]) == ("accuracy_fail", "parity"), r.get("error")
 
 
+@pytest.mark.slow  # two runs (~20 s); the ranking itself: tests/views/test_placement_classes.py
 def test_cli_ranks_silent_fallbacks_first_in_show(tmp_path):
     """The command line as a new user meets it: --device hostdev, then show."""
     db = tmp_path / "kb.db"

@@ -206,6 +206,12 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
         row["served_by"] = served
         if served == "fallback":
             mark(row, DISPATCHER_FALLBACK)
+        elif served == "composite" and result.nested is None:
+            # no profiled pass to follow the composite: its own family (cumsum.default calls
+            # cumsum.out), when every overload with a device entry is the fallback
+            family = rec.packet_key(row["op"])
+            if he.served_by_packet(family, result.key) == "fallback":
+                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
         elif served == "composite":
             for inner in _followed(rec.packet_key(row["op"]), composites):
                 if he.served_by_packet(inner, result.key) == "fallback":
