@@ -116,15 +116,18 @@ def test_warning_in_the_vendors_own_words_is_heard(quirk):
 def test_device_kernel_computing_on_the_host_inside(quirk):
     for key in ("inside", "inside/compile"):
         r = quirk[key]
-        assert (r["status"], r["grade"]) == ("pass", "fallback"), (key, r.get("error"))
-        # the backend calls relu its own kernel: only the nested host work gives it away
+        # the backend calls relu its own kernel: only the nested host work gives it away, and
+        # that is its own finding (class d, host_kernel), never a fallback
+        assert (r["status"], r["grade"]) == ("pass", "host_kernel"), (key, r.get("error"))
         assert host_ops(r) == {
             "aten.relu.default": [
                 "nested: aten.relu on the host x1, 1 copies to the host inside the device op"
             ]
         }
+        assert r["findings"]["fallback_ops"] == {}
+        assert r["findings"]["host_kernel_ops"] == {"aten.relu.default": 1}
         row = next(o for o in r["findings"]["ops"] if o["op"] == "aten.relu.default")
-        assert row["served_by"] == "kernel"
+        assert (row["served_by"], row["fallback"], row["evidence_class"]) == ("kernel", False, "d")
 
 
 def test_compile_uses_the_backends_own_dynamo_backend(quirk):

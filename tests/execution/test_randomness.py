@@ -167,3 +167,63 @@ def test_without_the_private_fake_tensor_api_a_trace_is_told_by_its_type(monkeyp
         fake = torch.empty(3)
     monkeypatch.setitem(sys.modules, "torch._subclasses.fake_tensor", None)  # import fails
     assert randomness._traced(fake) and not randomness._traced(torch.empty(3))
+
+
+# -- every random op a compared step can draw --------------------------------------------------
+
+
+def _draws(dtype):
+    """bernoulli, bernoulli_, native_dropout, dropout and SDPA's dropout_p in one compared
+    block: the values at ``dtype`` and the block's report."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(1)
+    probs = torch.rand(6, 5, dtype=torch.float64).to(dtype)
+    x = torch.randn(6, 5, dtype=torch.float64).to(dtype)
+    q, k, v = (torch.randn(2, 3, 4, 8, dtype=torch.float64).to(dtype) for _ in range(3))
+    with randomness.comparable(7) as report:
+        torch.manual_seed(100 if dtype == torch.float32 else 200)  # the generators differ
+        out = {
+            "bernoulli": torch.bernoulli(probs),
+            "bernoulli_": torch.empty_like(x).bernoulli_(0.3),
+            "native_dropout": torch.native_dropout(x, 0.4, True)[0],
+            "dropout": torch.dropout(x, 0.4, True),
+            "sdpa": F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True),
+        }
+    return out, report
+
+
+def test_bernoulli_native_dropout_and_sdpa_dropout_are_comparable():
+    first, report = _draws(torch.float32)
+    second, _ = _draws(torch.float64)
+    assert report["drawn_calls"] == 2 and report["masked_calls"] == 3
+    for name, value in first.items():
+        assert torch.allclose(value.double(), second[name], atol=1e-5), name
+    assert first["sdpa"].shape == (2, 3, 4, 8)
+    # a real mask: some weights dropped, some kept
+    assert 0 < first["native_dropout"].eq(0).sum() < first["native_dropout"].numel()
+
+
+def test_sdpa_reference_formula_matches_torch_without_dropout():
+    import torch.nn.functional as F
+
+    q, k, v = (torch.randn(2, 4, 5, 8) for _ in range(3))
+    mask = torch.randn(5, 5)
+    wrapped = randomness._sdpa("sdpa", lambda *a, **kw: None)
+    randomness._state.active, randomness._state.calls, randomness._state.seed = True, 0, 3
+    randomness._state.masked, randomness._state.making = 0, False
+    try:
+        # dropout_p close to 0 keeps (almost) everything: the formula itself is checked
+        mine = wrapped(q, k, v, mask, dropout_p=1e-9)
+    finally:
+        randomness._state.active = False
+    assert torch.allclose(mine, F.scaled_dot_product_attention(q, k, v, mask), atol=1e-5)
+
+
+def test_inductor_draws_as_eager_within_a_compared_step():
+    from torch._inductor import config as inductor_config
+
+    assert not inductor_config.fallback_random
+    with randomness.comparable(0):
+        assert inductor_config.fallback_random
+    assert not inductor_config.fallback_random

@@ -110,6 +110,7 @@ def test_backend_op_the_recorder_did_not_see_gets_its_own_row():
         "fallback": True,
         "source": "backend op tracking",
         "found_by": ["backend op list"],
+        "evidence_class": "b",
     } in ops
 
 
@@ -464,7 +465,13 @@ def test_op_outside_the_native_set_is_fallback_named_with_its_count(simdev, key)
     assert found_by[1] == "nested: aten.cumsum on the host x2 inside the device op"
     assert found_by[2] == "backend op list"
     assert r["findings"]["host_ops"] == [
-        {"op": "aten.cumsum.default", "device": "simdev", "count": 2, "found_by": found_by}
+        {
+            "op": "aten.cumsum.default",
+            "device": "simdev",
+            "count": 2,
+            "evidence_class": "a",
+            "found_by": found_by,
+        }
     ]
 
 
@@ -623,3 +630,53 @@ def test_smoke_suite_graded_on_simdev_and_on_device_on_cpu(tmp_path):
     )  # host ops named, by count
     shown = torchport("show", graded["simdev"]["run_id"], "--db", db)
     assert "Placement" in shown.stdout
+
+
+# -- evidence classes (synthetic rows) -------------------------------------------------------------
+
+
+def _row(op, count, *found, served="kernel"):
+    row = {"op": op, "device": "hostdev", "count": count, "fallback": False, "served_by": served}
+    for how in found:
+        placement.mark(row, how)
+    return row
+
+
+NESTED_HOW = "nested: aten.mm on the host x1 inside the device op"
+
+
+def test_nested_evidence_alone_never_overrides_the_dispatchers_kernel():
+    rows = placement.classify([_row("aten.mm.default", 30, NESTED_HOW), _row("aten.add.Tensor", 2)])
+    mm = rows[0]
+    assert (mm["served_by"], mm["fallback"], mm["host_kernel"]) == ("kernel", False, True)
+    assert mm["evidence_class"] == "d"
+    assert placement.fallback_ops(rows) == {}
+    assert placement.host_kernel_ops(rows) == {"aten.mm.default": 30}
+    assert placement.grade(rows, "hostdev", [], 4) == "host_kernel"
+    # a tensor left on the host is class c: that makes it a fallback again
+    assert placement.grade(rows, "hostdev", [{"name": "scale"}], 4) == "fallback"
+
+
+def test_every_list_ranks_by_class_then_count():
+    rows = placement.classify(
+        [
+            _row("aten.mm.default", 30, NESTED_HOW),
+            _row("aten.gather.default", 9, placement.WARNING.format("generic pattern")),
+            _row("aten.sort.default", 1, placement.DISPATCHER_FALLBACK, NESTED_HOW, served="fb"),
+            _row("aten.add.Tensor", 5, placement.RECORDER),
+        ]
+    )
+    ranked = placement.rank(rows)
+    assert [(r["op"], r["evidence_class"]) for r in ranked] == [
+        ("aten.sort.default", "a"),
+        ("aten.gather.default", "b"),
+        ("aten.add.Tensor", "c"),
+        ("aten.mm.default", "d"),
+    ]
+    assert list(placement.fallback_ops(rows)) == [
+        "aten.sort.default",
+        "aten.gather.default",
+        "aten.add.Tensor",
+    ]
+    assert [h["evidence_class"] for h in placement.host_ops(rows)] == ["a", "b", "c", "d"]
+    assert placement.grade(rows, "hostdev", [], 4) == "fallback"

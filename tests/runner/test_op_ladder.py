@@ -138,3 +138,29 @@ def test_opinfo_decorations_give_skips_and_tolerances():
     acos = opinfo.decorations(opinfo.get("acos"), "cpu", "bfloat16")
     assert acos.atol is not None and acos.tolerance_source.startswith("OpInfo override")
     assert opinfo.decorations(opinfo.get("add"), "cpu", "float32").atol is None
+
+
+def test_verdict_names_an_error_that_came_after_more_mismatches_than_are_kept():
+    """Errors counted while the failures kept are all mismatches: the verdict never crashes
+    (it used to raise StopIteration) and names the error."""
+    from torchport.runner import op_ladder
+
+    adapter = get_adapter("cpu")
+    config = RunConfig(suite="ops", device="cpu", modes=("eager",))
+    ladder = OpLadder(
+        OpCase("softmax", "float32", autograd=True),
+        "eager",
+        config,
+        adapter,
+        lambda event: None,
+        {},
+    )
+    for index in range(op_ladder.MAX_FAILURES_KEPT + 3):
+        ladder._fail(index, "forward", "mismatch", f"out: off by {index}", ["aten._softmax"])
+    ladder._fail(99, "backward", "error", "RuntimeError: boom", ["aten._softmax_backward_data"])
+    out = ladder._verdict(100)
+    assert (out["status"], out["stage"]) == ("eager_fail", "run")
+    assert out["error"]["type"] == "OpError"
+    assert "sample 99 backward: RuntimeError: boom" in out["error"]["message"]
+    kinds = [f["kind"] for f in out["findings"]["failures"]]
+    assert kinds.count("mismatch") == op_ladder.MAX_FAILURES_KEPT and kinds[-1] == "error"

@@ -28,20 +28,31 @@ from dataclasses import dataclass, field
 
 UNNAMED = "(op not named)"  # a pattern without an ``op`` group matched: fallback, op unknown
 ADAPTER, GENERIC = "adapter pattern", "generic pattern"
-# A fallback to the host, in any wording: "fall(s|ing) back", "fallback", "fall back to run".
-_FALLBACK = r"(?:fall(?:s|ing)?[ -]?back|fallback)"
+# A fallback to the host, in any wording: "fall(s|ing) back", "fell back", "fallback",
+# "fall back to run".
+_FALLBACK = r"(?:f[ae]ll(?:s|ing)?[ -]?back|fallback)"
 _HOST = r"(?:cpu|host)"
 _OP = r"(?P<op>(?:aten|prims|torch\.ops\.aten)(?:::|\.)[A-Za-z_][\w.]*)"
 GENERIC_PATTERNS = (
+    # "operator aten::cumsum fell back to CPU" (any prefix: TorchTPU's "<TorchTpu/Performance/>")
     # "... aten::cumsum.out ... falling back to the CPU" / "... aten.sort ... CPU fallback"
     rf"(?is){_OP}.*?\b{_FALLBACK}\b.*?\b{_HOST}\b",
     rf"(?is){_OP}.*?\b{_HOST}[ -]{_FALLBACK}",
     # "Operator 'cumsum' is not implemented for TPU. Falling back to CPU"
     rf"(?is)\b(?:operator|op|kernel)\s+['\"`](?P<op>[A-Za-z_][\w.:]*)['\"`].*?\b{_FALLBACK}\b.*?"
     rf"\b{_HOST}\b",
+    # "Operator 'cumsum' executed via CPU fallback"
+    rf"(?is)\b(?:operator|op|kernel)\s+['\"`](?P<op>[A-Za-z_][\w.:]*)['\"`].*?\b{_HOST}[ -]"
+    rf"{_FALLBACK}\b",
     # "CPU fallback for aten::cumsum" / "falling back to the CPU for aten::cumsum"
     rf"(?is)\b{_FALLBACK}\b.*?\b{_HOST}\b.*?{_OP}",
     rf"(?is)\b{_HOST}[ -]{_FALLBACK}\b.*?{_OP}",
+    # "aten::cumsum is not implemented for the device, running on CPU" / "... 'cumsum' not
+    # implemented for 'xpu'; running on the CPU instead"
+    rf"(?is){_OP}.*?\bnot (?:currently )?(?:implemented|supported)\b.*?\brun(?:s|ning)? on "
+    rf"(?:the )?{_HOST}\b",
+    rf"(?is)\b(?:operator|op|kernel)\s+['\"`](?P<op>[A-Za-z_][\w.:]*)['\"`].*?\bnot "
+    rf"(?:currently )?(?:implemented|supported)\b.*?\brun(?:s|ning)? on (?:the )?{_HOST}\b",
 )
 
 

@@ -413,6 +413,8 @@ def _execute(op, args, kwargs):
 
 def _native_kernel(op, *args, **kwargs):
     _record(op._schema.name, fallback=False)
+    if _state["host_compute"]:  # a backend whose kernels call CPU aten ops, seen by profilers
+        return _execute(op, args, kwargs)
     with _device_compute():
         return _execute(op, args, kwargs)
 
@@ -699,6 +701,7 @@ _state: dict = {
     "name": DEVICE_NAME,
     "message": DEFAULT_MESSAGE,
     "silent": frozenset(),
+    "host_compute": False,
 }
 _install_lock = threading.Lock()
 
@@ -709,6 +712,7 @@ def install(
     name: str = DEVICE_NAME,
     fallback_message: str = DEFAULT_MESSAGE,
     silent_fallback: Iterable[str] = (),
+    host_compute: bool = False,
 ) -> None:
     """Make ``name`` (default ``simdev``) a torch device in this process. Idempotent; a repeat
     call with another native set re-registers the kernels (the PrivateUse1 name itself can be
@@ -717,6 +721,8 @@ def install(
     fallback_message: the once-per-op warning, formatted with ``op`` and ``device``.
     silent_fallback:  ops (``aten::cumsum`` or ``cumsum``) the fallback serves without warning
                       and without counting them: a backend that says nothing.
+    host_compute:     native kernels run their CPU aten ops visibly (a profiler sees host work
+                      nested inside every device kernel), as a backend computing on host bytes.
     """
     names = resolve_native_ops(native_ops)
     with _install_lock:
@@ -725,6 +731,7 @@ def install(
                 name=name,
                 message=fallback_message,
                 silent=frozenset(_normalize(n) for n in silent_fallback),
+                host_compute=host_compute,
             )
             _setup_device()
         elif name != _state["name"]:

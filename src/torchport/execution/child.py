@@ -42,12 +42,17 @@ SUPERVISOR_PID_ENV = "TORCHPORT_SUPERVISOR_PID"
 # Inherited by every descendant of one child: found by it after they left its process group.
 CHILD_TOKEN_ENV = "TORCHPORT_CHILD_TOKEN"
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# The folder holding the user's workload module: set once by the supervisor (``runner.plan.
+# worker_env``, the workload check), inherited by every child below it (worker, reference,
+# compile, doctor, workload check), and put on sys.path by the one bootstrap below.
+WORKLOAD_PATH_ENV = "TORCHPORT_WORKLOAD_PATH"
 # ``python -m`` would put the current folder first on sys.path, so a user's ``argparse.py``
-# there would shadow the standard library inside every child. Drop that entry, then run the
-# module as ``-m`` would (the user's workload folder is added by the worker, after the stdlib).
+# there would shadow the standard library inside every child. Drop that entry, add the
+# workload's folder after the standard library, then run the module as ``-m`` would.
 _BOOTSTRAP = (
-    "import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
-    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+    "import os, runpy, sys; del sys.path[0]; "
+    f"sys.path.extend(filter(None, [os.environ.get('{WORKLOAD_PATH_ENV}')])); "
+    "module = sys.argv.pop(1); runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
 
 

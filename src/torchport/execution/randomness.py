@@ -17,6 +17,15 @@ sampler, and copy them to the tensor's device and dtype. Without this even the C
 with itself: a float32 and a float64 draw from one seed are different numbers (phimoe's router
 picks other experts).
 
+Also covered: ``torch.bernoulli`` and ``Tensor.bernoulli_`` (uniform draws made as above, kept
+where below the probability), ``torch.native_dropout`` and ``torch.dropout`` (masked as
+``F.dropout``), and ``F.scaled_dot_product_attention`` with ``dropout_p > 0`` (transformers
+passes it in training): computed by PyTorch's documented reference formula (softmax of the
+scaled scores, masked, the keep-mask applied to the attention weights, times the values) with
+the mask made as above. For compiled graphs Inductor's ``fallback_random`` is on within a
+compared step (PyTorch's dynamo benchmark harness does the same for accuracy runs), so a draw
+traced into a graph is made as eager makes it.
+
 What this does not cover, recorded so a reader can weigh it:
 - the device's own dropout kernel (``native_dropout``) is not in a compared step; it runs, in
   training mode, in the placement, perf and compile passes, which compare no numbers;
@@ -24,8 +33,8 @@ What this does not cover, recorded so a reader can weigh it:
   outside the graph); a tensor method (``x.exponential_()``) is a node of the graph, which draws
   from the device's generator: the compared step names it (``traced_draws``) and a parity
   failure says so;
-- other random ops (``torch.rand``/``randn`` with a shape, ``bernoulli``, SDPA's ``dropout_p``)
-  keep their generators: ``torch.manual_seed(seed)`` before each compared step makes the CPU
+- other random ops (``torch.rand``/``randn`` with a shape, ``multinomial``, ``randperm``) keep
+  their generators: ``torch.manual_seed(seed)`` before each compared step makes the CPU
   sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
   reference (``uncontrolled``).
 """
@@ -40,8 +49,9 @@ from typing import Any
 
 METHOD = "cpu-masks"
 DESCRIPTION = (
-    "dropout masks and in-model noise (uniform_, normal_, exponential_, rand_like, randn_like) "
-    "drawn on the CPU in float32 from (seed, call index), the same on every side; other random "
+    "dropout masks (F.dropout, native_dropout, SDPA's dropout_p, bernoulli) and in-model noise "
+    "(uniform_, normal_, exponential_, rand_like, randn_like) drawn on the CPU in float32 from "
+    "(seed, call index), the same on every side; Inductor's fallback_random on; other random "
     "ops only seeded (torch.manual_seed per step)"
 )
 # Tensor methods filled, and torch functions replaced, by draws made as the masks are.
@@ -204,6 +214,99 @@ def _masked(name: str, original):
     return dropout
 
 
+def _bernoulli(name: str, original):
+    """``torch.bernoulli(input)`` / ``torch.bernoulli(input, p)``: uniform draws made as the
+    masks are, kept where below the probability."""
+
+    @functools.wraps(original)
+    def bernoulli(input, *args, generator=None, **kwargs):
+        if generator is not None or not _controlled(input) or _traced(input):
+            return original(input, *args, generator=generator, **kwargs)
+        p = args[0] if args else kwargs.pop("p", input)
+        drawn = _drawn("uniform_", input)
+        return (drawn < p).to(input.dtype)
+
+    return bernoulli
+
+
+def _bernoulli_(name: str, original):
+    """``Tensor.bernoulli_(p=0.5)``, p a float or a tensor of probabilities."""
+
+    @functools.wraps(original)
+    def bernoulli_(self, p=0.5, *, generator=None):
+        if generator is not None or not _controlled(self) or _traced(self):
+            return original(self, p, generator=generator)
+        return self.copy_((_drawn("uniform_", self) < p).to(self.dtype))
+
+    return bernoulli_
+
+
+def _native_dropout(name: str, original):
+    """``torch.native_dropout(input, p, train) -> (output, mask)`` and ``torch.dropout(input,
+    p, train) -> output`` with the keep-mask made as ``F.dropout``'s."""
+
+    @functools.wraps(original)
+    def native_dropout(input, p, train):
+        if not (train and 0.0 < p < 1.0) or not getattr(_state, "active", False):
+            return original(input, p, train)
+        keep = _outside_graph(_keep_mask_impl)(tuple(input.shape), p, input.device, input.dtype)
+        out = input * keep / (1.0 - p)
+        return (out, keep.bool()) if name == "native_dropout" else out
+
+    return native_dropout
+
+
+def _sdpa(name: str, original):
+    """``F.scaled_dot_product_attention`` with ``dropout_p > 0``: the documented reference
+    formula with the keep-mask made as ``F.dropout``'s, applied to the attention weights.
+    q: (..., L, E), k: (..., S, E), v: (..., S, Ev) -> (..., L, Ev)."""
+
+    @functools.wraps(original)
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        if not (0.0 < dropout_p < 1.0) or not getattr(_state, "active", False):
+            return original(query, key, value, attn_mask, dropout_p, is_causal, **kwargs)
+        import math
+
+        import torch
+
+        scale = kwargs.get("scale")
+        scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+        if kwargs.get("enable_gqa") and key.size(-3) != query.size(-3):
+            repeat = query.size(-3) // key.size(-3)
+            key = key.repeat_interleave(repeat, -3)
+            value = value.repeat_interleave(repeat, -3)
+        scores = query @ key.transpose(-2, -1) * scale  # (..., L, S)
+        length, source = query.size(-2), key.size(-2)
+        if is_causal:
+            causal = torch.ones(length, source, dtype=torch.bool, device=query.device).tril()
+            scores = scores.masked_fill(~causal, float("-inf"))
+        if attn_mask is not None:
+            if attn_mask.dtype == torch.bool:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            else:
+                scores = scores + attn_mask
+        weights = torch.softmax(scores, dim=-1)
+        keep = _outside_graph(_keep_mask_impl)(
+            tuple(weights.shape), dropout_p, weights.device, weights.dtype
+        )
+        return (weights * keep / (1.0 - dropout_p)) @ value
+
+    return sdpa
+
+
+@contextlib.contextmanager
+def _inductor_fallback_random():
+    """Inductor draws random numbers as eager does (``fallback_random``), where it can be set."""
+    try:
+        from torch._inductor import config as inductor_config  # private: guarded
+
+        patch = inductor_config.patch(fallback_random=True)
+    except Exception:
+        patch = contextlib.nullcontext()
+    with patch:
+        yield
+
+
 @contextlib.contextmanager
 def comparable(seed: int, *, reset: bool = True):
     """Within: dropout masks and draws as above; ``reset`` restarts the call index (one
@@ -226,6 +329,11 @@ def comparable(seed: int, *, reset: bool = True):
         *((F, name, _masked) for name in ("dropout", *_FEATURE_DIMS)),
         *((torch.Tensor, name, _filled) for name in FILLED),
         *((torch, name, lambda n, fn: _like(LIKE[n], fn)) for name in LIKE),
+        (torch, "bernoulli", _bernoulli),
+        (torch.Tensor, "bernoulli_", _bernoulli_),
+        (torch, "native_dropout", _native_dropout),
+        (torch, "dropout", _native_dropout),
+        (F, "scaled_dot_product_attention", _sdpa),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in replaced]
     for (owner, name, wrap), (_, _, fn) in zip(replaced, originals, strict=True):
@@ -233,7 +341,8 @@ def comparable(seed: int, *, reset: bool = True):
     if reset:
         torch.manual_seed(seed)
     try:
-        yield report
+        with _inductor_fallback_random():
+            yield report
     finally:
         for owner, name, fn in originals:
             setattr(owner, name, fn)

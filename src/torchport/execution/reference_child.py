@@ -10,15 +10,12 @@ One event goes back: ``{"event": "result", "ok": true}`` or ``ok: false`` with t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from torchport.execution.channel import Channel
-from torchport.execution.child import Watchdog
+from torchport.execution.child import WORKLOAD_PATH_ENV, Watchdog
 
-# runner.plan.WORKLOAD_PATH_ENV (the runner sits above this layer: the name is repeated here,
-# and tests/execution/test_reference.py checks the two agree).
-WORKLOAD_PATH_ENV = "TORCHPORT_WORKLOAD_PATH"
+__all__ = ["WORKLOAD_PATH_ENV", "main"]  # the workload's folder: put on sys.path by child.py
 
 
 def main(argv=None) -> int:
@@ -30,8 +27,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     Watchdog().arm(args.deadline_s)  # dies with the worker that started it
-    if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
-        sys.path.append(os.environ[WORKLOAD_PATH_ENV])
     from torchport.execution import reference
 
     try:

@@ -36,12 +36,14 @@ from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 
 # 2: FLOPs counted on the CPU reference; the timer's wait method. 3: noisy sides flagged,
-# training steps in training mode
-PROBE_VERSION = 3
+# training steps in training mode. 4: noise judged by the robust spread (p10-p90 / median)
+PROBE_VERSION = 4
 WARMUP_ROUNDS = 3
-# A side is noisy when its coefficient of variation is above max_cv or it has fewer samples
-# than min_samples: a median from a handful of scattered samples is not a figure to compare.
-NOISE_LIMITS = {"max_cv": 0.10, "min_samples": 10}
+# A side is noisy when its robust spread, (p10-p90) / median, is above max_spread, or it has
+# fewer samples than min_samples: a median from a handful of scattered samples is not a figure
+# to compare. 0.25 is what a CV of 10% gives for a normal sample (p90 - p10 = 2.56 sigma); a
+# few large outliers move the CV (recorded still) but not this spread.
+NOISE_LIMITS = {"max_spread": 0.25, "min_samples": 10}
 
 
 @dataclass
@@ -162,8 +164,8 @@ def first_calls(setup: PerfSetup) -> dict[str, str]:
 def noisy(summary: Summary) -> list[str]:
     """Why a side's figures are noisy (empty: they are not)."""
     why = []
-    if summary.cv > NOISE_LIMITS["max_cv"]:
-        why.append(f"CV {summary.cv:.0%} > {NOISE_LIMITS['max_cv']:.0%}")
+    if summary.spread > NOISE_LIMITS["max_spread"]:
+        why.append(f"p10-p90 {summary.spread:.0%} of median > {NOISE_LIMITS['max_spread']:.0%}")
     if summary.n < NOISE_LIMITS["min_samples"]:
         why.append(f"n = {summary.n} < {NOISE_LIMITS['min_samples']}")
     return why
@@ -190,6 +192,7 @@ def summary_dict(summary: Summary) -> dict:
         "mean_ms": summary.mean_s * 1e3,
         "min_ms": summary.min_s * 1e3,
         "cv": summary.cv,
+        "spread": summary.spread,
     }
 
 

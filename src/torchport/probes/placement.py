@@ -22,6 +22,15 @@ An op counts as a host op on any of this evidence, and each host op records whic
                generic pattern any backend's wording meets (devices/signals.py).
 The first three need nothing from the backend. The backend's names (aten::cumsum, cumsum.out)
 are matched to the recorder's by packet (aten.cumsum).
+
+Evidence classes (``evidence_class`` on each host-op row, the strongest its evidence gives):
+  a  served by the backend's fallback (the dispatcher);
+  b  named by the backend itself (its op list, its warnings);
+  c  ran on host tensors (parameters or buffers left on the host, tensors made there);
+  d  host aten work nested inside a device op, and nothing else: the backend's kernel computes
+     on the host. Not a fallback: the row keeps ``fallback: false`` (``host_kernel: true``), and
+     a result whose only host work is of class d is graded ``host_kernel``.
+Every list ranks by class first and calls second, so no class-a op hides behind class-d ones.
 """
 
 from __future__ import annotations
@@ -48,6 +57,13 @@ DISPATCHER_FALLBACK = "dispatcher: served by the backend's fallback"
 BACKEND_LIST = "backend op list"
 WARNING = "warning ({})"  # adapter pattern / generic pattern
 EARLIER_WARNING = "warning earlier in this process ({})"
+NESTED = "nested"  # the prefix of nested evidence (class d)
+EVIDENCE_CLASSES = {
+    "a": "served by the backend's fallback (dispatcher)",
+    "b": "named by the backend (its op list, its warnings)",
+    "c": "ran on host tensors (parameters or buffers left on the host)",
+    "d": "host work inside a device kernel",
+}
 
 
 @dataclass
@@ -60,9 +76,10 @@ class PassResult:
     nested: he.Nested | None = None  # host work nested in device ops (a profiled step)
 
 
-def observe(adapter, step, target: str | None = None) -> PassResult:
+def observe(adapter, step, target: str | None = None, *, nested: bool = True) -> PassResult:
     """One step under the recorders, with the backend's tracking cleared first; then, off the
-    CPU, one step under the profiler for host work nested inside device ops.
+    CPU, the dispatcher's answers for the device's key and (``nested``) one step under the
+    profiler for host work nested inside device ops.
 
     An adapter may ask for warm-up steps under the same recorders first: the first step
     under a new dispatch mode can recompile, and torch_xla clears its counters while it
@@ -88,6 +105,8 @@ def observe(adapter, step, target: str | None = None) -> PassResult:
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
         he.forget_registrations()  # kernels may have been registered since the last pass
+        if not nested:
+            return result
         with signals.capture(adapter.fallback_patterns) as more:
             result.nested = he.observe_nested(step, target)
             adapter.synchronize()
@@ -129,7 +148,7 @@ def op_table(result: PassResult, target: str) -> list[dict]:
         _merge_dispatcher(rows, result, target)
         _merge_nested(rows, result, target)
         _merge_backend(rows, result, target)
-    return sorted(rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
+    return rank(classify(list(rows.values())))
 
 
 def mark(row: dict, how: str) -> None:
@@ -138,6 +157,39 @@ def mark(row: dict, how: str) -> None:
     found = row.setdefault("found_by", [])
     if how not in found:
         found.append(how)
+
+
+def evidence_class(how: str) -> str:
+    """The class (a-d, see the module's docstring) of one ``found_by`` entry."""
+    if how.startswith("dispatcher"):
+        return "a"
+    if how.startswith((BACKEND_LIST, "warning")):
+        return "b"
+    if how.startswith("recorder"):
+        return "c"
+    return "d" if how.startswith(NESTED) else "b"
+
+
+def classify(rows: list[dict]) -> list[dict]:
+    """Each marked row gets its ``evidence_class``; class d alone is no fallback: the row keeps
+    ``fallback: false`` and says ``host_kernel: true`` (the dispatcher's "kernel" stands)."""
+    for row in rows:
+        found = row.get("found_by") or []
+        if not found:
+            continue
+        row["evidence_class"] = min(evidence_class(h) for h in found)
+        if row["evidence_class"] == "d":
+            row["fallback"], row["host_kernel"] = False, True
+    return rows
+
+
+def rank_key(row: dict) -> tuple:
+    """Class first (a, b, c, then d, then unmarked rows), calls second."""
+    return (row.get("evidence_class") or "e", -(row.get("count") or 0), str(row.get("op")))
+
+
+def rank(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=rank_key)
 
 
 def _device_rows(rows: dict, target: str) -> list[dict]:
@@ -154,6 +206,12 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
         row["served_by"] = served
         if served == "fallback":
             mark(row, DISPATCHER_FALLBACK)
+        elif served == "composite" and result.nested is None:
+            # no profiled pass to follow the composite: its own family (cumsum.default calls
+            # cumsum.out), when every overload with a device entry is the fallback
+            family = rec.packet_key(row["op"])
+            if he.served_by_packet(family, result.key) == "fallback":
+                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
         elif served == "composite":
             for inner in _followed(rec.packet_key(row["op"]), composites):
                 if he.served_by_packet(inner, result.key) == "fallback":
@@ -184,7 +242,7 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
         what = ", ".join(f"{op} on the host x{n}" for op, n in inside.host_ops.most_common(3))
         if inside.to_host_copies:
             what += (", " if what else "") + f"{inside.to_host_copies} copies to the host"
-        how = f"nested: {what} inside the device op"
+        how = f"{NESTED}: {what} inside the device op"
         matched = [r for r in on_device if _family(r["op"]) == _family(packet)]
         for row in matched:
             mark(row, how)
@@ -319,24 +377,34 @@ def grade(
     on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
     if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
         return "host"
-    return "fallback" if off or any(r["fallback"] for r in ops) else "on_device"
+    if off or any(r["fallback"] for r in ops):
+        return "fallback"  # evidence of class a, b or c
+    return "host_kernel" if any(r.get("host_kernel") for r in ops) else "on_device"
 
 
 def fallback_ops(ops: list[dict]) -> dict[str, int]:
-    return {r["op"]: r["count"] for r in ops if r["fallback"]}
+    """Ops served on the host (classes a-c), ranked by class then calls."""
+    return {r["op"]: r["count"] for r in rank(ops) if r["fallback"]}
+
+
+def host_kernel_ops(ops: list[dict]) -> dict[str, int]:
+    """Device kernels with host work nested inside and no other evidence (class d)."""
+    return {r["op"]: r["count"] for r in rank(ops) if r.get("host_kernel")}
 
 
 def host_ops(ops: list[dict]) -> list[dict]:
-    """findings["host_ops"]: each host op with its calls per step and how it was found."""
+    """findings["host_ops"]: each host op with its calls per step, how it was found and its
+    evidence class, ranked by class then calls (class d last)."""
     return [
         {
             "op": r["op"],
             "device": r["device"],
             "count": r["count"],
+            "evidence_class": r.get("evidence_class"),
             "found_by": r.get("found_by", []),
         }
-        for r in ops
-        if r["fallback"]
+        for r in rank(ops)
+        if r["fallback"] or r.get("host_kernel")
     ]
 
 
@@ -363,7 +431,9 @@ def evidence(result: PassResult, target: str, adapter) -> dict:
 class PlacementProbe(Probe):
     name = "placement"
     scenarios = ("train", "generate")  # generate: one decode step (host ops repeat per token)
-    version = 2  # 2: scalar reads are transfers; torch-function inventory; warm-up steps
+    # 2: scalar reads are transfers; torch-function inventory; warm-up steps
+    # 3: evidence classes; host work nested in a device kernel alone is ``host_kernel``
+    version = 3
 
     def run(self, subject: Subject) -> ProbeReport:
         ok, reason = rec.availability()
@@ -398,6 +468,7 @@ class PlacementProbe(Probe):
             {
                 "ops": ops,
                 "fallback_ops": fallback_ops(ops),
+                "host_kernel_ops": host_kernel_ops(ops),
                 "host_ops": host_ops(ops),
                 "placement_copies": moved,
                 "function_ops": fr.rows(result.functions),
@@ -426,6 +497,7 @@ class PlacementProbe(Probe):
                 r["count"] for r in ops if "->" not in r["device"] and "source" not in r
             ),
             "placement_fallback_calls": sum(r["count"] for r in ops if r["fallback"]),
+            "placement_host_kernel_calls": sum(r["count"] for r in ops if r.get("host_kernel")),
         }
         for direction in ("h2d", "d2h", "d2d"):
             metrics[f"placement_{direction}_bytes"] = sum(
@@ -444,5 +516,6 @@ class PlacementProbe(Probe):
         return {
             "grade": grade(ops, target, off, total, on_target_functions),
             "fallback_ops": fallback_ops(ops),
+            "host_kernel_ops": host_kernel_ops(ops),
             "host_ops": host_ops(ops),
         }

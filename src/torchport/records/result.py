@@ -30,7 +30,7 @@ STATUSES = (
     "crash",
     "skip",
 )
-GRADES = ("on_device", "fallback", "host")
+GRADES = ("on_device", "fallback", "host", "host_kernel")
 
 # The ladder's stages, in order, and the status a failure at each one gets. "reference" is the
 # CPU float64 run of the same case: a case whose reference cannot run is not checkable

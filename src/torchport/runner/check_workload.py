@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     Watchdog()
-    sys.path.append(os.environ.get(WORKLOAD_PATH_ENV) or os.getcwd())
+    # the folder (WORKLOAD_PATH_ENV, set by the caller) is on sys.path: execution/child.py
     from torchport.cases.base import Size
     from torchport.cases.workload import WorkloadCase, WorkloadError
 

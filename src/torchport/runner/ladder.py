@@ -20,7 +20,14 @@ from torchport.execution import compile_backend
 from torchport.execution import reference as reference_mod
 from torchport.execution.build import build_workload, step_info
 from torchport.execution.steps import Compared, first_compiled_step, make_step, place, to_cpu
-from torchport.probes import compile_metrics, compile_outcome, determinism, parity, parity_weak
+from torchport.probes import (
+    compile_metrics,
+    compile_outcome,
+    custom_grad,
+    determinism,
+    parity,
+    parity_weak,
+)
 from torchport.probes.base import Subject
 from torchport.records.result import (
     Result,
@@ -113,7 +120,8 @@ class Ladder:
         compared = Compared(config.seed)
         self.graph_draws = compared.traced_draws  # filled as a compiled step is traced
         compared_eager = make_step(module, module, placed, compared=compared)
-        ok, result = self.stage("run", lambda: self._outputs(compared_eager))
+        with custom_grad.recording() as custom_functions:
+            ok, result = self.stage("run", lambda: self._outputs(compared_eager))
         if not ok:
             return self.out.to_dict()
         noise = self._determinism(compared_eager, result)
@@ -158,6 +166,8 @@ class Ladder:
         ok, report = self.stage(
             "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
         )
+        if ok and report.ok and workload.trains and custom_functions.calls:
+            self._custom_backward(custom_functions)
         if ok and not report.ok:
             self.out.fail(
                 "accuracy_fail",
@@ -181,6 +191,24 @@ class Ladder:
         )
         self._probes(subject)
         return self.out.to_dict()
+
+    def _custom_backward(self, seen) -> None:
+        """A custom autograd Function's backward against its forward (gradcheck on the CPU):
+        the reference runs the same backward, so parity alone cannot see a wrong one."""
+        checked = custom_grad.check(seen)
+        self.out.findings["custom_backward"] = checked
+        wrong = [c for c in checked if c["ok"] is False]
+        if wrong:
+            self.out.fail(
+                "accuracy_fail",
+                "parity",
+                error_note(
+                    "CustomBackwardMismatch",
+                    "; ".join(
+                        f"custom autograd Function {c['function']}: {c['detail']}" for c in wrong
+                    ),
+                ),
+            )
 
     def _parity_basis(self) -> str:
         """On the CPU, the eager run at the run's dtype is the baseline itself: judged by the

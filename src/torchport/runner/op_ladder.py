@@ -81,7 +81,9 @@ class OpLadder:
         exc: BaseException | None = None,
     ) -> None:
         self.counts[f"failed_{kind}"] += 1
-        if len(self.failures) < MAX_FAILURES_KEPT:
+        # the first error is always kept (the verdict names it), even past the kept mismatches
+        first_error = kind == "error" and not any(f["kind"] == "error" for f in self.failures)
+        if len(self.failures) < MAX_FAILURES_KEPT or first_error:
             entry = {
                 "sample": index,
                 "phase": phase,
@@ -318,7 +320,8 @@ class OpLadder:
         def forward():
             holder["side"] = ops.forward(op, sample)
 
-        passes = [placement.observe(self.adapter, forward)]
+        # the dispatcher's evidence as in the model ladder (no profiled re-run of the sample)
+        passes = [placement.observe(self.adapter, forward, self.target, nested=False)]
         side = holder["side"]
         side.cotangents = None
         if backward and side.forward_error is None:
@@ -326,7 +329,12 @@ class OpLadder:
             if side.cotangents is not None:
                 placed = ops.placed_cotangents(side, sample, side.cotangents)  # unrecorded
                 passes.append(
-                    placement.observe(self.adapter, lambda: ops.backward(side, sample, placed))
+                    placement.observe(
+                        self.adapter,
+                        lambda: ops.backward(side, sample, placed),
+                        self.target,
+                        nested=False,
+                    )
                 )
         aten: set[str] = set()
         for observed in passes:
@@ -366,6 +374,9 @@ class OpLadder:
             entry = self.rows.setdefault((r["op"], r["device"]), dict(r, count=0))
             entry["count"] += r["count"]
             entry["fallback"] = entry["fallback"] or r["fallback"]
+            for how in r.get("found_by") or ():
+                if how not in entry.setdefault("found_by", []):
+                    entry["found_by"].append(how)
 
     # -- verdict ----------------------------------------------------------------------------
     def _verdict(self, total: int) -> dict:
@@ -393,14 +404,15 @@ class OpLadder:
             first = self.failures[0]
             errors = counts["failed_error"]
             status, stage = ("eager_fail", "run") if errors else ("accuracy_fail", "parity")
-            chosen = next(f for f in self.failures if (f["kind"] == "error") == bool(errors))
+            wanted = "error" if errors else "mismatch"
+            chosen = next((f for f in self.failures if f["kind"] == wanted), first)
             out.status, out.stage = status, stage
             out.error = {
                 "type": "OpError" if errors else "ParityMismatch",
                 "message": f"{self.case.op_key} [{self.case.dtype}] sample "
                 f"{chosen['sample']} {chosen['phase']}: {chosen['message']}"
                 f" (aten: {', '.join(chosen['aten_ops'][:6]) or '-'})",
-                "traceback": first.get("traceback"),
+                "traceback": chosen.get("traceback") or first.get("traceback"),
             }
         elif not counts["checked"]:
             reason = self.sample_skips.most_common(1)[0][0] if self.sample_skips else "no_samples"
@@ -412,10 +424,14 @@ class OpLadder:
         from torchport.probes import dispatch_recorder as rec
         from torchport.probes.placement import HOST_NO_WORK
 
-        rows = sorted(self.rows.values(), key=lambda r: (not r["fallback"], -r["count"], r["op"]))
+        for r in self.rows.values():  # classes again over the samples' merged evidence
+            r.pop("host_kernel", None)
+            r["fallback"] = bool(r.get("found_by"))
+        rows = placement.rank(placement.classify(list(self.rows.values())))
         if rows:
             self.out.findings["ops"] = rows
             self.out.findings["fallback_ops"] = placement.fallback_ops(rows)
+            self.out.findings["host_ops"] = placement.host_ops(rows)
             compute = [
                 r
                 for r in rows
@@ -424,6 +440,8 @@ class OpLadder:
             on_host = sum(r["count"] for r in compute if r["fallback"])
             on_device = sum(r["count"] for r in compute if not r["fallback"])
             self.out.grade = "on_device" if not on_host else "host" if not on_device else "fallback"
+            if self.out.grade == "on_device" and any(r.get("host_kernel") for r in compute):
+                self.out.grade = "host_kernel"
             self.out.findings["served"] = self._served(compute)
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)

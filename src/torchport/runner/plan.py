@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from torchport.cases.registry import load_suite, select
 from torchport.config import ConfigError, RunConfig
+from torchport.execution import child
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,4 +82,4 @@ def worker_env(config: RunConfig, adapter, workload_path: str | None = None) -> 
     return env
 
 
-WORKLOAD_PATH_ENV = "TORCHPORT_WORKLOAD_PATH"
+WORKLOAD_PATH_ENV = child.WORKLOAD_PATH_ENV  # read by the one bootstrap of every child

@@ -17,7 +17,6 @@ import sys
 from torchport.execution.channel import Channel
 from torchport.execution.child import Watchdog
 from torchport.records.result import crashed, error_value
-from torchport.runner.plan import WORKLOAD_PATH_ENV
 
 
 def _reset_compiler() -> None:
@@ -38,8 +37,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     watchdog = Watchdog()
-    if os.environ.get(WORKLOAD_PATH_ENV):  # the user's workload folder, after the stdlib
-        sys.path.append(os.environ[WORKLOAD_PATH_ENV])
+    # the user's workload folder (WORKLOAD_PATH_ENV) is on sys.path: execution/child.py
 
     # Imported before "ready": a task's deadline starts when it is sent, and should not pay
     # for the worker's own imports (slow on a busy host, with workers side by side).

@@ -107,10 +107,14 @@ def build(run: dict, results: list[dict]) -> View | None:
         if i.get("noisy") and i.get("host_load")
     ]
     if loads:
+        limits = infos[0].get("noise_limits") or {"max_cv": 0.1, "min_samples": 10}
+        judged = (
+            f"p10-p90 <= {limits['max_spread']:.0%} of the median"
+            if "max_spread" in limits
+            else f"CV <= {limits.get('max_cv', 0.1):.0%}"  # a record from before the spread
+        )
         notes.append(
-            "noisy: outside CV <= {max_cv:.0%} and n >= {min_samples}; host load then: ".format(
-                **(infos[0].get("noise_limits") or {"max_cv": 0.1, "min_samples": 10})
-            )
+            f"noisy: outside {judged} and n >= {limits.get('min_samples', 10)}; host load then: "
             + ", ".join(
                 f"{r['case']} ({r['mode']}) {load.get('load_avg_1min')} on "
                 f"{load.get('cpu_count')} cores"

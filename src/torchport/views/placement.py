@@ -11,11 +11,19 @@ def short_op(name: str) -> str:
     return name.removeprefix("aten.").removesuffix(".default")
 
 
-def host_ops(fallback_ops: dict) -> dict[str, int]:
-    """Every fallback op with its calls per step, most called first (the renderer shows the
-    top few)."""
-    ranked = sorted(fallback_ops.items(), key=lambda kv: (-kv[1], kv[0]))
+def host_ops(fallback_ops: dict, classes: dict[str, str] | None = None) -> dict[str, int]:
+    """Every fallback op with its calls per step: evidence class first (``classes``: short op
+    -> a/b/c, from findings["host_ops"]), most called second (the renderer shows the top few)."""
+    classes = classes or {}
+    ranked = sorted(
+        fallback_ops.items(),
+        key=lambda kv: (classes.get(short_op(kv[0]), "e"), -_calls(kv[1]), kv[0]),
+    )
     return {short_op(op): n for op, n in ranked}
+
+
+def _calls(n) -> int:
+    return n if isinstance(n, int) else 0
 
 
 # How a host op was found, shortened for a table (the full text is in findings["host_ops"]).
@@ -31,8 +39,16 @@ FOUND_SHOWN = 3
 
 def found_by(host_ops_found: list[dict]) -> str | None:
     """``relu: nested; cumsum: dispatcher, nested, warning`` for the most called host ops."""
-    entries = [h for h in host_ops_found if isinstance(h, dict) and "op" in h]
-    ranked = sorted(entries, key=lambda h: (-(h.get("count") or 0), str(h["op"])))
+    # class d (host work inside a device kernel) is shown apart: see ``host_kernels``
+    entries = [
+        h
+        for h in host_ops_found
+        if isinstance(h, dict) and "op" in h and h.get("evidence_class") != "d"
+    ]
+    ranked = sorted(
+        entries,
+        key=lambda h: (str(h.get("evidence_class") or "e"), -(h.get("count") or 0), str(h["op"])),
+    )
     parts = []
     for h in ranked[:FOUND_SHOWN]:
         if not isinstance(h, dict) or "op" not in h:
@@ -42,7 +58,8 @@ def found_by(host_ops_found: list[dict]) -> str | None:
             for prefix, short in FOUND_BY
             if any(str(how).startswith(prefix) for how in h.get("found_by") or ())
         ]
-        parts.append(f"{short_op(h['op'])}: {', '.join(tags) or '?'}")
+        klass = f" [{h['evidence_class']}]" if h.get("evidence_class") else ""
+        parts.append(f"{short_op(h['op'])}{klass}: {', '.join(tags) or '?'}")
     return "; ".join(parts) or None
 
 
@@ -103,7 +120,7 @@ def build(run: dict, results: list[dict]) -> View | None:
                 r["mode"],
                 r["status"],
                 grade(r),
-                host_ops(findings.get("fallback_ops") or {}),
+                host_ops(findings.get("fallback_ops") or {}, op_classes([r])),
                 found_by(findings.get("host_ops") or []),
                 copies(metrics),
             ]
@@ -112,10 +129,13 @@ def build(run: dict, results: list[dict]) -> View | None:
     clean = sum(1 for r in passes if r.get("grade") == "on_device")
     fallback = sum(1 for r in passes if r.get("grade") == "fallback")
     host = sum(1 for r in passes if r.get("grade") == "host")
+    kernels = sum(1 for r in passes if r.get("grade") == "host_kernel")
     notes = [
         f"{clean} / {len(passes)} passes ran on the device (clean), {fallback} pass + "
         f"fallback, {host} pass on the host"
+        + (f", {kernels} pass whose device kernels compute on the host" if kernels else "")
     ]
+    notes += [note for r in observed if (note := host_kernels(r))]
     ranked = ranked_host_ops(observed)[:5]
     if ranked:
         notes.append(
@@ -147,16 +167,44 @@ def build(run: dict, results: list[dict]) -> View | None:
     )
 
 
+def host_kernels(result: dict) -> str | None:
+    """A note naming the device kernels that compute on the host (evidence class d alone: not
+    a fallback, shown apart from the host ops)."""
+    ops = (result.get("findings") or {}).get("host_kernel_ops") or {}
+    if not ops:
+        return None
+    ranked = sorted(ops.items(), key=lambda kv: (-_calls(kv[1]), kv[0]))
+    named = ", ".join(f"{short_op(op)} x{n}" for op, n in ranked[:4])
+    more = f" (+{len(ops) - 4} more)" if len(ops) > 4 else ""
+    return (
+        f"{result['case']} ({result['mode']}): device kernels with host work inside "
+        f"(class d, not a fallback): {named}{more}"
+    )
+
+
+def op_classes(results: list[dict]) -> dict[str, str]:
+    """short op -> its strongest evidence class over ``results`` (findings["host_ops"])."""
+    classes: dict[str, str] = {}
+    for r in results:
+        for h in (r.get("findings") or {}).get("host_ops") or ():
+            if isinstance(h, dict) and h.get("evidence_class") and "op" in h:
+                op = short_op(str(h["op"]))
+                classes[op] = min(classes.get(op, "e"), str(h["evidence_class"]))
+    return classes
+
+
 def ranked_host_ops(results: list[dict]) -> list[tuple[str, list[tuple[str, str]], int]]:
     """``(op, [(case, mode)...], calls per step summed)`` for every op some result ran on the
-    host, the op in most results first."""
+    host: by evidence class first (a dispatcher fallback before a warned one), then the op in
+    most results."""
     found: dict[str, tuple[list[tuple[str, str]], list[int]]] = {}
     for r in results:
         for op, calls in ((r.get("findings") or {}).get("fallback_ops") or {}).items():
             keys, total = found.setdefault(short_op(op), ([], [0]))
             keys.append((r["case"], r["mode"]))
             total[0] += calls if isinstance(calls, int) else 0
-    ranked = sorted(found.items(), key=lambda kv: (-len(kv[1][0]), kv[0]))
+    classes = op_classes(results)
+    ranked = sorted(found.items(), key=lambda kv: (classes.get(kv[0], "e"), -len(kv[1][0]), kv[0]))
     return [(op, keys, total[0]) for op, (keys, total) in ranked]
 
 

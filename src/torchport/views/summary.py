@@ -18,4 +18,12 @@ def build(run: dict, results: list[dict]) -> View | None:
     )
     if fallback_passes:
         notes.append(f"{fallback_passes} pass results ran some ops on the host (grade fallback)")
+    kernel_passes = sum(
+        1 for r in results if r["status"] == "pass" and r.get("grade") == "host_kernel"
+    )
+    if kernel_passes:
+        notes.append(
+            f"{kernel_passes} pass results whose device kernels compute on the host (grade "
+            "host_kernel: host work nested inside device kernels, no fallback)"
+        )
     return View("Status counts", columns("status", ("results", "count")), rows, notes)

@@ -1,0 +1,152 @@
+"""Custom backward checked: a custom ``torch.autograd.Function`` a step runs is checked against
+the function it differentiates with ``torch.autograd.gradcheck`` (float64, on the CPU, at the
+size the step called it with when that is small).
+
+The reference runs the same custom backward as the device, so parity cannot see a wrong one:
+gradcheck compares the backward with finite differences of the forward. ``recording()`` notes
+each user-defined Function class the first time it is applied in a step, with a float64 CPU copy
+of its arguments; ``check(seen)`` runs gradcheck on each. Functions defined inside torch are left
+out (torch tests its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ELEMENTS = 4096  # gradcheck's cost grows with the inputs' size: larger calls are not checked
+_TOLERANCE = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
+
+
+@dataclass
+class Seen:
+    calls: dict = field(default_factory=dict)  # qualified name -> (Function class, args copy)
+
+
+def _name(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _copy(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().to("cpu")
+        return value.to(torch.float64) if value.is_floating_point() else value
+    return value
+
+
+@contextlib.contextmanager
+def recording():
+    """Within: the first application of each user-defined autograd Function is noted."""
+    from torch.autograd.function import Function
+
+    seen = Seen()
+    original = Function.__dict__.get("apply")
+    if not isinstance(original, classmethod):  # a torch whose Function.apply is not patchable
+        yield seen
+        return
+
+    def apply(cls, *args, **kwargs):
+        name = _name(cls)
+        if name not in seen.calls and not cls.__module__.startswith("torch."):
+            with contextlib.suppress(Exception):  # a copy we cannot make: the call still runs
+                seen.calls[name] = (cls, [_copy(a) for a in args], dict(kwargs))
+        return original.__func__(cls, *args, **kwargs)
+
+    Function.apply = classmethod(apply)
+    try:
+        yield seen
+    finally:
+        Function.apply = original
+
+
+def check(seen: Seen) -> list[dict[str, Any]]:
+    """gradcheck for each Function seen: ``{"function", "ok", "detail"[, "max_abs_diff"]}``."""
+    import torch
+    from torch.autograd.gradcheck import GradcheckError
+
+    results = []
+    for name, (cls, args, kwargs) in sorted(seen.calls.items()):
+        entry: dict[str, Any] = {"function": name}
+        floats = [
+            i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()
+        ]
+        size = sum(args[i].numel() for i in floats)
+        if not floats:
+            entry.update(ok=None, detail="not checked: no floating-point tensor argument")
+        elif size > MAX_ELEMENTS:
+            entry.update(
+                ok=None, detail=f"not checked: {size} input elements > {MAX_ELEMENTS} (gradcheck)"
+            )
+        else:
+            inputs = [
+                a.clone().requires_grad_(True) if i in floats else a for i, a in enumerate(args)
+            ]
+            wanted = tuple(inputs[i] for i in floats)
+
+            def fn(*xs, cls=cls, inputs=inputs, kwargs=kwargs, floats=floats):
+                call = list(inputs)
+                for i, x in zip(floats, xs, strict=True):
+                    call[i] = x
+                return cls.apply(*call, **kwargs)
+
+            try:
+                torch.autograd.gradcheck(
+                    fn,
+                    wanted,
+                    eps=_TOLERANCE["eps"],
+                    atol=_TOLERANCE["atol"],
+                    rtol=_TOLERANCE["rtol"],
+                    raise_exception=True,
+                )
+                entry.update(ok=True, detail=f"gradcheck passed (float64, {size} elements)")
+            except GradcheckError as exc:
+                entry.update(ok=False, detail=_figures(fn, wanted) or str(exc)[:600])
+            except Exception as exc:  # the check itself could not run: said, not a verdict
+                entry.update(ok=None, detail=f"not checked: {type(exc).__name__}: {exc}"[:600])
+        results.append(entry)
+    return results
+
+
+def _figures(fn, inputs) -> str | None:
+    """The largest gap between the backward's Jacobian and central finite differences of the
+    forward (first output), over every input."""
+    import torch
+
+    eps = _TOLERANCE["eps"]
+
+    def first(*xs):
+        out = fn(*xs)
+        return (out[0] if isinstance(out, tuple) else out).reshape(-1)
+
+    try:
+        analytical = torch.autograd.functional.jacobian(first, tuple(inputs))
+        worst = None
+        for i, x in enumerate(inputs):
+            base = x.detach()
+            numerical = torch.empty_like(analytical[i].reshape(analytical[i].shape[0], -1))
+            for k in range(base.numel()):
+                shift = torch.zeros_like(base).reshape(-1)
+                shift[k] = eps
+                shift = shift.reshape(base.shape)
+                args = [a.detach() for a in inputs]
+                args[i] = base + shift
+                up = first(*args).detach()
+                args[i] = base - shift
+                numerical[:, k] = (up - first(*args).detach()) / (2 * eps)
+            got = analytical[i].reshape(numerical.shape)
+            diff = float((got - numerical).abs().max())
+            if worst is None or diff > worst[0]:
+                worst = (diff, float(numerical.abs().max()), i)
+    except Exception:
+        return None
+    if worst is None:
+        return None
+    diff, scale, i = worst
+    return (
+        f"backward disagrees with finite differences of the forward: max |analytical - "
+        f"numerical| {diff:.3g} (numerical max {scale:.3g}) for input {i}, output 0 "
+        f"(float64, eps {eps:g}, atol {_TOLERANCE['atol']:g}, rtol {_TOLERANCE['rtol']:g})"
+    )

@@ -1,0 +1,133 @@
+"""Custom backward checked: a custom autograd Function's backward against finite differences
+of its forward (gradcheck, float64, CPU). The reference runs the same backward, so parity alone
+passes a wrong one."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from tests.conftest import torchport
+from torchport.probes import custom_grad
+
+FUNCTIONS = textwrap.dedent("""\
+    import torch
+
+
+    class WrongSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 3 * x * grad  # d(x^2)/dx is 2x
+
+
+    class ScaledSquare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            ctx.k = k
+            return k * x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * ctx.k * x * grad, None
+
+
+    class Model(torch.nn.Module):
+        def __init__(self, wrong):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+            self.wrong = wrong
+
+        def forward(self, x):
+            y = self.linear(x)
+            return WrongSquare.apply(y) if self.wrong else ScaledSquare.apply(y, 0.5)
+
+
+    def make(wrong=False):
+        x = torch.randn(2, 4)
+        return {"model": Model(wrong), "inputs": (x,), "loss_fn": lambda out: out.sum()}
+
+
+    def make_wrong():
+        return make(wrong=True)
+""")
+
+
+def _apply_both():
+    namespace: dict = {}
+    exec(FUNCTIONS, namespace)
+    x = torch.randn(2, 3, requires_grad=True)
+    with custom_grad.recording() as seen:
+        out = (
+            namespace["WrongSquare"].apply(x).sum() + namespace["ScaledSquare"].apply(x, 0.5).sum()
+        )
+        out.backward()
+    return seen
+
+
+def test_recording_notes_user_functions_and_restores_apply():
+    before = torch.autograd.Function.__dict__["apply"]
+    seen = _apply_both()
+    assert torch.autograd.Function.__dict__["apply"] is before
+    assert {name.rsplit(".", 1)[-1] for name in seen.calls} == {"WrongSquare", "ScaledSquare"}
+
+
+def test_wrong_backward_fails_gradcheck_with_figures_and_a_right_one_passes():
+    checked = {c["function"].rsplit(".", 1)[-1]: c for c in custom_grad.check(_apply_both())}
+    assert checked["ScaledSquare"]["ok"] is True
+    wrong = checked["WrongSquare"]
+    assert wrong["ok"] is False
+    assert wrong["detail"].startswith("backward disagrees with finite differences")
+    assert "max |analytical - numerical|" in wrong["detail"]
+
+
+def test_large_calls_are_said_unchecked():
+    seen = custom_grad.Seen()
+    seen.calls["m.F"] = (
+        object,
+        [torch.zeros(custom_grad.MAX_ELEMENTS + 1, dtype=torch.float64)],
+        {},
+    )
+    [entry] = custom_grad.check(seen)
+    assert entry["ok"] is None and entry["detail"].startswith("not checked:")
+
+
+@pytest.mark.slow  # two runs with their reference children
+@pytest.mark.parametrize(("factory", "status"), [("make", "pass"), ("make_wrong", "accuracy_fail")])
+def test_workload_with_a_custom_backward(tmp_path, factory, status):
+    (tmp_path / "custom.py").write_text(FUNCTIONS)
+    proc = torchport(
+        "run",
+        "--workload",
+        f"custom:{factory}",
+        "--device",
+        "cpu",
+        "--modes",
+        "eager",
+        "--probes",
+        "placement",
+        "--db",
+        tmp_path / "kb.db",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result,) = json.loads(proc.stdout)["results"]
+    assert result["status"] == status, result.get("error")
+    checked = {c["function"]: c["ok"] for c in result["findings"]["custom_backward"]}
+    if status == "pass":
+        assert checked == {"custom.ScaledSquare": True}
+    else:
+        assert checked == {"custom.WrongSquare": False}
+        assert result["error"]["type"] == "CustomBackwardMismatch"
+        assert "custom autograd Function custom.WrongSquare" in result["error"]["message"]
