@@ -7,6 +7,7 @@
 #   benchmarks/real_backends.sh setup      # only build the venvs (large downloads: ~4 GB each
 #                                          # for torch 2.9.0 / 2.12.1, whose PyPI builds are CUDA)
 #   benchmarks/real_backends.sh run        # only run (venvs already built)
+#   benchmarks/real_backends.sh xla|jax    # only that backend's runs (venvs already built)
 #
 # Pins (why): torch_xla 2.9.0 pins torch 2.9.0; torchax 0.0.13 does not import on torch 2.13
 # (aten.prod overload), it works on torch 2.12.1 with jax[cpu] 0.10.2; torch_tpu 0.2.0 supports
@@ -18,6 +19,8 @@ ROOT=$(pwd)
 VENVS=${TORCHPORT_BACKEND_VENVS:-$HOME/.cache/torchport/backend-venvs}
 OUT=${TORCHPORT_BACKEND_RESULTS:-$ROOT/docs/results/backends}
 PY=${PYTHON:-python3}
+# backend_summary.py reads SQLite only (no torch): any Python with torchport installed.
+SUMMARY_PY=${TORCHPORT_SUMMARY_PYTHON:-$VENVS/tpu/bin/python}
 TORCHPORT_DEPS=("transformers>=5.0,<6" "click>=8.1" "rich>=13" "psutil>=5.9")
 
 make_venv() {  # name, pip specs...
@@ -48,14 +51,19 @@ keep() {  # dir, name, command...
   mkdir -p "$dir"
   echo "+ $*" | sed "s|$ROOT|.|g; s|$VENVS|\$VENVS|g" > "$dir/$name.txt"
   echo "[$(basename "$dir")] $name: $*"
+  local start=$SECONDS
   # A failing check is a result to keep, not a reason to stop the other backends.
   "$@" >> "$dir/$name.txt" 2>&1 || echo "(exit code $?)" >> "$dir/$name.txt"
+  echo "(wall time $((SECONDS - start)) s)" >> "$dir/$name.txt"
 }
 
 summary() {  # dir, db
-  "$VENVS/tpu/bin/python" "$ROOT/benchmarks/backend_summary.py" "$2" --out "$OUT/$1/summary.txt" \
+  "$SUMMARY_PY" "$ROOT/benchmarks/backend_summary.py" "$2" --out "$OUT/$1/${3:-summary}.txt" \
     > /dev/null
 }
+
+PROBES=placement,perf,compile
+HF_FORWARD=(llama gpt2 qwen3_moe)
 
 run_all() {
   local work; work=$(mktemp -d)
@@ -63,37 +71,58 @@ run_all() {
   # One reference cache for the whole script: each backend's float64 reference is computed
   # once per torch version, in a clean child, and reused by both modes.
   export TORCHPORT_REFERENCE_CACHE="$work/references"
-
-  # torch_xla 2.9.0 on PJRT CPU: smoke, eager and compile, placement and perf; the first eager
-  # step's compiles with and without one wait before copying outputs.
-  export PJRT_DEVICE=CPU
-  keep xla smoke "$VENVS/xla/bin/torchport" run --suite smoke --device xla \
-    --modes eager,compile --probes placement,perf --db "$work/xla.db"
-  summary xla "$work/xla.db"
-  keep xla fallback_nonzero "$VENVS/xla/bin/torchport" results --db "$work/xla.db" \
-    --fallback-op aten.nonzero
-  keep xla first_step "$VENVS/xla/bin/python" "$ROOT/benchmarks/xla_first_step.py"
-  keep xla doctor "$VENVS/xla/bin/torchport" doctor
-  unset PJRT_DEVICE
-
-  # torchax 0.0.13 (jax): smoke (training: backward cannot run through torch autograd there),
-  # then a forward-only MLP, eager and compile; the timer against block_until_ready.
-  keep jax smoke "$VENVS/jax/bin/torchport" run --suite smoke --device jax \
-    --modes eager,compile --probes placement,perf --db "$work/jax.db"
-  summary jax "$work/jax.db"
-  (cd "$ROOT/benchmarks/workloads" && keep jax mlp_forward "$VENVS/jax/bin/torchport" run \
-    --workload mlp_forward:make --device jax --modes eager,compile --probes placement,perf \
-    --db "$work/jax_fwd.db")
-  "$VENVS/tpu/bin/python" "$ROOT/benchmarks/backend_summary.py" "$work/jax_fwd.db" \
-    --out "$OUT/jax/mlp_forward_summary.txt" > /dev/null
-  keep jax timing_check "$VENVS/jax/bin/python" "$ROOT/benchmarks/jax_timing_check.py"
-  keep jax doctor "$VENVS/jax/bin/torchport" doctor
+  run_xla "$work"
+  run_jax "$work"
 
   # TorchTPU 0.2.0: installs and autoloads here; no TPU chips, so no device.
   keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
 
   xglm "$work"
   broken_npu "$work"
+}
+
+# Forward-only workloads of the smoke suite's HF models (torchport's loss inside the forward).
+hf_forward() {  # backend, work folder
+  local model
+  for model in "${HF_FORWARD[@]}"; do
+    (cd "$ROOT/benchmarks/workloads" && keep "$1" "forward_$model" "$VENVS/$1/bin/torchport" \
+      run --workload "hf_forward:$model" --device "$1" --modes eager,compile --probes "$PROBES" \
+      --db "$2/$1_forward.db")
+  done
+  summary "$1" "$2/$1_forward.db" forward_summary
+}
+
+run_xla() {  # work folder
+  local work=$1
+  # torch_xla 2.9.0 on PJRT CPU: smoke, eager and compile, every probe; forward-only HF
+  # workloads; the first eager step's compiles with and without one wait before copying outputs.
+  export PJRT_DEVICE=CPU
+  keep xla smoke "$VENVS/xla/bin/torchport" run --suite smoke --device xla \
+    --modes eager,compile --probes "$PROBES" --db "$work/xla.db"
+  summary xla "$work/xla.db"
+  hf_forward xla "$work"
+  keep xla fallback_nonzero "$VENVS/xla/bin/torchport" results --db "$work/xla.db" \
+    --fallback-op aten.nonzero
+  keep xla first_step "$VENVS/xla/bin/python" "$ROOT/benchmarks/xla_first_step.py"
+  keep xla doctor "$VENVS/xla/bin/torchport" doctor
+  unset PJRT_DEVICE
+}
+
+run_jax() {  # work folder
+  local work=$1
+  # torchax 0.0.13 (jax): smoke (training: backward cannot run through torch autograd there),
+  # then forward-only workloads (an MLP and the HF models), eager and compile; the timer
+  # against block_until_ready.
+  keep jax smoke "$VENVS/jax/bin/torchport" run --suite smoke --device jax \
+    --modes eager,compile --probes "$PROBES" --db "$work/jax.db"
+  summary jax "$work/jax.db"
+  (cd "$ROOT/benchmarks/workloads" && keep jax mlp_forward "$VENVS/jax/bin/torchport" run \
+    --workload mlp_forward:make --device jax --modes eager,compile --probes "$PROBES" \
+    --db "$work/jax_fwd.db")
+  summary jax "$work/jax_fwd.db" mlp_forward_summary
+  hf_forward jax "$work"
+  keep jax timing_check "$VENVS/jax/bin/python" "$ROOT/benchmarks/jax_timing_check.py"
+  keep jax doctor "$VENVS/jax/bin/torchport" doctor
 }
 
 # A broken backend install: torch_npu 2.9.0 (for torch 2.9.0) without the Ascend libraries,
@@ -116,8 +145,9 @@ xglm() {  # work folder
 case "${1:-all}" in
   setup) setup ;;
   run) run_all ;;
+  xla|jax) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" "run_$1" "$w"; rm -rf "$w" ;;
   xglm) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" xglm "$w"; rm -rf "$w" ;;
   npu) w=$(mktemp -d); broken_npu "$w"; rm -rf "$w" ;;
   all) setup; run_all ;;
-  *) echo "usage: $0 [setup|run|xglm|npu|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [setup|run|xla|jax|xglm|npu|all]" >&2; exit 2 ;;
 esac

@@ -120,20 +120,38 @@ def causal_lm_loss(
     shift_labels=None,
     **kwargs,
 ):
-    """transformers' ``ForCausalLMLoss``, but upcasting logits only *to* float32: float64
-    logits (the reference) keep float64, where ``logits.float()`` would make the reference
-    loss, and every gradient through it, only float32-deep. Same numbers for float32 and
-    below."""
-    import torch
-    from transformers.loss.loss_utils import fixed_cross_entropy
+    """transformers' ``ForCausalLMLoss`` (same numbers), but upcasting logits only *to*
+    float32: float64 logits (the reference) keep float64, where ``logits.float()`` would make
+    the reference loss, and every gradient through it, only float32-deep. Same numbers for
+    float32 and below.
 
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    It runs inside the measured step on every device, so it uses only core aten ops (DESIGN
+    rule 10): the dtype is chosen in Python, not with ``torch.promote_types`` (an aten op of
+    its own, which torchax, for one, has no lowering for), and cross entropy is spelled out
+    (``nll_loss`` is not a core op).
+    """
+    import torch
+
+    if logits.dtype != torch.float64:
+        logits = logits.float()
     if shift_labels is None:  # tokens < n predict n
         labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)
         shift_labels = labels[..., 1:].contiguous()
     logits = logits.view(-1, vocab_size)  # (B * T, vocab)
-    shift_labels = shift_labels.view(-1).to(logits.device)
-    return fixed_cross_entropy(logits, shift_labels, num_items_in_batch, ignore_index, **kwargs)
+    shift_labels = shift_labels.view(-1).to(logits.device)  # (B * T,)
+    # Cross entropy from core ops, forward and backward (nll_loss is not one, nor gather's
+    # backward): log-softmax, then each row's label entry picked by comparison.
+    kept = shift_labels != ignore_index  # (B * T,)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    vocab = torch.arange(0, vocab_size, 1, device=logits.device)  # (vocab,); arange.start_step
+    chosen = (vocab.unsqueeze(0) == shift_labels.unsqueeze(1)) & kept.unsqueeze(1)  # (B*T, vocab)
+    # sum over dims: sum.dim_IntList is core, sum() is not
+    total = -torch.where(chosen, log_probs, 0.0).sum([0, 1])
+    if num_items_in_batch is None:  # the mean over the tokens that count, as "mean" does
+        return total / kept.sum(0)
+    if isinstance(num_items_in_batch, torch.Tensor):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
 
 
 def precise_loss(model: Any) -> str:

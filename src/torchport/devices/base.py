@@ -38,6 +38,10 @@ class DeviceAdapter:
     # backend's way (GPU, neuron_cores, NPU, TPU); None: a custom ``device:<name>`` resource
     # that the nodes declare (``ray start --resources '{"device:simdev": 1}'``).
     ray_resource: str | None = None
+    # Instruments known to break this backend, with why: "<instrument>:<mode>" or
+    # "<instrument>" -> reason. The probe skips them and records the reason (placement's
+    # "nested_profiler": one step under torch.profiler).
+    instrument_skips: dict[str, str] = {}
 
     def availability(self) -> tuple[bool, str]:
         """(usable, reason). The reason says why not, or what was found."""
@@ -175,6 +179,11 @@ class DeviceAdapter:
     # backend's way (aten::cumsum, cumsum.out): the placement probe matches them by packet.
     def start_fallback_tracking(self) -> None:
         """Clear the backend's own op tracking before a placement pass."""
+
+    def environment_warnings(self) -> list[str]:
+        """Things about this environment that can hurt a run on *another* device (``doctor``
+        shows them), each with how to avoid it."""
+        return []
 
     def fallback_ops(self) -> dict[str, int] | None:
         """Ops that ran on the host since ``start_fallback_tracking``, with counts, by the

@@ -26,6 +26,11 @@ Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_
 ``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
 Strict mode is read at each fallback, so it can be switched within a process.
 
+Donation (``TORCHPORT_SIMDEV_DONATE=1``, read at each compiled call): the compiled graph donates
+the device buffers of the inputs it mutates, as torch_xla's openxla does: the tensor gets new
+memory holding the new values and the old memory is deleted, so any other tensor still sharing
+it raises "called on deleted or donated buffer" when read.
+
 Device compute is invisible to observers, as on real hardware: own kernels and transfers run
 their host arithmetic with RecordFunction off, so torch.profiler sees the device op and nothing
 inside it. The CPU fallback stays visible (a host op nested in a device op), which is how a
@@ -59,6 +64,7 @@ DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
 WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
+DONATE_ENV = "TORCHPORT_SIMDEV_DONATE"
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
@@ -288,7 +294,23 @@ def _new_device_storage(host: torch.UntypedStorage) -> torch.UntypedStorage:
     return device
 
 
+_donated: set[int] = set()  # device storage _cdata whose memory a compiled graph donated
+_donations: collections.Counter[str] = (
+    collections.Counter()
+)  # "buffers": how many a compiled graph has donated
+
+
+def donations() -> int:
+    """Device buffers compiled graphs have donated in this process (TORCHPORT_SIMDEV_DONATE)."""
+    return _donations["buffers"]
+
+
 def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
+    if device._cdata in _donated:
+        raise RuntimeError(
+            "simdev: read of a device buffer a compiled graph donated (called on deleted or "
+            "donated buffer)"
+        )
     entry = _table.get(device._cdata)
     if entry is None:  # made outside simdev's kernels (create_empty_tensor): zeroed bytes
         entry = _register(torch.UntypedStorage(device.nbytes()).fill_(0), device)  # type: ignore[attr-defined]
@@ -679,10 +701,38 @@ def _shallow_copy_compatible(self: torch.Tensor, other: torch.Tensor) -> bool:
 
 
 def _simdev_compile(gm, example_inputs, **kwargs):
-    """``torch.compile(backend="simdev")``: AOT autograd, graphs run as-is (like aot_eager)."""
+    """``torch.compile(backend="simdev")``: AOT autograd, graphs run as-is (like aot_eager);
+    with ``TORCHPORT_SIMDEV_DONATE=1``, mutated inputs' buffers are donated (``_donating``)."""
     from torch._dynamo.backends.debugging import aot_eager
 
-    return aot_eager(gm, example_inputs, **kwargs)
+    return _donating(aot_eager(gm, example_inputs, **kwargs))
+
+
+def _donating(compiled):
+    def run(*args):
+        if os.environ.get(DONATE_ENV, "") in ("", "0"):
+            return compiled(*args)
+        inputs = [a for a in args if isinstance(a, torch.Tensor) and _is_simdev(a)]
+        versions = [a._version for a in inputs]
+        out = compiled(*args)
+        for a, version in zip(inputs, versions, strict=True):
+            if a._version != version:  # mutated by the graph: its old memory is donated
+                _donate(a)
+        return out
+
+    return run
+
+
+def _donate(t: torch.Tensor) -> None:
+    """New memory for ``t`` holding its values; the old memory is deleted."""
+    old = t.untyped_storage()
+    host = torch.UntypedStorage(old.nbytes())
+    host.copy_(_host_storage(old))
+    device = _new_device_storage(host)
+    _set_metadata(t, device, t.storage_offset(), t.size(), t.stride())
+    _donated.add(old._cdata)
+    _donations["buffers"] += 1
+    weakref.finalize(old, _donated.discard, old._cdata)
 
 
 def _register_compile_backend(name: str) -> None:

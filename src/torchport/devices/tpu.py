@@ -71,6 +71,27 @@ class TPUAdapter(DeviceAdapter):
             )
         return True, f"torch_tpu {version}: {count} TPU chip(s)"
 
+    def environment_warnings(self) -> list[str]:
+        """torch_tpu installed on a host without TPU chips: libtpu, loaded with it on ``import
+        torch``, retries its GCP instance-metadata lookups (30 tries per variable), which can
+        stall a CPU run here for minutes (seen with the ``hf`` suite on the CPU)."""
+        from importlib import metadata
+
+        import torch
+
+        try:
+            version = metadata.version("torch_tpu")
+        except metadata.PackageNotFoundError:
+            return []
+        if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0" or getattr(torch, "tpu", None):
+            return []  # not loaded, or chips found (torch.tpu is registered only then)
+        return [
+            f"torch_tpu {version} is installed and no TPU chips were found: a run on another "
+            "device in this environment can stall for minutes while libtpu retries its GCP "
+            "metadata lookups; set TORCH_DEVICE_BACKEND_AUTOLOAD=0 for such runs (torch_tpu "
+            "is then not loaded), or use an environment without torch_tpu"
+        ]
+
     def prepare(self):
         super().prepare()
         import torch

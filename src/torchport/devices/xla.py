@@ -40,6 +40,13 @@ class XLAAdapter(DeviceAdapter):
     # slice's topology: not split here (``--jobs`` > 1 is refused); Ray schedules whole hosts.
     ray_resource = "TPU"
     placement_warmup_steps = 1
+    instrument_skips = {
+        "nested_profiler:compile": (
+            "torch_xla (checked 2.9.0, PJRT CPU): a compiled (openxla) step run under "
+            "torch.profiler leaves the graph's device buffers deleted, which breaks every "
+            "later step in the process; host ops are named from torch_xla's own counters"
+        )
+    }
 
     def availability(self):
         try:

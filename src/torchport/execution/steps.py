@@ -129,10 +129,15 @@ def make_step(runner, module, workload: Workload, *, compared: Compared | None =
 class Compared:
     """What makes one step comparable with the same step on another device or dtype.
 
-    Every call starts from the state the model was placed in (floating buffers, e.g. BatchNorm
-    running statistics, restored in place, so compiled code keeps its tensors), draws dropout
-    masks the way every side does (``randomness.comparable``), and returns the floating buffers
-    after the step as ``buffer.<name>``: running-stat updates are compared like outputs.
+    Every call starts from the state the model was placed in, draws dropout masks the way every
+    side does (``randomness.comparable``), and returns the floating buffers after the step as
+    ``buffer.<name>``: running-stat updates are compared like outputs.
+
+    The placed state is kept as values copied to the host, never as device tensors: a compiled
+    graph may donate the device buffers it is given (torch_xla's openxla does: the old buffer
+    is deleted, and a device copy that shared it dies with it). Each step restores a buffer
+    from a fresh host-to-device copy of those values, and which buffers a step changed is
+    decided on the host, from its outputs (``changed``).
     """
 
     def __init__(self, seed: int):
@@ -140,8 +145,22 @@ class Compared:
         self.masked_calls = 0  # dropout calls masked in the last step
         self.drawn_calls = 0  # in-model noise drawn comparably in the last step
         self.traced_draws: set[str] = set()  # draws a compiled graph makes itself (any step)
-        self.changed: list[str] = []  # buffer.* names the last step changed
-        self._placed: dict = {}  # id(module) -> its buffers as first wrapped
+        self._placed: dict = {}  # id(module) -> (module, its floating buffers on the host)
+        self._last: tuple[dict, dict] = ({}, {})  # (host snapshot, buffers the last step returned)
+
+    def snapshot(self, module) -> dict:
+        """The module's floating buffers as first wrapped, as host tensors."""
+        return self._placed[id(module)][1]
+
+    @property
+    def changed(self) -> list[str]:
+        """``buffer.*`` names the last step changed, compared on the host."""
+        placed, returned = self._last
+        return [
+            f"buffer.{n}"
+            for n, b in returned.items()
+            if not _host_equal(b, placed[n])  # b: as the step returned it
+        ]
 
     def wrap(self, step, module):
         """Wrap ``step``; the state restored is the module's when it was first wrapped (the
@@ -155,26 +174,33 @@ class Compared:
             with torch.no_grad():
                 self._placed[id(module)] = (
                     module,
-                    {n: b.detach().clone() for n, b in buffers.items()},
+                    {n: b.detach().to("cpu", copy=True) for n, b in buffers.items()},
                 )
         placed = self._placed[id(module)][1]
 
         def compared_step() -> dict:
             with torch.no_grad():
                 for name, buffer in buffers.items():
-                    buffer.copy_(placed[name])
+                    # A fresh device copy of the host values: never a device tensor that a
+                    # compiled graph was given (and may have donated).
+                    buffer.copy_(placed[name].to(buffer.device))
             with comparable(self.seed) as report:
                 tensors = step()
             self.masked_calls = report["masked_calls"]
             self.drawn_calls = report["drawn_calls"]
             self.traced_draws.update(report["traced_draws"])
-            self.changed = [
-                f"buffer.{n}" for n, b in buffers.items() if not torch.equal(b, placed[n])
-            ]
-            tensors.update({f"buffer.{n}": b.detach().clone() for n, b in buffers.items()})
+            returned = {n: b.detach().clone() for n, b in buffers.items()}
+            self._last = (placed, returned)
+            tensors.update({f"buffer.{n}": b for n, b in returned.items()})
             return tensors
 
         return compared_step
+
+
+def _host_equal(value, host) -> bool:
+    import torch
+
+    return torch.equal(value.detach().to("cpu"), host)
 
 
 def first_compiled_step(

@@ -78,6 +78,9 @@ class Probe:
     # The scenarios whose steps this probe measures (config.SCENARIOS); asked for in another,
     # it is refused before the run starts.
     scenarios: tuple[str, ...] = ("train",)
+    # True: it observes the step with instruments that can disturb a backend (recorders, the
+    # profiler): the ladder runs it after the probes that time or compile (DESIGN rule 10).
+    observes: bool = False
 
     def applies(self, subject: Subject) -> bool:
         return True

@@ -74,45 +74,156 @@ class PassResult:
     functions: Counter = field(default_factory=Counter)  # (torch function, device) -> calls
     key: str | None = None  # the device's dispatch key; None: no dispatcher evidence
     nested: he.Nested | None = None  # host work nested in device ops (a profiled step)
+    # instrument -> {"status": "ok" | "failed" | "skipped", "error"/"reason": ...}
+    instruments: dict = field(default_factory=dict)
+    observer_effect: dict | None = None  # backend ops the recorders added to the step
 
 
-def observe(adapter, step, target: str | None = None, *, nested: bool = True) -> PassResult:
-    """One step under the recorders, with the backend's tracking cleared first; then, off the
-    CPU, the dispatcher's answers for the device's key and (``nested``) one step under the
-    profiler for host work nested inside device ops.
+class InstrumentFailed(RuntimeError):
+    """The recorders' pass itself failed: nothing to grade (the instruments say why)."""
 
-    An adapter may ask for warm-up steps under the same recorders first: the first step
-    under a new dispatch mode can recompile, and torch_xla clears its counters while it
-    compiles, so its accounting is read from a step that does not compile.
+    def __init__(self, instruments: dict):
+        self.instruments = instruments
+        super().__init__(instruments.get("recorders", {}).get("error", "recorders failed"))
+
+
+def _failed(exc: BaseException) -> dict:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return {"status": "failed", "error": f"{type(exc).__name__}: {first}"[:500]}
+
+
+def _skip_reason(adapter, instrument: str, mode: str) -> str | None:
+    """Why the adapter says ``instrument`` must not run on this backend in ``mode``."""
+    skips = getattr(adapter, "instrument_skips", None) or {}
+    return skips.get(f"{instrument}:{mode}") or skips.get(instrument)
+
+
+def observe(
+    adapter, step, target: str | None = None, *, mode: str = "eager", nested: bool = True
+) -> PassResult:
+    """Placement's passes over ``step``, each instrument in a pass of its own:
+
+    plain      one step with no recorder, the backend's own op accounting read after it (the
+               observer-effect baseline: an op the recorders add is not the step's);
+    recorders  one step under the dispatch and function recorders, with the backend's
+               accounting and fallback messages;
+    nested     off the CPU and when ``nested``, one step under torch.profiler for host work
+               nested in device ops (skipped where the adapter says the profiler breaks the
+               backend, with why).
+
+    An instrument that fails is recorded as that instrument's failure (``instruments``) and
+    what the other passes saw is kept; only a failed recorders' pass raises
+    (``InstrumentFailed``), since there is then nothing to grade.
+
+    An adapter may ask for warm-up steps under the recorders first: the first step under a new
+    dispatch mode can recompile, and torch_xla clears its counters while it compiles, so its
+    accounting is read from steps that do not compile.
     """
-    for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
-        with fr.FunctionRecorder(), rec.DispatchRecorder():
-            adapter.wait_for(step())
-    adapter.start_fallback_tracking()
-    with (
-        signals.capture(adapter.fallback_patterns) as messages,
-        fr.FunctionRecorder() as functions,
-        rec.DispatchRecorder() as r,
-    ):
-        value = step()
-    adapter.wait_for(value)
+    instruments: dict = {}
+    try:
+        for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
+            with fr.FunctionRecorder(), rec.DispatchRecorder():
+                adapter.wait_for(step())
+    except Exception as exc:
+        instruments["recorders"] = _failed(exc)
+        raise InstrumentFailed(instruments) from exc
+    plain = _plain_accounting(adapter, step, instruments)
+    try:
+        adapter.start_fallback_tracking()
+        with (
+            signals.capture(adapter.fallback_patterns) as messages,
+            fr.FunctionRecorder() as functions,
+            rec.DispatchRecorder() as r,
+        ):
+            value = step()
+        adapter.wait_for(value)
+        recorded = adapter.fallback_ops()
+    except Exception as exc:
+        instruments["recorders"] = _failed(exc)
+        raise InstrumentFailed(instruments) from exc
+    instruments["recorders"] = {"status": "ok"}
     result = PassResult(
         recording=r.recording,
-        backend=adapter.fallback_ops(),
+        backend=recorded,
         messages=messages,
         functions=functions.calls,
+        instruments=instruments,
     )
+    if plain is not None and recorded is not None:
+        result.backend, result.observer_effect = _without_observer_ops(plain, recorded)
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
-        he.forget_registrations()  # kernels may have been registered since the last pass
-        if not nested:
-            return result
+        if nested:
+            _nested_pass(adapter, step, target, mode, result)
+        else:
+            he.forget_registrations()  # kernels may have been registered since the last pass
+    return result
+
+
+def _plain_accounting(adapter, step, instruments: dict) -> dict | None:
+    """The backend's op accounting of one step with no recorder on; None where it keeps none
+    (or the pass failed: recorded in ``instruments["plain"]``)."""
+    from torchport.devices.base import DeviceAdapter
+
+    if type(adapter).fallback_ops is DeviceAdapter.fallback_ops:  # no step run for nothing
+        instruments["plain"] = {"status": "skipped", "reason": "the backend keeps no op accounting"}
+        return None
+    try:
+        adapter.start_fallback_tracking()
+        adapter.wait_for(step())
+        found = adapter.fallback_ops()
+    except Exception as exc:
+        instruments["plain"] = _failed(exc)
+        return None
+    instruments["plain"] = (
+        {"status": "ok"}
+        if found is not None
+        else {"status": "skipped", "reason": "the backend keeps no op accounting"}
+    )
+    return found
+
+
+def _without_observer_ops(plain: dict, recorded: dict) -> tuple[dict, dict]:
+    """The step's backend ops (the plain step's counts) and the observer effect: ops or calls
+    the backend counted only with the recorders on."""
+    added = {}
+    for name, n in recorded.items():
+        before = plain.get(name, 0) or 0
+        if n is not None and n > before:
+            added[name] = n - before
+    effect = {
+        "basis": "the backend's own counters, a step with and without the recorders",
+        "added_by_recorders": added,
+        "note": (
+            "ops the backend counted only under the recorders: not reported as the step's"
+            if added
+            else "none: the recorders added no op to the backend's accounting"
+        ),
+    }
+    return dict(plain), effect
+
+
+def _nested_pass(adapter, step, target: str, mode: str, result: PassResult) -> None:
+    reason = _skip_reason(adapter, "nested_profiler", mode)
+    if reason:
+        result.instruments["nested"] = {"status": "skipped", "reason": reason}
+        result.nested = he.Nested(unavailable=f"skipped: {reason}")
+        return
+    he.forget_registrations()  # kernels may have been registered since the last pass
+    try:
         with signals.capture(adapter.fallback_patterns) as more:
             result.nested = he.observe_nested(step, target)
             adapter.synchronize()
-        for op in more.ops:  # heard again: the sources count, not the calls
-            result.messages.sources.setdefault(op, set()).update(more.sources.get(op, ()))
-    return result
+    except Exception as exc:  # the backend broke under the profiler: its failure, kept apart
+        result.instruments["nested"] = _failed(exc)
+        result.nested = he.Nested(unavailable=f"failed: {result.instruments['nested']['error']}")
+        return
+    failed = result.nested.unavailable
+    result.instruments["nested"] = (
+        {"status": "failed", "error": failed} if failed else {"status": "ok"}
+    )
+    for op in more.ops:  # heard again: the sources count, not the calls
+        result.messages.sources.setdefault(op, set()).update(more.sources.get(op, ()))
 
 
 def scalar_reads(result: PassResult) -> dict[str, int | None]:
@@ -433,7 +544,9 @@ class PlacementProbe(Probe):
     scenarios = ("train", "generate")  # generate: one decode step (host ops repeat per token)
     # 2: scalar reads are transfers; torch-function inventory; warm-up steps
     # 3: evidence classes; host work nested in a device kernel alone is ``host_kernel``
-    version = 3
+    # 4: each instrument in its own pass, its failure its own; observer effect on counters
+    version = 4
+    observes = True  # its recorders may disturb the backend: run after the timing probes
 
     def run(self, subject: Subject) -> ProbeReport:
         ok, reason = rec.availability()
@@ -448,7 +561,13 @@ class PlacementProbe(Probe):
                 findings["placement_degraded"] = why
         else:
             findings["placement_observed"] = "eager runner"
-        result = observe(subject.adapter, subject.step, target)
+        try:
+            result = observe(subject.adapter, subject.step, target, mode=subject.mode)
+        except InstrumentFailed as exc:  # the instrument's failure, never the case's
+            return ProbeReport(findings={**findings, "placement_instruments": exc.instruments})
+        findings["placement_instruments"] = result.instruments
+        if result.observer_effect is not None:
+            findings["placement_observer_effect"] = result.observer_effect
         ops = op_table(result, target)
         off, total = off_device(subject.model, target, result.recording)
         on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
@@ -510,7 +629,7 @@ class PlacementProbe(Probe):
         from torchport.execution.steps import make_step
 
         step = make_step(subject.model, subject.model, subject.workload)
-        result = observe(subject.adapter, step, target)
+        result = observe(subject.adapter, step, target, mode="eager")
         ops = op_table(result, target)
         on_target_functions = sum(n for (_, dev), n in result.functions.items() if dev == target)
         return {

@@ -188,6 +188,7 @@ def trace_path(config, subject: Subject) -> str:
 class ProfileProbe(Probe):
     name = "profile"
     version = PROBE_VERSION
+    observes = True  # torch.profiler around the step: run after the timing probes
 
     def applies(self, subject: Subject) -> bool:
         return bool(subject.config.profile)

@@ -100,9 +100,14 @@ def collect() -> dict:
             adapter = get_adapter(name)
             ok, reason = adapter.availability()
             versions = adapter.versions()
+            warnings = adapter.environment_warnings()
         except Exception as exc:  # an adapter that breaks is reported, not fatal
             ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
-        rows.append({"device": name, "usable": ok, "detail": reason, "versions": versions})
+            warnings = []
+        row = {"device": name, "usable": ok, "detail": reason, "versions": versions}
+        if warnings:
+            row["warnings"] = warnings
+        rows.append(row)
     rows.extend(_privateuse1_by_name(set(device_names())))
     from importlib import metadata
 

@@ -395,10 +395,7 @@ class Ladder:
         )
 
     def _probes(self, subject: Subject) -> None:
-        from torchport.probes.registry import load_probe
-
-        for name in self.config.probes:
-            probe = load_probe(name)
+        for name, probe in run_order(self.config.probes):
             if self.config.scenario not in probe.scenarios or not probe.applies(subject):
                 continue
             self.emit({"event": "stage", "stage": f"probe:{name}"})
@@ -423,3 +420,13 @@ class Ladder:
             if report.status and self.out.status == "pass":
                 self.out.status, self.out.stage = report.status, report.stage
                 self.out.error = report.error
+
+
+def run_order(names) -> list[tuple]:
+    """(name, probe) in the order they run: the requested order, except that probes that
+    observe with instruments (recorders, the profiler) run last, so a backend one disturbs
+    does not fail the timing or compile probes after it (DESIGN rule 10)."""
+    from torchport.probes.registry import load_probe
+
+    probes = [(name, load_probe(name)) for name in names]
+    return sorted(probes, key=lambda item: item[1].observes)

@@ -42,3 +42,5 @@ def command(as_json):
             else ""
         )
         click.echo(f"  {mark} {row['device']:<8} {row['detail']}{extra}")
+        for warning in row.get("warnings", ()):
+            click.echo(f"  warning ({row['device']}): {warning}")

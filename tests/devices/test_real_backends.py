@@ -1,0 +1,115 @@
+"""A reduced ``benchmarks/real_backends.sh`` on the real out-of-tree backends, in the venvs that
+script builds (``benchmarks/real_backends.sh setup``; folder ``$TORCHPORT_BACKEND_VENVS``,
+default ``~/.cache/torchport/backend-venvs``). Slow (``make test-slow``); like every test of a
+real component it fails, never skips, when the venvs are missing.
+
+torch_xla 2.9 on PJRT CPU: the BatchNorm net's compiled training step (its buffers are donated
+by openxla) passes, and compiled qwen3_moe is graded ``fallback`` with ``nonzero`` from XLA's
+own counters. torchax: a forward-only llama (torchport's loss inside the forward) passes eager
+``on_device``, and smoke training names torchax's own limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VENVS = Path(
+    os.environ.get("TORCHPORT_BACKEND_VENVS")
+    or Path.home() / ".cache" / "torchport" / "backend-venvs"
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _torchport(backend: str) -> Path:
+    exe = VENVS / backend / "bin" / "torchport"
+    if not (VENVS / backend / ".installed").exists() or not exe.exists():
+        pytest.fail(
+            f"no {backend} venv at {VENVS / backend}: build it with "
+            f"'benchmarks/real_backends.sh setup' (or point TORCHPORT_BACKEND_VENVS at one)"
+        )
+    return exe
+
+
+def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=None) -> list:
+    db = tmp_path / f"{backend}.db"
+    proc = subprocess.run(
+        [str(_torchport(backend)), "run", "--device", backend, "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=cwd or tmp_path,
+        env={**os.environ, "TORCHPORT_REFERENCE_CACHE": str(tmp_path / "refs"), **(env or {})},
+    )
+    assert db.exists(), proc.stderr[-3000:]
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM results").fetchall()
+    return [_result(dict(r)) for r in rows]
+
+
+def _result(row: dict) -> dict:
+    for key in ("findings", "metrics", "error"):
+        if isinstance(row.get(key), str):
+            row[key] = json.loads(row[key])
+    return row
+
+
+def test_torch_xla_compiled_training_with_donated_buffers_and_host_ops(tmp_path):
+    results = _run(
+        "xla",
+        tmp_path,
+        "--suite",
+        "smoke",
+        "--cases",
+        "bnnet,qwen3_moe",
+        "--modes",
+        "compile",
+        "--probes",
+        "placement",
+        env={"PJRT_DEVICE": "CPU"},
+    )
+    by_case = {r["case"]: r for r in results}
+    assert by_case["smoke/bnnet"]["status"] == "pass", by_case["smoke/bnnet"].get("error")
+    moe = by_case["hf/qwen3_moe"]
+    assert moe["status"] == "pass", moe.get("error")
+    assert moe["grade"] == "fallback"
+    assert moe["findings"]["fallback_ops"].get("aten.nonzero") == 10, moe["findings"]
+    assert moe["findings"]["placement_instruments"]["nested"]["status"] == "skipped"
+
+
+def test_torchax_forward_only_llama_passes_and_training_names_its_limit(tmp_path):
+    forward = _run(
+        "jax",
+        tmp_path,
+        "--workload",
+        "hf_forward:llama",
+        "--modes",
+        "eager",
+        "--probes",
+        "placement",
+        cwd=REPO / "benchmarks" / "workloads",
+    )
+    assert [(r["status"], r["grade"]) for r in forward] == [("pass", "on_device")], forward
+    training = _run(
+        "jax",
+        tmp_path,
+        "--suite",
+        "smoke",
+        "--cases",
+        "llama",
+        "--modes",
+        "eager",
+        "--probes",
+        "none",
+    )
+    (llama,) = training
+    assert llama["status"] == "eager_fail"
+    assert "cannot run through torch autograd" in llama["error"]["message"]
