@@ -30,6 +30,8 @@ BUILTIN_ORDER = (
     "serving",
     "train",
     "profile",
+    "kernels",
+    "kernels_fast_p",
 )
 
 
