@@ -143,9 +143,9 @@ def builtin_ops() -> dict[str, Any]:
         ("rms_norm_bad_backward", _forward, False, True),
         ("rms_norm_slow", _forward_slow, False, False),
     ):
-        op = torch.library.custom_op(
-            f"{NAMESPACE}::{variant}", mutates_args=(), schema=SCHEMA
-        )(impl)
+        op = torch.library.custom_op(f"{NAMESPACE}::{variant}", mutates_args=(), schema=SCHEMA)(
+            impl
+        )
 
         def fake(x, weight, eps, _wrong=wrong_fake):
             shape = x.shape[:-1] if _wrong else x.shape  # the bad one drops the last dim
@@ -216,7 +216,7 @@ class KernelCase(Case):
     """``kernels/<name>``: one replacement inside its model, run by the kernel ladder."""
 
     ladder = "kernel"
-    tags = ("kernel",)
+    tags: tuple[str, ...] = ("kernel",)
 
     def __init__(
         self,

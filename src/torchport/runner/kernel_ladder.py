@@ -43,9 +43,14 @@ from torchport.timing import Summary, clock, sample_interleaved, step_timer
 MODEL_TOLERANCE = {"float64": 1e-4, "float32": 1e-3}
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException | None) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
+
+
+def _exc(captured) -> BaseException:
+    assert captured.exc is not None  # only called on a failed capture
+    return captured.exc
 
 
 class KernelLadder:
@@ -95,8 +100,13 @@ class KernelLadder:
             return self.out.to_dict()
         rep, workload, swapped = built.value
         self.kernel.update(
-            {"replacement": rep.name, "target": rep.target, "replaced": swapped,
-             "dtypes": list(rep.dtypes), "trains": rep.trains}
+            {
+                "replacement": rep.name,
+                "target": rep.target,
+                "replaced": swapped,
+                "dtypes": list(rep.dtypes),
+                "trains": rep.trains,
+            }
         )
         if self.mode == "compile" and not self._choose_backend():
             return self._finish()
@@ -117,9 +127,22 @@ class KernelLadder:
         x = self._module_input(original, rep)
         if x is not None:
             self._samples(rep, original, x)
-        self._model_ab(rep, workload)
+        steps = {
+            "original": make_step(original.model, original.model, original),
+            "replacement": make_step(replaced.model, replaced.model, replaced),
+        }
+        got = None
+        if self.mode == "compile":  # compiled once: its first call is the A/B's replaced side
+            compiled = self._stage("compile", lambda: self._compiled_sides(original, replaced))
+            if not compiled.ok:
+                self._fail_once(compiled.status, "compile", error_value(compiled.exc), "error")
+                return self._finish()
+            steps, got = compiled.value
+            if got is None:
+                return self._finish()
+        self._model_ab(rep, workload, got)
         if self.out.status == "pass":  # a wrong kernel's speed decides nothing
-            self._timing(rep, original, replaced, x)
+            self._timing(rep, steps, x)
         else:
             self.kernel["timing"] = "not timed: the replacement is not correct"
         return self._finish()
@@ -156,7 +179,7 @@ class KernelLadder:
         samples = rep.op_samples(torch.float32, self.device)
         done = self._stage("opcheck", lambda: kernel_checks.opcheck(rep.op, samples))
         if not done.ok:
-            self._fail_once("crash", "opcheck", error_value(done.exc), "error")
+            self._fail_once("crash", "opcheck", error_value(_exc(done)), "error")
             return
         report = done.value
         self.kernel["opcheck"] = report
@@ -166,8 +189,11 @@ class KernelLadder:
             self._fail_once(
                 "eager_fail",
                 "opcheck",
-                error_note("OpCheckError", f"opcheck {first['test']} failed on sample "
-                                           f"{first['sample']}: {first['message']}"),
+                error_note(
+                    "OpCheckError",
+                    f"opcheck {first['test']} failed on sample "
+                    f"{first['sample']}: {first['message']}",
+                ),
                 "opcheck_fail",
             )
         if not rep.trains:
@@ -175,7 +201,7 @@ class KernelLadder:
         samples64 = rep.op_samples(torch.float64, self.device)
         done = self._stage("gradcheck", lambda: kernel_checks.gradcheck(rep.op, samples64))
         if not done.ok:
-            self._fail_once("crash", "gradcheck", error_value(done.exc), "error")
+            self._fail_once("crash", "gradcheck", error_value(_exc(done)), "error")
             return
         report = done.value
         self.kernel["gradcheck"] = report
@@ -185,8 +211,10 @@ class KernelLadder:
             self._fail_once(
                 "accuracy_fail",
                 "gradcheck",
-                error_note("GradcheckError", f"gradcheck (float64) failed on sample "
-                                             f"{first['sample']}: {first['message']}"),
+                error_note(
+                    "GradcheckError",
+                    f"gradcheck (float64) failed on sample {first['sample']}: {first['message']}",
+                ),
                 "gradcheck_fail",
             )
 
@@ -208,8 +236,9 @@ class KernelLadder:
             with torch.no_grad():
                 workload.model(*workload.args, **workload.kwargs)
         except Exception as exc:
-            self.kernel["module_input"] = f"unavailable: the original model raised: " \
-                                          f"{_first_line(exc)}"
+            self.kernel["module_input"] = (
+                f"unavailable: the original model raised: {_first_line(exc)}"
+            )
             return None
         finally:
             handle.remove()
@@ -222,7 +251,7 @@ class KernelLadder:
             lambda: kernel_checks.compare_samples(module, rep.make, x, rep.dtypes, rep.trains),
         )
         if not done.ok:
-            self._fail_once("crash", "samples", error_value(done.exc), "error")
+            self._fail_once("crash", "samples", error_value(_exc(done)), "error")
             return
         report = done.value
         self.kernel["samples"] = report
@@ -233,14 +262,17 @@ class KernelLadder:
             self._fail_once(
                 "accuracy_fail",
                 "samples",
-                error_note("SampleMismatch", f"{first['dtype']} {first['sample']}: "
-                                             f"{first['message']}"),
+                error_note(
+                    "SampleMismatch", f"{first['dtype']} {first['sample']}: {first['message']}"
+                ),
                 "sample_mismatch",
             )
 
     # -- whole model --------------------------------------------------------------------------
-    def _model_ab(self, rep, workload) -> None:
-        """Replaced model vs the same model with the original modules, float64 if possible."""
+    def _model_ab(self, rep, workload, got: dict | None) -> None:
+        """The replaced model against the same model with the ORIGINAL modules in eager,
+        float64 where the device allows it. ``got``: the compiled replaced model's first step
+        (compile mode, at the run's dtype); None: the replaced model in eager, float64 too."""
         import torch
 
         from torchport.cases.kernels import swap_modules
@@ -252,29 +284,29 @@ class KernelLadder:
             try:
                 dtype = getattr(torch, dtype_name)
                 ref_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-                new_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-                swap_modules(new_w.model, rep)
                 tensors["original"] = make_step(ref_w.model, ref_w.model, ref_w)()
             except Exception as exc:  # the device refuses this dtype: try the next
                 tensors["refused"] = f"{dtype_name}: {_first_line(exc)}"
                 continue
             break
         else:
-            self._fail_once("eager_fail", "model", error_note("ModelError", tensors["refused"]),
-                            "error")
+            self._fail_once(
+                "eager_fail", "model", error_note("ModelError", tensors["refused"]), "error"
+            )
             return
-        runner, stage = new_w.model, "run"
-        if self.mode == "compile":
-            assert self.backend is not None
-            runner, stage = self.backend.compile(new_w.model), "compile"
-        done = capture(stage, lambda: make_step(runner, new_w.model, new_w)(), clock)
+        if got is None:
+            new_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
+            swap_modules(new_w.model, rep)
+            done = capture("run", make_step(new_w.model, new_w.model, new_w), clock)
+            if not done.ok:
+                self.kernel["model"] = {"error": _first_line(done.exc)}
+                self._fail_once(done.status, "model", error_value(_exc(done)), "error")
+                return
+            got = done.value
+        else:  # compared at the lower precision of the two sides
+            dtype_name = "float64" if self.config.dtype == "float64" else "float32"
         self.out.durations["model_s"] = clock() - start
-        if not done.ok:
-            self.out.fail_from(done) if self.out.status == "pass" else None
-            self.kernel.setdefault("verdict", "error")
-            self.kernel.setdefault("reason", _first_line(done.exc))
-            return
-        report = self._compare_tensors(done.value, tensors["original"], dtype_name)
+        report = self._compare_tensors(got, tensors["original"], dtype_name)
         if "refused" in tensors:
             report["note"] = f"float64 refused ({tensors['refused']}); compared in float32"
         self.kernel["model"] = report
@@ -284,11 +316,14 @@ class KernelLadder:
             self._fail_once(
                 "accuracy_fail",
                 "model",
-                error_note("ParityMismatch", f"whole model ({dtype_name}) vs the original: "
-                                             f"{worst['name']} rel err {worst['rel_err']:.3g} > "
-                                             f"{report['tolerance']:g}"
-                                             f" ({report['failed']} of {report['compared']} "
-                                             "tensors)"),
+                error_note(
+                    "ParityMismatch",
+                    f"whole model ({dtype_name}) vs the original: "
+                    f"{worst['name']} rel err {worst['rel_err']:.3g} > "
+                    f"{report['tolerance']:g}"
+                    f" ({report['failed']} of {report['compared']} "
+                    "tensors)",
+                ),
                 "model_mismatch",
             )
 
@@ -320,7 +355,7 @@ class KernelLadder:
         }
 
     # -- timing -------------------------------------------------------------------------------
-    def _timing(self, rep, original, replaced, seen) -> None:
+    def _timing(self, rep, sides_step: dict, seen) -> None:
         import torch
 
         self.emit({"event": "stage", "stage": "timing"})
@@ -328,11 +363,9 @@ class KernelLadder:
         timer = step_timer(self.adapter)
         budget = self.config.perf_budget_s
         timing: dict = {"timer": timer.kind, "host": host_load(), "mode": self.mode}
+        if "compile" in self.kernel:
+            timing["compile"] = self.kernel.pop("compile")
         self.kernel["timing"] = timing
-        sides_step = {
-            "original": make_step(original.model, original.model, original),
-            "replacement": make_step(replaced.model, replaced.model, replaced),
-        }
         sides_op: dict = {}
         if seen is not None:
             x, module = seen
@@ -341,10 +374,7 @@ class KernelLadder:
             for name, mod in (("original", module), ("replacement", new_module)):
                 sides_op[name] = self._op_call(mod, x, cot)
         if self.mode == "compile":
-            assert self.backend is not None
-            timing["compile"] = self._compiled_sides(sides_step, sides_op, original, replaced, rep)
-            if timing["compile"].get("failed"):
-                return
+            self._compile_op_sides(sides_op, timing)
         for label, sides in (("step", sides_step), ("op", sides_op)):
             if not sides:
                 continue
@@ -375,45 +405,49 @@ class KernelLadder:
 
         return call
 
-    def _compiled_sides(self, sides_step, sides_op, original, replaced, rep) -> dict:
-        """Compile each side and call it twice: graphs, breaks and later recompiles per side,
-        then what the replacement adds. Replaces the sides by their compiled versions."""
+    def _compiled_sides(self, original, replaced) -> tuple[dict, dict | None]:
+        """Compile each side's training step and call it three times: graphs and graph breaks
+        of the first call, recompiles in the later two, per side, and what the replacement
+        adds (metrics). Returns the compiled steps and the replaced side's first outputs
+        (None when it failed, recorded)."""
         assert self.backend is not None
         report: dict = {}
+        self.kernel["compile"] = report
         compile_metrics.reset_dynamo()
-        models = {"original": original, "replacement": replaced}
-        for name in ("original", "replacement"):
-            w = models[name]
-            compiled = self.backend.compile(w.model)
-            step = make_step(compiled, w.model, w)
+        steps: dict = {}
+        first_out = None
+        for name, w in (("original", original), ("replacement", replaced)):
+            step = make_step(self.backend.compile(w.model), w.model, w)
             compile_metrics.clear_counters()
             compile_metrics.clear_compilation_metrics()
             first = capture("compile", step, clock)
             if not first.ok:
+                report[name] = {"error": _first_line(first.exc)}
                 if name == "replacement":
-                    self._fail_once(first.status, "compile", error_value(first.exc), "error")
-                report["failed"] = f"{name}: {_first_line(first.exc)}"
-                return report
+                    self._fail_once(first.status, "compile", error_value(_exc(first)), "error")
+                else:
+                    self.out.fail_from(first)
+                    self.kernel.update(verdict="error", reason=_first_line(first.exc))
+                return steps, None
             snapshot = compile_metrics.counters_snapshot()
             entries = compile_metrics.compilation_metrics()
-            graphs = len(entries) if isinstance(entries, list) else None
-            breaks = (
-                sum(snapshot.get("graph_break", {}).values()) if isinstance(snapshot, dict) else None
-            )
             compile_metrics.clear_compilation_metrics()
             step()
             step()
             later = compile_metrics.compilation_metrics()
             report[name] = {
                 "first_call_s": first.duration_s,
-                "graphs": graphs,
-                "graph_breaks": breaks,
-                "later_recompiles": len(later) if isinstance(later, list) else None,
+                "graphs": len(entries) if isinstance(entries, list) else entries,
+                "graph_breaks": sum(snapshot.get("graph_break", {}).values())
+                if isinstance(snapshot, dict)
+                else snapshot,
+                "later_recompiles": len(later) if isinstance(later, list) else later,
                 "recompile_reasons": [e.get("recompile_reason") for e in later][:5]
                 if isinstance(later, list)
                 else later,
             }
-            sides_step[name] = step
+            steps[name] = step
+            first_out = first.value
         for key, metric in (
             ("graph_breaks", "kernel_graph_breaks_added"),
             ("graphs", "kernel_graphs_added"),
@@ -422,17 +456,20 @@ class KernelLadder:
             o, r = report["original"][key], report["replacement"][key]
             if isinstance(o, int) and isinstance(r, int):
                 self.out.metrics[metric] = r - o
+        return steps, first_out
+
+    def _compile_op_sides(self, sides_op: dict, timing: dict) -> None:
+        """The op alone, compiled (each side once, outside timing); dropped if one fails."""
+        assert self.backend is not None
         for name in list(sides_op):
-            fn = sides_op[name]
-            compiled_fn = self.backend.compile(fn)
+            compiled_fn = self.backend.compile(sides_op[name])
             try:
                 compiled_fn()
             except Exception as exc:
-                report[f"op_{name}"] = f"unavailable: {_first_line(exc)}"
+                timing["op"] = f"unavailable: {name} compiled raised {_first_line(exc)}"
                 sides_op.clear()
-                break
+                return
             sides_op[name] = compiled_fn
-        return report
 
     # -- verdict ------------------------------------------------------------------------------
     def _step_noise(self) -> str:
@@ -471,4 +508,3 @@ class KernelLadder:
                 )
         self.out.findings["kernel"] = k
         return self.out.to_dict()
-

@@ -83,7 +83,8 @@ def build(run: dict, results: list[dict]) -> View | None:
     tried = kernel_results(results)
     if not tried:
         return None
-    rows, notes = [], []
+    rows: list[list] = []
+    notes: list[str] = []
     for r in tried:
         m = r.get("metrics") or {}
         k = (r.get("findings") or {}).get("kernel") or {}
