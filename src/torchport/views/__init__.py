@@ -32,6 +32,7 @@ BUILTIN_ORDER = (
     "profile",
     "kernels",
     "kernels_fast_p",
+    "hotspots",
 )
 
 
