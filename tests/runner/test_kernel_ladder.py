@@ -81,6 +81,10 @@ def test_right_kernel_passes_every_check_and_is_timed():
     assert m["kernel_op_speedup"] > 0
     assert k["verdict"] in ("correct_faster", "correct_slower", "correct_noisy_timing")
     assert k["timing"]["step"]["original"]["n"] >= 10
+    # the replaced step's figures, as compare and gate read them
+    assert m["perf_median_ms"] == m["step_ms_replacement"]
+    assert m["perf_samples"] == k["timing"]["step"]["replacement"]["n"]
+    assert m["parity_max_rel_err"] == m["kernel_model_max_rel_err"] < 1e-4
 
 
 def test_wrong_fake_fails_opcheck():

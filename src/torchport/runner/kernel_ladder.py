@@ -19,7 +19,9 @@ Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong,
 replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
 words (``correct_faster``, ``correct_slower``, ``opcheck_fail``, ...) with its reason; the
 metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
-above 1 = faster) feed the fast_p summary (views/kernels.py).
+above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
+is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
+``parity_max_rel_err``: the figures ``compare`` and ``gate`` judge, as for any case.
 """
 
 from __future__ import annotations
@@ -311,6 +313,7 @@ class KernelLadder:
             report["note"] = f"float64 refused ({tensors['refused']}); compared in float32"
         self.kernel["model"] = report
         self.out.metrics["kernel_model_max_rel_err"] = report["max_rel_err"]
+        self.out.metrics["parity_max_rel_err"] = report["max_rel_err"]  # compare's parity drift
         if report["failed"]:
             worst = report["failures"][0]
             self._fail_once(
@@ -392,6 +395,14 @@ class KernelLadder:
             self.out.metrics[f"{prefix}_ms_original"] = o * 1e3
             self.out.metrics[f"{prefix}_ms_replacement"] = r * 1e3
             self.out.metrics[f"kernel_{label}_speedup"] = o / r if r > 0 else float("nan")
+            if label == "step":  # the replaced model's step: what compare and gate judge
+                replaced = figures["replacement"]
+                self.out.metrics.update(
+                    perf_median_ms=replaced.median_s * 1e3,
+                    perf_p10_ms=replaced.p10_s * 1e3,
+                    perf_p90_ms=replaced.p90_s * 1e3,
+                    perf_samples=replaced.n,
+                )
         self.out.durations["timing_s"] = clock() - start
 
     @staticmethod
