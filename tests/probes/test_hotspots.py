@@ -109,3 +109,10 @@ def test_probe_in_compile_mode_says_it_profiles_the_eager_step():
         tiny_subject("compile", peak_tflops=0.05, peak_gbps=5.0)
     )
     assert any("eager step" in n for n in report.findings["hotspots"]["notes"])
+
+
+def test_a_bad_peak_is_refused_with_the_flag_named():
+    from torchport.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--peak-gbps must be a positive, finite number"):
+        RunConfig(peak_gbps=-1.0)

@@ -215,3 +215,22 @@ def test_a_replacement_from_a_workload_folder(tmp_path):
     assert result["case"] == "workload/my_rmsnorm:fused_rmsnorm"
     assert result["status"] == "pass", result["error"]
     assert result["findings"]["kernel"]["model"]["failed"] == 0
+
+
+def _side(median, p10, p90, noisy=("CV 40% > 10%",)):
+    return {"median_ms": median, "p10_ms": p10, "p90_ms": p90, "noisy": list(noisy)}
+
+
+def test_noisy_step_timing_is_decided_by_the_per_round_ratios_when_they_agree():
+    config = RunConfig(suite="kernels", device="cpu")
+    ladder = KernelLadder(tiny_case("rms_norm"), "eager", config, CPUAdapter(), print, {})
+    overlapping = {"original": _side(100, 60, 160), "replacement": _side(200, 90, 300)}
+    ladder.kernel["timing"] = {"step": overlapping}
+    assert "noisy" not in ladder._step_noise() and "CV 40%" in ladder._step_noise()
+    ladder.kernel["timing"]["step_paired"] = {"median": 0.5, "p10": 0.4, "p90": 0.7, "n": 10}
+    assert ladder._step_noise() == ""  # every round: the replacement slower
+    ladder.kernel["timing"]["step_paired"] = {"median": 0.9, "p10": 0.6, "p90": 1.2, "n": 10}
+    assert "spans 1" in ladder._step_noise()
+    quiet = {"original": _side(100, 98, 102, ()), "replacement": _side(101, 97, 104, ())}
+    ladder.kernel["timing"] = {"step": quiet, "step_paired": {"p10": 0.9, "p90": 1.1}}
+    assert ladder._step_noise() == ""  # not noisy: the medians decide

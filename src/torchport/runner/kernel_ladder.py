@@ -17,7 +17,8 @@ timing     the op alone (first replaced module, at the input the model gives it)
 Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong, ``accuracy_fail``
 @gradcheck / @samples / @model when values or gradients differ, the usual statuses when the
 replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
-words (``correct_faster``, ``correct_slower``, ``opcheck_fail``, ...) with its reason; the
+words (``correct_faster``, ``correct_slower``, ``correct_noisy_timing`` when the timing cannot tell
+the sides apart, ``opcheck_fail``, ...) with its reason; the
 metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
 above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
 is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
@@ -390,6 +391,18 @@ class KernelLadder:
             timing[label] = {
                 name: {**summary_dict(f), "noisy": noisy(f)} for name, f in figures.items()
             }
+            # each round times both sides back to back (order alternating): the per-round
+            # ratio sees the same host load on both sides, so it drifts less than either side
+            rounds = Summary.of(
+                [a / b for a, b in zip(samples["original"], samples["replacement"], strict=True)]
+            )
+            timing[f"{label}_paired"] = {
+                "median": rounds.median_s,
+                "p10": rounds.p10_s,
+                "p90": rounds.p90_s,
+                "n": rounds.n,
+                "what": "per-round original / replacement time (above 1: faster)",
+            }
             o, r = figures["original"].median_s, figures["replacement"].median_s
             prefix = "step" if label == "step" else "kernel_op"
             self.out.metrics[f"{prefix}_ms_original"] = o * 1e3
@@ -484,17 +497,27 @@ class KernelLadder:
 
     # -- verdict ------------------------------------------------------------------------------
     def _step_noise(self) -> str:
-        """Why the step timing cannot tell the sides apart ("" when it can): a side flagged
-        noisy whose p10-p90 range overlaps the other side's. Separate ranges decide even when
-        noisy (a 3x slowdown on a loaded host is still a slowdown)."""
+        """Why the step timing cannot tell the sides apart ("" when it can). Decided when the
+        per-round ratios' p10-p90 range excludes 1, or the sides' p10-p90 ranges do not
+        overlap, or neither side is flagged noisy (a 3x slowdown on a loaded host is still a
+        slowdown); otherwise why it is noisy."""
         timing = self.kernel.get("timing")
         step = timing.get("step") if isinstance(timing, dict) else None
         if not isinstance(step, dict) or len(step) != 2:
             return ""
+        paired = timing.get("step_paired") or {}  # type: ignore[union-attr]
+        if paired and (paired["p10"] > 1.0 or paired["p90"] < 1.0):
+            return ""
         o, r = step["original"], step["replacement"]
         apart = r["p10_ms"] > o["p90_ms"] or r["p90_ms"] < o["p10_ms"]
         flagged = [f"{n} {', '.join(s['noisy'])}" for n, s in step.items() if s["noisy"]]
-        return "" if apart or not flagged else "; ".join(flagged) + " (p10-p90 ranges overlap)"
+        if apart or not flagged:
+            return ""
+        return "; ".join(flagged) + (
+            f"; per-round ratio p10-p90 {paired['p10']:.2f}-{paired['p90']:.2f} spans 1"
+            if paired
+            else ""
+        )
 
     def _finish(self) -> dict:
         k, m = self.kernel, self.out.metrics
