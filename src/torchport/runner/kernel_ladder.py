@@ -44,6 +44,8 @@ from torchport.timing import Summary, clock, sample_interleaved, step_timer
 # relative error (max abs err / max |reference|) the whole-model A/B allows, by the dtype it ran
 # in: float64 allows for an original that computes in float32 inside
 MODEL_TOLERANCE = {"float64": 1e-4, "float32": 1e-3}
+# timed rounds at least (each round: both sides once): the per-round ratios decide a noisy step
+MIN_ROUNDS = 20
 
 
 def _first_line(exc: BaseException | None) -> str:
@@ -383,7 +385,7 @@ class KernelLadder:
             if not sides:
                 continue
             try:
-                samples = sample_interleaved(sides, timer, budget_s=budget)
+                samples = sample_interleaved(sides, timer, budget_s=budget, min_samples=MIN_ROUNDS)
             except Exception as exc:
                 timing[label] = f"unavailable: {_first_line(exc)}"
                 continue
