@@ -101,6 +101,13 @@ def test_probe_ranks_ops_of_a_step_and_the_view_shows_them():
     result = {"case": "tiny", "mode": "eager", "findings": report.findings}
     view = hotspots_view.build({}, [result])
     assert view is not None and view.rows[0][2] == info["ops"][0]["op"]
+    # per innermost module: the two Linear layers hold the matmuls (forward and backward)
+    by_module = {m["op"]: m for m in info["modules"]}
+    assert {"Sequential.0", "Sequential.2"} <= set(by_module)
+    assert by_module["Sequential.0"]["flops"] == 2 * 16 * 32 * 64 + 2 * 16 * 32 * 64  # fwd, dW
+    assert by_module["Sequential.2"]["flops"] == 3 * 2 * 16 * 64 * 8  # fwd, dX, dW
+    assert sum(m["share"] for m in info["modules"]) == pytest.approx(1.0)
+    assert hotspots_view.modules({}, [result]).rows[0][2] == info["modules"][0]["op"]
     assert hotspots_view.build({}, [{"case": "x", "mode": "eager", "findings": {}}]) is None
 
 

@@ -9,7 +9,9 @@ Three passes over the eager step (an instrument never shares the timed pass):
 Then per op: share of the step, achieved FLOP/s and bytes/s, arithmetic intensity, bound
 (compute or memory, against the ridge of the peaks), the time a kernel at the roofline would
 take, percent of roofline, and the time it would save: the ranking. Host fallbacks (the op's
-inputs were on the host while the target is a device) are marked. Peaks come from
+inputs were on the host while the target is a device) are marked. The same per innermost
+module (torch's ModuleTracker, backward included), its ops timed one by one, synchronised, in a
+fourth, instrumented pass (the modules' shares are of that pass). Peaks come from
 --peak-tflops/--peak-gbps, the datasheet table, or a measurement (``roofline.peaks``).
 
 In compile mode the generated kernels are not aten ops: the probe profiles the eager step and
@@ -133,6 +135,18 @@ class HotspotsProbe(Probe):
             timed(eager, adapter.synchronize)[1] for _ in range(TIMED_STEPS)
         )
         rows = rank(costs, times, step_ms, peak)
+        per_module: dict = {}
+        op_costs(eager, target, modules=per_module, sync=adapter.synchronize)
+        module_ms = sum(m.get("time_ms", 0.0) for m in per_module.values())
+        module_rows = rank(
+            per_module,
+            {
+                name: {"self_ms": m.get("time_ms", 0.0), "calls": m.get("calls", 0)}
+                for name, m in per_module.items()
+            },
+            module_ms,
+            peak,
+        )
         info.update(
             peaks=peak,
             ridge_flops_per_byte=peak["tflops"] * 1e12 / (peak["gbps"] * 1e9),
@@ -142,6 +156,10 @@ class HotspotsProbe(Probe):
             ops=rows[:KEPT],
             ops_total=len(rows),
             uncounted_ops=sorted(r["op"] for r in rows if not r["counted"])[:20],
+            modules=module_rows[:KEPT],
+            modules_time="each op timed alone, synchronised, in an instrumented pass; shares "
+            "of that pass's op time (innermost module, backward included; 'Global' is outside "
+            "every module)",
         )
         info["notes"].append(
             "FLOPs: PyTorch's FLOP counter formulas (matmul, convolution, attention); "

@@ -38,11 +38,23 @@ def op_key(name: str) -> str:
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
 
 
-def op_costs(step: Callable[[], object], target: str) -> dict[str, dict]:
-    """{op: {"calls", "flops", "bytes", "host_calls"}} over one call of ``step``."""
+def op_costs(
+    step: Callable[[], object], target: str, modules: dict | None = None, sync=None
+) -> dict[str, dict]:
+    """{op: {"calls", "flops", "bytes", "host_calls"}} over one call of ``step``.
+
+    ``modules``: a dict to fill with the same per innermost module (torch's ModuleTracker,
+    backward included), plus each module's ``time_ms``: its ops timed one by one, the device
+    synchronised (``sync``) around each (an instrumented pass: slower than the step, used for
+    the modules' shares only)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
+
+    from torchport.timing import clock
+
+    tracker = _module_tracker() if modules is not None else None
+    sync = sync or (lambda: None)
 
     try:
         from torch.utils.flop_counter import flop_registry  # semi-private: guarded
@@ -53,8 +65,16 @@ def op_costs(step: Callable[[], object], target: str) -> dict[str, dict]:
     class Costs(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            if tracker is not None:
+                sync()
+                start = clock()
+                out = func(*args, **kwargs)
+                sync()
+                elapsed_ms = (clock() - start) * 1e3
+            else:
+                out = func(*args, **kwargs)
             row = table[op_key(str(func))]
+            before = dict(row)
             row["calls"] += 1
             packet = func.overloadpacket
             if packet in flop_registry:
@@ -74,11 +94,37 @@ def op_costs(step: Callable[[], object], target: str) -> dict[str, dict]:
             row["bytes"] += moved
             if target != "cpu" and any(t.device.type == "cpu" and t.dim() > 0 for t in ins):
                 row["host_calls"] += 1
+            if tracker is not None and modules is not None:
+                owner = _innermost(tracker.parents)
+                entry = modules.setdefault(owner, collections.Counter())
+                for key, value in row.items():
+                    entry[key] += value - before.get(key, 0)
+                entry["time_ms"] += elapsed_ms
             return out
 
-    with Costs():
-        step()
+    if tracker is None:
+        with Costs():
+            step()
+    else:
+        with tracker, Costs():
+            step()
+    if modules is not None:
+        for name in list(modules):
+            modules[name] = dict(modules[name])
     return {op: dict(counts) for op, counts in table.items()}
+
+
+def _module_tracker():
+    try:
+        from torch.utils.module_tracker import ModuleTracker  # public since torch 2.4
+    except ImportError:
+        return None
+    return ModuleTracker()
+
+
+def _innermost(parents) -> str:
+    """The deepest module of ModuleTracker's current set ('Global' outside every module)."""
+    return max(parents, key=lambda n: (n.count("."), len(n)), default="Global")
 
 
 def _mutates(func) -> bool:

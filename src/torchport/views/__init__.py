@@ -33,6 +33,7 @@ BUILTIN_ORDER = (
     "kernels",
     "kernels_fast_p",
     "hotspots",
+    "hotspots_modules",
 )
 
 

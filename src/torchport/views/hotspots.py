@@ -58,3 +58,47 @@ def build(run: dict, results: list[dict]) -> View | None:
                 ]
             )
     return View("Hot spots against the roofline", COLUMNS, rows, notes)
+
+
+MODULE_COLUMNS = columns(
+    "case",
+    "mode",
+    "module",
+    ("op calls", "count"),
+    ("share", "percent"),
+    ("ms", "ms"),
+    ("achieved TFLOP/s", "tflops"),
+    ("GB/s", "sci"),
+    ("FLOP/byte", "sci"),
+    "bound",
+    ("% of roofline", "percent"),
+    ("saving ms", "ms"),
+)
+
+
+def modules(run: dict, results: list[dict]) -> View | None:
+    """The same roofline figures per innermost module (backward included)."""
+    found = [r for r in results if ((r.get("findings") or {}).get("hotspots") or {}).get("modules")]
+    if not found:
+        return None
+    rows: list[list] = []
+    for r in found:
+        for m in r["findings"]["hotspots"]["modules"][:SHOWN]:
+            rows.append(
+                [
+                    r["case"],
+                    r["mode"],
+                    m["op"],
+                    m.get("calls"),
+                    m.get("share"),
+                    m.get("self_ms"),
+                    m.get("achieved_tflops"),
+                    m.get("achieved_gbps"),
+                    m.get("intensity"),
+                    m.get("bound") or "not counted",
+                    m.get("pct_of_roofline"),
+                    m.get("saving_ms"),
+                ]
+            )
+    note = found[0]["findings"]["hotspots"].get("modules_time") or ""
+    return View("Hot spots by module", MODULE_COLUMNS, rows, [f"time: {note}"] if note else [])
