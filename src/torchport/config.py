@@ -76,6 +76,7 @@ class RunConfig:
     train_steps: int = 0
     profile: bool = False
     peak_tflops: float | None = None
+    peak_gbps: float | None = None  # device memory bandwidth for the roofline (hotspots)
     perf_budget_s: float = 2.0  # time budget per side of the perf probe
     artifacts_dir: str = "artifacts"
     # Where tasks run: ``jobs`` workers at once, on this host (local) or on a Ray cluster
@@ -107,6 +108,7 @@ class RunConfig:
             ("--compile-timeout", self.compile_timeout_s),
             ("--perf-budget", self.perf_budget_s),
             ("--peak-tflops", self.peak_tflops),
+            ("--peak-gbps", self.peak_gbps),
         ):
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive, finite number; got {value}")

@@ -147,11 +147,36 @@ class WorkloadCase(Case):
         self.path = path
         self.id = f"workload/{path}"
 
+    @property
+    def ladder(self) -> str | None:
+        """``kernel`` when the factory is marked ``@replacement`` (cases/kernels.py): asked in
+        the worker, where the workload folder is importable; None elsewhere."""
+        try:
+            return getattr(load_factory(self.path), "torchport_ladder", None)
+        except WorkloadError:
+            return None  # build says why
+
+    def replacement(self):
+        """The ``Replacement`` a ``@replacement`` factory returns (the kernel ladder's)."""
+        from torchport.cases.kernels import Replacement
+
+        rep = load_factory(self.path)()
+        if not isinstance(rep, Replacement):
+            raise WorkloadError(
+                f"--workload {self.path}: a @replacement function must return "
+                f"torchport.cases.kernels.Replacement, got {type(rep).__name__}"
+            )
+        return rep
+
     def build(self, *, seed: int, size: Size) -> Workload:
         import torch
 
         torch.manual_seed(seed)
         factory = load_factory(self.path)
+        if getattr(factory, "torchport_ladder", None) == "kernel":
+            from torchport.cases.kernels import reduced_llama
+
+            return (self.replacement().model or reduced_llama)(seed=seed, size=size)
         workload = to_workload(factory(**size_kwargs(factory, size, self.path)), self.path)
         workload.meta.setdefault("size", {"batch": size.batch, "seq": size.seq})
         return workload

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
     from torchport.runner.generate_ladder import GenerateLadder
+    from torchport.runner.kernel_ladder import KernelLadder  # kernels: a replacement's A/B
     from torchport.runner.ladder import Ladder
     from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
 
@@ -71,6 +72,8 @@ def main(argv=None) -> int:
                 if config.scenario == "generate"
                 else OpLadder
                 if getattr(case, "ladder", None) == "op"
+                else KernelLadder
+                if getattr(case, "ladder", None) == "kernel"
                 else Ladder
             )
             result = ladder(

@@ -30,6 +30,10 @@ BUILTIN_ORDER = (
     "serving",
     "train",
     "profile",
+    "kernels",
+    "kernels_fast_p",
+    "hotspots",
+    "hotspots_modules",
 )
 
 

@@ -126,6 +126,12 @@ def _integers(flag: str, value: str | None) -> tuple[int, ...]:
 @click.option("--profile", is_flag=True, help="Keep a torch.profiler trace per result.")
 @click.option("--peak-tflops", default=None, type=float, help="Device peak for MFU.")
 @click.option(
+    "--peak-gbps",
+    default=None,
+    type=float,
+    help="Device memory bandwidth, GB/s, for the hot-spot roofline (--probes hotspots).",
+)
+@click.option(
     "--perf-budget",
     "perf_budget_s",
     default=2.0,
@@ -197,6 +203,7 @@ def command(
     train_steps,
     profile,
     peak_tflops,
+    peak_gbps,
     perf_budget_s,
     jobs,
     executor_name,
@@ -250,6 +257,7 @@ def command(
                 train_steps=train_steps,
                 profile=profile,
                 peak_tflops=peak_tflops,
+                peak_gbps=peak_gbps,
                 perf_budget_s=perf_budget_s,
                 jobs=jobs,
                 executor=executor_name,

@@ -1,0 +1,546 @@
+"""The ladder of a ``kernels`` case: a replacement kernel evaluated inside the real model.
+
+build      the replacement and the model with the ORIGINAL modules; the replaced copy is made
+           from it (``swap_modules``), with every target swapped
+opcheck    ``torch.library.opcheck`` on the op's samples (custom ops only)
+gradcheck  ``torch.autograd.gradcheck`` in float64 (custom ops that train)
+samples    replacement module vs original module, OpInfo-like inputs, every claimed dtype
+model      whole-model A/B: the replaced model (eager, or compiled in compile mode) against the
+           same model with the ORIGINAL modules in eager, float64 where both allow it: outputs,
+           loss and every gradient. The reference never runs the replacement, so a wrong
+           backward cannot pass as it would against itself.
+timing     the op alone (first replaced module, at the input the model gives it) and the whole
+           training step, with and without, interleaved and synchronised (``timing.py``), in the
+           mode of the task (eager, or torch.compile with the device's backend); in compile mode
+           the graph breaks, graphs and recompiles the replacement adds
+
+Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong, ``accuracy_fail``
+@gradcheck / @samples / @model when values or gradients differ, the usual statuses when the
+replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
+words (``correct_faster``, ``correct_slower``, ``correct_noisy_timing`` when the timing cannot tell
+the sides apart, ``opcheck_fail``, ...) with its reason; the
+metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
+above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
+is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
+``parity_max_rel_err``: the figures ``compare`` and ``gate`` judge, as for any case.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+
+from torchport.cases.base import Size
+from torchport.config import RunConfig
+from torchport.execution import compile_backend
+from torchport.execution.steps import make_step, place
+from torchport.probes import compile_metrics
+from torchport.probes.perf import host_load, noisy, summary_dict
+from torchport.records.result import Result, capture, error_note, error_value
+from torchport.runner import kernel_checks
+from torchport.timing import Summary, clock, sample_interleaved, step_timer
+
+# relative error (max abs err / max |reference|) the whole-model A/B allows, by the dtype it ran
+# in: float64 allows for an original that computes in float32 inside
+MODEL_TOLERANCE = {"float64": 1e-4, "float32": 1e-3}
+# timed rounds at least (each round: both sides once): the per-round ratios decide a noisy step
+MIN_ROUNDS = 20
+
+
+def _first_line(exc: BaseException | None) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
+
+
+def _exc(captured) -> BaseException:
+    assert captured.exc is not None  # only called on a failed capture
+    return captured.exc
+
+
+class KernelLadder:
+    """Same interface as ``runner.ladder.Ladder``: ``KernelLadder(...).run() -> result dict``."""
+
+    def __init__(
+        self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
+    ):
+        self.case, self.mode, self.config, self.adapter, self.emit = (
+            case,
+            mode,
+            config,
+            adapter,
+            emit,
+        )
+        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        self.out.findings.update({"tags": list(case.tags), "ladder": "kernel"})
+        self.kernel: dict = {}
+        self.out.findings["kernel"] = self.kernel
+        self.backend: compile_backend.Choice | None = None
+        self.device = adapter.device()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _stage(self, name: str, fn: Callable):
+        self.emit({"event": "stage", "stage": name})
+        done = capture(name, fn, clock)
+        self.out.durations[f"{name}_s"] = done.duration_s
+        return done
+
+    def _fail_once(self, status: str, stage: str, error: dict, verdict: str) -> None:
+        """The first failure decides the status; later stages still record what they saw."""
+        if self.out.status == "pass":
+            self.out.fail(status, stage, error)
+            self.kernel["verdict"] = verdict
+            self.kernel["reason"] = error["message"]
+
+    # -- the ladder -------------------------------------------------------------------------
+    def run(self) -> dict:
+        import torch
+
+        config = self.config
+        size = Size(batch=config.batch, seq=config.seq)
+        built = self._stage("build", lambda: self._build(size))
+        if not built.ok:
+            self.out.fail_from(built)
+            self.kernel.update(verdict="error", reason=self.out.error["message"])  # type: ignore[index]
+            return self.out.to_dict()
+        rep, workload, swapped = built.value
+        self.kernel.update(
+            {
+                "replacement": rep.name,
+                "target": rep.target,
+                "replaced": swapped,
+                "dtypes": list(rep.dtypes),
+                "trains": rep.trains,
+            }
+        )
+        if self.mode == "compile" and not self._choose_backend():
+            return self._finish()
+        if rep.op is not None and rep.op_samples is not None:
+            self._registration(rep)
+        dtype = getattr(torch, config.dtype)
+        placed = self._stage(
+            "place", lambda: place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
+        )
+        if not placed.ok:
+            self.out.fail_from(placed)
+            return self._finish()
+        original = placed.value
+        replaced = dataclasses.replace(original, model=copy.deepcopy(original.model))
+        from torchport.cases.kernels import swap_modules
+
+        swap_modules(replaced.model, rep)
+        x = self._module_input(original, rep)
+        if x is not None:
+            self._samples(rep, original, x)
+        steps = {
+            "original": make_step(original.model, original.model, original),
+            "replacement": make_step(replaced.model, replaced.model, replaced),
+        }
+        got = None
+        if self.mode == "compile":  # compiled once: its first call is the A/B's replaced side
+            compiled = self._stage("compile", lambda: self._compiled_sides(original, replaced))
+            if not compiled.ok:
+                self._fail_once(compiled.status, "compile", error_value(compiled.exc), "error")
+                return self._finish()
+            steps, got = compiled.value
+            if got is None:
+                return self._finish()
+        self._model_ab(rep, workload, got)
+        if self.out.status == "pass":  # a wrong kernel's speed decides nothing
+            self._timing(rep, steps, x)
+        else:
+            self.kernel["timing"] = "not timed: the replacement is not correct"
+        return self._finish()
+
+    def _build(self, size: Size):
+        from torchport.cases.kernels import swap_modules
+
+        rep = self.case.replacement()
+        workload = self.case.build(seed=self.config.seed, size=size)
+        probe = copy.deepcopy(workload.model)
+        swapped = swap_modules(probe, rep)
+        if not swapped:
+            raise LookupError(
+                f"replacement '{rep.name}' targets '{rep.target}', but the model has no module "
+                "of that class; name the class as type(module).__name__ or its full path"
+            )
+        return rep, workload, swapped
+
+    def _choose_backend(self) -> bool:
+        try:
+            self.backend = compile_backend.choose(
+                self.adapter, self.config.compile_backend, self.config.compile_mode
+            )
+        except compile_backend.NoCompileBackend as exc:
+            self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
+            self.kernel.update(verdict="error", reason=str(exc))
+            return False
+        self.out.findings["compile_backend"] = self.backend.to_dict()
+        return True
+
+    def _registration(self, rep) -> None:
+        import torch
+
+        samples = rep.op_samples(torch.float32, self.device)
+        done = self._stage("opcheck", lambda: kernel_checks.opcheck(rep.op, samples))
+        if not done.ok:
+            self._fail_once("crash", "opcheck", error_value(_exc(done)), "error")
+            return
+        report = done.value
+        self.kernel["opcheck"] = report
+        self.out.metrics["kernel_opcheck_failed"] = report["failed"]
+        if report["failed"]:
+            first = report["failures"][0]
+            self._fail_once(
+                "eager_fail",
+                "opcheck",
+                error_note(
+                    "OpCheckError",
+                    f"opcheck {first['test']} failed on sample "
+                    f"{first['sample']}: {first['message']}",
+                ),
+                "opcheck_fail",
+            )
+        if not rep.trains:
+            return
+        samples64 = rep.op_samples(torch.float64, self.device)
+        done = self._stage("gradcheck", lambda: kernel_checks.gradcheck(rep.op, samples64))
+        if not done.ok:
+            self._fail_once("crash", "gradcheck", error_value(_exc(done)), "error")
+            return
+        report = done.value
+        self.kernel["gradcheck"] = report
+        self.out.metrics["kernel_gradcheck_failed"] = report["failed"]
+        if report["failed"]:
+            first = report["failures"][0]
+            self._fail_once(
+                "accuracy_fail",
+                "gradcheck",
+                error_note(
+                    "GradcheckError",
+                    f"gradcheck (float64) failed on sample {first['sample']}: {first['message']}",
+                ),
+                "gradcheck_fail",
+            )
+
+    def _module_input(self, workload, rep):
+        """The input the model gives its first targeted module (one eager forward)."""
+        import torch
+
+        seen: list = []
+        target = next((m for m in workload.model.modules() if rep.matches(m)), None)
+        if target is None:
+            return None
+
+        def hook(_module, args):
+            if not seen and args and isinstance(args[0], torch.Tensor):
+                seen.append((args[0].detach().clone(), _module))
+
+        handle = target.register_forward_pre_hook(hook)
+        try:
+            with torch.no_grad():
+                workload.model(*workload.args, **workload.kwargs)
+        except Exception as exc:
+            self.kernel["module_input"] = (
+                f"unavailable: the original model raised: {_first_line(exc)}"
+            )
+            return None
+        finally:
+            handle.remove()
+        return seen[0] if seen else None
+
+    def _samples(self, rep, original, seen) -> None:
+        x, module = seen
+        done = self._stage(
+            "samples",
+            lambda: kernel_checks.compare_samples(module, rep.make, x, rep.dtypes, rep.trains),
+        )
+        if not done.ok:
+            self._fail_once("crash", "samples", error_value(_exc(done)), "error")
+            return
+        report = done.value
+        self.kernel["samples"] = report
+        self.out.metrics["kernel_samples_checked"] = report["checked"]
+        self.out.metrics["kernel_samples_failed"] = report["failed"]
+        if report["failed"]:
+            first = report["failures"][0]
+            self._fail_once(
+                "accuracy_fail",
+                "samples",
+                error_note(
+                    "SampleMismatch", f"{first['dtype']} {first['sample']}: {first['message']}"
+                ),
+                "sample_mismatch",
+            )
+
+    # -- whole model --------------------------------------------------------------------------
+    def _model_ab(self, rep, workload, got: dict | None) -> None:
+        """The replaced model against the same model with the ORIGINAL modules in eager,
+        float64 where the device allows it. ``got``: the compiled replaced model's first step
+        (compile mode, at the run's dtype); None: the replaced model in eager, float64 too."""
+        import torch
+
+        from torchport.cases.kernels import swap_modules
+
+        self.emit({"event": "stage", "stage": "model"})
+        start = clock()
+        tensors: dict = {}
+        for dtype_name in ("float64", "float32"):
+            try:
+                dtype = getattr(torch, dtype_name)
+                ref_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
+                tensors["original"] = make_step(ref_w.model, ref_w.model, ref_w)()
+            except Exception as exc:  # the device refuses this dtype: try the next
+                tensors["refused"] = f"{dtype_name}: {_first_line(exc)}"
+                continue
+            break
+        else:
+            self._fail_once(
+                "eager_fail", "model", error_note("ModelError", tensors["refused"]), "error"
+            )
+            return
+        if got is None:
+            new_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
+            swap_modules(new_w.model, rep)
+            done = capture("run", make_step(new_w.model, new_w.model, new_w), clock)
+            if not done.ok:
+                self.kernel["model"] = {"error": _first_line(done.exc)}
+                self._fail_once(done.status, "model", error_value(_exc(done)), "error")
+                return
+            got = done.value
+        else:  # compared at the lower precision of the two sides
+            dtype_name = "float64" if self.config.dtype == "float64" else "float32"
+        self.out.durations["model_s"] = clock() - start
+        report = self._compare_tensors(got, tensors["original"], dtype_name)
+        if "refused" in tensors:
+            report["note"] = f"float64 refused ({tensors['refused']}); compared in float32"
+        self.kernel["model"] = report
+        self.out.metrics["kernel_model_max_rel_err"] = report["max_rel_err"]
+        self.out.metrics["parity_max_rel_err"] = report["max_rel_err"]  # compare's parity drift
+        if report["failed"]:
+            worst = report["failures"][0]
+            self._fail_once(
+                "accuracy_fail",
+                "model",
+                error_note(
+                    "ParityMismatch",
+                    f"whole model ({dtype_name}) vs the original: "
+                    f"{worst['name']} rel err {worst['rel_err']:.3g} > "
+                    f"{report['tolerance']:g}"
+                    f" ({report['failed']} of {report['compared']} "
+                    "tensors)",
+                ),
+                "model_mismatch",
+            )
+
+    @staticmethod
+    def _compare_tensors(got: dict, want: dict, dtype_name: str) -> dict:
+        tol = MODEL_TOLERANCE[dtype_name]
+        rows = []
+        missing = sorted(set(want) ^ set(got))
+        for name in sorted(set(want) & set(got)):
+            a, b = got[name].double().cpu(), want[name].double().cpu()
+            if a.shape != b.shape:
+                rows.append({"name": name, "rel_err": float("inf"), "abs_err": float("inf")})
+                continue
+            scale = float(b.abs().max()) if b.numel() else 0.0
+            err = float((a - b).abs().max()) if b.numel() else 0.0
+            rows.append({"name": name, "abs_err": err, "rel_err": err / max(scale, 1e-30)})
+        rows.sort(key=lambda r: -r["rel_err"])
+        bad = [r for r in rows if not r["rel_err"] <= tol]
+        return {
+            "dtype": dtype_name,
+            "compared": len(rows),
+            "gradients": sum(1 for r in rows if r["name"].startswith("grad.")),
+            "failed": len(bad) + len(missing),
+            "failures": (bad + [{"name": m, "rel_err": float("inf")} for m in missing])[:10],
+            "worst": rows[:5],
+            "max_rel_err": rows[0]["rel_err"] if rows else 0.0,
+            "tolerance": tol,
+            "rule": "max |replaced - original| / max |original| per tensor",
+        }
+
+    # -- timing -------------------------------------------------------------------------------
+    def _timing(self, rep, sides_step: dict, seen) -> None:
+        import torch
+
+        self.emit({"event": "stage", "stage": "timing"})
+        start = clock()
+        timer = step_timer(self.adapter)
+        budget = self.config.perf_budget_s
+        timing: dict = {"timer": timer.kind, "host": host_load(), "mode": self.mode}
+        if "compile" in self.kernel:
+            timing["compile"] = self.kernel.pop("compile")
+        self.kernel["timing"] = timing
+        sides_op: dict = {}
+        if seen is not None:
+            x, module = seen
+            new_module = rep.make(copy.deepcopy(module))
+            cot = torch.randn_like(module(x)) if rep.trains else None
+            for name, mod in (("original", module), ("replacement", new_module)):
+                sides_op[name] = self._op_call(mod, x, cot)
+        if self.mode == "compile":
+            self._compile_op_sides(sides_op, timing)
+        for label, sides in (("step", sides_step), ("op", sides_op)):
+            if not sides:
+                continue
+            try:
+                samples = sample_interleaved(sides, timer, budget_s=budget, min_samples=MIN_ROUNDS)
+            except Exception as exc:
+                timing[label] = f"unavailable: {_first_line(exc)}"
+                continue
+            figures = {name: Summary.of(s) for name, s in samples.items()}
+            timing[label] = {
+                name: {**summary_dict(f), "noisy": noisy(f)} for name, f in figures.items()
+            }
+            # each round times both sides back to back (order alternating): the per-round
+            # ratio sees the same host load on both sides, so it drifts less than either side
+            rounds = Summary.of(
+                [a / b for a, b in zip(samples["original"], samples["replacement"], strict=True)]
+            )
+            timing[f"{label}_paired"] = {
+                "median": rounds.median_s,
+                "p10": rounds.p10_s,
+                "p90": rounds.p90_s,
+                "n": rounds.n,
+                "what": "per-round original / replacement time (above 1: faster)",
+            }
+            o, r = figures["original"].median_s, figures["replacement"].median_s
+            prefix = "step" if label == "step" else "kernel_op"
+            self.out.metrics[f"{prefix}_ms_original"] = o * 1e3
+            self.out.metrics[f"{prefix}_ms_replacement"] = r * 1e3
+            self.out.metrics[f"kernel_{label}_speedup"] = o / r if r > 0 else float("nan")
+            if label == "step":  # the replaced model's step: what compare and gate judge
+                replaced = figures["replacement"]
+                self.out.metrics.update(
+                    perf_median_ms=replaced.median_s * 1e3,
+                    perf_p10_ms=replaced.p10_s * 1e3,
+                    perf_p90_ms=replaced.p90_s * 1e3,
+                    perf_samples=replaced.n,
+                )
+        self.out.durations["timing_s"] = clock() - start
+
+    @staticmethod
+    def _op_call(module, x, cot):
+        def call():
+            leaf = x.detach().requires_grad_(cot is not None)
+            out = module(leaf)
+            if cot is not None:
+                out.backward(cot)
+            return out
+
+        return call
+
+    def _compiled_sides(self, original, replaced) -> tuple[dict, dict | None]:
+        """Compile each side's training step and call it three times: graphs and graph breaks
+        of the first call, recompiles in the later two, per side, and what the replacement
+        adds (metrics). Returns the compiled steps and the replaced side's first outputs
+        (None when it failed, recorded)."""
+        assert self.backend is not None
+        report: dict = {}
+        self.kernel["compile"] = report
+        compile_metrics.reset_dynamo()
+        steps: dict = {}
+        first_out = None
+        for name, w in (("original", original), ("replacement", replaced)):
+            step = make_step(self.backend.compile(w.model), w.model, w)
+            compile_metrics.clear_counters()
+            compile_metrics.clear_compilation_metrics()
+            first = capture("compile", step, clock)
+            if not first.ok:
+                report[name] = {"error": _first_line(first.exc)}
+                if name == "replacement":
+                    self._fail_once(first.status, "compile", error_value(_exc(first)), "error")
+                else:
+                    self.out.fail_from(first)
+                    self.kernel.update(verdict="error", reason=_first_line(first.exc))
+                return steps, None
+            snapshot = compile_metrics.counters_snapshot()
+            entries = compile_metrics.compilation_metrics()
+            compile_metrics.clear_compilation_metrics()
+            step()
+            step()
+            later = compile_metrics.compilation_metrics()
+            report[name] = {
+                "first_call_s": first.duration_s,
+                "graphs": len(entries) if isinstance(entries, list) else entries,
+                "graph_breaks": sum(snapshot.get("graph_break", {}).values())
+                if isinstance(snapshot, dict)
+                else snapshot,
+                "later_recompiles": len(later) if isinstance(later, list) else later,
+                "recompile_reasons": [e.get("recompile_reason") for e in later][:5]
+                if isinstance(later, list)
+                else later,
+            }
+            steps[name] = step
+            first_out = first.value
+        for key, metric in (
+            ("graph_breaks", "kernel_graph_breaks_added"),
+            ("graphs", "kernel_graphs_added"),
+            ("later_recompiles", "kernel_recompiles_added"),
+        ):
+            o, r = report["original"][key], report["replacement"][key]
+            if isinstance(o, int) and isinstance(r, int):
+                self.out.metrics[metric] = r - o
+        return steps, first_out
+
+    def _compile_op_sides(self, sides_op: dict, timing: dict) -> None:
+        """The op alone, compiled (each side once, outside timing); dropped if one fails."""
+        assert self.backend is not None
+        for name in list(sides_op):
+            compiled_fn = self.backend.compile(sides_op[name])
+            try:
+                compiled_fn()
+            except Exception as exc:
+                timing["op"] = f"unavailable: {name} compiled raised {_first_line(exc)}"
+                sides_op.clear()
+                return
+            sides_op[name] = compiled_fn
+
+    # -- verdict ------------------------------------------------------------------------------
+    def _step_noise(self) -> str:
+        """Why the step timing cannot tell the sides apart ("" when it can). Decided when the
+        per-round ratios' p10-p90 range excludes 1, or the sides' p10-p90 ranges do not
+        overlap, or neither side is flagged noisy (a 3x slowdown on a loaded host is still a
+        slowdown); otherwise why it is noisy."""
+        timing = self.kernel.get("timing")
+        step = timing.get("step") if isinstance(timing, dict) else None
+        if not isinstance(step, dict) or len(step) != 2:
+            return ""
+        paired = timing.get("step_paired") or {}  # type: ignore[union-attr]
+        if paired and (paired["p10"] > 1.0 or paired["p90"] < 1.0):
+            return ""
+        o, r = step["original"], step["replacement"]
+        apart = r["p10_ms"] > o["p90_ms"] or r["p90_ms"] < o["p10_ms"]
+        flagged = [f"{n} {', '.join(s['noisy'])}" for n, s in step.items() if s["noisy"]]
+        if apart or not flagged:
+            return ""
+        return "; ".join(flagged) + (
+            f"; per-round ratio p10-p90 {paired['p10']:.2f}-{paired['p90']:.2f} spans 1"
+            if paired
+            else ""
+        )
+
+    def _finish(self) -> dict:
+        k, m = self.kernel, self.out.metrics
+        if self.out.status == "pass":
+            speed = m.get("kernel_step_speedup")
+            if speed is None:
+                k.update(verdict="correct_untimed", reason="correct; the step was not timed")
+            else:
+                noise = self._step_noise()
+                k["verdict"] = (
+                    "correct_noisy_timing"
+                    if noise
+                    else "correct_faster"
+                    if speed > 1.0
+                    else "correct_slower"
+                )
+                k["reason"] = (
+                    f"correct (opcheck, gradcheck, {m.get('kernel_samples_checked', 0):g} "
+                    f"samples, whole model); training step {speed:.3g}x the original's speed "
+                    f"({m['step_ms_original']:.3g} ms -> {m['step_ms_replacement']:.3g} ms, "
+                    f"{self.mode})" + (f"; timing noisy: {noise}" if noise else "")
+                )
+        self.out.findings["kernel"] = k
+        return self.out.to_dict()

@@ -1,0 +1,236 @@
+"""The kernel ladder on a tiny model with an RMSNorm of LlamaRMSNorm's arithmetic: every
+verdict path (right, wrong fake, wrong backward, slower) in seconds, without transformers.
+The suite itself (reduced llama, through the CLI) is in the slow test at the end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from torchport.cases.base import Size, Workload
+from torchport.cases.kernels import KernelCase, Replacement, rms_norm_replacement
+from torchport.config import RunConfig
+from torchport.devices.cpu import CPUAdapter
+from torchport.records.result import Result
+from torchport.runner import kernel_checks
+from torchport.runner.kernel_ladder import KernelLadder
+
+
+class TinyRMSNorm(torch.nn.Module):
+    """transformers' LlamaRMSNorm, as it computes: float32 inside, scale after casting back."""
+
+    def __init__(self, hidden: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * h.to(dtype)
+
+
+def tiny_model(*, seed: int, size: Size) -> Workload:
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), TinyRMSNorm(16), torch.nn.Linear(16, 16), TinyRMSNorm(16)
+    )
+    with torch.no_grad():
+        for m in model:
+            if isinstance(m, TinyRMSNorm):
+                m.weight.normal_(1.0, 0.2)
+    return Workload(
+        model=model, args=(torch.randn(8, 6, 8),), loss_fn=lambda out: out.pow(2).mean()
+    )
+
+
+def tiny_case(variant: str) -> KernelCase:
+    def make() -> Replacement:
+        rep = rms_norm_replacement(variant)
+        rep.target, rep.model = "TinyRMSNorm", tiny_model
+        return rep
+
+    return KernelCase(f"kernels/tiny_{variant}", make)
+
+
+def run(variant: str, mode: str = "eager") -> dict:
+    config = RunConfig(suite="kernels", device="cpu", modes=(mode,), perf_budget_s=0.2)
+    result = KernelLadder(tiny_case(variant), mode, config, CPUAdapter(), lambda e: None, {}).run()
+    Result.from_dict(result)  # the shape the store takes
+    json.dumps(result)
+    return result
+
+
+def test_right_kernel_passes_every_check_and_is_timed():
+    r = run("rms_norm")
+    k, m = r["findings"]["kernel"], r["metrics"]
+    assert r["status"] == "pass", r["error"]
+    assert k["replaced"] == ["1", "3"]
+    assert m["kernel_opcheck_failed"] == 0 and m["kernel_gradcheck_failed"] == 0
+    assert m["kernel_samples_checked"] == 4 * 9 and m["kernel_samples_failed"] == 0
+    assert k["model"]["dtype"] == "float64" and k["model"]["failed"] == 0
+    # outputs, loss and every parameter's gradient were compared
+    assert k["model"]["gradients"] == 6 and k["model"]["compared"] == 8
+    assert m["kernel_step_speedup"] == pytest.approx(
+        m["step_ms_original"] / m["step_ms_replacement"]
+    )
+    assert m["kernel_op_speedup"] > 0
+    assert k["verdict"] in ("correct_faster", "correct_slower", "correct_noisy_timing")
+    assert k["timing"]["step"]["original"]["n"] >= 10
+    # the replaced step's figures, as compare and gate read them
+    assert m["perf_median_ms"] == m["step_ms_replacement"]
+    assert m["perf_samples"] == k["timing"]["step"]["replacement"]["n"]
+    assert m["parity_max_rel_err"] == m["kernel_model_max_rel_err"] < 1e-4
+
+
+def test_wrong_fake_fails_opcheck():
+    r = run("rms_norm_bad_fake")
+    assert (r["status"], r["stage"]) == ("eager_fail", "opcheck")
+    assert r["findings"]["kernel"]["verdict"] == "opcheck_fail"
+    assert "test_faketensor" in r["error"]["message"]
+    assert r["findings"]["kernel"]["timing"].startswith("not timed")
+
+
+def test_wrong_backward_fails_gradcheck_and_the_model_ab():
+    r = run("rms_norm_bad_backward")
+    k = r["findings"]["kernel"]
+    assert (r["status"], r["stage"], k["verdict"]) == (
+        "accuracy_fail",
+        "gradcheck",
+        "gradcheck_fail",
+    )
+    assert r["metrics"]["kernel_gradcheck_failed"] == 3
+    assert r["metrics"]["kernel_samples_failed"] > 0
+    # the reference ran the ORIGINAL module: the wrong gradients show in the whole model too
+    assert k["model"]["failed"] > 0
+    assert all(f["name"].startswith("grad.") for f in k["model"]["failures"])
+    assert r["metrics"]["kernel_model_max_rel_err"] > 1e-2
+
+
+def test_slow_kernel_is_correct_and_its_slowdown_shown():
+    r = run("rms_norm_slow")
+    m = r["metrics"]
+    assert r["status"] == "pass", r["error"]
+    assert m["kernel_op_speedup"] < 1.0  # a Python loop over rows against one fused call
+    assert r["findings"]["kernel"]["verdict"] in ("correct_slower", "correct_noisy_timing")
+
+
+@pytest.mark.slow
+def test_compile_mode_records_what_the_replacement_adds():
+    """torch.compile of both sides (about 20 s on a loaded host)."""
+    r = run("rms_norm", mode="compile")
+    assert r["status"] == "pass", r["error"]
+    report = r["findings"]["kernel"]["timing"]["compile"]
+    assert report["original"]["graphs"] >= 1 and report["replacement"]["graphs"] >= 1
+    for metric in ("kernel_graph_breaks_added", "kernel_recompiles_added", "kernel_graphs_added"):
+        assert metric in r["metrics"]
+    # compared against the original in eager float64, at the run's dtype
+    assert r["findings"]["kernel"]["model"]["dtype"] == "float32"
+
+
+def test_a_replacement_with_no_target_in_the_model_is_a_build_failure():
+    def make():
+        rep = rms_norm_replacement("rms_norm")
+        rep.target, rep.model = "NoSuchNorm", tiny_model
+        return rep
+
+    config = RunConfig(suite="kernels", device="cpu", perf_budget_s=0.2)
+    case = KernelCase("kernels/none", make)
+    r = KernelLadder(case, "eager", config, CPUAdapter(), lambda e: None, {}).run()
+    assert (r["status"], r["stage"]) == ("build_fail", "build")
+    assert "NoSuchNorm" in r["error"]["message"]
+
+
+def test_samples_cover_layouts_and_dtypes():
+    x = torch.randn(2, 3, 16)
+    names = [name for name, _, _ in kernel_checks.input_variants(x)]
+    assert {"non_contiguous", "transposed", "sliced", "expanded", "odd_rows"} <= set(names)
+    for name, base, view in kernel_checks.input_variants(x):
+        v = view(base)
+        assert v.shape[-1] == 16
+        if name in ("non_contiguous", "transposed", "expanded"):
+            assert not v.is_contiguous(), name
+
+
+@pytest.mark.slow
+def test_kernels_suite_through_the_cli_gives_each_verdict(tmp_path):
+    """``torchport run --suite kernels --device cpu`` in reduced llama (about 1.5 min)."""
+    db = str(tmp_path / "kb.sqlite")
+    cli = [sys.executable, "-m", "torchport.interfaces.cli"]
+    subprocess.run(
+        [*cli, "run", "--suite", "kernels", "--device", "cpu", "--modes", "eager", "--db", db],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    shown = subprocess.run(
+        [*cli, "show", "--db", db, "--json"], check=True, capture_output=True, timeout=300
+    )
+    body = json.loads(shown.stdout)
+    got = {r["case"]: (r["status"], r["findings"]["kernel"]["verdict"]) for r in body["results"]}
+    assert got["kernels/rms_norm"][0] == "pass"
+    assert got["kernels/rms_norm_bad_fake"] == ("eager_fail", "opcheck_fail")
+    assert got["kernels/rms_norm_bad_backward"] == ("accuracy_fail", "gradcheck_fail")
+    assert got["kernels/rms_norm_slow"][0] == "pass"
+    slow = next(r for r in body["results"] if r["case"] == "kernels/rms_norm_slow")
+    assert slow["metrics"]["kernel_step_speedup"] < 1.0
+    assert "kernels_fast_p" in body["views"]
+
+
+@pytest.mark.slow
+def test_a_replacement_from_a_workload_folder(tmp_path):
+    """The README's example: the user's own custom op, run from its folder, no PYTHONPATH."""
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "examples")
+    folder = os.path.abspath(os.path.join(folder, "kernel_workload"))
+    db = str(tmp_path / "kb.sqlite")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cli = [sys.executable, "-m", "torchport.interfaces.cli"]
+    subprocess.run(
+        [
+            *cli,
+            "run",
+            "--workload",
+            "my_rmsnorm:fused_rmsnorm",
+            "--device",
+            "cpu",
+            "--modes",
+            "eager",
+            "--db",
+            db,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        cwd=folder,
+        env=env,
+    )
+    shown = subprocess.run(
+        [*cli, "show", "--db", db, "--json"], check=True, capture_output=True, timeout=300
+    )
+    (result,) = json.loads(shown.stdout)["results"]
+    assert result["case"] == "workload/my_rmsnorm:fused_rmsnorm"
+    assert result["status"] == "pass", result["error"]
+    assert result["findings"]["kernel"]["model"]["failed"] == 0
+
+
+def _side(median, p10, p90, noisy=("CV 40% > 10%",)):
+    return {"median_ms": median, "p10_ms": p10, "p90_ms": p90, "noisy": list(noisy)}
+
+
+def test_noisy_step_timing_is_decided_by_the_per_round_ratios_when_they_agree():
+    config = RunConfig(suite="kernels", device="cpu")
+    ladder = KernelLadder(tiny_case("rms_norm"), "eager", config, CPUAdapter(), print, {})
+    overlapping = {"original": _side(100, 60, 160), "replacement": _side(200, 90, 300)}
+    ladder.kernel["timing"] = {"step": overlapping}
+    assert "noisy" not in ladder._step_noise() and "CV 40%" in ladder._step_noise()
+    ladder.kernel["timing"]["step_paired"] = {"median": 0.5, "p10": 0.4, "p90": 0.7, "n": 10}
+    assert ladder._step_noise() == ""  # every round: the replacement slower
+    ladder.kernel["timing"]["step_paired"] = {"median": 0.9, "p10": 0.6, "p90": 1.2, "n": 10}
+    assert "spans 1" in ladder._step_noise()
+    quiet = {"original": _side(100, 98, 102, ()), "replacement": _side(101, 97, 104, ())}
+    ladder.kernel["timing"] = {"step": quiet, "step_paired": {"p10": 0.9, "p90": 1.1}}
+    assert ladder._step_noise() == ""  # not noisy: the medians decide
