@@ -234,3 +234,42 @@ def test_noisy_step_timing_is_decided_by_the_per_round_ratios_when_they_agree():
     quiet = {"original": _side(100, 98, 102, ()), "replacement": _side(101, 97, 104, ())}
     ladder.kernel["timing"] = {"step": quiet, "step_paired": {"p10": 0.9, "p90": 1.1}}
     assert ladder._step_noise() == ""  # not noisy: the medians decide
+
+
+class PlainRMSNorm(torch.nn.Module):
+    """A module-class replacement with no custom op: torch's own RMSNorm on the same weight."""
+
+    def __init__(self, original):
+        super().__init__()
+        self.weight = original.weight
+        self.eps = original.variance_epsilon
+
+    def forward(self, x):
+        return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), None, self.eps).to(
+            x.dtype
+        ) * self.weight.to(x.dtype)
+
+
+def test_a_module_class_replacement_and_an_op_named_through_torch_ops():
+    config = RunConfig(suite="kernels", device="cpu", perf_budget_s=0.1)
+
+    def plain():
+        return Replacement(name="plain", target="TinyRMSNorm", make=PlainRMSNorm, model=tiny_model)
+
+    r = KernelLadder(
+        KernelCase("kernels/plain", plain), "eager", config, CPUAdapter(), lambda e: None, {}
+    ).run()
+    assert r["status"] == "pass", r["error"]
+    assert "opcheck" not in r["findings"]["kernel"]  # no op: registration checks do not apply
+    assert r["metrics"]["kernel_samples_checked"] == 4 * 9
+
+    def by_name():
+        rep = rms_norm_replacement("rms_norm_bad_fake")
+        rep.op = torch.ops.torchport_kernels.rms_norm_bad_fake  # a packet from torch.ops
+        rep.target, rep.model = "TinyRMSNorm", tiny_model
+        return rep
+
+    r = KernelLadder(
+        KernelCase("kernels/by_name", by_name), "eager", config, CPUAdapter(), lambda e: None, {}
+    ).run()
+    assert (r["status"], r["stage"]) == ("eager_fail", "opcheck")
