@@ -185,6 +185,8 @@ def cell(value) -> str:
         return f"{value:.4g}"
     if isinstance(value, dict) and {"low", "high"} <= set(value):
         return f"{cell(value['low'])}-{cell(value['high'])}"
+    if isinstance(value, dict) and {"part", "whole"} <= set(value) and value["whole"]:
+        return f"{value['part'] / value['whole']:.0%}"
     if isinstance(value, dict) and "value" in value:
         return cell(value["value"]) + (f" ({value['note']})" if value.get("note") else "")
     return str(value)

@@ -214,7 +214,7 @@ def compiled_step_figures(args, report: Report, case, mode: str, tokens: int) ->
 
 
 def _pct(value) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
+    return "n/a" if value is None else f"{value * 100:.3g}%"
 
 
 def report_figures(report: Report, label: str, f: dict) -> None:
