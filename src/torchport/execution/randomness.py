@@ -295,7 +295,7 @@ def _sdpa(name: str, original):
 
 
 @contextlib.contextmanager
-def _inductor_fallback_random():
+def inductor_fallback_random():
     """Inductor draws random numbers as eager does (``fallback_random``), where it can be set."""
     try:
         from torch._inductor import config as inductor_config  # private: guarded
@@ -341,7 +341,7 @@ def comparable(seed: int, *, reset: bool = True):
     if reset:
         torch.manual_seed(seed)
     try:
-        with _inductor_fallback_random():
+        with inductor_fallback_random():
             yield report
     finally:
         for owner, name, fn in originals:
