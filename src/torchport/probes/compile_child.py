@@ -23,6 +23,7 @@ Failures come back as data, with a status from the ladder's vocabulary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -70,6 +71,9 @@ def measure(case, spec: dict, adapter, emit, ready=lambda: None) -> dict:
     cm.start_recording()
     # Compiled under the Inductor settings of the ladder's compared steps (fallback_random):
     # they are in the compile cache's key, so warm reuses what the ladder's cold compile left.
+    if spec["backend"] == "inductor":
+        with contextlib.suppress(Exception):  # loaded before the clock, as the ladder does
+            import torch._inductor.config  # noqa: F401
     with inductor_fallback_random():
         (_, step), first_s = staged(
             emit,
