@@ -131,3 +131,51 @@ def test_workload_with_a_custom_backward(tmp_path, factory, status):
         assert checked == {"custom.WrongSquare": False}
         assert result["error"]["type"] == "CustomBackwardMismatch"
         assert "custom autograd Function custom.WrongSquare" in result["error"]["message"]
+
+
+NOISY = textwrap.dedent("""\
+    import torch
+
+
+    class Noisy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.linear(x)
+            if y.dtype == torch.float64:  # the reference's generator is at another state, as a
+                torch.rand(1)             # device's own generator would be
+            return y + torch.randn(y.shape, dtype=y.dtype, device=y.device)  # not controlled
+
+
+    def make():
+        return {"model": Noisy(), "inputs": (torch.randn(2, 4),), "loss_fn": lambda out: out.sum()}
+""")
+
+
+@pytest.mark.slow  # a run with its reference child
+def test_uncontrolled_draw_is_said_in_the_message_the_text_output_shows(tmp_path):
+    (tmp_path / "noisy.py").write_text(NOISY)
+    proc = torchport(
+        "run",
+        "--workload",
+        "noisy:make",
+        "--device",
+        "cpu",
+        "--modes",
+        "eager",
+        "--probes",
+        "placement",
+        "--db",
+        tmp_path / "kb.db",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "accuracy_fail" in proc.stdout
+    said = " ".join(proc.stdout.split())
+    assert (
+        "workload/noisy:make (eager): the step draws random numbers torchport does not "
+        "control (" in said
+    )
+    assert "aten.randn" in said.split("does not control (", 1)[1].split(")", 1)[0]

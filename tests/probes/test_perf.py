@@ -289,3 +289,32 @@ def test_noise_is_judged_by_the_robust_spread_not_by_a_few_outliers():
     bimodal = Summary.of([0.010, 0.020] * 500)
     assert bimodal.spread > NOISE_LIMITS["max_spread"]
     assert noisy(bimodal) == [f"p10-p90 {bimodal.spread:.0%} of median > 25%"]
+
+
+def test_eager_row_and_the_compile_rounds_that_disagree_are_said():
+    from torchport.views import perf as perf_view
+
+    def result(mode, metrics, perf=None):
+        return {
+            "case": "c",
+            "mode": mode,
+            "status": "pass",
+            "metrics": metrics,
+            "findings": {"perf": perf or {}},
+        }
+
+    eager = result("eager", {"perf_median_ms": 0.324, "perf_p10_ms": 0.3, "perf_p90_ms": 0.35})
+    compiled = result(
+        "compile",
+        {"perf_median_ms": 1.0, "perf_speedup": 16.1},
+        {"speedup_from": {"eager_median_ms": 16.1, "compiled_median_ms": 1.0}},
+    )
+    [note] = perf_view.disagreements([eager, compiled])
+    assert note.startswith("c: the eager row (0.324 ms, p10-p90 0.3-0.35)")
+    assert "(16.1 ms) are two measurements that disagree" in note
+    agreeing = result(
+        "compile",
+        {"perf_median_ms": 0.1, "perf_speedup": 3.2},
+        {"speedup_from": {"eager_median_ms": 0.32, "compiled_median_ms": 0.1}},
+    )
+    assert perf_view.disagreements([eager, agreeing]) == []

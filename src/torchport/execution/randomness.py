@@ -295,13 +295,16 @@ def _sdpa(name: str, original):
 
 
 @contextlib.contextmanager
-def _inductor_fallback_random():
-    """Inductor draws random numbers as eager does (``fallback_random``), where it can be set."""
-    try:
-        from torch._inductor import config as inductor_config  # private: guarded
+def inductor_fallback_random():
+    """Inductor draws random numbers as eager does (``fallback_random``), where it can be set.
+    Only where Inductor's config is already loaded (the ladder loads it when Inductor is the
+    backend): importing it here would put seconds of import into a timed compile."""
+    import sys
 
+    inductor_config = sys.modules.get("torch._inductor.config")
+    try:
         patch = inductor_config.patch(fallback_random=True)
-    except Exception:
+    except Exception:  # not loaded, or a private API that moved: draws stay Inductor's own
         patch = contextlib.nullcontext()
     with patch:
         yield
@@ -341,7 +344,7 @@ def comparable(seed: int, *, reset: bool = True):
     if reset:
         torch.manual_seed(seed)
     try:
-        with _inductor_fallback_random():
+        with inductor_fallback_random():
             yield report
     finally:
         for owner, name, fn in originals:

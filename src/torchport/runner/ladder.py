@@ -11,6 +11,7 @@ get plain steps of the same model, with the device's own random kernels.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 
@@ -345,6 +346,11 @@ class Ladder:
             self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
             return False
         self.out.findings["compile_backend"] = self.backend.to_dict()
+        if self.backend.name == "inductor":
+            # loaded here, outside the timed compile, so that compared steps can set its
+            # fallback_random (execution/randomness.py) without paying for the import
+            with contextlib.suppress(Exception):
+                import torch._inductor.config  # noqa: F401
         return True
 
     def _compile(self, module):

@@ -56,6 +56,12 @@ def step_notes(results: list[dict]) -> list[str]:
             "in-model noise (router jitter, Gumbel sampling) drawn on the CPU and used "
             "identically on every side: " + ", ".join(drawn)
         )
+    notes += [
+        f"{r['case']} ({r['mode']}): {note}"
+        for r in results
+        if r.get("status") == "accuracy_fail"
+        and (note := ((r.get("findings") or {}).get("parity") or {}).get("note"))
+    ]
     return notes
 
 

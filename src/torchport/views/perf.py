@@ -76,6 +76,30 @@ def row(result: dict) -> list:
     ]
 
 
+def disagreements(measured: list[dict]) -> list[str]:
+    """A case whose eager row and whose compile row's eager rounds disagree (the compile
+    task's eager median outside the eager row's p10-p90): said, with both figures, so the two
+    rows are never read as one measurement."""
+    eager = {r["case"]: r.get("metrics") or {} for r in measured if r["mode"] == "eager"}
+    said = []
+    for r in measured:
+        source = ((r.get("findings") or {}).get("perf") or {}).get("speedup_from") or {}
+        m = eager.get(r["case"])
+        there = source.get("eager_median_ms")
+        if r["mode"] != "compile" or m is None or there is None:
+            continue
+        low, high = m.get("perf_p10_ms"), m.get("perf_p90_ms")
+        if low is None or high is None or low <= there <= high:
+            continue
+        said.append(
+            f"{r['case']}: the eager row ({m.get('perf_median_ms', 0):.3g} ms, p10-p90 "
+            f"{low:.3g}-{high:.3g}) and the eager rounds beside the compiled ones "
+            f"({there:.3g} ms) are two measurements that disagree (the machine changed "
+            "between them); the speedup uses the latter"
+        )
+    return said
+
+
 def build(run: dict, results: list[dict]) -> View | None:
     measured = [r for r in results if "perf" in (r.get("findings") or {})]
     if not measured:
@@ -95,6 +119,7 @@ def build(run: dict, results: list[dict]) -> View | None:
             "speedup = eager median / compiled median of the compile row's own "
             "interleaved rounds (in brackets); the eager row is a separate measurement"
         )
+    notes += disagreements(measured)
     if any(r[8] == NO_PEAK for r in rows):
         notes.append(
             "MFU needs the device's peak: none is known for this device; pass --peak-tflops"
