@@ -39,6 +39,12 @@ class UsageProblem(click.ClickException):
         click.echo(f"torchport: error: {one_line(self.format_message())}", err=True)
 
 
+# click >= 8.2 raises this for a group called with no arguments (its message is the help).
+_NO_ARGS: type[click.UsageError] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_Never", (click.UsageError,), {})
+)
+
+
 def one_line(message: str) -> str:
     """``message`` on one printable line (a path or a label may hold a newline or ESC)."""
     return "".join(
@@ -58,6 +64,9 @@ class LazyGroup(click.Group):
             return run(*args, standalone_mode=False, **kwargs)
         try:
             code = run(*args, standalone_mode=False, **kwargs)
+        except _NO_ARGS as exc:  # a bare ``torchport`` or group: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             hint = f"; see {exc.ctx.command_path} --help" if exc.ctx else ""
             message = one_line(exc.format_message()).rstrip(".")
