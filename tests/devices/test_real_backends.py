@@ -39,7 +39,7 @@ def _torchport(backend: str) -> Path:
 
 
 def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=None) -> list:
-    db = tmp_path / f"{backend}.db"
+    db = tmp_path / f"{backend}-{len(list(tmp_path.glob('*.db')))}.db"  # one per run
     proc = subprocess.run(
         [str(_torchport(backend)), "run", "--device", backend, "--db", str(db), *args],
         capture_output=True,
