@@ -32,6 +32,27 @@ def line(r: dict) -> str:
         parts.append(
             "scalar reads (transfers): " + ", ".join(f"{k} x{v}" for k, v in reads.items())
         )
+    instruments = f.get("placement_instruments") or {}
+    not_ok = {
+        name: i.get("error") or i.get("reason")
+        for name, i in instruments.items()
+        if i.get("status") != "ok" and name != "plain"
+    }
+    if not_ok:
+        parts.append(
+            "instruments: "
+            + "; ".join(
+                f"{n} {instruments[n]['status']} ({why[:120]})" for n, why in not_ok.items()
+            )
+        )
+    added = (f.get("placement_observer_effect") or {}).get("added_by_recorders")
+    if added:
+        parts.append(
+            "added by the recorders, not the step's: "
+            + ", ".join(f"{k} x{v}" for k, v in added.items())
+        )
+    for err in f.get("probe_errors") or []:
+        parts.append(f"probe {err.get('probe')} error: {(err.get('message') or '')[:160]}")
     if f.get("function_ops"):
         on_device = [row for row in f["function_ops"] if row["device"] not in ("cpu",)]
         if on_device:

@@ -223,6 +223,32 @@ def test_tpu_without_chips_says_so(monkeypatch):
     assert reason.startswith("torch_tpu 0.2.0 installed; no TPU chips found")
 
 
+def test_doctor_warns_that_torch_tpu_without_chips_can_stall_a_cpu_run(monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+    monkeypatch.setattr(
+        metadata, "version", lambda name: "0.2.0" if name == "torch_tpu" else real(name)
+    )
+    monkeypatch.delattr(torch, "tpu", raising=False)
+    monkeypatch.delenv("TORCH_DEVICE_BACKEND_AUTOLOAD", raising=False)
+    (warning,) = TPUAdapter().environment_warnings()
+    assert "no TPU chips" in warning and "stall" in warning
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in warning  # how to avoid it
+    monkeypatch.setenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # not loaded: nothing to warn
+    assert TPUAdapter().environment_warnings() == []
+
+
+def test_doctor_shows_an_adapters_environment_warnings(monkeypatch):
+    from torchport.devices.tpu import TPUAdapter as Tpu
+    from torchport.runner import doctor
+
+    monkeypatch.setattr(Tpu, "environment_warnings", lambda self: ["libtpu can stall"])
+    rows = {row["device"]: row for row in doctor.collect()["devices"]}
+    assert rows["tpu"]["warnings"] == ["libtpu can stall"]
+    assert "warnings" not in rows["cpu"]
+
+
 # -- torch_xla ----------------------------------------------------------------------------------
 @pytest.fixture
 def fake_xla(monkeypatch):

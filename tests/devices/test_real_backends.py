@@ -11,9 +11,7 @@ own counters. torchax: a forward-only llama (torchport's loss inside the forward
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -39,7 +37,7 @@ def _torchport(backend: str) -> Path:
 
 
 def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=None) -> list:
-    db = tmp_path / f"{backend}.db"
+    db = tmp_path / f"{backend}-{len(list(tmp_path.glob('*.db')))}.db"  # one per run
     proc = subprocess.run(
         [str(_torchport(backend)), "run", "--device", backend, "--db", str(db), *args],
         capture_output=True,
@@ -49,17 +47,10 @@ def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=
         env={**os.environ, "TORCHPORT_REFERENCE_CACHE": str(tmp_path / "refs"), **(env or {})},
     )
     assert db.exists(), proc.stderr[-3000:]
-    with sqlite3.connect(db) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM results").fetchall()
-    return [_result(dict(r)) for r in rows]
+    from torchport.records import open_store
 
-
-def _result(row: dict) -> dict:
-    for key in ("findings", "metrics", "error"):
-        if isinstance(row.get(key), str):
-            row[key] = json.loads(row[key])
-    return row
+    store = open_store(str(db), write=False)
+    return list(store.results(run_id=store.latest_run_id()))
 
 
 def test_torch_xla_compiled_training_with_donated_buffers_and_host_ops(tmp_path):

@@ -104,7 +104,8 @@ def observe(
     """Placement's passes over ``step``, each instrument in a pass of its own:
 
     plain      one step with no recorder, the backend's own op accounting read after it (the
-               observer-effect baseline: an op the recorders add is not the step's);
+               observer-effect baseline: an op the recorders add is not the step's); first,
+               before any recorder has run;
     recorders  one step under the dispatch and function recorders, with the backend's
                accounting and fallback messages;
     nested     off the CPU and when ``nested``, one step under torch.profiler for host work
@@ -120,14 +121,18 @@ def observe(
     accounting is read from steps that do not compile.
     """
     instruments: dict = {}
+    warmup = getattr(adapter, "placement_warmup_steps", 0)
+    # The plain pass comes first: a step under the recorders can leave compiled code behind
+    # that a later plain step reuses (torch_xla 2.9: compiled llama then reads a scalar in
+    # every step), which would make the recorders' effect look like the step's own.
+    plain = _plain_accounting(adapter, step, instruments, warmup)
     try:
-        for _ in range(getattr(adapter, "placement_warmup_steps", 0)):
+        for _ in range(warmup):
             with fr.FunctionRecorder(), rec.DispatchRecorder():
                 adapter.wait_for(step())
     except Exception as exc:
         instruments["recorders"] = _failed(exc)
         raise InstrumentFailed(instruments) from exc
-    plain = _plain_accounting(adapter, step, instruments)
     try:
         adapter.start_fallback_tracking()
         with (
@@ -151,6 +156,7 @@ def observe(
     )
     if plain is not None and recorded is not None:
         result.backend, result.observer_effect = _without_observer_ops(plain, recorded)
+        _drop_added(result.recording, result.observer_effect["added_by_recorders"])
     if target and target != "cpu":
         result.key = he.device_key(target)[0]
         if nested:
@@ -160,15 +166,18 @@ def observe(
     return result
 
 
-def _plain_accounting(adapter, step, instruments: dict) -> dict | None:
-    """The backend's op accounting of one step with no recorder on; None where it keeps none
-    (or the pass failed: recorded in ``instruments["plain"]``)."""
+def _plain_accounting(adapter, step, instruments: dict, warmup: int) -> dict | None:
+    """The backend's op accounting of one step with no recorder on (after ``warmup`` plain
+    steps, so that it does not compile); None where it keeps none (or the pass failed:
+    recorded in ``instruments["plain"]``)."""
     from torchport.devices.base import DeviceAdapter
 
     if type(adapter).fallback_ops is DeviceAdapter.fallback_ops:  # no step run for nothing
         instruments["plain"] = {"status": "skipped", "reason": "the backend keeps no op accounting"}
         return None
     try:
+        for _ in range(warmup):
+            adapter.wait_for(step())
         adapter.start_fallback_tracking()
         adapter.wait_for(step())
         found = adapter.fallback_ops()
@@ -201,6 +210,24 @@ def _without_observer_ops(plain: dict, recorded: dict) -> tuple[dict, dict]:
         ),
     }
     return dict(plain), effect
+
+
+def _drop_added(recording: rec.Recording, added: dict) -> None:
+    """Take the calls the recorders added (by the backend's count) out of what the recorder
+    saw, ops and transfers alike (a scalar read it caused is not the step's)."""
+    for name, n in added.items():
+        packet = rec.packet_key(name)
+        for key in [k for k in recording.ops if rec.packet_key(k[0]) == packet]:
+            recording.ops[key] -= min(n, recording.ops[key])
+            if recording.ops[key] <= 0:
+                del recording.ops[key]
+        for key in [k for k in recording.copies if rec.packet_key(k[0]) == packet]:
+            calls, nbytes = recording.copies[key]
+            left = calls - min(n, calls)
+            if left:
+                recording.copies[key] = [left, nbytes * left // calls]
+            else:
+                del recording.copies[key]
 
 
 def _nested_pass(adapter, step, target: str, mode: str, result: PassResult) -> None:
