@@ -253,10 +253,13 @@ class Ladder:
         return report
 
     def _custom_backward(self, seen) -> None:
-        """A custom autograd Function's backward against its forward (gradcheck on the CPU):
-        the reference runs the same backward, so parity alone cannot see a wrong one."""
+        """A custom autograd Function's or custom op's backward against its forward (gradcheck
+        on the CPU): the reference runs the same backward, so parity alone cannot see a wrong
+        one."""
         checked = custom_grad.check(seen)
         self.out.findings["custom_backward"] = checked
+        if seen.unrecorded:
+            self.out.findings.setdefault("notes", []).append(seen.unrecorded)
         wrong = [c for c in checked if c["ok"] is False]
         if wrong:
             self.out.fail(
@@ -265,7 +268,8 @@ class Ladder:
                 error_note(
                     "CustomBackwardMismatch",
                     "; ".join(
-                        f"custom autograd Function {c['function']}: {c['detail']}" for c in wrong
+                        f"{c.get('kind', custom_grad.FUNCTION)} {c['function']}: {c['detail']}"
+                        for c in wrong
                     ),
                 ),
             )
