@@ -97,6 +97,7 @@ def test_large_calls_are_said_unchecked():
         object,
         [torch.zeros(custom_grad.MAX_ELEMENTS + 1, dtype=torch.float64)],
         {},
+        custom_grad.FUNCTION,
     )
     [entry] = custom_grad.check(seen)
     assert entry["ok"] is None and entry["detail"].startswith("not checked:")
@@ -179,3 +180,87 @@ def test_uncontrolled_draw_is_said_in_the_message_the_text_output_shows(tmp_path
         "control (" in said
     )
     assert "aten.randn" in said.split("does not control (", 1)[1].split(")", 1)[0]
+
+
+# -- custom ops (torch.library.custom_op with register_autograd) -----------------------------
+
+
+@torch.library.custom_op("tptest::cube_wrong", mutates_args=())
+def cube_wrong(x: torch.Tensor) -> torch.Tensor:
+    return x * x * x
+
+
+@torch.library.custom_op("tptest::cube", mutates_args=())
+def cube(x: torch.Tensor) -> torch.Tensor:
+    return x * x * x
+
+
+def _cube_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _cube_wrong_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return 2 * x * x * grad  # d(x^3)/dx is 3x^2
+
+
+def _cube_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return 3 * x * x * grad
+
+
+cube_wrong.register_autograd(_cube_wrong_backward, setup_context=_cube_setup)
+cube.register_autograd(_cube_backward, setup_context=_cube_setup)
+
+
+def test_custom_ops_a_step_calls_are_recorded_and_gradchecked():
+    from torch._library.custom_ops import CustomOpDef
+
+    before = CustomOpDef.__dict__["__call__"]
+    x = torch.randn(2, 3, requires_grad=True)
+    with custom_grad.recording() as seen:
+        (cube_wrong(x).sum() + cube(x).sum()).backward()
+    assert CustomOpDef.__dict__["__call__"] is before
+    checked = {c["function"]: c for c in custom_grad.check(seen)}
+    assert set(checked) == {"tptest::cube_wrong", "tptest::cube"}
+    assert checked["tptest::cube"]["ok"] is True
+    assert checked["tptest::cube"]["kind"] == "custom op"
+    assert checked["tptest::cube_wrong"]["ok"] is False
+    assert checked["tptest::cube_wrong"]["detail"].startswith("backward disagrees")
+
+
+class CubeNet(torch.nn.Module):
+    def __init__(self, wrong):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.wrong = wrong
+
+    def forward(self, x):
+        y = self.linear(x)
+        return cube_wrong(y) if self.wrong else cube(y)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(wrong, monkeypatch, tmp_path):
+    from torchport.cases.base import FunctionCase, Workload
+    from torchport.config import RunConfig
+    from torchport.devices.cpu import CPUAdapter
+    from torchport.runner.ladder import Ladder
+
+    def build(*, seed, size):
+        torch.manual_seed(seed)
+        return Workload(model=CubeNet(wrong), args=(torch.randn(2, 4),), loss_fn=lambda o: o.sum())
+
+    monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
+    case = FunctionCase(f"t/cube{'_wrong' if wrong else ''}", build)
+    config = RunConfig(device="cpu", probes=())
+    r = Ladder(case, "eager", config, CPUAdapter(), lambda e: None, {}).run()
+    (checked,) = r["findings"]["custom_backward"]
+    assert checked["function"] == f"tptest::cube{'_wrong' if wrong else ''}"
+    if wrong:
+        assert (r["status"], r["stage"]) == ("accuracy_fail", "parity")
+        assert r["error"]["type"] == "CustomBackwardMismatch"
+        assert "custom op tptest::cube_wrong: backward disagrees" in r["error"]["message"]
+    else:
+        assert r["status"] == "pass", r["error"]
+        assert checked["ok"] is True

@@ -318,3 +318,37 @@ def test_eager_row_and_the_compile_rounds_that_disagree_are_said():
         {"speedup_from": {"eager_median_ms": 0.32, "compiled_median_ms": 0.1}},
     )
     assert perf_view.disagreements([eager, agreeing]) == []
+
+
+def test_an_eager_row_that_disagrees_with_the_compile_rounds_is_labelled_its_own_task():
+    """The table itself (not only a note) tells the two eager figures of one case apart: the
+    eager row's median says it is a task of its own, and what the compile task's rounds gave."""
+    from torchport.views import perf as perf_view
+    from torchport.views.base import Annotated
+
+    def result(mode, metrics, perf=None):
+        return {
+            "case": "c",
+            "mode": mode,
+            "status": "pass",
+            "metrics": metrics,
+            "findings": {"perf": perf or {}},
+        }
+
+    eager = result("eager", {"perf_median_ms": 0.324, "perf_p10_ms": 0.3, "perf_p90_ms": 0.35})
+    compiled = result(
+        "compile",
+        {"perf_median_ms": 1.0, "perf_speedup": 16.1},
+        {"speedup_from": {"eager_median_ms": 16.1, "compiled_median_ms": 1.0}},
+    )
+    view = perf_view.build({}, [eager, compiled])
+    assert view is not None
+    assert view.rows[0][2] == Annotated(0.324, "own task; 16.1 ms beside compiled")
+    assert view.rows[1][9] == Annotated(16.1, "16.1 / 1 ms")  # the compile task's own rounds
+    agreeing = result(
+        "compile",
+        {"perf_median_ms": 0.1, "perf_speedup": 3.2},
+        {"speedup_from": {"eager_median_ms": 0.32, "compiled_median_ms": 0.1}},
+    )
+    view = perf_view.build({}, [eager, agreeing])
+    assert view is not None and view.rows[0][2] == 0.324

@@ -309,3 +309,57 @@ def _walk(store, name: str, size: int = 3) -> list[list]:
         rows += view.rows
         after = after_row(name, view.rows[-1])
     raise AssertionError(f"list {name} did not end")
+
+
+def test_host_op_changes_rank_by_evidence_class_from_the_store(kb_url):
+    """The host-op class is stored beside the ops (host_ops column): compare ranks a
+    dispatcher fallback (class a) before a warned one (class b) that more cases gained, on
+    SQLite and PostgreSQL; the table names the class."""
+    from torchport.records import open_store
+    from torchport.views.compare import compare_runs
+    from torchport.views.compare_tables import host_ops_view
+
+    def result(case, ops):
+        classes = {"aten.cumsum.default": "a", "aten.gather.default": "b"}
+        return {
+            "case": case,
+            "mode": "eager",
+            "status": "pass",
+            "stage": None,
+            "grade": "fallback" if ops else "on_device",
+            "metrics": {},
+            "findings": {
+                "fallback_ops": {op: 1 for op in ops},
+                "host_ops": [
+                    {"op": op, "device": "cpu", "count": 1, "evidence_class": classes[op]}
+                    for op in ops
+                ],
+            },
+            "error": None,
+        }
+
+    before = {"c1": [], "c2": [], "c3": []}
+    after = {  # the warned gather gained in two cases, the silent cumsum in one
+        "c1": ["aten.gather.default"],
+        "c2": ["aten.gather.default"],
+        "c3": ["aten.cumsum.default"],
+    }
+    with open_store(kb_url, write=True) as store:
+        for run_id, ops in (("A", before), ("B", after)):
+            store.create_run(
+                run_id=run_id,
+                command="c",
+                suite="s",
+                device="cpu",
+                config={},
+                plan=[[c, "eager"] for c in ops],
+                labels={},
+            )
+            store.add_results(run_id, [result(c, o) for c, o in ops.items()])
+            store.finish_run(run_id, "complete")
+    with open_store(kb_url, write=False) as store:
+        cmp = compare_runs(store, "A", "B")
+    assert cmp.host_ops["aten.cumsum.default"]["class"] == "a"
+    assert cmp.host_ops["aten.gather.default"]["class"] == "b"
+    rows = host_ops_view(cmp, None).rows
+    assert [r[0] for r in rows] == ["aten.cumsum.default [a]", "aten.gather.default [b]"]

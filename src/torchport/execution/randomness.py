@@ -36,7 +36,9 @@ What this does not cover, recorded so a reader can weigh it:
 - other random ops (``torch.rand``/``randn`` with a shape, ``multinomial``, ``randperm``) keep
   their generators: ``torch.manual_seed(seed)`` before each compared step makes the CPU
   sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
-  reference (``uncontrolled``).
+  reference (``uncontrolled``). A compared step that fails parity while drawing them is judged
+  again with its randomness switched off (every module in eval mode, ``Compared.random_off``
+  and the reference's ``random_off``): the ladder records it (``randomness_off``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,9 @@ CHILD_TIMEOUT_S = 900.0
 REASON_CHARS = 300
 
 
+RANDOM_OFF = "every module in eval mode: dropout, alpha_dropout, rrelu draw nothing"
+
+
 class ReferenceFailed(RuntimeError):
     """The reference (float64 and its float32 fallback) could not be computed."""
 
@@ -66,9 +69,15 @@ class ReferenceSpec:
     # workload module is edited without a version bump) and the transformers version.
     source: str = ""
     transformers: str | None = None
+    # the compared step with its randomness switched off (every module in eval mode): for a
+    # step whose draws cannot be made comparable (Compared.random_off)
+    random_off: bool = False
 
     def key(self) -> str:
-        canonical = json.dumps({**asdict(self), "v": REFERENCE_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if not self.random_off:  # the keys of references made before the field stay the same
+            del fields["random_off"]
+        canonical = json.dumps({**fields, "v": REFERENCE_VERSION}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
     def to_json(self) -> str:
@@ -162,14 +171,16 @@ def cache_path(spec: ReferenceSpec) -> str:
 
 
 # -- computing (in the child, or in-process for a case no suite can rebuild) ----------------
-def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) -> dict:
+def _step_outputs(
+    workload, dtype, seed: int, randomness: dict | None = None, *, random_off: bool = False
+) -> dict:
     """One compared step on the CPU; only the buffers it changed are kept. ``randomness``, when
     given, receives what was done about random numbers (masks drawn, ops left uncontrolled)."""
     from torchport.execution.randomness import DESCRIPTION, METHOD, watch_random_ops
     from torchport.execution.steps import Compared, make_step, place, to_cpu
 
     placed = place(workload, "cpu", dtype)
-    compared = Compared(seed)
+    compared = Compared(seed, random_off=random_off)
     with watch_random_ops() as seen:
         outputs = to_cpu(make_step(placed.model, placed.model, placed, compared=compared)())
     if randomness is not None:
@@ -180,6 +191,7 @@ def _step_outputs(workload, dtype, seed: int, randomness: dict | None = None) ->
             drawn_noise_calls=compared.drawn_calls,
             uncontrolled_random_ops=dict(seen.ops),
             compared_buffers=sorted(compared.changed),
+            **({"switched_off": RANDOM_OFF} if random_off else {}),
         )
     return {
         k: v for k, v in outputs.items() if not k.startswith("buffer.") or k in compared.changed
@@ -231,7 +243,7 @@ def compute(spec: ReferenceSpec, case) -> dict:
     def outputs(dtype, randomness: dict | None = None) -> dict:
         if spec.task == "generate":
             return _generation_outputs(workload, dtype, spec)
-        return _step_outputs(workload, dtype, spec.seed, randomness)
+        return _step_outputs(workload, dtype, spec.seed, randomness, random_off=spec.random_off)
 
     try:
         baseline = outputs(getattr(torch, spec.dtype), randomness)

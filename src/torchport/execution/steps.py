@@ -140,8 +140,11 @@ class Compared:
     decided on the host, from its outputs (``changed``).
     """
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, *, random_off: bool = False):
         self.seed = seed
+        # Randomness switched off: the step runs with every module in eval mode (dropout,
+        # alpha_dropout, rrelu draw nothing), for a step whose draws cannot be made comparable.
+        self.random_off = random_off
         self.masked_calls = 0  # dropout calls masked in the last step
         self.drawn_calls = 0  # in-model noise drawn comparably in the last step
         self.traced_draws: set[str] = set()  # draws a compiled graph makes itself (any step)
@@ -184,7 +187,7 @@ class Compared:
                     # A fresh device copy of the host values: never a device tensor that a
                     # compiled graph was given (and may have donated).
                     buffer.copy_(placed[name].to(buffer.device))
-            with comparable(self.seed) as report:
+            with comparable(self.seed) as report, _eval_mode(module, self.random_off):
                 tensors = step()
             self.masked_calls = report["masked_calls"]
             self.drawn_calls = report["drawn_calls"]
@@ -195,6 +198,22 @@ class Compared:
             return tensors
 
         return compared_step
+
+
+@contextlib.contextmanager
+def _eval_mode(module, on: bool):
+    """Within: ``module`` and its submodules in eval mode when ``on``; each one's own mode is
+    restored after."""
+    if not on:
+        yield
+        return
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def _host_equal(value, host) -> bool:

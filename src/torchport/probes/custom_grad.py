@@ -7,6 +7,12 @@ gradcheck compares the backward with finite differences of the forward. ``record
 each user-defined Function class the first time it is applied in a step, with a float64 CPU copy
 of its arguments; ``check(seen)`` runs gradcheck on each. Functions defined inside torch are left
 out (torch tests its own).
+
+Custom ops (``torch.library.custom_op``, their backward given by ``register_autograd``) are
+checked the same way: the first call of each, through the function ``custom_op`` returned, is
+noted (``torch._library.custom_ops.CustomOpDef``, a private class: where it has moved, custom ops
+are not recorded, and ``Seen.unrecorded`` says why). A call made as ``torch.ops.ns.name(...)``
+is not seen. An op with no autograd formula is "not checked", not a verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +27,17 @@ _TOLERANCE = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
 
 @dataclass
 class Seen:
-    calls: dict = field(default_factory=dict)  # qualified name -> (Function class, args copy)
+    # qualified name -> (what to call: Function.apply or the custom op, args copy, kwargs, kind)
+    calls: dict = field(default_factory=dict)
+    unrecorded: str | None = None  # why custom ops could not be recorded, when they could not
+
+    def note(self, name: str, target, args, kwargs, kind: str) -> None:
+        if name not in self.calls:
+            with contextlib.suppress(Exception):  # a copy we cannot make: the call still runs
+                self.calls[name] = (target, [_copy(a) for a in args], dict(kwargs), kind)
+
+
+FUNCTION, CUSTOM_OP = "custom autograd Function", "custom op"
 
 
 def _name(cls) -> str:
@@ -39,37 +55,71 @@ def _copy(value):
 
 @contextlib.contextmanager
 def recording():
-    """Within: the first application of each user-defined autograd Function is noted."""
+    """Within: the first application of each user-defined autograd Function, and the first
+    call of each custom op, is noted."""
+    seen = Seen()
+    with _functions(seen), _custom_ops(seen):
+        yield seen
+
+
+@contextlib.contextmanager
+def _functions(seen: Seen):
     from torch.autograd.function import Function
 
-    seen = Seen()
     original = Function.__dict__.get("apply")
     if not isinstance(original, classmethod):  # a torch whose Function.apply is not patchable
-        yield seen
+        yield
         return
 
     def apply(cls, *args, **kwargs):
-        name = _name(cls)
-        if name not in seen.calls and not cls.__module__.startswith("torch."):
-            with contextlib.suppress(Exception):  # a copy we cannot make: the call still runs
-                seen.calls[name] = (cls, [_copy(a) for a in args], dict(kwargs))
+        if not cls.__module__.startswith("torch."):
+            seen.note(_name(cls), cls.apply, args, kwargs, FUNCTION)
         return original.__func__(cls, *args, **kwargs)
 
-    Function.apply = classmethod(apply)
+    setattr(Function, "apply", classmethod(apply))  # noqa: B010 (a method, patched)
     try:
-        yield seen
+        yield
     finally:
-        Function.apply = original
+        setattr(Function, "apply", original)  # noqa: B010
+
+
+@contextlib.contextmanager
+def _custom_ops(seen: Seen):
+    try:
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError as exc:  # a private API that may move: recorded, Functions still seen
+        seen.unrecorded = f"custom ops not recorded: {exc}"
+        yield
+        return
+    original = CustomOpDef.__dict__.get("__call__")
+    if original is None:
+        seen.unrecorded = "custom ops not recorded: CustomOpDef has no __call__"
+        yield
+        return
+
+    def call(self, *args, **kwargs):
+        module = getattr(getattr(self, "_init_fn", None), "__module__", "") or ""
+        if not module.startswith("torch."):
+            with contextlib.suppress(Exception):
+                seen.note(self._qualname, self, args, kwargs, CUSTOM_OP)
+        return original(self, *args, **kwargs)
+
+    CustomOpDef.__call__ = call  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CustomOpDef.__call__ = original  # type: ignore[method-assign]
 
 
 def check(seen: Seen) -> list[dict[str, Any]]:
-    """gradcheck for each Function seen: ``{"function", "ok", "detail"[, "max_abs_diff"]}``."""
+    """gradcheck for each Function or custom op seen: ``{"function", "kind", "ok", "detail"}``
+    (``function`` the Function's qualified name or the op's ``ns::name``)."""
     import torch
     from torch.autograd.gradcheck import GradcheckError
 
     results = []
-    for name, (cls, args, kwargs) in sorted(seen.calls.items()):
-        entry: dict[str, Any] = {"function": name}
+    for name, (target, args, kwargs, kind) in sorted(seen.calls.items()):
+        entry: dict[str, Any] = {"function": name, "kind": kind}
         floats = [
             i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()
         ]
@@ -86,11 +136,11 @@ def check(seen: Seen) -> list[dict[str, Any]]:
             ]
             wanted = tuple(inputs[i] for i in floats)
 
-            def fn(*xs, cls=cls, inputs=inputs, kwargs=kwargs, floats=floats):
+            def fn(*xs, target=target, inputs=inputs, kwargs=kwargs, floats=floats):
                 call = list(inputs)
                 for i, x in zip(floats, xs, strict=True):
                     call[i] = x
-                return cls.apply(*call, **kwargs)
+                return target(*call, **kwargs)
 
             try:
                 torch.autograd.gradcheck(

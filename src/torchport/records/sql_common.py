@@ -73,16 +73,36 @@ def op_rows(ops: Any) -> list[tuple[str, str, int, int]]:
         raise MalformedResult(f"op table entries need op, device and count: {exc!r}") from None
 
 
+# In the ``host_ops`` column, beside the ops: op -> its evidence class (probes/placement.py),
+# so that ``compare`` ranks host-op changes by class without reading the findings. Rows stored
+# before it (migration 0004 filled them from fallback_ops alone) have no such key.
+HOST_OP_CLASSES = "~classes"
+
+
 def host_ops_text(findings: dict) -> str | None:
     """findings' fallback_ops as stored in the ``host_ops`` column (None when none), in the
-    form SQLite's json_extract gives (sorted keys, no spaces), as migration 0004 filled it."""
+    form SQLite's json_extract gives (sorted keys, no spaces), as migration 0004 filled it,
+    with each op's evidence class under ``HOST_OP_CLASSES`` where findings["host_ops"] has it."""
     ops = findings.get("fallback_ops")
     if not ops:
         return None
+    classes = host_op_classes(findings.get("host_ops"), ops)
+    value = {**ops, HOST_OP_CLASSES: classes} if classes else ops
     try:
-        return json.dumps(ops, sort_keys=True, separators=(",", ":"), default=str)
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     except (TypeError, ValueError) as exc:
         raise MalformedResult(f"findings['fallback_ops'] cannot be stored: {exc}") from None
+
+
+def host_op_classes(host_ops, ops) -> dict[str, str]:
+    """op -> evidence class, for the ops in ``ops``, from findings["host_ops"] rows."""
+    if not isinstance(host_ops, list):
+        return {}
+    return {
+        str(h["op"]): str(h["evidence_class"])
+        for h in host_ops
+        if isinstance(h, dict) and h.get("evidence_class") and h.get("op") in ops
+    }
 
 
 def pid_alive(pid: int) -> bool:

@@ -12,6 +12,7 @@ get plain steps of the same model, with the device's own random kernels.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable
 
@@ -121,6 +122,7 @@ class Ladder:
         compared = Compared(config.seed)
         self.graph_draws = compared.traced_draws  # filled as a compiled step is traced
         compared_eager = make_step(module, module, placed, compared=compared)
+        judged_step = compared_eager  # the compared step parity judges (compiled in compile)
         with custom_grad.recording() as custom_functions:
             ok, result = self.stage("run", lambda: self._outputs(compared_eager))
         if not ok:
@@ -141,6 +143,7 @@ class Ladder:
             if not ok:
                 return self.out.to_dict()
             runner, compared_step, outcome = compiled
+            judged_step = compared_step
             step = make_step(runner, module, placed)
             self.out.findings["compile_outcome"] = outcome.to_dict()
             if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
@@ -167,6 +170,8 @@ class Ladder:
         ok, report = self.stage(
             "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
         )
+        if ok and not report.ok and self._uncontrolled():
+            report = self._judge_random_off(judged_step, compared, size, noise, workload, report)
         if ok and report.ok and workload.trains and custom_functions.calls:
             self._custom_backward(custom_functions)
         if ok and not report.ok:
@@ -193,11 +198,68 @@ class Ladder:
         self._probes(subject)
         return self.out.to_dict()
 
+    def _uncontrolled(self) -> list[str]:
+        """Random ops the compared step draws that torchport does not make comparable."""
+        found = set(
+            (self.out.findings["step"].get("randomness") or {}).get("uncontrolled_random_ops") or ()
+        )
+        return sorted(found | {f"{op} (in the compiled graph)" for op in self.graph_draws})
+
+    def _judge_random_off(self, judged_step, compared, size, noise, workload, failed):
+        """A parity failure of a step that draws random numbers torchport does not control is
+        no verdict: the step is run again, on the device and in the reference, with that
+        randomness switched off (every module in eval mode), and judged on that; recorded in
+        findings["randomness_off"] and said in the parity note. Where the randomness cannot be
+        switched off that way (the reference still draws), the failure stands, with its note."""
+        uncontrolled = self._uncontrolled()
+        record = self.out.findings["randomness_off"] = {
+            "uncontrolled": uncontrolled,
+            "how": reference_mod.RANDOM_OFF,
+            "with_randomness": failed.message(),
+        }
+        compared.random_off = True
+        try:
+            rerun = capture("parity", lambda: self._outputs(judged_step), clock)
+        finally:
+            compared.random_off = False
+        spec = dataclasses.replace(self._reference_spec(size), random_off=True)
+        local = None if reference_mod.rebuildable(self.case, self.config) else self.case
+        try:
+            with self.adapter.host_scope():
+                reference = reference_mod.obtain(
+                    spec, local, timeout_s=max(self.case_deadline - clock(), 30.0)
+                )
+        except Exception as exc:
+            reference = {"error": f"{type(exc).__name__}: {exc}"}
+        still = sorted(((reference.get("randomness") or {}).get("uncontrolled_random_ops")) or ())
+        if not rerun.ok or "error" in reference or still:
+            record["judged"] = False
+            record["why_not"] = (
+                f"the step failed with randomness off: {type(rerun.exc).__name__}: {rerun.exc}"
+                if not rerun.ok
+                else reference.get("error")
+                or "it still draws with every module in eval mode: " + ", ".join(still)
+            )
+            return failed
+        previous_note = self.out.findings["parity"].get("note")
+        report = self._parity(rerun.value, reference, noise, workload.tolerance, note=False)
+        record["judged"] = True
+        record["ok"] = report.ok
+        self.out.findings["parity"]["note"] = (
+            f"judged with randomness switched off ({reference_mod.RANDOM_OFF}): "
+            + (previous_note or "the step draws random numbers torchport does not control")
+            + f"; with that randomness: {failed.message()}"
+        )
+        return report
+
     def _custom_backward(self, seen) -> None:
-        """A custom autograd Function's backward against its forward (gradcheck on the CPU):
-        the reference runs the same backward, so parity alone cannot see a wrong one."""
+        """A custom autograd Function's or custom op's backward against its forward (gradcheck
+        on the CPU): the reference runs the same backward, so parity alone cannot see a wrong
+        one."""
         checked = custom_grad.check(seen)
         self.out.findings["custom_backward"] = checked
+        if seen.unrecorded:
+            self.out.findings.setdefault("notes", []).append(seen.unrecorded)
         wrong = [c for c in checked if c["ok"] is False]
         if wrong:
             self.out.fail(
@@ -206,7 +268,8 @@ class Ladder:
                 error_note(
                     "CustomBackwardMismatch",
                     "; ".join(
-                        f"custom autograd Function {c['function']}: {c['detail']}" for c in wrong
+                        f"{c.get('kind', custom_grad.FUNCTION)} {c['function']}: {c['detail']}"
+                        for c in wrong
                     ),
                 ),
             )
@@ -357,7 +420,7 @@ class Ladder:
         assert self.backend is not None, "the backend is chosen before compiling"
         return self.backend.compile(module)
 
-    def _parity(self, result, reference: dict, noise: dict, tolerance):
+    def _parity(self, result, reference: dict, noise: dict, tolerance, *, note: bool = True):
         atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else self.config.tolerance
         basis = self._parity_basis()
         with self.adapter.host_scope():
@@ -379,14 +442,11 @@ class Ladder:
         self.out.metrics.update({k: v for k, v in report.metrics().items() if v is not None})
         self.out.findings["parity_failures"] = report.failures()[:50]
         self.out.findings["parity"] = report.findings()
-        uncontrolled = set(
-            (self.out.findings["step"].get("randomness") or {}).get("uncontrolled_random_ops") or ()
-        )
-        uncontrolled |= {f"{op} (in the compiled graph)" for op in self.graph_draws}
-        if uncontrolled and not report.ok:
+        uncontrolled = self._uncontrolled()
+        if note and uncontrolled and not report.ok:
             self.out.findings["parity"]["note"] = (
                 "the step draws random numbers torchport does not control ("
-                + ", ".join(sorted(uncontrolled))
+                + ", ".join(uncontrolled)
                 + "): a device's generator differs from the "
                 "CPU's, which alone can fail parity"
             )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchport.records.figures import COMPILE_FIGURES, PARITY_FIGURES
+from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.noise import (
     FASTER,
     MIN_CHANGE,
@@ -101,7 +102,7 @@ class Comparison:
     newly_failing: list[dict] = field(default_factory=list)
     failure_changed: list[dict] = field(default_factory=list)
     placement: list[dict] = field(default_factory=list)
-    host_ops: dict[str, dict[str, list[list[str]]]] = field(default_factory=dict)
+    host_ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # added, removed, class
     parity: list[dict] = field(default_factory=list)
     perf: list[PerfChange] = field(default_factory=list)
     perf_verdicts: dict[str, int] = field(default_factory=dict)
@@ -165,13 +166,19 @@ def _first_line(result: dict) -> str | None:
     return message.splitlines()[0] if message else None
 
 
-def _host_ops(result: dict) -> dict[str, Any]:
-    ops = (
-        result["host_ops"]
-        if "host_ops" in result
-        else (result.get("findings") or {}).get("fallback_ops")
-    )
-    return ops if isinstance(ops, dict) else {}
+def _host_ops(result: dict) -> tuple[dict[str, Any], dict[str, str]]:
+    """(op -> calls, op -> evidence class): the stored ``host_ops`` column, whose classes are
+    stored beside the ops, or the findings; rows stored before the classes were have none,
+    unless their findings are at hand."""
+    findings = result.get("findings") or {}
+    ops = result["host_ops"] if "host_ops" in result else findings.get("fallback_ops")
+    if not isinstance(ops, dict):
+        return {}, {}
+    classes = ops.get(HOST_OP_CLASSES)
+    ops = {k: v for k, v in ops.items() if k != HOST_OP_CLASSES}
+    if not isinstance(classes, dict):
+        classes = host_op_classes(findings.get("host_ops"), ops)
+    return ops, classes
 
 
 def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
@@ -204,8 +211,13 @@ def _statuses(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
 def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     if a.get("grade") is None or b.get("grade") is None:
         return  # placement measured in one run only: nothing to compare
-    ops_a, ops_b = _host_ops(a), _host_ops(b)
-    added, removed = sorted(set(ops_b) - set(ops_a)), sorted(set(ops_a) - set(ops_b))
+    (ops_a, classes_a), (ops_b, classes_b) = _host_ops(a), _host_ops(b)
+
+    def ranked(ops: set, classes: dict) -> list[str]:  # class first (a before b before c)
+        return sorted(ops, key=lambda op: (classes.get(op, "e"), op))
+
+    added = ranked(set(ops_b) - set(ops_a), classes_b)
+    removed = ranked(set(ops_a) - set(ops_b), classes_a)
     if not (added or removed or a["grade"] != b["grade"]):
         return
     out.placement.append(
@@ -218,10 +230,12 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
             "host_ops_removed": removed,
         }
     )
-    for op in added:
-        out.host_ops.setdefault(op, {"added": [], "removed": []})["added"].append([case, mode])
-    for op in removed:
-        out.host_ops.setdefault(op, {"added": [], "removed": []})["removed"].append([case, mode])
+    for side, ops, classes in (("added", added, classes_b), ("removed", removed, classes_a)):
+        for op in ops:
+            entry = out.host_ops.setdefault(op, {"added": [], "removed": []})
+            entry[side].append([case, mode])
+            if op in classes:
+                entry["class"] = min(entry.get("class", "e"), classes[op])
 
 
 def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> bool:

@@ -95,10 +95,22 @@ def host_ops_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from
         shown = ", ".join(f"{c} [{m}]" for c, m in keys[:3])
         return shown + (f" (+{len(keys) - 3})" if len(keys) > 3 else "")
 
+    # evidence class first (a dispatcher fallback before a warned one), then cases changed
     rows = [
-        [op, len(v["added"]), cases(v["added"]), len(v["removed"]), cases(v["removed"])]
+        [
+            op + (f" [{v['class']}]" if v.get("class") else ""),
+            len(v["added"]),
+            cases(v["added"]),
+            len(v["removed"]),
+            cases(v["removed"]),
+        ]
         for op, v in sorted(
-            cmp.host_ops.items(), key=lambda kv: -len(kv[1]["added"]) - len(kv[1]["removed"])
+            cmp.host_ops.items(),
+            key=lambda kv: (
+                kv[1].get("class") or "e",
+                -len(kv[1]["added"]) - len(kv[1]["removed"]),
+                kv[0],
+            ),
         )
     ]
     grades = sum(1 for p in cmp.placement if p["before"] != p["after"])

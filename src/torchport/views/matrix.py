@@ -59,7 +59,10 @@ def step_notes(results: list[dict]) -> list[str]:
     notes += [
         f"{r['case']} ({r['mode']}): {note}"
         for r in results
-        if r.get("status") == "accuracy_fail"
+        if (
+            r.get("status") == "accuracy_fail"
+            or ((r.get("findings") or {}).get("randomness_off") or {}).get("judged")
+        )
         and (note := ((r.get("findings") or {}).get("parity") or {}).get("note"))
     ]
     return notes

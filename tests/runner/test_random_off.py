@@ -1,0 +1,76 @@
+"""A parity failure caused only by random numbers torchport does not control is no verdict: the
+step is judged again with that randomness switched off (every module in eval mode), recorded,
+and said in the text output; a real fault still fails with randomness off."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from torchport.cases.base import FunctionCase, Workload  # noqa: E402
+from torchport.config import RunConfig  # noqa: E402
+from torchport.devices.cpu import CPUAdapter  # noqa: E402
+from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.views.matrix import step_notes  # noqa: E402
+
+
+class GaussianNoise(nn.Module):
+    """A noise-injection layer, on in training only: ``torch.randn`` with a shape is a draw
+    torchport does not make comparable (a float32 and a float64 draw from one seed differ, as a
+    device's generator differs from the CPU's)."""
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        return x + 0.5 * torch.randn(x.shape, dtype=x.dtype, device=x.device)
+
+
+class NoisyNet(nn.Module):
+    def __init__(self, wrong: bool):
+        super().__init__()
+        self.a, self.noise, self.b = nn.Linear(8, 16), GaussianNoise(), nn.Linear(16, 4)
+        self.wrong = wrong
+
+    def forward(self, x):
+        y = self.b(torch.relu(self.noise(self.a(x))))
+        if self.wrong and y.dtype == torch.float32:  # a fault of the run's dtype alone
+            y = y * 1.05
+        return y
+
+
+def rrelu_case(wrong=False):
+    def build(*, seed, size):
+        torch.manual_seed(seed)
+        return Workload(
+            model=NoisyNet(wrong), args=(torch.randn(32, 8),), loss_fn=lambda o: o.pow(2).mean()
+        )
+
+    return FunctionCase("t/noise" + ("_wrong" if wrong else ""), build)
+
+
+def run(case, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
+    config = RunConfig(device="cpu", probes=())
+    return Ladder(case, "eager", config, CPUAdapter(), lambda e: None, {}).run()
+
+
+def test_an_uncontrolled_draw_is_judged_with_its_randomness_off(monkeypatch, tmp_path):
+    r = run(rrelu_case(), monkeypatch, tmp_path)
+    assert r["status"] == "pass", r["error"]
+    off = r["findings"]["randomness_off"]
+    assert off["judged"] is True and off["ok"] is True
+    assert off["uncontrolled"] == ["aten.randn"]
+    assert "outside tolerance" in off["with_randomness"]  # it failed with the draws
+    note = r["findings"]["parity"]["note"]
+    assert note.startswith("judged with randomness switched off (every module in eval mode")
+    # said in the text output (the results notes), not only in the JSON
+    assert any(n.startswith("t/noise (eager): judged with randomness") for n in step_notes([r]))
+
+
+def test_a_real_fault_still_fails_with_the_randomness_off(monkeypatch, tmp_path):
+    r = run(rrelu_case(wrong=True), monkeypatch, tmp_path)
+    assert (r["status"], r["stage"]) == ("accuracy_fail", "parity")
+    off = r["findings"]["randomness_off"]
+    assert off["judged"] is True and off["ok"] is False
+    assert "judged with randomness switched off" in r["findings"]["parity"]["note"]
