@@ -99,7 +99,13 @@ def _skip_reason(adapter, instrument: str, mode: str) -> str | None:
 
 
 def observe(
-    adapter, step, target: str | None = None, *, mode: str = "eager", nested: bool = True
+    adapter,
+    step,
+    target: str | None = None,
+    *,
+    mode: str = "eager",
+    nested: bool = True,
+    repeatable: bool = True,
 ) -> PassResult:
     """Placement's passes over ``step``, each instrument in a pass of its own:
 
@@ -119,13 +125,18 @@ def observe(
     An adapter may ask for warm-up steps under the recorders first: the first step under a new
     dispatch mode can recompile, and torch_xla clears its counters while it compiles, so its
     accounting is read from steps that do not compile.
+
+    ``repeatable=False``: ``step`` can run only once (an op sample's backward frees its graph),
+    so only the recorders' pass runs it; the plain pass and warm-ups are recorded as skipped.
     """
     instruments: dict = {}
-    warmup = getattr(adapter, "placement_warmup_steps", 0)
+    warmup = getattr(adapter, "placement_warmup_steps", 0) if repeatable else 0
+    if not repeatable:
+        instruments["plain"] = {"status": "skipped", "reason": "the step can run only once"}
     # The plain pass comes first: a step under the recorders can leave compiled code behind
     # that a later plain step reuses (torch_xla 2.9: compiled llama then reads a scalar in
     # every step), which would make the recorders' effect look like the step's own.
-    plain = _plain_accounting(adapter, step, instruments, warmup)
+    plain = _plain_accounting(adapter, step, instruments, warmup) if repeatable else None
     try:
         for _ in range(warmup):
             with fr.FunctionRecorder(), rec.DispatchRecorder():

@@ -321,7 +321,9 @@ class OpLadder:
             holder["side"] = ops.forward(op, sample)
 
         # the dispatcher's evidence as in the model ladder (no profiled re-run of the sample)
-        passes = [placement.observe(self.adapter, forward, self.target, nested=False)]
+        passes = [
+            placement.observe(self.adapter, forward, self.target, nested=False, repeatable=False)
+        ]
         side = holder["side"]
         side.cotangents = None
         if backward and side.forward_error is None:
@@ -334,6 +336,7 @@ class OpLadder:
                         lambda: ops.backward(side, sample, placed),
                         self.target,
                         nested=False,
+                        repeatable=False,
                     )
                 )
         aten: set[str] = set()
