@@ -3,6 +3,8 @@
 import json
 import textwrap
 
+import pytest
+
 from tests.conftest import torchport
 
 FACTORY = textwrap.dedent("""
@@ -25,6 +27,7 @@ FACTORY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_user_workload_runs_both_modes(tmp_path):
     pkg = tmp_path / "team_models"
     pkg.mkdir()

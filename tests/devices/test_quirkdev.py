@@ -162,6 +162,7 @@ def test_kernel_wrong_only_in_training_mode(quirk):
     assert infer["status"] == "pass", infer.get("error")
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_cli_by_name(tmp_path):
     """The command line as a new user meets it: --device quirkdev."""
     db = tmp_path / "kb.db"

@@ -87,6 +87,7 @@ def test_static_cache_decode_needs_no_recompile_across_prompt_lengths(llama):
     assert found["prefill"]["across_prompt_lengths"] >= 1  # a new prompt shape
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_dynamic_cache_decode_recompiles_as_the_cache_grows(llama):
     plan = generation.CachePlan("dynamic", "test", False)
     found = decode_compiles(llama, plan, (4, 6))

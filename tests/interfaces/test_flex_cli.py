@@ -34,6 +34,7 @@ def run_flex(tmp_path, *args) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_compile_past_the_limit_is_compile_timeout(tmp_path):
     """A first FlexAttention compile in a fresh worker takes seconds on the CPU (dynamo and
     Inductor imports, then lowering the kernel): a 1 s limit is passed every time."""

@@ -232,6 +232,7 @@ def test_child_is_held_to_the_case_deadline(tmp_path):
     assert report.status is None  # the probe stopped itself: no invented status
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 @pytest.mark.parametrize("probes", ["none", "compile"])
 def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json, probes):
     # The eager backend keeps compile_wrong's own compile well inside the limit on a busy box.
@@ -261,6 +262,7 @@ def test_compile_timeout_ends_one_case_and_the_sweep_goes_on(run_json, probes):
 
 
 # -- cold and warm in fresh processes ------------------------------------------------------------
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_warm_run_hits_the_cache_and_waits_less_than_cold(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the children import TINY from tests/
     subject = subject_for(f"workload/{TINY}", suite="workload", workload=TINY)
@@ -285,6 +287,7 @@ def test_only_the_compile_probe_asks_for_cold_workers():
     assert cold_worker_modes(RunConfig(modes=("eager",), probes=("compile",))) == ()
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_sweep_measures_cold_in_the_ladder_and_warm_in_one_child(db, tmp_path):
     proc = torchport(
         "run",

@@ -552,6 +552,7 @@ def test_unknown_privateuse1_backend_gets_the_recorder_alone(simdev):
 # -- through the CLI: strict rerun, the op table in the knowledge base, the CPU ------------------
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_strict_rerun_fallback_query_and_cpu(tmp_path):
     db = tmp_path / "kb.db"
     common = (

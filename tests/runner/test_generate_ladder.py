@@ -31,7 +31,7 @@ def generate(model_type: str, mode: str) -> tuple[dict, list[str]]:
 
 
 @pytest.mark.parametrize("model_type", ["llama", "gpt2"])
-@pytest.mark.parametrize("mode", ["eager", "compile"])
+@pytest.mark.parametrize("mode", ["eager", pytest.param("compile", marks=pytest.mark.slow)])
 def test_generate_climbs_every_stage(model_type, mode):
     result, stages = generate(model_type, mode)
     assert result["status"] == "pass", result["error"]

@@ -164,6 +164,7 @@ def make():
 """
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_readme_workload_example_runs_from_its_folder(tmp_path):
     (tmp_path / "team_models").mkdir()
     (tmp_path / "team_models" / "regressor.py").write_text(REGRESSOR)

@@ -148,6 +148,7 @@ def _workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_path):
     # The hang keeps one worker busy while the other finishes the rest: SIGINT lands with two
     # workers alive, one of them mid-task.

@@ -177,6 +177,7 @@ def _node_workers(head_pid: int) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_path):
     (ray_address, head_pid), db = ray_head, tmp_path / "kb.db"
     args = ["--suite", "planted", "--cases", "hang,compile_bomb,graph_break", "--modes", "eager"]

@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 import time
 
+import pytest
+
 from tests.conftest import TORCHPORT, torchport
 from tests.kb import recorded_results
 
@@ -58,6 +60,7 @@ def _resume_and_check(db, tmp_path, before):
     assert json.loads(torchport("runs", "--db", db, "--json").stdout)[0]["state"] == "complete"
 
 
+@pytest.mark.slow  # in `make test-slow`: keeps the default suite under 15 min
 def test_sigkill_then_resume(db, tmp_path):
     proc = _start(db, tmp_path)
     _wait_for_results(db, 1, proc)
