@@ -251,29 +251,25 @@ def llama_case(args, batch: int, seq: int, device: str, shape=None):
     return FunctionCase("gpu_check/llama", build)
 
 
-def llama_check(args, report: Report) -> None:
+def compile_subject(args, case, adapter, **overrides):
+    """A compile-mode probe subject for ``case`` on the check's device, as the ladder makes one
+    (the probes build their own steps from the case)."""
     import torch
 
     from torchport.config import RunConfig
-    from torchport.devices import get_adapter
     from torchport.probes.base import Subject
-    from torchport.probes.flops import flops_6nt
-    from torchport.probes.perf import PerfProbe
 
-    adapter = get_adapter(args.device)
-    adapter.prepare()
-    batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
-    case = llama_case(args, batch, seq, adapter.device())
     config = RunConfig(
-        device=args.device,
-        dtype=args.dtype,
-        batch=batch,
-        seq=seq,
-        perf_budget_s=args.budget_s,
-        peak_tflops=args.peak_tflops,
-        artifacts_dir=os.path.join(args.out, "artifacts"),
+        **{
+            "device": args.device,
+            "dtype": args.dtype,
+            "perf_budget_s": args.budget_s,
+            "peak_tflops": args.peak_tflops,
+            "artifacts_dir": os.path.join(args.out, "artifacts"),
+            **overrides,
+        }
     )
-    subject = Subject(
+    return Subject(
         case=case,
         mode="compile",
         config=config,
@@ -286,6 +282,19 @@ def llama_check(args, report: Report) -> None:
         step=lambda: {},
         make_runner=lambda: None,
     )
+
+
+def llama_check(args, report: Report) -> None:
+
+    from torchport.devices import get_adapter
+    from torchport.probes.flops import flops_6nt
+    from torchport.probes.perf import PerfProbe
+
+    adapter = get_adapter(args.device)
+    adapter.prepare()
+    batch, seq = (2, 32) if args.tiny else (args.batch, args.seq)
+    case = llama_case(args, batch, seq, adapter.device())
+    subject = compile_subject(args, case, adapter, batch=batch, seq=seq)
     shape = (
         "tiny"
         if args.tiny

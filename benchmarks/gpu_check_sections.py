@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 
-from gpu_check import H200_BF16_PEAK_TFLOPS, Report, llama_case, smoke_sweep
+from gpu_check import H200_BF16_PEAK_TFLOPS, Report, compile_subject, llama_case, smoke_sweep
 
 AGREEMENT_TARGET = 0.03  # torchport's median within 3 % of the independent timings
 
@@ -155,35 +155,14 @@ def compiled_step_figures(args, report: Report, case, mode: str, tokens: int) ->
     """Cold compile, the three timings and both MFUs of one case's compiled training step."""
     import torch
 
-    from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.probes import flops as flops_mod
-    from torchport.probes.base import Subject
     from torchport.probes.perf import perf_setup
 
     adapter = get_adapter(args.device)
     adapter.prepare()
-    config = RunConfig(
-        device=args.device,
-        dtype=args.dtype,
-        compile_mode=mode,
-        perf_budget_s=args.budget_s,
-        peak_tflops=args.peak_tflops,
-        artifacts_dir=os.path.join(args.out, "artifacts"),
-    )
-    subject = Subject(
-        case=case,
-        mode="compile",
-        config=config,
-        adapter=adapter,
-        device=adapter.device(),
-        dtype=getattr(torch, args.dtype),
-        workload=None,
-        model=None,
-        runner=None,
-        step=lambda: {},
-        make_runner=lambda: None,
-    )
+    subject = compile_subject(args, case, adapter, compile_mode=mode)
+    config = subject.config
     fresh_inductor_cache(mode)
     setup = perf_setup(subject)
     compiled = setup.sides["compiled"]

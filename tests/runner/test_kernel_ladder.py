@@ -4,12 +4,11 @@ The suite itself (reduced llama, through the CLI) is in the slow test at the end
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from tests.conftest import torchport
 from torchport.cases.base import Size, Workload
 from torchport.cases.kernels import KernelCase, Replacement, rms_norm_replacement
 from torchport.config import RunConfig
@@ -160,16 +159,12 @@ def test_samples_cover_layouts_and_dtypes():
 def test_kernels_suite_through_the_cli_gives_each_verdict(tmp_path):
     """``torchport run --suite kernels --device cpu`` in reduced llama (about 1.5 min)."""
     db = str(tmp_path / "kb.sqlite")
-    cli = [sys.executable, "-m", "torchport.interfaces.cli"]
-    subprocess.run(
-        [*cli, "run", "--suite", "kernels", "--device", "cpu", "--modes", "eager", "--db", db],
-        check=True,
-        capture_output=True,
-        timeout=900,
+    ran = torchport(
+        "run", "--suite", "kernels", "--device", "cpu", "--modes", "eager", "--db", db, timeout=900
     )
-    shown = subprocess.run(
-        [*cli, "show", "--db", db, "--json"], check=True, capture_output=True, timeout=300
-    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    shown = torchport("show", "--db", db, "--json", timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
     body = json.loads(shown.stdout)
     got = {r["case"]: (r["status"], r["findings"]["kernel"]["verdict"]) for r in body["results"]}
     assert got["kernels/rms_norm"][0] == "pass"
@@ -187,30 +182,24 @@ def test_a_replacement_from_a_workload_folder(tmp_path):
     folder = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "examples")
     folder = os.path.abspath(os.path.join(folder, "kernel_workload"))
     db = str(tmp_path / "kb.sqlite")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cli = [sys.executable, "-m", "torchport.interfaces.cli"]
-    subprocess.run(
-        [
-            *cli,
-            "run",
-            "--workload",
-            "my_rmsnorm:fused_rmsnorm",
-            "--device",
-            "cpu",
-            "--modes",
-            "eager",
-            "--db",
-            db,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
+    # the installed script, from the workload's own folder, with no PYTHONPATH
+    ran = torchport(
+        "run",
+        "--workload",
+        "my_rmsnorm:fused_rmsnorm",
+        "--device",
+        "cpu",
+        "--modes",
+        "eager",
+        "--db",
+        db,
         cwd=folder,
-        env=env,
+        timeout=600,
+        env={"PYTHONPATH": ""},
     )
-    shown = subprocess.run(
-        [*cli, "show", "--db", db, "--json"], check=True, capture_output=True, timeout=300
-    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    shown = torchport("show", "--db", db, "--json", timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
     (result,) = json.loads(shown.stdout)["results"]
     assert result["case"] == "workload/my_rmsnorm:fused_rmsnorm"
     assert result["status"] == "pass", result["error"]
