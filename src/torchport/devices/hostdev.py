@@ -33,33 +33,6 @@ WRONG = ("relu",)
 _state: dict = {"installed": False, "libs": []}
 
 
-def _patch_module_to() -> None:
-    """Its ``Module.to`` leaves non-persistent buffers where they were (on the host)."""
-    import functools
-
-    import torch
-
-    original = torch.nn.Module.to
-
-    @functools.wraps(original)
-    def to(self, *args, **kwargs):
-        device = torch._C._nn._parse_to(*args, **kwargs)[0]
-        if device is None or device.type != NAME:
-            return original(self, *args, **kwargs)
-        kept = [
-            (m, n, m._buffers[n])
-            for m in self.modules()
-            for n in m._non_persistent_buffers_set
-            if m._buffers.get(n) is not None
-        ]
-        moved = original(self, *args, **kwargs)
-        for module, name, buffer in kept:
-            module._buffers[name] = buffer
-        return moved
-
-    setattr(torch.nn.Module, "to", to)  # noqa: B010 - patching is this fault's point
-
-
 def install() -> None:
     """Make ``hostdev`` a torch device in this process (once; PrivateUse1 is named once)."""
     if _state["installed"]:
@@ -83,7 +56,7 @@ def install() -> None:
     for name in WRONG:
         for overload in sim._overloads(name, strict=True):
             lib.impl(overload, functools.partial(sim._wrong_kernel, overload), "PrivateUse1")
-    _patch_module_to()
+    sim.keep_non_persistent_buffers_on_host(NAME)
     _state["libs"].append(lib)
     _state["installed"] = True
 

@@ -65,33 +65,6 @@ def _batch_norm_training_wrong(op, native_kernel, *args, **kwargs):
     return native_kernel(*given, **kwargs)
 
 
-def _patch_module_to() -> None:
-    """Its ``Module.to`` leaves non-persistent buffers where they were (on the host)."""
-    import functools
-
-    import torch
-
-    original = torch.nn.Module.to
-
-    @functools.wraps(original)
-    def to(self, *args, **kwargs):
-        device = torch._C._nn._parse_to(*args, **kwargs)[0]
-        if device is None or device.type != NAME:
-            return original(self, *args, **kwargs)
-        kept = [
-            (m, n, m._buffers[n])
-            for m in self.modules()
-            for n in m._non_persistent_buffers_set
-            if m._buffers.get(n) is not None
-        ]
-        moved = original(self, *args, **kwargs)
-        for module, name, buffer in kept:
-            module._buffers[name] = buffer
-        return moved
-
-    setattr(torch.nn.Module, "to", to)  # noqa: B010 - patching is this quirk's point
-
-
 def install() -> None:
     """Make ``quirkdev`` a torch device in this process (once; PrivateUse1 is named once)."""
     if _state["installed"]:
@@ -119,7 +92,7 @@ def install() -> None:
                 functools.partial(_batch_norm_training_wrong, overload, kernel),
                 "PrivateUse1",
             )
-    _patch_module_to()
+    sim.keep_non_persistent_buffers_on_host(NAME)
     _state["libs"].append(lib)
     _state["installed"] = True
 

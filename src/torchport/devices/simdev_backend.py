@@ -826,3 +826,31 @@ def _setup_device() -> None:
     device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
     _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
     _register_compile_backend(_state["name"])
+
+
+def keep_non_persistent_buffers_on_host(device_name: str) -> None:
+    """A planted fault of the quirkdev and hostdev test backends: ``Module.to(device_name)``
+    leaves non-persistent buffers where they were (on the host)."""
+    import functools
+
+    import torch
+
+    original = torch.nn.Module.to
+
+    @functools.wraps(original)
+    def to(self, *args, **kwargs):
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if device is None or device.type != device_name:
+            return original(self, *args, **kwargs)
+        kept = [
+            (m, n, m._buffers[n])
+            for m in self.modules()
+            for n in m._non_persistent_buffers_set
+            if m._buffers.get(n) is not None
+        ]
+        moved = original(self, *args, **kwargs)
+        for module, name, buffer in kept:
+            module._buffers[name] = buffer
+        return moved
+
+    setattr(torch.nn.Module, "to", to)  # noqa: B010 - patching is this fault's point
