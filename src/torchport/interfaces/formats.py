@@ -22,6 +22,7 @@ from torchport.views.base import (
     Share,
     Span,
 )
+from torchport.views.headline import Headline
 from torchport.views.listing import Tally
 
 MISSING = "-"
@@ -175,6 +176,8 @@ def cell(value: Any, kind: str) -> str:
         return f"{value.count}{distinct} @ {text_cell(value.where, 80)}"
     if isinstance(value, Copies):
         return _copies(value)
+    if isinstance(value, Headline):
+        return safe(value.text())
     if isinstance(value, Tally):
         counts = ", ".join(f"{text_cell(s, 40)} {n}" for s, n in value.by_status.items())
         return f"{value.recorded}/{value.planned}: {counts}"

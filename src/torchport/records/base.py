@@ -242,6 +242,13 @@ class Store(Protocol):
 
     def count_failure_groups(self, run_id: str) -> int: ...
 
+    def headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
+        """Per run: ``statuses``, ``grades``, ``host_results`` (graded fallback or host) and
+        ``host_ops`` {op: evidence class or None} (views/headline.py)."""
+
+    def headline_figures(self, run_id: str) -> list[dict]:
+        """A run's timed or compiled results: case_id, mode, status, step_ms, cold_s."""
+
     def last_status_by_case(
         self, device: str | None = None, cases: list[str] | None = None
     ) -> dict[str, str]:

@@ -560,3 +560,32 @@ ONLY_IN = (
     " results b WHERE b.run_id = ? AND b.case_id = a.case_id AND b.mode = a.mode)"
     " ORDER BY a.case_id, a.mode"
 )
+
+
+# -- a run's headline (views/headline.py) ------------------------------------------------------
+# Results by (status, grade) and, for those graded fallback or host, by their host-op table, in
+# one pass over the outcomes index: a run's fallbacks and distinct host ops without findings.
+HEADLINE_GRADES = ("fallback", "host")
+
+
+def headline_groups(*, version: int, one_run: bool) -> str:
+    """Parameter (``one_run``): run_id. Rows: run_id, status, grade, host_ops, n."""
+    grades = ", ".join(f"'{g}'" for g in HEADLINE_GRADES)
+    return (
+        "SELECT run_id, status, grade, CASE WHEN grade IN"
+        f" ({grades}) THEN {_host_ops('results', version)} END AS ops, COUNT(*) AS n"
+        f" FROM results{' WHERE run_id = ?' if one_run else ''} GROUP BY 1, 2, 3, 4"
+    )
+
+
+def headline_figures(*, version: int) -> str:
+    """Parameter: run_id. The figures a headline takes medians of: each timed or compiled
+    result's step time and cold first compiled step."""
+    step, cold = (
+        _figure("results", name, version)
+        for name in ("perf_median_ms", "compile_cold_first_step_s")
+    )
+    return (
+        f"SELECT case_id, mode, status, {step} AS step_ms, {cold} AS cold_s FROM results"
+        f" WHERE run_id = ? AND ({step} IS NOT NULL OR {cold} IS NOT NULL)"
+    )

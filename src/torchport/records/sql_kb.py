@@ -23,7 +23,7 @@ from torchport.records.base import StoreError
 from torchport.records.figures import KEY_FIGURES
 from torchport.records.result import Result
 from torchport.records.signature import FAILURE_SEVERITY
-from torchport.records.sql_common import guarded, now_iso
+from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso
 
 T = TypeVar("T")
 
@@ -501,6 +501,45 @@ class KnowledgeBase:
         sql = self.q.failure_group_count(self._signature_sql())
         return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
 
+    # -- a run's headline ----------------------------------------------------------------------
+    @guarded
+    def headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
+        """Per run (every run, or ``run_id``): ``statuses`` {status: n}, ``grades`` {grade: n}
+        and, for results graded fallback or host, ``host_results`` and ``host_ops`` {op:
+        evidence class or None}, from one grouped pass over the outcomes index."""
+        sql = self.q.headline_groups(version=self._version, one_run=run_id is not None)
+        out: dict[str, dict] = {}
+        for row in self._conn().execute(sql, (run_id,) if run_id is not None else ()):
+            h = out.setdefault(
+                row["run_id"], {
+                    "statuses": {},
+                    "grades": {},
+                    "host_results": 0,
+                    "host_ops": {},
+                    "host_op_results": {},
+                }
+            )
+            n = int(row["n"])
+            h["statuses"][row["status"]] = h["statuses"].get(row["status"], 0) + n
+            if row["grade"]:
+                h["grades"][row["grade"]] = h["grades"].get(row["grade"], 0) + n
+            if row["grade"] in queries.HEADLINE_GRADES:
+                h["host_results"] += n
+                for op, cls in _host_op_classes(row["ops"]).items():
+                    h["host_op_results"][op] = h["host_op_results"].get(op, 0) + n
+                    if h["host_ops"].get(op) is None or (cls and cls < h["host_ops"][op]):
+                        h["host_ops"][op] = cls
+        return out
+
+    @guarded
+    def headline_figures(self, run_id: str) -> list[dict]:
+        """Each timed or compiled result of a run: case, mode, status, step_ms, cold_s."""
+        sql = self.q.headline_figures(version=self._version)
+        return [
+            {k: row[k] for k in ("case_id", "mode", "status", "step_ms", "cold_s")}
+            for row in self._conn().execute(sql, (run_id,))
+        ]
+
     # -- choosing runs -----------------------------------------------------------------------------
     @guarded
     def find_runs(
@@ -607,6 +646,19 @@ def _outcome(row) -> dict:
         "host_ops": json.loads(host_ops) if host_ops else None,
         "error_line": error_line,
     }
+
+
+def _host_op_classes(text: str | None) -> dict[str, str | None]:
+    """op -> its evidence class (None where the row predates classes), from a host_ops cell."""
+    try:
+        ops = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(ops, dict):
+        return {}
+    classes = ops.pop(HOST_OP_CLASSES, None)
+    classes = classes if isinstance(classes, dict) else {}
+    return {str(op): (str(classes[op]) if op in classes else None) for op in ops}
 
 
 def _note_dict(row) -> dict:

@@ -86,7 +86,10 @@ class View:
 
 def plain(value: Any) -> Any:
     """The JSON form of a cell value (composites become objects)."""
-    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+    if is_dataclass(value) and not isinstance(value, type):
+        own = getattr(value, "to_dict", None)  # a composite with its own JSON form (Headline)
+        return own() if callable(own) else asdict(value)
+    return value
 
 
 # -- composite cell values ------------------------------------------------------------------

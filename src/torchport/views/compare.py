@@ -19,6 +19,7 @@ from typing import Any
 
 from torchport.records.figures import COMPILE_FIGURES, PARITY_FIGURES
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
+from torchport.views.compare_placement import placement_summary
 from torchport.views.noise import (
     FASTER,
     MIN_CHANGE,
@@ -110,6 +111,9 @@ class Comparison:
     memory: list[dict] = field(default_factory=list)
     notes: list[dict] = field(default_factory=list)
     remarks: list[str] = field(default_factory=list)
+    # Each run's host-op inventory and grades, and what changed (views/compare_placement.py):
+    # said even where one side has no placement data.
+    placement_summary: dict = field(default_factory=dict)
     # Each list's length when the lists hold only their first rows (a page: compare_runs with
     # a limit); empty when every list is whole.
     totals: dict[str, int] = field(default_factory=dict)
@@ -412,6 +416,8 @@ def compare_runs(
         plan_a = {tuple(item) for item in store.get_run(a["id"])["plan"] or []}
         out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
     out.remarks = _remarks(out, a, b)
+    out.placement_summary = placement_summary(store, a, b)
+    out.remarks += out.placement_summary["remarks"]
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
+from torchport.views.compare_placement import placement_summary_view
 from torchport.views.base import Column, View, columns
 from torchport.views.compare import (
     COMPILE_METRICS,
@@ -261,6 +262,10 @@ def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[
     """The environment difference first, then what changed; empty sections are left out."""
     views = [environment_view(cmp), transitions_view(cmp)]
     views += [v for name in LISTS if (v := list_view(cmp, name, limit)) is not None]
+    if cmp.placement_summary and (
+        cmp.placement_summary["a"]["host_ops"] or cmp.placement_summary["b"]["host_ops"]
+    ):
+        views.append(placement_summary_view(cmp.placement_summary))
     if cmp.notes:
         views.append(notes_view(cmp.notes))
     return views

@@ -16,7 +16,8 @@ class Tally:
     by_status: dict[str, int]
 
 
-def runs_view(runs: list[dict]) -> View:
+def runs_view(runs: list[dict], headlines: dict | None = None) -> View:
+    """``headlines``: run id -> views.headline.Headline, a column of its own when given."""
     rows = [
         [
             run["id"],
@@ -31,15 +32,13 @@ def runs_view(runs: list[dict]) -> View:
             ),
             run["labels"],
         ]
+        + ([headlines.get(run["id"])] if headlines is not None else [])
         for run in runs
     ]
-    return View(
-        f"{len(runs)} runs",
-        columns(
-            "run", "started", "state", "suite", "device", ("results", "count"), ("labels", "labels")
-        ),
-        rows,
-    )
+    names = ["run", "started", "state", "suite", "device", ("results", "count"), ("labels", "labels")]
+    if headlines is not None:
+        names.append("headline")
+    return View(f"{len(runs)} runs", columns(*names), rows)
 
 
 def results_view(results: list[dict]) -> View:

@@ -27,6 +27,8 @@ COMPOSITES = {
 
 def value_of(plain, kind: str):
     """The cell value a JSON value stands for (``View.to_dict`` wrote composites as objects)."""
+    if isinstance(plain, dict) and isinstance(plain.get("badges"), dict):  # a run's headline
+        return " · ".join(b["text"] for b in plain["badges"].values())
     if isinstance(plain, dict) and kind not in ("labels", "op_counts"):
         cls = COMPOSITES.get(frozenset(plain))
         if cls is not None:

@@ -1,4 +1,5 @@
-"""torchport search TEXT: ranked full-text search over case ids, errors, tracebacks and notes."""
+"""torchport search TEXT: ranked search over host ops, run labels, case ids, errors,
+tracebacks and notes."""
 
 import click
 
@@ -32,6 +33,8 @@ DEFAULT_LIMIT = 50
 def command(text, limit, offset, db, as_json):
     """Find results whose case id, error or traceback mentions every word of TEXT (whole
     words; end one with * for a prefix: qwen*), best first, and the notes that mention it.
+    An op name (cumsum, aten.cumsum) also finds the results that ran it on the host, and
+    any text the runs whose labels hold it; those come first.
 
     Ranking: the newest 1000 matches by relevance (a case-id hit before an error message
     before a traceback), then older matches newest first."""
@@ -41,6 +44,9 @@ def command(text, limit, offset, db, as_json):
         total = store.count_search(query)
         results = store.search(query, limit=limit, offset=offset)
         notes = store.search_notes(query, limit=limit) if offset == 0 else []
+        from torchport.views.search_more import more_hits
+
+        more = more_hits(store, query, limit) if offset == 0 else {}
     if as_json:
         echo_json(
             {
@@ -50,6 +56,7 @@ def command(text, limit, offset, db, as_json):
                 "limit": limit,
                 "results": [public_result(r) for r in results],
                 "notes": notes,
+                **{name: view.to_dict() for name, view in more.items()},
             }
         )
         return
@@ -58,6 +65,9 @@ def command(text, limit, offset, db, as_json):
     from torchport.views.listing import results_view
 
     console = make_console()
+    for view in more.values():
+        print_view(console, view)
+        console.print()
     if notes:
         print_view(console, notes_view(notes, "Notes matching"))
         console.print()

@@ -1,5 +1,6 @@
-"""torchport show RUN: the matrix, the views and the environment of one run; a large run in
-summary (statuses and failures grouped by error signature) unless --all."""
+"""torchport show RUN: a verdict block (runs? matches? on the device? wait before the first
+step? how fast?), then the matrix and the placement of one run; --detail for every view; a
+large run in summary (statuses and failures grouped by error signature) unless --all."""
 
 import os
 
@@ -17,6 +18,8 @@ from torchport.interfaces.cli.common import (
 # Past this many results the per-row views would print pages of rows: a summary instead.
 # Large enough for a whole hf (392) or ops run; TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
 SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
+# The views shown after the verdict without --detail (the rest are named in one line).
+LEAD_VIEWS = ("summary", "matrix", "ops", "placement", "kernels", "serving")
 
 
 @click.command("show")
@@ -34,15 +37,23 @@ SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
     metavar="VIEW",
     help="Print one view as CSV (e.g. 'ops', the operator compatibility table).",
 )
+@click.option(
+    "--detail",
+    is_flag=True,
+    help="Every view (perf, compile, train, profile, ...) after the verdict, not only the "
+    "matrix and placement.",
+)
 @db_option
 @json_option
-def command(run_id, show_all, db, as_json, csv_view):
+def command(run_id, show_all, db, as_json, csv_view, detail):
     """Show one run (default: the latest)."""
     from torchport.views import build_views
+    from torchport.views.headline import run_headline, verdict_view
 
     store = open_db(db)
     with store_problems():
         run = store.get_run(run_id or store.latest_run_id(), plan=False)
+        head = run_headline(store, run)
         environments = [store.environment(e) for e in run["environment_ids"]]
         total = store.count_results(run_id=run["id"])
         notes = store.notes(run_id=run["id"])
@@ -69,6 +80,8 @@ def command(run_id, show_all, db, as_json, csv_view):
             "notes": notes,
             "summary": summary,
             "results_total": total,
+            "headline": head.to_dict(),
+            "verdict": verdict_view(head, device=run.get("device")).to_dict(),
         }
         if results is not None:
             body["results"] = [public_result(r) for r in results]
@@ -82,7 +95,15 @@ def command(run_id, show_all, db, as_json, csv_view):
     console.print()
     if notes:
         views["notes"] = notes_view(notes)
-    print_views(console, views)
+    hidden = []
+    if not (detail or summary):
+        hidden = [n for n in views if n not in LEAD_VIEWS and n != "notes"]
+        views = {n: v for n, v in views.items() if n not in hidden}
+    print_views(console, {"verdict": verdict_view(head, device=run.get("device")), **views})
+    if hidden:
+        console.print(
+            f"more with --detail: {', '.join(hidden)}", markup=False, highlight=False
+        )
     if summary:
         console.print(
             f"{total} results: a summary; --all for every row, or 'torchport "

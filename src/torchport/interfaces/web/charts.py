@@ -123,9 +123,10 @@ def throughput_chart(perf: View) -> list[Chart]:
             "points",
             cases,
             "case",
-            "steps/s (1000 / median step ms)",
+            "steps/s",
             series,
             log_y=True,
+            notes=["steps/s = 1000 / median step ms"],
         )
     )
 
@@ -169,34 +170,66 @@ def loss_charts(view: View, limit: int = LOSS_CHARTS) -> list[Chart]:
     return charts
 
 
-def history_charts(view: View) -> list[Chart]:
-    """Step time and compile times of one case across runs, a series per mode."""
-    modes = list(dict.fromkeys(row[4] for row in view.rows))
-    runs = list(dict.fromkeys(row[0] for row in view.rows))
+def when(started: Any) -> str:
+    """``2026-12-03T06:55:18+00:00`` -> ``12-03 06:55`` (a run's start on a date axis)."""
+    text = str(started or "?")
+    return f"{text[5:10]} {text[11:16]}" if len(text) >= 16 and text[10] == "T" else text
+
+
+def history_charts(view: View, torch_by_run: dict[str, str] | None = None) -> list[Chart]:
+    """Step time and compile times of one case across runs, oldest first, with run start
+    dates on x and a series per device and mode (and per torch version where a device's
+    runs used more than one): points of different devices are never joined into one line."""
+    torch_by_run = torch_by_run or {}
     names = view.names
+    at = {n: names.index(n) for n in ("run", "started", "device", "mode")}
+    rows = view.rows
+    runs = list(dict.fromkeys(row[at["run"]] for row in rows))
+    started = {row[at["run"]]: row[at["started"]] for row in rows}
+    versions: dict[str, set] = {}
+    for row in rows:
+        versions.setdefault(str(row[at["device"]]), set()).add(torch_by_run.get(row[at["run"]]))
 
-    def series(column: str, mode: str) -> Series:
-        by_run = {row[0]: number(row[names.index(column)]) for row in view.rows if row[4] == mode}
-        return Series(f"{column} [{mode}]", [by_run.get(r) for r in runs])
+    def group(row: list) -> str:
+        device = str(row[at["device"]])
+        torch = torch_by_run.get(row[at["run"]])
+        split = len(versions[device]) > 1 and torch
+        return f"{device}{f' torch {torch}' if split else ''} [{row[at['mode']]}]"
 
+    groups = list(dict.fromkeys(group(row) for row in rows))
+
+    def series(column: str, name: str, label: str) -> Series:
+        by_run = {row[0]: number(row[names.index(column)]) for row in rows if group(row) == name}
+        return Series(label, [by_run.get(r) for r in runs])
+
+    x = [when(started.get(r)) for r in runs]
+    title = "run start, UTC (oldest first)"
+    devices = sorted(versions)
+    notes = [f"one line per device and mode ({', '.join(devices)}); x: when each run started"]
     step = Chart(
         "history-step",
         "Step time by run",
         "lines",
-        runs,
-        "run (oldest first)",
+        x,
+        title,
         "ms",
-        [series("step ms", m) for m in modes],
+        [series("step ms", g, g) for g in groups],
         log_y=True,
+        notes=list(notes),
     )
     compiles = Chart(
         "history-compile",
         "Compile time by run",
         "lines",
-        runs,
-        "run (oldest first)",
+        x,
+        title,
         "s",
-        [series(c, m) for m in modes for c in ("cold compile", "warm compile")],
+        [
+            series(c, g, f"{g} {c.removesuffix(' compile')}")
+            for g in groups
+            for c in ("cold compile", "warm compile")
+        ],
         log_y=True,
+        notes=list(notes),
     )
     return _kept(step) + _kept(compiles)

@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from torchport.interfaces.formats import cell
 from torchport.interfaces.web.pages import Page
 from torchport.views.base import Column, Outcome
+from torchport.views.headline import Headline
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -39,6 +40,15 @@ def cell_class(value: Any, column: Column) -> str:
     return f"k-{column.kind}"
 
 
+def badges(value: Any) -> list[dict] | None:
+    """A headline's parts as badges (text and tone), or None for any other value."""
+    if isinstance(value, Headline):
+        return [{"text": p.text, "tone": p.tone, "name": p.name} for p in value.parts()]
+    if isinstance(value, dict) and isinstance(value.get("badges"), dict):  # Headline.to_dict
+        return [{"name": k, **b} for k, b in value["badges"].items()]
+    return None
+
+
 def charts_json(page: Page) -> str:
     """The charts' data for the page script, safe inside <script> (no ``</`` can close it)."""
     text = json.dumps([c.to_dict() for c in page.charts], allow_nan=False)
@@ -54,7 +64,9 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(cell=cell, cell_class=cell_class, charts_json=charts_json)
+    env.globals.update(
+        cell=cell, cell_class=cell_class, charts_json=charts_json, badges=badges
+    )
     return env
 
 

@@ -33,10 +33,12 @@ from torchport.views.compare_tables import (
     notes_view,
     transitions_view,
 )
+from torchport.views.headline import run_headline, run_headlines
 from torchport.views.host_op import full_op_name, op_results_view, op_runs_view
 from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
 from torchport.views.run_summary import GROUPS_SHOWN, groups_view, summary_views
+from torchport.views.search_more import more_hits
 from torchport.views.selection import resolve_run
 from torchport.views.train import loss_curves
 
@@ -182,7 +184,7 @@ def runs_page(store, links: Links, filters: dict[str, str]) -> Page:
     for r in chosen:
         for status, n in r["counts"].items():
             totals[status] = totals.get(status, 0) + n
-    view = runs_view(chosen)
+    view = runs_view(chosen, run_headlines(store, chosen))
     view.notes.append(
         "results of the listed runs: "
         + (
@@ -218,6 +220,7 @@ def run_page(store, run_id: str, links: Links, *, offset: int = 0) -> Page:
     run = _get_run(store, run_id)
     total = store.count_results(run_id=run["id"])
     data = run_header(store, run) | {"results_total": total, "summary": total > FULL_VIEWS_UP_TO}
+    data["headline"] = run_headline(store, run).to_dict()
     notes = store.notes(run_id=run["id"])
     if data["summary"]:
         views = summary_views(store, run)
@@ -308,7 +311,13 @@ def case_page(store, case: str, links: Links) -> Page:
             for a, b in zip(order, order[1:], strict=False)
         ],
     }
-    return Page("case", f"Case {case}", tables(views, links), ch.history_charts(history), data)
+    envs = {runs[r]["environment_id"] for r in order if (runs.get(r) or {}).get("environment_id")}
+    torch = {e: store.environment(e).get("torch") for e in envs}
+    torch_by_run = {
+        r: str(torch[e]) for r in order if (e := (runs.get(r) or {}).get("environment_id")) in torch
+    }
+    charts = ch.history_charts(history, torch_by_run)
+    return Page("case", f"Case {case}", tables(views, links), charts, data)
 
 
 # -- compare ----------------------------------------------------------------------------------
@@ -437,7 +446,8 @@ def search_page(store, text: str, links: Links, *, offset: int = 0) -> Page:
         return Page("search", "Search", data={"q": "", "paging": None})
     found = store.search(text, limit=PAGE_ROWS, offset=offset)
     total = store.count_search(text)
-    views = {"results": results_view(found)}
+    views = more_hits(store, text, PAGE_ROWS) if offset == 0 else {}
+    views["results"] = results_view(found)
     views["results"].title = f"{total} results for {text!r}"
     notes = store.search_notes(text, limit=PAGE_ROWS)
     if notes:

@@ -48,6 +48,11 @@ def markdown_report(pages: list[Page]) -> str:
                 f"- state {run['state']}, suite {run['suite']}, device {run['device']}, "
                 f"labels {_md(labels)}",
                 f"- {page.data['results_total']} / {run['planned']} planned results recorded",
+                *(
+                    [f"- headline: {_md(' · '.join(b['text'] for b in head['badges'].values()))}"]
+                    if (head := page.data.get("headline"))
+                    else []
+                ),
                 f"- command: {_md(run['command'])}",
             ]
             for env in (page.data.get("environments") or [])[:1]:

@@ -14,6 +14,10 @@
     };
   }
 
+  function longest(labels) {
+    return labels.reduce(function (n, s) { return Math.max(n, String(s).length); }, 0);
+  }
+
   function draw(spec) {
     var target = document.getElementById("chart-" + spec.id);
     if (!target || typeof uPlot === "undefined") return;
@@ -34,14 +38,16 @@
     });
     var opts = {
       width: Math.max(320, Math.min(target.clientWidth || 640, 900)),
-      height: 260,
+      height: 280,
+      legend: { show: true },
       scales: {
         x: { time: false, range: [-0.5, Math.max(xs.length - 0.5, 0.5)] },
         y: spec.log_y ? { distr: 3, log: 10 } : spec.y_range ? { range: spec.y_range } : { auto: true },
       },
       axes: [
-        { label: spec.x_title, values: label(spec), space: 40, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
-        { label: spec.y_title, size: 60 },
+        // Room for the longest category label, so neighbours never overlap.
+        { label: spec.x_title, values: label(spec), space: Math.max(40, 7 * longest(spec.x) + 12), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
+        { label: spec.y_title, size: 70, labelSize: 24 },
       ],
       series: series,
     };

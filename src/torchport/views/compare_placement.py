@@ -1,0 +1,117 @@
+"""What a comparison says about placement, always: run by run, the host-op inventory (every op
+some result ran on the host, with its evidence class and how many results), the grades, and
+what changed between them.
+
+Where one side has no placement data (a CPU baseline: the placement probe is off on the CPU,
+since everything there runs on the host), the other side's inventory is compared against
+"all on the host" and the comparison says so, instead of showing no change. Read from the
+store's grouped headline counts (``store.headline_counts``): no result is loaded.
+"""
+
+from __future__ import annotations
+
+from torchport.views.base import View, columns
+
+ALL_ON_HOST = "all on the host"
+
+
+def _inventory(counts: dict) -> dict[str, dict]:
+    classes = counts.get("host_ops") or {}
+    results = counts.get("host_op_results") or {}
+    return {
+        op: {"class": classes.get(op), "results": results.get(op, 0)}
+        for op in sorted(classes, key=lambda op: (classes[op] or "e", -results.get(op, 0), op))
+    }
+
+
+def placement_summary(store, run_a: dict, run_b: dict) -> dict:
+    """The placement side of comparing A with B (JSON-ready): each side's grades, inventory,
+    and the host ops added and gone; ``basis``: ``graded`` (both graded), or which side was
+    taken as ALL_ON_HOST, or ``none`` (neither graded)."""
+    sides = {}
+    for name, run in (("a", run_a), ("b", run_b)):
+        counts = store.headline_counts(run["id"]).get(run["id"], {})
+        sides[name] = {
+            "run": run["id"],
+            "device": run.get("device"),
+            "graded": bool(counts.get("grades")),
+            "grades": dict(sorted((counts.get("grades") or {}).items())),
+            "host_results": counts.get("host_results", 0),
+            "host_ops": _inventory(counts),
+        }
+    a, b = sides["a"], sides["b"]
+    ops_a, ops_b = set(a["host_ops"]), set(b["host_ops"])
+    out: dict = {"a": a, "b": b, "remarks": []}
+    if a["graded"] and b["graded"]:
+        out["basis"] = "graded"
+        out["added"] = [op for op in b["host_ops"] if op not in ops_a]
+        out["gone"] = [op for op in a["host_ops"] if op not in ops_b]
+        grades = sorted(set(a["grades"]) | set(b["grades"]))
+        out["grades_changed"] = {
+            g: [a["grades"].get(g, 0), b["grades"].get(g, 0)]
+            for g in grades
+            if a["grades"].get(g, 0) != b["grades"].get(g, 0)
+        }
+        out["remarks"].append(
+            f"placement: {len(out['added'])} host ops added, {len(out['gone'])} gone"
+            + (
+                "; grades changed: "
+                + ", ".join(f"{g} {x} -> {y}" for g, (x, y) in out["grades_changed"].items())
+                if out["grades_changed"]
+                else "; grade counts unchanged"
+            )
+        )
+        return out
+    if not a["graded"] and not b["graded"]:
+        out["basis"] = "none"
+        out["added"], out["gone"], out["grades_changed"] = [], [], {}
+        out["remarks"].append(
+            "placement: neither run has placement data (the placement probe did not run or "
+            "graded nothing): no placement change can be shown"
+        )
+        return out
+    bare, graded = ("a", b) if not a["graded"] else ("b", a)
+    bare_side = sides[bare]
+    out["basis"] = f"{bare}: {ALL_ON_HOST}"
+    on_host = list(graded["host_ops"])
+    # Against "all on the host": the graded side's host ops are on the host on both sides;
+    # every other op runs on the device on the graded side only.
+    out["added"], out["gone"], out["still_on_host"] = [], [], on_host
+    out["grades_changed"] = {}
+    out["remarks"].append(
+        f"placement: run {bare.upper()} ({bare_side['run']}, device {bare_side['device']}) "
+        f"has no placement data (on the CPU the work is all on the host, so placement is not "
+        f"graded); run {'B' if bare == 'a' else 'A'} on {graded['device']} is compared "
+        f"against '{ALL_ON_HOST}': {graded['host_results']} results fell back to the host, "
+        f"{len(on_host)} ops ran there"
+        + (f" ({', '.join(on_host[:6])}{', ...' if len(on_host) > 6 else ''})" if on_host else "")
+    )
+    return out
+
+
+def placement_summary_view(summary: dict) -> View:
+    """One row per host op of either side: its class, results on the host in A and in B."""
+    a, b = summary["a"], summary["b"]
+    rows = []
+    for op in dict.fromkeys([*a["host_ops"], *b["host_ops"]]):
+        in_a, in_b = a["host_ops"].get(op), b["host_ops"].get(op)
+        cls = (in_a or in_b or {}).get("class")
+        rows.append(
+            [
+                op,
+                cls or "?",
+                in_a["results"] if in_a else (ALL_ON_HOST if not a["graded"] else 0),
+                in_b["results"] if in_b else (ALL_ON_HOST if not b["graded"] else 0),
+                "added"
+                if op in summary["added"]
+                else "gone"
+                if op in summary["gone"]
+                else "on the host in both",
+            ]
+        )
+    return View(
+        "Placement: host ops by run (evidence class, results on the host)",
+        columns("op", "class", "A results", "B results", "change"),
+        rows,
+        list(summary["remarks"]),
+    )
