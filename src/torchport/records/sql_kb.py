@@ -511,13 +511,14 @@ class KnowledgeBase:
         out: dict[str, dict] = {}
         for row in self._conn().execute(sql, (run_id,) if run_id is not None else ()):
             h = out.setdefault(
-                row["run_id"], {
+                row["run_id"],
+                {
                     "statuses": {},
                     "grades": {},
                     "host_results": 0,
                     "host_ops": {},
                     "host_op_results": {},
-                }
+                },
             )
             n = int(row["n"])
             h["statuses"][row["status"]] = h["statuses"].get(row["status"], 0) + n

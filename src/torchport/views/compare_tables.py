@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
-from torchport.views.compare_placement import placement_summary_view
 from torchport.views.base import Column, View, columns
 from torchport.views.compare import (
     COMPILE_METRICS,
@@ -12,6 +11,7 @@ from torchport.views.compare import (
     STATUS_LISTS,
     Comparison,
 )
+from torchport.views.compare_placement import placement_summary_view
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 

@@ -99,11 +99,7 @@ class Headline:
                 f"compiled x{self.speedup:.2f} (median of {self.timed_pairs})"
                 if self.speedup is not None
                 else "no speedup measured",
-                NONE
-                if self.speedup is None
-                else GOOD
-                if self.speedup >= 1.0
-                else WARN,
+                NONE if self.speedup is None else GOOD if self.speedup >= 1.0 else WARN,
             )
         )
         return parts

@@ -35,7 +35,8 @@ def runs_view(runs: list[dict], headlines: dict | None = None) -> View:
         + ([headlines.get(run["id"])] if headlines is not None else [])
         for run in runs
     ]
-    names = ["run", "started", "state", "suite", "device", ("results", "count"), ("labels", "labels")]
+    names: list[str | tuple[str, str]] = ["run", "started", "state", "suite", "device"]
+    names += [("results", "count"), ("labels", "labels")]
     if headlines is not None:
         names.append("headline")
     return View(f"{len(runs)} runs", columns(*names), rows)

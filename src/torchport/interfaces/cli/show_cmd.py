@@ -101,9 +101,7 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
         views = {n: v for n, v in views.items() if n not in hidden}
     print_views(console, {"verdict": verdict_view(head, device=run.get("device")), **views})
     if hidden:
-        console.print(
-            f"more with --detail: {', '.join(hidden)}", markup=False, highlight=False
-        )
+        console.print(f"more with --detail: {', '.join(hidden)}", markup=False, highlight=False)
     if summary:
         console.print(
             f"{total} results: a summary; --all for every row, or 'torchport "

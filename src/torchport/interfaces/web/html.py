@@ -64,9 +64,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(
-        cell=cell, cell_class=cell_class, charts_json=charts_json, badges=badges
-    )
+    env.globals.update(cell=cell, cell_class=cell_class, charts_json=charts_json, badges=badges)
     return env
 
 
