@@ -19,7 +19,7 @@ from typing import Any
 
 from torchport.records.figures import COMPILE_FIGURES, PARITY_FIGURES
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
-from torchport.views.compare_placement import placement_summary
+from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
 from torchport.views.noise import (
     FASTER,
     MIN_CHANGE,
@@ -328,8 +328,12 @@ def compare(
     )
     plan_a = {tuple(item) for item in run_a.get("plan") or []}
     plan_b = {tuple(item) for item in run_b.get("plan") or []}
+    placed_a, placed_b = new_counts(), new_counts()
     for key, a, b in paired(results_a, results_b):
         case, mode = key
+        for side, r in ((placed_a, a), (placed_b, b)):
+            if r is not None:
+                tally(side, r.get("grade"), *_host_ops(r))
         if b is None:
             out.only_a.append([case, mode])
             out.unrecorded_b += key in plan_b
@@ -342,6 +346,8 @@ def compare(
         _count(out, a["status"], b["status"])
         _pair(out, a, b)
     out.remarks = _remarks(out, run_a, run_b)
+    out.placement_summary = summarize(run_a, run_b, placed_a, placed_b)
+    out.remarks += out.placement_summary["remarks"]
     return out
 
 

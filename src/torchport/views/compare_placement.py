@@ -10,6 +10,7 @@ store's grouped headline counts (``store.headline_counts``): no result is loaded
 
 from __future__ import annotations
 
+from torchport.records.queries import HEADLINE_GRADES
 from torchport.views.base import View, columns
 
 ALL_ON_HOST = "all on the host"
@@ -24,13 +25,44 @@ def _inventory(counts: dict) -> dict[str, dict]:
     }
 
 
+def new_counts() -> dict:
+    """What ``store.headline_counts`` gives for a run, to tally results into (``tally``)."""
+    return {"grades": {}, "host_results": 0, "host_ops": {}, "host_op_results": {}}
+
+
+def tally(counts: dict, grade: str | None, ops: dict, classes: dict[str, str]) -> None:
+    """Add one result (its grade, host ops and their classes) to ``counts``, as the store's
+    grouped read counts it: host ops of results graded fallback or host only."""
+    if not grade:
+        return
+    counts["grades"][grade] = counts["grades"].get(grade, 0) + 1
+    if grade not in HEADLINE_GRADES:
+        return
+    counts["host_results"] += 1
+    for op in ops:
+        cls = classes.get(op)
+        have = counts["host_ops"].get(op)
+        if op not in counts["host_ops"] or (cls and (have is None or cls < have)):
+            counts["host_ops"][op] = cls
+        counts["host_op_results"][op] = counts["host_op_results"].get(op, 0) + 1
+
+
 def placement_summary(store, run_a: dict, run_b: dict) -> dict:
+    """The placement side of comparing A with B, from the store's grouped counts."""
+    return summarize(
+        run_a,
+        run_b,
+        store.headline_counts(run_a["id"]).get(run_a["id"], {}),
+        store.headline_counts(run_b["id"]).get(run_b["id"], {}),
+    )
+
+
+def summarize(run_a: dict, run_b: dict, counts_a: dict, counts_b: dict) -> dict:
     """The placement side of comparing A with B (JSON-ready): each side's grades, inventory,
     and the host ops added and gone; ``basis``: ``graded`` (both graded), or which side was
     taken as ALL_ON_HOST, or ``none`` (neither graded)."""
     sides = {}
-    for name, run in (("a", run_a), ("b", run_b)):
-        counts = store.headline_counts(run["id"]).get(run["id"], {})
+    for name, run, counts in (("a", run_a, counts_a), ("b", run_b, counts_b)):
         sides[name] = {
             "run": run["id"],
             "device": run.get("device"),
