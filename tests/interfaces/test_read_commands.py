@@ -19,9 +19,22 @@ def _digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def test_show_leads_with_the_verdict_and_keeps_details_for_detail(sample_db, tmp_path):
+    out = torchport("show", "--db", sample_db, cwd=tmp_path).stdout
+    assert out.index("\nVerdict") < out.index("\nResults") < out.index("\nPlacement")
+    for question in ("runs?", "matches?", "on the device?", "wait before the first", "how fast?"):
+        assert question in out
+    assert "4 / 6 results ran; 2 stopped with an error; 2 skipped" in out
+    assert "\nPerformance" not in out and "\nCompile economics" not in out
+    assert "more with --detail: coverage, compile, perf, train, profile" in out
+    shown = json.loads(torchport("show", "--db", sample_db, "--json", cwd=tmp_path).stdout)
+    assert shown["headline"]["host_results"] == 2
+    assert [r[0] for r in shown["verdict"]["rows"]][-1] == "how fast?"
+
+
 def test_show_prints_every_view_with_its_notes(sample_db, tmp_path):
     before = _digest(sample_db)
-    out = torchport("show", "--db", sample_db, cwd=tmp_path).stdout
+    out = torchport("show", "--detail", "--db", sample_db, cwd=tmp_path).stdout
     for title in (
         "Status counts",
         "Results",

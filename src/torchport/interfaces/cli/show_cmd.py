@@ -97,7 +97,8 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
         views["notes"] = notes_view(notes)
     hidden = []
     if not (detail or summary):
-        hidden = [n for n in views if n not in LEAD_VIEWS and n != "notes"]
+        # a view that failed is always shown: its note names the error
+        hidden = [n for n, v in views.items() if n not in LEAD_VIEWS + ("notes",) and v.columns]
         views = {n: v for n, v in views.items() if n not in hidden}
     print_views(console, {"verdict": verdict_view(head, device=run.get("device")), **views})
     if hidden:
