@@ -124,6 +124,7 @@ def hostile_db(tmp_path_factory):
     [
         ["runs"],
         ["show"],
+        ["show", "--detail"],
         ["results"],
         ["search", "llama"],
         ["search", "[/red]"],
@@ -140,10 +141,10 @@ def test_stored_text_prints_as_text(hostile_db, tmp_path, args):
     if args[0] == "runs":
         assert "[/bold]" in out and "END-OF-HUGE" in out  # ... in the middle
         assert "\\x1b]0;title\\x07" in out
-    if args[0] in ("show", "results") and len(args) == 1:
+    if args in (["show"], ["show", "--detail"], ["results"]):
         assert "[enforce fail at alloc_cpu.cpp:127]" in out and "[/red]" in out
         assert "hf/[bold]gpt2[/bold]" in out and "\\x1b[2J" in out
-    if args[0] == "show":
+    if args == ["show", "--detail"]:  # the views a plain show leaves to --detail
         assert "[red]2.13[/red]" in out and "[/y]" in out and "[/x]" in out
         assert "train (failed)" in out and "view 'train' failed on run r1" in out
     if args[:2] == ["search", "[/red]"]:

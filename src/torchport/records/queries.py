@@ -571,10 +571,13 @@ HEADLINE_GRADES = ("fallback", "host")
 def headline_groups(*, version: int, one_run: bool) -> str:
     """Parameter (``one_run``): run_id. Rows: run_id, status, grade, host_ops, n."""
     grades = ", ".join(f"'{g}'" for g in HEADLINE_GRADES)
+    # The outcomes index holds every column read: the rows themselves are never read (SQLite
+    # would otherwise pick the status index and read each row for its grade).
+    index = " INDEXED BY results_outcomes" if version >= OUTCOMES_INDEX_FROM else ""
     return (
         "SELECT run_id, status, grade, CASE WHEN grade IN"
         f" ({grades}) THEN {_host_ops('results', version)} END AS ops, COUNT(*) AS n"
-        f" FROM results{' WHERE run_id = ?' if one_run else ''} GROUP BY 1, 2, 3, 4"
+        f" FROM results{index}{' WHERE run_id = ?' if one_run else ''} GROUP BY 1, 2, 3, 4"
     )
 
 
