@@ -61,3 +61,30 @@ def test_hf_catalog_key_names_the_transformers_release():
     from torchport.cases.hf import hf_suite
 
     assert hf_suite.catalog_key().startswith(f"transformers-{version('transformers')}-")
+
+
+def uncataloged_suite():
+    """A suite with no catalog key of its own."""
+    BUILDS.append("plain")
+    return [FunctionCase("plain/a", _workload)]
+
+
+def test_a_builtin_suite_without_a_key_is_cached_under_the_builtin_key(fake_suite, monkeypatch):
+    """``cases smoke`` (hf cases inside: transformers imported) is read back from the cache;
+    another package's suite without a key is described afresh each time."""
+    targets = {"plain": f"{__name__}:uncataloged_suite"}
+    monkeypatch.setattr(registry, "_suite_targets", lambda: targets)
+    registry.describe_suite("plain")  # not a built-in: not cached
+    registry.describe_suite("plain")
+    assert BUILDS == ["plain", "plain"] and not (fake_suite / "catalogs").exists()
+    monkeypatch.setattr(registry, "BUILTIN_CASES", "tests.cases.")  # as if it were one
+    first = registry.describe_suite("plain")
+    assert registry.describe_suite("plain") == first
+    assert BUILDS == ["plain"] * 3
+    (path,) = (fake_suite / "catalogs").iterdir()
+    assert path.name == f"plain-{registry.builtin_catalog_key()}.json"
+
+
+def test_smoke_is_a_builtin_suite_with_a_key():
+    assert registry._suite_targets()["smoke"].startswith(registry.BUILTIN_CASES)
+    assert registry.builtin_catalog_key().startswith("torch-")

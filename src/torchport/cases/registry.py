@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 from typing import cast
 
@@ -50,6 +51,33 @@ def load_suite(name: str, *, workload: str | None = None) -> list[Case]:
     return list(plugins.load(target)())
 
 
+BUILTIN_CASES = "torchport.cases."
+
+
+def builtin_catalog_key() -> str:
+    """What a built-in suite's listing depends on when it names nothing itself (smoke builds
+    hf cases, so its listing imported transformers: 10-18 s on every call): the installed
+    torch and transformers, and every source file of the cases package."""
+    from importlib.metadata import PackageNotFoundError, version
+    from pathlib import Path
+
+    import torchport.cases as package
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "none"
+
+    digest = hashlib.sha256()
+    for source in sorted(Path(package.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return (
+        f"torch-{installed('torch')}-transformers-{installed('transformers')}"
+        f"-{digest.hexdigest()[:12]}"
+    )
+
+
 def describe_suite(name: str) -> list[dict]:
     """``case.describe()`` of every case of suite ``name``, for listings. A suite whose
     function has ``catalog_key()`` (what its case list and facts depend on: package versions,
@@ -59,7 +87,9 @@ def describe_suite(name: str) -> list[dict]:
         return [case.describe() for case in load_suite(name)]
     target = _suite_targets().get(name)
     key_fn = getattr(plugins.load(target), "catalog_key", None) if target else None
-    if key_fn is None:
+    if key_fn is None and target and target.startswith(BUILTIN_CASES):
+        key_fn = builtin_catalog_key
+    if key_fn is None:  # another package's suite: described afresh each time
         return [case.describe() for case in load_suite(name)]
     path = os.path.join(cache_root("catalogs"), f"{name}-{key_fn()}.json")
     cached = read_json(path)
