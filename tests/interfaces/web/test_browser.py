@@ -99,6 +99,11 @@ def test_click_runs_run_case_compare(tab, server, smoke_kb):
     page = tab.page
     runs = check_page(tab, server + "/")
     assert [row[0] for row in runs["views"]["runs"]["rows"]] == [b, a]
+    # run a's placement found host ops: its headline's fallback badge is amber, b's (no
+    # placement probe) green
+    fallback = 'tr:has(a[href="/runs/{}"]) span.badge[data-badge="fallback"]'
+    assert "tone-warn" in (page.locator(fallback.format(a)).get_attribute("class") or "")
+    assert "tone-good" in (page.locator(fallback.format(b)).get_attribute("class") or "")
 
     page.click(f'section[data-view="runs"] a[href="/runs/{a}"]')
     page.wait_for_url(f"**/runs/{a}")
@@ -149,6 +154,36 @@ def test_op_page_names_the_cases_and_runs(tab, server, smoke_kb):
     twin = check_page(tab, server + "/ops/cumsum")
     assert [row[0] for row in twin["views"]["runs"]["rows"]] == [smoke_kb["a"]]
     assert {row[0] for row in twin["views"]["results"]["rows"]} == {"hf/llama"}
+
+
+# Computed styles of what both a dashboard page and the report show: a report whose
+# stylesheet was escaped falls back to a serif font and loses the plot legend's rules.
+STYLES_JS = """() => Object.fromEntries([
+  'body', 'h1', 'h2', 'th', 'td', 'ul.notes', 'figure.chart', '.u-legend', '.u-legend th',
+  'dl.meta', '.badge'].map(sel => {
+  const el = document.querySelector(sel);
+  if (!el) return [sel, null];
+  const cs = getComputedStyle(el);
+  return [sel, ['font-family', 'font-size', 'color', 'background-color', 'border-top-style',
+    'padding-left', 'white-space', 'display'].map(p => cs.getPropertyValue(p))];
+}))"""
+
+
+def test_report_has_the_dashboards_styles(tab, server, smoke_kb, tmp_path):
+    run = smoke_kb["a"]
+    out = torchport("report", run, "-o", tmp_path / "r.html", "--db", smoke_kb["db"])
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "r.html").read_text()
+    assert "&#34;Segoe UI&#34;" not in text and '"Segoe UI"' in text  # CSS inline, unescaped
+    tab.page.goto(server + f"/runs/{quote(run)}")
+    tab.page.wait_for_load_state("load")
+    dashboard = tab.page.evaluate(STYLES_JS)
+    tab.page.goto((tmp_path / "r.html").as_uri())
+    tab.page.wait_for_load_state("load")
+    report = tab.page.evaluate(STYLES_JS)
+    assert "sans-serif" in dashboard["body"][0] and "Segoe UI" in dashboard["body"][0]
+    assert dashboard[".u-legend"] is not None and dashboard[".badge"] is not None
+    assert report == dashboard
 
 
 def test_report_opens_from_disk_and_fetches_nothing(tab, smoke_kb, tmp_path):
