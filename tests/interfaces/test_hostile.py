@@ -346,3 +346,18 @@ def test_concurrent_starts_on_a_new_database_migrate_it_once(tmp_path):
         with open_store(str(path), write=False) as store:
             assert store.schema_version() == SCHEMA_VERSION
             assert sorted(r["id"] for r in store.list_runs()) == ["run0", "run1", "run2", "run3"]
+
+
+def test_a_note_checks_only_the_tables_it_writes(good_db, tmp_path):
+    """A damaged results page does not stop a note (it never touches results: a million-result
+    file is not read whole before each note); a damaged notes page does, in one line."""
+    page = _page_of(good_db, "results")
+    _clobber(good_db, (page - 1) * 4096, b"\xff" * 64)
+    proc = torchport("note", "r1", "accepted", "--db", good_db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _one_line_exit_2(torchport(*RUN, "--db", good_db, cwd=tmp_path), "is damaged")
+    page = _page_of(good_db, "notes")
+    _clobber(good_db, (page - 1) * 4096, b"\xff" * 64)
+    before = _digest(good_db)
+    _one_line_exit_2(torchport("note", "r1", "again", "--db", good_db, cwd=tmp_path), "is damaged")
+    assert _digest(good_db) == before

@@ -16,6 +16,15 @@ from torchport.records.figures import (
 USER_VERSION = "PRAGMA user_version"
 TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
 QUICK_CHECK = "PRAGMA quick_check(1)"
+ALL_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def quick_check_table(table: str) -> str:
+    """The quick check of one table and its indexes (SQLite 3.33+); ``table`` is a name
+    from ALL_TABLES (PRAGMA takes no bound parameters)."""
+    return 'PRAGMA quick_check("' + table.replace('"', '""') + '")'
+
+
 SET_WAL = "PRAGMA journal_mode = WAL"
 FOREIGN_KEYS_ON = "PRAGMA foreign_keys = ON"
 QUERY_ONLY_ON = "PRAGMA query_only = ON"

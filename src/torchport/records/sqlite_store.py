@@ -28,8 +28,11 @@ class SQLiteStore(SQLStore):
     q = q
     driver_error = sqlite3.Error
 
-    def __init__(self, path: str, *, write: bool):
+    def __init__(self, path: str, *, write: bool, check_tables: tuple[str, ...] | None = None):
+        """``check_tables``: a writer that writes only these tables (and reads runs) checks
+        their integrity alone on a file of the current schema, not every page."""
         self.path = self.url = str(path)
+        self._check_tables = check_tables
         self.read_only = not write
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
@@ -93,7 +96,9 @@ class SQLiteStore(SQLStore):
             self._version = version
             if write:
                 if tables:
-                    schema.check_integrity(conn, self.path)
+                    current = version == schema.SCHEMA_VERSION  # else a migration rewrites
+                    only = self._check_tables if current and self._check_tables else None
+                    schema.check_integrity(conn, self.path, only)
                 schema.migrate(conn, self.path)
                 self._version = schema.SCHEMA_VERSION
                 conn.execute(q.SET_WAL)  # readers never wait on the writer

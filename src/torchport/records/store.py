@@ -11,7 +11,12 @@ from torchport.records.schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 
-def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
+def open_store(
+    url: str | os.PathLike | None = None,
+    *,
+    write: bool,
+    check_tables: tuple[str, ...] | None = None,
+) -> Store:
     """Open the knowledge base at ``url``: a path or ``sqlite:///path`` (default
     ``default_db_path()``), or ``postgresql://user@host/db`` (a server a team shares; the
     driver comes with ``pip install 'torchport[postgres]'``).
@@ -19,6 +24,7 @@ def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
     ``write=False`` never creates, migrates or changes the database and refuses anything that
     is not a torchport knowledge base; ``write=True`` creates (SQLite: the file at its first
     write) and migrates it. Every problem is a StoreError with one line that names the fix.
+    ``check_tables``: a writer that writes only these tables checks them alone (SQLite).
     """
     url = os.fspath(url) if url is not None else default_db_path()
     if not url:
@@ -33,7 +39,7 @@ def open_store(url: str | os.PathLike | None = None, *, write: bool) -> Store:
         )
     from torchport.records.sqlite_store import SQLiteStore
 
-    return SQLiteStore(url.removeprefix("sqlite:///"), write=write)
+    return SQLiteStore(url.removeprefix("sqlite:///"), write=write, check_tables=check_tables)
 
 
 def _open_pg(url: str, *, write: bool) -> Store:

@@ -59,12 +59,13 @@ def store_problems():
         raise UsageProblem(str(exc)) from None
 
 
-def open_db(db: str | None, *, write: bool = False):
-    """The knowledge base for a command: read-only unless ``write``."""
+def open_db(db: str | None, *, write: bool = False, check_tables: tuple[str, ...] | None = None):
+    """The knowledge base for a command: read-only unless ``write`` (``check_tables``: the
+    only tables the command writes, checked alone)."""
     from torchport.records import open_store
 
     with store_problems():
-        return open_store(db, write=write)
+        return open_store(db, write=write, check_tables=check_tables)
 
 
 def _jsonable(value):

@@ -5,6 +5,18 @@ import click
 from torchport.interfaces.cli.common import db_option, open_db, resolve, store_problems
 
 
+NOTE_TABLES = (
+    "runs",
+    "notes",
+    "notes_fts",
+    "notes_fts_data",
+    "notes_fts_idx",
+    "notes_fts_content",
+    "notes_fts_docsize",
+    "notes_fts_config",
+)
+
+
 def _default_author() -> str | None:
     import getpass
 
@@ -30,7 +42,9 @@ def command(run_id, words, mode, author, db):
     if len(words) > 2:
         raise UsageProblem('give the note as one quoted argument: torchport note RUN [CASE] "text"')
     case, text = (None, words[0]) if len(words) == 1 else words
-    store = open_db(db, write=True)
+    # A note writes the notes table and its full-text index, and reads the run: only those
+    # are checked before the write, not every page of a million-result file.
+    store = open_db(db, write=True, check_tables=NOTE_TABLES)
     run_id = resolve(store, run_id, {})  # an id, 'latest' or a selector (release=2.14)
     with store_problems():
         note_id = store.add_note(
