@@ -4,7 +4,6 @@ import click
 
 from torchport.interfaces.cli.common import db_option, open_db, resolve, store_problems
 
-
 NOTE_TABLES = (
     "runs",
     "notes",
