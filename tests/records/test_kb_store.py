@@ -391,6 +391,7 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
     assert latest["host_ops"]
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX results_outcomes")
+    conn.execute("DROP INDEX results_grades")  # schema v7
     conn.execute("ALTER TABLE results DROP COLUMN host_ops")
     conn.execute("PRAGMA user_version = 3")
     conn.commit()

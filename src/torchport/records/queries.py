@@ -191,6 +191,9 @@ def run_header(*, version: int) -> str:
 
 
 RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
+RUN_STATUS_COUNTS_BY_RUN = (
+    "SELECT run_id, status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY run_id, status"
+)
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -577,16 +580,17 @@ ONLY_IN = (
 HEADLINE_GRADES = ("fallback", "host")
 
 
+HEADLINE_INDEX_FROM = 7  # schema version: the results_grades index
+
+
 def headline_groups(*, version: int, one_run: bool) -> str:
-    """Parameter (``one_run``): run_id. Rows: run_id, status, grade, host_ops, n."""
-    grades = ", ".join(f"'{g}'" for g in HEADLINE_GRADES)
-    # The outcomes index holds every column read: the rows themselves are never read (SQLite
-    # would otherwise pick the status index and read each row for its grade).
-    index = " INDEXED BY results_outcomes" if version >= OUTCOMES_INDEX_FROM else ""
+    """Graded results by (run, grade, host-op table). Parameter (``one_run``): run_id. Rows:
+    run_id, grade, ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
+    index = " INDEXED BY results_grades" if version >= HEADLINE_INDEX_FROM else ""
     return (
-        "SELECT run_id, status, grade, CASE WHEN grade IN"
-        f" ({grades}) THEN {_host_ops('results', version)} END AS ops, COUNT(*) AS n"
-        f" FROM results{index}{' WHERE run_id = ?' if one_run else ''} GROUP BY 1, 2, 3, 4"
+        f"SELECT run_id, grade, {_host_ops('results', version)} AS ops, COUNT(*) AS n"
+        f" FROM results{index} WHERE grade IS NOT NULL{' AND run_id = ?' if one_run else ''}"
+        " GROUP BY run_id, grade, ops"
     )
 
 

@@ -505,13 +505,15 @@ class KnowledgeBase:
     @guarded
     def headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
         """Per run (every run, or ``run_id``): ``statuses`` {status: n}, ``grades`` {grade: n}
-        and, for results graded fallback or host, ``host_results`` and ``host_ops`` {op:
-        evidence class or None}, from one grouped pass over the outcomes index."""
-        sql = self.q.headline_groups(version=self._version, one_run=run_id is not None)
+        and, for results graded fallback or host, ``host_results``, ``host_ops`` {op:
+        evidence class or None} and ``host_op_results`` {op: results}: statuses from the
+        status index, grades and host ops from the graded results' index."""
+        conn = self._conn()
         out: dict[str, dict] = {}
-        for row in self._conn().execute(sql, (run_id,) if run_id is not None else ()):
-            h = out.setdefault(
-                row["run_id"],
+
+        def entry(run: str) -> dict:
+            return out.setdefault(
+                run,
                 {
                     "statuses": {},
                     "grades": {},
@@ -520,16 +522,25 @@ class KnowledgeBase:
                     "host_op_results": {},
                 },
             )
-            n = int(row["n"])
-            h["statuses"][row["status"]] = h["statuses"].get(row["status"], 0) + n
-            if row["grade"]:
-                h["grades"][row["grade"]] = h["grades"].get(row["grade"], 0) + n
-            if row["grade"] in queries.HEADLINE_GRADES:
-                h["host_results"] += n
-                for op, cls in _host_op_classes(row["ops"]).items():
-                    h["host_op_results"][op] = h["host_op_results"].get(op, 0) + n
-                    if h["host_ops"].get(op) is None or (cls and cls < h["host_ops"][op]):
-                        h["host_ops"][op] = cls
+
+        counts = (
+            conn.execute(self.q.STATUS_COUNTS)
+            if run_id is None
+            else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
+        )
+        for row in counts:
+            entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
+        sql = self.q.headline_groups(version=self._version, one_run=run_id is not None)
+        for row in conn.execute(sql, (run_id,) if run_id is not None else ()):
+            h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
+            h["grades"][grade] = h["grades"].get(grade, 0) + n
+            if grade not in queries.HEADLINE_GRADES:
+                continue
+            h["host_results"] += n
+            for op, cls in _host_op_classes(row["ops"]).items():
+                h["host_op_results"][op] = h["host_op_results"].get(op, 0) + n
+                if h["host_ops"].get(op) is None or (cls and cls < h["host_ops"][op]):
+                    h["host_ops"][op] = cls
         return out
 
     @guarded
