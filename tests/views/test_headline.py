@@ -80,10 +80,7 @@ def test_headline_counts_fallbacks_and_distinct_ops_by_class(two_runs):
 
 def test_headline_of_a_clean_run_is_all_good():
     counts = {"statuses": {"pass": 4}, "grades": {"on_device": 4}, "host_results": 0}
-    figures = [
-        {"case_id": "c", "mode": "eager", "status": "pass", "step_ms": 4.0, "cold_s": None},
-        {"case_id": "c", "mode": "compile", "status": "pass", "step_ms": 2.0, "cold_s": 3.0},
-    ]
+    figures = {"compile_wait_s": 3.0, "compiled": 1, "speedup": 2.0, "timed_pairs": 1}
     head = headline(counts, 4, figures)
     assert [p.tone for p in head.parts()] == [GOOD, GOOD, GOOD, "info", GOOD]
     assert head.text() == (
@@ -105,6 +102,7 @@ def test_listing_leaves_medians_of_a_large_run_to_its_page(two_runs, monkeypatch
 def test_verdict_answers_the_five_questions(two_runs):
     with open_store(two_runs, write=False) as store:
         head = run_headline(store, store.get_run("dev-run", plan=False))
+        cpu_head = run_headline(store, store.get_run("cpu-run", plan=False))
     view = verdict_view(head, device="simdev")
     assert [r[0] for r in view.rows] == [
         "runs?",
@@ -117,8 +115,11 @@ def test_verdict_answers_the_five_questions(two_runs):
     assert answers["runs?"] == "4 / 6 results ran; 2 stopped with an error; 2 skipped"
     assert answers["on the device?"].startswith("no: 2 results fell back to the host, 4 distinct")
     assert "class a: aten.cumsum.default" in answers["on the device?"]
-    cpu = verdict_view(head, device="cpu")
+    cpu = verdict_view(cpu_head, device="cpu")
     assert cpu.rows[2][1] == "the CPU is the host: placement is not graded"
+    # a CPU run whose results were graded (synthetic, or a placement probe run on purpose)
+    # still shows its host fallbacks
+    assert verdict_view(head, device="cpu").rows[2][1].startswith("no: 2 results fell back")
 
 
 def test_compare_against_a_cpu_run_names_the_device_sides_host_ops(two_runs):
@@ -167,3 +168,41 @@ def test_search_finds_host_ops_by_short_name_and_runs_by_label(two_runs):
         labelled = label_hits("simdev", list(runs.values()))
         assert labelled is not None and [r[0] for r in labelled.rows] == ["dev-run"]
         assert set(more_hits(store, "aten::cumsum", 5)) == {"host_op_runs", "host_op_results"}
+
+
+def test_medians_are_ranked_in_the_database(tmp_path):
+    """Even counts average the two middle values; a case timed in one mode or failed in one
+    is left out of the speedup; nothing timed gives None with a count of 0."""
+
+    def result(case: str, mode: str, step: float, status: str = "pass", cold=None) -> dict:
+        metrics = {"perf_median_ms": step}
+        if cold is not None:
+            metrics["compile_cold_first_step_s"] = cold
+        return {"case": case, "mode": mode, "status": status, "metrics": metrics}
+
+    rows = [
+        result("a", "eager", 4.0),
+        result("a", "compile", 2.0, cold=10.0),  # x2
+        result("b", "eager", 3.0),
+        result("b", "compile", 3.0, cold=30.0),  # x1
+        result("c", "eager", 8.0),
+        result("c", "compile", 2.0, cold=20.0),  # x4
+        result("d", "eager", 9.0),
+        result("d", "compile", 1.0, status="accuracy_fail", cold=40.0),  # not a pair
+        result("e", "eager", 5.0),
+    ]
+    path = kb.build(tmp_path / "kb.db", results_=rows)
+    kb.build(path, run_id="empty", results_=[])
+    with open_store(path, write=False) as store:
+        assert store.headline_figures("r1") == {
+            "compile_wait_s": 25.0,  # 10, 20, 30, 40
+            "compiled": 4,
+            "speedup": 2.0,  # 1, 2, 4
+            "timed_pairs": 3,
+        }
+        assert store.headline_figures("empty") == {
+            "compile_wait_s": None,
+            "compiled": 0,
+            "speedup": None,
+            "timed_pairs": 0,
+        }

@@ -246,8 +246,9 @@ class Store(Protocol):
         """Per run: ``statuses``, ``grades``, ``host_results`` (graded fallback or host) and
         ``host_ops`` {op: evidence class or None} (views/headline.py)."""
 
-    def headline_figures(self, run_id: str) -> list[dict]:
-        """A run's timed or compiled results: case_id, mode, status, step_ms, cold_s."""
+    def headline_figures(self, run_id: str) -> dict:
+        """A run's median cold compile wait and median compiled speedup, with their counts:
+        ``compile_wait_s``, ``compiled``, ``speedup``, ``timed_pairs``."""
 
     def last_status_by_case(
         self, device: str | None = None, cases: list[str] | None = None

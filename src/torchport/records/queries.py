@@ -594,14 +594,32 @@ def headline_groups(*, version: int, one_run: bool) -> str:
     )
 
 
-def headline_figures(*, version: int) -> str:
-    """Parameter: run_id. The figures a headline takes medians of: each timed or compiled
-    result's step time and cold first compiled step."""
-    step, cold = (
-        _figure("results", name, version)
-        for name in ("perf_median_ms", "compile_cold_first_step_s")
-    )
+def _median(values: str) -> str:
+    """The median of a query's ``v`` column and how many values it had (NULLs when none),
+    ranked by the database: the values never leave it."""
     return (
-        f"SELECT case_id, mode, status, {step} AS step_ms, {cold} AS cold_s FROM results"
-        f" WHERE run_id = ? AND ({step} IS NOT NULL OR {cold} IS NOT NULL)"
+        "SELECT AVG(v) AS median, MAX(n) AS n FROM (SELECT v, ROW_NUMBER() OVER (ORDER BY v)"
+        f" AS i, COUNT(*) OVER () AS n FROM ({values}) AS vs) AS ranked"
+        " WHERE i IN ((n + 1) / 2, (n + 2) / 2)"
+    )
+
+
+def headline_compile_wait(*, version: int) -> str:
+    """Parameter: run_id. Median cold first compiled step of a run's compiled results."""
+    cold = _figure("results", "compile_cold_first_step_s", version)
+    return _median(
+        f"SELECT {cold} AS v FROM results WHERE run_id = ? AND mode = 'compile'"
+        f" AND {cold} IS NOT NULL"
+    )
+
+
+def headline_speedup(*, version: int) -> str:
+    """Parameter: run_id. Median over cases of eager / compiled median step time, for the
+    cases that passed in both modes with a step time."""
+    e, c = (_figure(x, "perf_median_ms", version) for x in "ec")
+    return _median(
+        f"SELECT {e} * 1.0 / {c} AS v FROM results e JOIN results c ON c.run_id = e.run_id"
+        " AND c.case_id = e.case_id AND c.mode = 'compile' WHERE e.run_id = ?"
+        " AND e.mode = 'eager' AND e.status = 'pass' AND c.status = 'pass'"
+        f" AND {e} > 0 AND {c} > 0"
     )

@@ -544,13 +544,19 @@ class KnowledgeBase:
         return out
 
     @guarded
-    def headline_figures(self, run_id: str) -> list[dict]:
-        """Each timed or compiled result of a run: case, mode, status, step_ms, cold_s."""
-        sql = self.q.headline_figures(version=self._version)
-        return [
-            {k: row[k] for k in ("case_id", "mode", "status", "step_ms", "cold_s")}
-            for row in self._conn().execute(sql, (run_id,))
-        ]
+    def headline_figures(self, run_id: str) -> dict:
+        """A run's median cold compile wait and median compiled speedup (eager / compiled
+        median step time per case, both passed), each with its count, ranked in the
+        database."""
+        conn, version = self._conn(), self._version
+        wait = conn.execute(self.q.headline_compile_wait(version=version), (run_id,)).fetchone()
+        fast = conn.execute(self.q.headline_speedup(version=version), (run_id,)).fetchone()
+        return {
+            "compile_wait_s": wait["median"],
+            "compiled": int(wait["n"] or 0),
+            "speedup": fast["median"],
+            "timed_pairs": int(fast["n"] or 0),
+        }
 
     # -- choosing runs -----------------------------------------------------------------------------
     @guarded

@@ -2,14 +2,13 @@
 
 Results passed, accuracy failures, host fallbacks (results graded ``fallback`` or ``host`` and
 the distinct ops they ran on the host, by evidence class), the wait before the first compiled
-step and the median compiled speedup. The counts come from one grouped read of the store's
-outcomes index (``store.headline_counts``); the two medians from a run's key figures
-(``store.headline_figures``), read only for runs up to FIGURES_UP_TO results in a listing.
+step and the median compiled speedup. The counts come from the store's status index and its
+index of graded results (``store.headline_counts``); the two medians are ranked in the
+database (``store.headline_figures``), for runs up to FIGURES_UP_TO results in a listing.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from torchport.views.base import View, columns
@@ -126,32 +125,15 @@ class Headline:
         }
 
 
-def median_figures(rows: list[dict]) -> tuple[float | None, int, float | None, int]:
-    """(median cold compile wait, its count, median eager/compiled step-time ratio over the
-    cases timed in both modes that passed, its count)."""
-    cold = [r["cold_s"] for r in rows if r["cold_s"] is not None and r["mode"] == "compile"]
-    steps: dict[str, dict[str, float]] = {}
-    for r in rows:
-        if r["status"] == "pass" and r["step_ms"]:
-            steps.setdefault(r["case_id"], {})[r["mode"]] = float(r["step_ms"])
-    ratios = [s["eager"] / s["compile"] for s in steps.values() if "eager" in s and "compile" in s]
-    return (
-        statistics.median(cold) if cold else None,
-        len(cold),
-        statistics.median(ratios) if ratios else None,
-        len(ratios),
-    )
-
-
-def headline(counts: dict, planned: int, figures: list[dict] | None) -> Headline:
+def headline(counts: dict, planned: int, figures: dict | None) -> Headline:
     """``counts``: one run's ``store.headline_counts`` entry (empty for a run with no
-    results); ``figures``: its ``store.headline_figures`` rows, None when not read."""
+    results); ``figures``: its ``store.headline_figures``, None when not read."""
     statuses = counts.get("statuses") or {}
     recorded = sum(statuses.values())
     passed = statuses.get("pass", 0)
     accuracy = statuses.get("accuracy_fail", 0)
     skipped = statuses.get("skip", 0)
-    wait, compiled, speedup, pairs = median_figures(figures or [])
+    figures_ = figures or {}
     return Headline(
         recorded=recorded,
         planned=max(planned, recorded),
@@ -161,10 +143,10 @@ def headline(counts: dict, planned: int, figures: list[dict] | None) -> Headline
         skipped=skipped,
         host_results=counts.get("host_results", 0),
         host_ops=dict(counts.get("host_ops") or {}),
-        compile_wait_s=wait,
-        compiled=compiled,
-        speedup=speedup,
-        timed_pairs=pairs,
+        compile_wait_s=figures_.get("compile_wait_s"),
+        compiled=figures_.get("compiled", 0),
+        speedup=figures_.get("speedup"),
+        timed_pairs=figures_.get("timed_pairs", 0),
         figures_read=figures is not None,
     )
 
@@ -222,7 +204,7 @@ def verdict_view(head: Headline, *, device: str | None = None) -> View:
         )
     else:
         on_device = "yes: no result fell back to the host (where placement was graded)"
-    if device == "cpu":
+    if device == "cpu" and not head.host_results:
         on_device = "the CPU is the host: placement is not graded"
     parts = {p.name: p for p in head.parts()}
     rows = [
