@@ -447,3 +447,35 @@ def test_an_imported_run_serves_no_trace(tmp_path):
         client = TestClient(create_app(store, artifacts=str(folder)), base_url=LOCAL)
         answer = client.get("/runs/r1/trace?case=smoke/mlp&mode=eager")
     assert answer.status_code == 404 and "imported" in answer.text
+
+
+def test_runs_and_run_pages_carry_the_headline_as_badges(client, kb_path):
+    runs = client.get("/runs.json").json()
+    head = next(row[-1] for row in runs["views"]["runs"]["rows"] if row[0] == "r1")
+    assert runs["views"]["runs"]["columns"][-1]["name"] == "headline"
+    assert head["host_results"] == 2 and head["badges"]["accuracy"]["tone"] == "bad"
+    text = client.get("/").text
+    assert 'class="badge tone-warn" data-badge="fallback"' in text
+    assert html.escape(head["badges"]["fallback"]["text"], quote=False) in text
+    run = client.get("/runs/r1.json").json()
+    assert run["headline"]["badges"] == head["badges"]
+    assert 'data-badge="speedup"' in client.get("/runs/r1").text
+
+
+def test_report_keeps_its_css_as_css_and_names_the_headline(kb_path, tmp_path):
+    from torchport.interfaces.web.html import inline_assets
+    from torchport.interfaces.web.report import html_report, markdown_report, report_pages
+
+    with open_store(kb_path, write=False) as store:
+        pages_ = report_pages(store, "r2", "r1")
+    report = html_report(pages_)
+    assert f"<style>{inline_assets()['css']}</style>" in report
+    assert "&#34;" not in report.split("</style>")[0]
+    md = markdown_report(pages_)
+    assert "- headline: 2/8 pass" in md and "host fallback" in md
+
+
+def test_search_page_lists_host_op_hits_first(client):
+    page = client.get("/search.json", params={"q": "cumsum"}).json()
+    assert list(page["views"])[:2] == ["host_op_runs", "host_op_results"]
+    assert {row[0] for row in page["views"]["host_op_runs"]["rows"]} == {"r1", "r2"}
