@@ -249,6 +249,7 @@ def build(
     command="torchport run --suite smoke",
     results_=None,
     environment=None,
+    device="cpu",
 ) -> str:
     """A finished run with the sample results (or ``results_``) at ``path``; returns the path."""
     with open_store(str(path), write=True) as store:
@@ -256,7 +257,7 @@ def build(
             run_id=run_id,
             command=command,
             suite="smoke",
-            device="cpu",
+            device=device,
             config=CONFIG,
             plan=PLAN,
             labels=labels or {"team": "core"},
