@@ -39,9 +39,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchport.devices import signals
-from torchport.probes import dispatch_recorder as rec
-from torchport.probes import function_recorder as fr
-from torchport.probes import host_evidence as he
+from torchport.instruments import dispatch_recorder as rec
+from torchport.instruments import function_recorder as fr
+from torchport.instruments import host_evidence as he
 from torchport.probes.base import Probe, ProbeReport, Subject
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
