@@ -27,6 +27,7 @@ from collections.abc import Callable
 from torchport.config import RunConfig
 from torchport.probes import placement
 from torchport.records.result import Result, error_value, is_oom
+from torchport.records.status import grade as grade_rule
 from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
@@ -442,10 +443,12 @@ class OpLadder:
                 if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
             ]
             on_host = sum(r["count"] for r in compute if r["fallback"])
-            on_device = sum(r["count"] for r in compute if not r["fallback"])
-            self.out.grade = "on_device" if not on_host else "host" if not on_device else "fallback"
-            if self.out.grade == "on_device" and any(r.get("host_kernel") for r in compute):
-                self.out.grade = "host_kernel"
+            self.out.grade = grade_rule(
+                fallback=bool(on_host),
+                host_calls=on_host,
+                device_calls=sum(r["count"] for r in compute if not r["fallback"]),
+                host_kernel=any(r.get("host_kernel") for r in compute),
+            )
             self.out.findings["served"] = self._served(compute)
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
