@@ -74,6 +74,7 @@ def command(text, limit, offset, db, as_json):
     if not results:
         console.print(
             f"no results match '{query}'"
+            + (" in a case id, error or traceback" if more else "")
             + (f" past offset {offset} ({total} in all)" if total else ""),
             markup=False,
             highlight=False,
