@@ -206,3 +206,10 @@ def test_medians_are_ranked_in_the_database(tmp_path):
             "speedup": None,
             "timed_pairs": 0,
         }
+
+
+def test_a_run_with_no_placement_grades_says_so():
+    head = headline({"statuses": {"pass": 2}, "grades": {}, "host_results": 0}, 2, None)
+    fallback = next(p for p in head.parts() if p.name == "fallback")
+    assert (fallback.text, fallback.tone) == ("placement not graded", "none")
+    assert verdict_view(head, device="simdev").rows[2][1].startswith("not known: placement")

@@ -41,6 +41,7 @@ class Headline:
     skipped: int
     host_results: int
     host_ops: dict[str, str | None] = field(default_factory=dict)
+    graded: int = 0  # results with a placement grade (none: placement was not graded)
     compile_wait_s: float | None = None
     compiled: int = 0
     speedup: float | None = None
@@ -77,6 +78,8 @@ class Headline:
                 + ")"
             )
             parts.append(Part("fallback", host, WARN))
+        elif not self.graded:  # a CPU run, or the placement probe off: no evidence either way
+            parts.append(Part("fallback", "placement not graded", NONE))
         else:
             parts.append(Part("fallback", "0 host fallback", GOOD))
         if not self.figures_read:
@@ -115,6 +118,7 @@ class Headline:
             "other_fail": self.other_fail,
             "skipped": self.skipped,
             "host_results": self.host_results,
+            "graded": self.graded,
             "host_ops": dict(sorted(self.host_ops.items())),
             "host_ops_by_class": self.ops_by_class(),
             "compile_wait_s": self.compile_wait_s,
@@ -143,6 +147,7 @@ def headline(counts: dict, planned: int, figures: dict | None) -> Headline:
         skipped=skipped,
         host_results=counts.get("host_results", 0),
         host_ops=dict(counts.get("host_ops") or {}),
+        graded=sum((counts.get("grades") or {}).values()),
         compile_wait_s=figures_.get("compile_wait_s"),
         compiled=figures_.get("compiled", 0),
         speedup=figures_.get("speedup"),
@@ -202,8 +207,10 @@ def verdict_view(head: Headline, *, device: str | None = None) -> View:
             f"no: {head.host_results} results fell back to the host, "
             f"{len(head.host_ops)} distinct ops ({classes})"
         )
+    elif head.graded:
+        on_device = f"yes: no result fell back to the host ({head.graded} graded)"
     else:
-        on_device = "yes: no result fell back to the host (where placement was graded)"
+        on_device = "not known: placement was not graded (the placement probe did not run)"
     if device == "cpu" and not head.host_results:
         on_device = "the CPU is the host: placement is not graded"
     parts = {p.name: p for p in head.parts()}

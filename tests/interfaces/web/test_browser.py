@@ -100,10 +100,10 @@ def test_click_runs_run_case_compare(tab, server, smoke_kb):
     runs = check_page(tab, server + "/")
     assert [row[0] for row in runs["views"]["runs"]["rows"]] == [b, a]
     # run a's placement found host ops: its headline's fallback badge is amber, b's (no
-    # placement probe) green
+    # placement probe) grey: not graded
     fallback = 'tr:has(a[href="/runs/{}"]) span.badge[data-badge="fallback"]'
     assert "tone-warn" in (page.locator(fallback.format(a)).get_attribute("class") or "")
-    assert "tone-good" in (page.locator(fallback.format(b)).get_attribute("class") or "")
+    assert "tone-none" in (page.locator(fallback.format(b)).get_attribute("class") or "")
 
     page.click(f'section[data-view="runs"] a[href="/runs/{a}"]')
     page.wait_for_url(f"**/runs/{a}")
