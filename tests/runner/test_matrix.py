@@ -1,0 +1,176 @@
+"""torchport matrix: the spec, the environments (uv), the runs in them, resume, the note.
+
+The fast tests stand an environment up by hand where ``build_env`` would find a finished one
+(its digest's folder, ``env.json``, a lock, and a ``bin/torchport`` that runs this install),
+so the runs, resume, comparison and release note are exercised without a uv build; the slow
+test builds two real environments with uv from /opt/wheels and the registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from tests.conftest import torchport
+from torchport.runner.envs import (
+    MARKER,
+    EnvSpec,
+    Indexes,
+    build_env,
+    lock_digest,
+    torchport_requirements,
+)
+from torchport.runner.matrix import MatrixError, load_matrix, parse_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "benchmarks")
+
+
+def test_benchmark_matrix_files_load():
+    torch_matrix = load_matrix(os.path.join(BENCH, "matrix_torch.toml"))
+    assert [e.name for e in torch_matrix.envs] == ["torch-2.12.1", "torch-2.13.0"]
+    assert torch_matrix.run.suite == "smoke"
+    assert torch_matrix.indexes.find_links == ("/opt/wheels",)
+    backends = load_matrix(os.path.join(BENCH, "real_backends.toml"))
+    xla = backends.envs[1]
+    assert xla.device == "xla" and xla.vars == {"PJRT_DEVICE": "CPU"}
+    assert "torch_xla==2.9.0" in xla.requirements
+    assert backends.run.command("xla")[:7] == [
+        "run", "--suite", "smoke", "--modes", "eager,compile", "--device", "xla",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("[matrix]\nnme = 'x'\n", "unknown key 'nme'"),
+        ("[[env]]\nname = 'a'\nrequirements = ['torch']\n", "at least two environments"),
+        (
+            "[[env]]\nname='a'\nrequirements=['torch']\n[[env]]\nname='a'\nrequirements=['x']\n",
+            "names must differ",
+        ),
+        ("[[env]]\nname = 'a b'\nrequirements = ['torch']\n", "must be letters"),
+        ("[[env]]\nname = 'a'\n", "at least one requirement"),
+        ("[run]\nmodes = 3\n", "must be a list of strings"),
+        ("[matrix\n", "not readable TOML"),
+    ],
+)
+def test_bad_matrix_files_say_what_to_fix(tmp_path, text, problem):
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(MatrixError, match=problem):
+        load_matrix(str(path))
+
+
+def test_env_option_and_digests():
+    spec = parse_env("t213=torch==2.13.0,numpy<3")
+    assert spec.name == "t213" and spec.requirements == ("torch==2.13.0", "numpy<3")
+    with pytest.raises(MatrixError, match="NAME=REQUIREMENT"):
+        parse_env("torch==2.13.0")
+    other = EnvSpec(name="t213", requirements=("torch==2.12.1",))
+    assert spec.digest(Indexes(), ()) != other.digest(Indexes(), ())
+    assert spec.digest(Indexes(), ()) != spec.digest(Indexes(find_links=("/w",)), ())
+    assert spec.digest(Indexes(), ()) == parse_env("t213=torch==2.13.0,numpy<3").digest(
+        Indexes(), ()
+    )
+    assert not any(r.startswith("torch") and not r.startswith("torchport") for r in
+                   torchport_requirements())  # fmt: skip
+
+
+def test_lock_digest_ignores_torchport_itself():
+    lock = "numpy==2.4.6\ntorch==2.13.0+cpu\n"
+    assert lock_digest(lock) == lock_digest(lock + "-e file:///work/wt/34\n")
+    assert lock_digest(lock) == lock_digest("torchport @ file:///x\n" + lock)
+    assert lock_digest(lock) != lock_digest(lock.replace("2.13.0", "2.12.1"))
+
+
+def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str) -> str:
+    """A finished environment whose torchport is this install's (no uv build)."""
+    path = os.path.join(envs_dir, f"{spec.name}-{spec.digest(indexes, common)}")
+    os.makedirs(os.path.join(path, "bin"))
+    script = os.path.join(path, "bin", "torchport")
+    with open(script, "w") as f:
+        here = os.path.join(os.path.dirname(sys.executable), "torchport")
+        f.write(f'#!/bin/sh\nexec {here} "$@"\n')
+    os.chmod(script, 0o755)
+    with open(os.path.join(path, "lock.txt"), "w") as f:
+        f.write(lock)
+    with open(os.path.join(path, MARKER), "w") as f:
+        json.dump({"lock_digest": lock_digest(lock)}, f)
+    return path
+
+
+def test_matrix_runs_compares_and_resumes(tmp_path):
+    """Two environments (made by hand), the planted suite on the CPU: both runs recorded with
+    their labels, the comparison and release note written, a second invocation reuses both
+    runs; the gate holds the second to the first."""
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(
+        "[matrix]\nname = 'demo'\n"
+        "[run]\nsuite = 'smoke'\ncases = ['smoke/mlp']\nmodes = ['eager']\nprobes = 'none'\n"
+        "[[env]]\nname = 'old'\nrequirements = ['torch==2.12.1']\n"
+        "[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n"
+    )
+    envs_dir = str(tmp_path / "envs")
+    loaded = load_matrix(str(matrix))
+    for spec, version in zip(loaded.envs, ("2.12.1", "2.13.0"), strict=True):
+        _stand_up(envs_dir, spec, loaded.indexes, (), f"numpy==2.4.6\ntorch=={version}\n")
+    db, out = tmp_path / "kb.db", tmp_path / "out"
+    args = ["matrix", matrix, "--envs-dir", envs_dir, "--db", db, "--out", out, "--gate"]
+    first = torchport(*args, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    data = json.loads(first.stdout)
+    envs = {e["name"]: e for e in data["environments"]}
+    assert envs["old"]["env_reused"] and not envs["old"]["run_reused"]
+    assert envs["new"]["labels"]["env_lock"] == lock_digest("numpy==2.4.6\ntorch==2.13.0\n")
+    [pair] = data["pairs"]
+    assert pair["baseline"] == "old" and pair["comparison"]["common"] == 1
+    assert pair["headline"].startswith("old -> new on cpu, suite smoke: 0 newly failing, 0 fixed")
+    assert pair["packages"] == [{"name": "torch", "a": "2.12.1", "b": "2.13.0"}]
+    assert data["gate"][0]["ok"] and data["gate"][0]["checked"] == 1
+    for name in ("release-note.md", "release-note.json", "baseline.json", "locks/new.txt"):
+        assert (out / name).is_file()
+    assert "[newly failing: 0](/compare?a=" in (out / "release-note.md").read_text()
+
+    second = torchport(*args)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "is complete: reused" in second.stderr and "$ " not in second.stderr
+    assert f"run {envs['new']['run_id']} reused" in second.stdout
+    assert "Release note:" in second.stdout and "old -> new on cpu" in second.stdout
+    gate = torchport("gate", "matrix_env=new", "--baseline", out / "baseline.json", "--db", db)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+
+
+def test_matrix_bad_input_is_one_line(tmp_path):
+    done = torchport("matrix", "--env", "a=torch==2.13.0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torchport: error: matrix 'a' needs at least two environments (--env NAME=REQ or "
+        "[[env]] tables); it has 1"
+    ]
+    done = torchport("matrix", tmp_path / "missing.toml")
+    assert done.returncode == 2 and "no matrix file" in done.stderr
+    assert not (tmp_path / "torchport.db").exists()
+
+
+@pytest.mark.slow
+def test_matrix_builds_environments_with_uv(tmp_path):
+    """Two real environments built by uv (torch 2.13.0 from /opt/wheels; the second adds a
+    package), a lock each; the second build call reuses the folder."""
+    indexes = Indexes(
+        find_links=("/opt/wheels",),
+        extra_index_urls=("file:///opt/pypi/simple", "file:///opt/pypi-more/simple"),
+        index_strategy="unsafe-best-match",
+    )
+    spec = EnvSpec(name="plain", requirements=("torch==2.13.0",))
+    built = build_env(spec, str(tmp_path), indexes=indexes, log=lambda _line: None)
+    assert not built.reused
+    lock = open(built.lock_path).read()
+    assert "torch==2.13.0+cpu" in lock and "transformers==" in lock
+    version = os.popen(f"{built.torchport} --version").read()
+    assert "torchport" in version
+    again = build_env(spec, str(tmp_path), indexes=indexes, log=lambda _line: None)
+    assert again.reused and again.lock_digest == built.lock_digest
