@@ -87,14 +87,19 @@ def test_lock_digest_ignores_torchport_itself():
     assert lock_digest(lock) != lock_digest(lock.replace("2.13.0", "2.12.1"))
 
 
-def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str) -> str:
-    """A finished environment whose torchport is this install's (no uv build)."""
+STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_stub.py")
+
+
+def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str, *, stub: bool):
+    """A finished environment (no uv build) whose torchport is this install's, or the stub
+    (tests/runner/matrix_stub.py: records a sample run, no torch)."""
     path = os.path.join(envs_dir, f"{spec.name}-{spec.digest(indexes, common)}")
     os.makedirs(os.path.join(path, "bin"))
     script = os.path.join(path, "bin", "torchport")
     with open(script, "w") as f:
         here = os.path.join(os.path.dirname(sys.executable), "torchport")
-        f.write(f'#!/bin/sh\nexec {here} "$@"\n')
+        target = f"{sys.executable} {STUB}" if stub else here
+        f.write(f'#!/bin/sh\nexec {target} "$@"\n')
     os.chmod(script, 0o755)
     with open(os.path.join(path, "lock.txt"), "w") as f:
         f.write(lock)
@@ -103,45 +108,80 @@ def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str) -> s
     return path
 
 
-def test_matrix_runs_compares_and_resumes(tmp_path):
-    """Two environments (made by hand), the planted suite on the CPU: both runs recorded with
-    their labels, the comparison and release note written, a second invocation reuses both
-    runs; the gate holds the second to the first."""
+def _matrix(tmp_path, run: str, new_vars: str = "", *, stub: bool) -> list:
     matrix = tmp_path / "m.toml"
     matrix.write_text(
-        "[matrix]\nname = 'demo'\n"
-        "[run]\nsuite = 'smoke'\ncases = ['smoke/mlp']\nmodes = ['eager']\nprobes = 'none'\n"
+        f"[matrix]\nname = 'demo'\n[run]\n{run}\n"
         "[[env]]\nname = 'old'\nrequirements = ['torch==2.12.1']\n"
-        "[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n"
+        f"[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n{new_vars}\n"
     )
     envs_dir = str(tmp_path / "envs")
     loaded = load_matrix(str(matrix))
     for spec, version in zip(loaded.envs, ("2.12.1", "2.13.0"), strict=True):
-        _stand_up(envs_dir, spec, loaded.indexes, (), f"numpy==2.4.6\ntorch=={version}\n")
+        lock = f"numpy==2.4.6\ntorch=={version}\n"
+        _stand_up(envs_dir, spec, loaded.indexes, (), lock, stub=stub)
     db, out = tmp_path / "kb.db", tmp_path / "out"
-    args = ["matrix", matrix, "--envs-dir", envs_dir, "--db", db, "--out", out, "--gate"]
-    first = torchport(*args, "--json")
-    assert first.returncode == 0, first.stderr[-3000:]
-    data = json.loads(first.stdout)
+    return ["matrix", matrix, "--envs-dir", envs_dir, "--db", db, "--out", out]
+
+
+def test_matrix_labels_compares_resumes_and_gates(tmp_path):
+    """Stub environments: an interrupted pair of runs is resumed by the next invocation, then
+    reused by the one after; the comparison, note, locks and baseline are written; the gate
+    fails on the case the new environment broke (its vars plant it)."""
+    planted = "vars = { STUB_FAIL = 'smoke/mlp', STUB_COMPILE_S = '10.56' }"
+    args = _matrix(tmp_path, "suite = 'smoke'", planted, stub=True)
+    out = tmp_path / "out"
+    first = torchport(*args, "--json", env={"STUB_INTERRUPT": "1"})
+    assert first.returncode == 1
+    assert "'torchport run' in environment old ended with exit code 130" in first.stderr
+
+    second = torchport(*args, "--json", "--gate")
+    assert second.returncode == 1, second.stderr[-3000:]  # the gate: one regression
+    assert second.stderr.count("resuming run") == 2
+    data = json.loads(second.stdout)
     envs = {e["name"]: e for e in data["environments"]}
     assert envs["old"]["env_reused"] and not envs["old"]["run_reused"]
     assert envs["new"]["labels"]["env_lock"] == lock_digest("numpy==2.4.6\ntorch==2.13.0\n")
+    assert envs["new"]["labels"]["matrix"] == "demo"
     [pair] = data["pairs"]
-    assert pair["baseline"] == "old" and pair["comparison"]["common"] == 1
-    assert pair["headline"].startswith("old -> new on cpu, suite smoke: 0 newly failing, 0 fixed")
+    assert pair["baseline"] == "old" and pair["comparison"]["common"] == 8
+    assert pair["headline"].startswith(
+        "old -> new on cpu, suite smoke: 1 newly failing, 0 fixed"
+    ), pair["headline"]
+    assert "compile wait -12 % over 1 pairs (within the 1.15x line)" in pair["headline"]
     assert pair["packages"] == [{"name": "torch", "a": "2.12.1", "b": "2.13.0"}]
-    assert data["gate"][0]["ok"] and data["gate"][0]["checked"] == 1
+    [report] = data["gate"]
+    assert not report["ok"] and report["regressions"][0]["case"] == "smoke/mlp"
     for name in ("release-note.md", "release-note.json", "baseline.json", "locks/new.txt"):
         assert (out / name).is_file()
-    assert "[newly failing: 0](/compare?a=" in (out / "release-note.md").read_text()
+    note = (out / "release-note.md").read_text()
+    assert "[newly failing: 1](/compare?a=" in note and "  - smoke/mlp [eager]" in note
 
-    second = torchport(*args)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "is complete: reused" in second.stderr and "$ " not in second.stderr
-    assert f"run {envs['new']['run_id']} reused" in second.stdout
-    assert "Release note:" in second.stdout and "old -> new on cpu" in second.stdout
-    gate = torchport("gate", "matrix_env=new", "--baseline", out / "baseline.json", "--db", db)
+    third = torchport(*args)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert third.stderr.count("is complete: reused") == 2 and "$ " not in third.stderr
+    assert f"run {envs['new']['run_id']} reused" in third.stdout
+    assert "old -> new on cpu, suite smoke: 1 newly failing" in third.stdout
+    gate = torchport("gate", "matrix_env=old", "--baseline", out / "baseline.json", "--db", args[5])
     assert gate.returncode == 0, gate.stdout + gate.stderr
+    gate = torchport("gate", "matrix_env=new", "--baseline", out / "baseline.json", "--db", args[5])
+    assert gate.returncode == 1 and "smoke/mlp [eager]: " in gate.stdout
+
+
+@pytest.mark.slow
+def test_matrix_runs_real_children(tmp_path):
+    """The same with this install's torchport in both environments: two real runs of
+    smoke/mlp, compared; a second invocation reuses both."""
+    args = _matrix(
+        tmp_path, "cases = ['smoke/mlp']\nmodes = ['eager']\nprobes = 'none'", stub=False
+    )
+    first = torchport(*args, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    [pair] = json.loads(first.stdout)["pairs"]
+    assert pair["comparison"]["common"] == 1
+    assert pair["headline"].startswith("old -> new on cpu, suite smoke: 0 newly failing")
+    second = torchport(*args)
+    assert second.returncode == 0 and second.stderr.count("is complete: reused") == 2
 
 
 def test_matrix_bad_input_is_one_line(tmp_path):
