@@ -152,8 +152,9 @@ def test_matrix_labels_compares_resumes_and_gates(tmp_path):
     assert pair["packages"] == [{"name": "torch", "a": "2.12.1", "b": "2.13.0"}]
     [report] = data["gate"]
     assert not report["ok"] and report["regressions"][0]["case"] == "smoke/mlp"
-    for name in ("release-note.md", "release-note.json", "baseline.json", "locks/new.txt"):
+    for name in ("release-note.md", "release-note.html", "release-note.json", "baseline.json"):
         assert (out / name).is_file()
+    assert (out / "locks" / "new.txt").read_text() == "numpy==2.4.6\ntorch==2.13.0\n"
     note = (out / "release-note.md").read_text()
     assert "[newly failing: 1](/compare?a=" in note and "  - smoke/mlp [eager]" in note
 

@@ -247,6 +247,7 @@ def side_labels(matrix: Matrix, spec: EnvSpec, env: BuiltEnv) -> dict[str, str]:
         "matrix_env": spec.name,
         "env_lock": env.lock_digest,
         "matrix_plan": matrix.run.digest(device),
+        "matrix_baseline": matrix.envs[0].name,  # the dashboard's page compares with it
     }
 
 

@@ -193,6 +193,15 @@ def command(
 
     with open(os.path.join(out_dir, "release-note.md"), "w") as f:
         f.write(release_note_markdown(data, db))
+    if note.pairs:  # the dashboard's page of the matrix, in one file that opens from disk
+        try:
+            from torchport.interfaces.web.matrix_page import matrix_page
+            from torchport.interfaces.web.report import NO_LINKS, html_report
+        except ImportError as exc:  # jinja2 is in the web extra
+            log(f"release-note.html not written: {exc}; pip install 'torchport[web]'")
+        else:
+            with open(os.path.join(out_dir, "release-note.html"), "w") as f:
+                f.write(html_report([matrix_page(store, matrix.name, NO_LINKS)]))
     if as_json:
         echo_json(data)
     else:
@@ -258,8 +267,9 @@ def _print(note, data: dict, out_dir: str) -> None:
     for problem in note.problems:
         console.print(f"  problem: {safe(problem)}", markup=False, highlight=False)
     console.print(
-        f"locks, release note and baseline in {out_dir}/ "
-        "(CI: torchport gate RUN --baseline " + os.path.join(out_dir, "baseline.json") + ")",
+        f"locks, release note (.md, .html, .json) and baseline in {out_dir}/; dashboard: "
+        f"torchport serve, then /matrix/{data['matrix']}; CI: torchport gate "
+        f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}",
         markup=False,
         highlight=False,
     )
