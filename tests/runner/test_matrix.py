@@ -124,6 +124,40 @@ def _matrix(tmp_path, run: str, new_vars: str = "", *, stub: bool) -> list:
     return ["matrix", matrix, "--envs-dir", envs_dir, "--db", db, "--out", out]
 
 
+def test_run_matrix_resumes_then_reuses(tmp_path, monkeypatch):
+    """The library without the CLI: stub environments, an interrupted pair of runs resumed,
+    then reused; the release note compares them (the CLI's own test is slow)."""
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+    from torchport.views.release_note import release_note
+
+    args = _matrix(tmp_path, "suite = 'smoke'", "vars = { STUB_FAIL = 'smoke/mlp' }", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    db, logged = str(args[5]), []
+    with open_store(db, write=True) as store:
+        monkeypatch.setenv("STUB_INTERRUPT", "1")
+        sides = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        assert [s.problem for s in sides] == [
+            f"'torchport run' in environment {n} ended with exit code 130 (run "
+            f"{s.run_id} keeps what it recorded)"
+            for n, s in zip(("old", "new"), sides, strict=True)
+        ]
+        monkeypatch.delenv("STUB_INTERRUPT")
+        again = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        assert [s.run_id for s in again] == [s.run_id for s in sides]
+        assert [s.problem for s in again] == [None, None]
+        assert sum("resuming run" in line for line in logged) == 2
+        third = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        assert [s.run_reused for s in third] == [True, True]
+        labels = store.get_run(third[1].run_id)["labels"]
+        assert labels["matrix_env"] == "new" and labels["matrix_baseline"] == "old"
+        note = release_note(store, "demo", [(s.name, s.run_id, None) for s in third])
+        [pair] = note.pairs
+        assert pair.counts["newly_failing"] == 1 and pair.comparison.common == 8
+
+
+@pytest.mark.slow
 def test_matrix_labels_compares_resumes_and_gates(tmp_path):
     """Stub environments: an interrupted pair of runs is resumed by the next invocation, then
     reused by the one after; the comparison, note, locks and baseline are written; the gate
