@@ -249,3 +249,28 @@ def test_matrix_builds_environments_with_uv(tmp_path):
     assert "torchport" in version
     again = build_env(spec, str(tmp_path), indexes=indexes, log=lambda _line: None)
     assert again.reused and again.lock_digest == built.lock_digest
+
+
+def test_release_note_markdown_shows_stored_text_as_text():
+    from torchport.interfaces.release_note_md import release_note_markdown
+
+    hostile = "<img src=x onerror=alert(1)>|[a](b)"
+    data = {
+        "matrix": "m",
+        "problems": [],
+        "environments": [{"name": "a", "run_id": "r1", "lock_digest": "d"}],
+        "pairs": [
+            {
+                "baseline": "a",
+                "other": "b",
+                "run_a": "r1",
+                "run_b": "r2",
+                "headline": "a -> b: 1 newly failing",
+                "comparison": {"newly_failing": [{"case": hostile, "mode": "eager"}]},
+                "packages": [{"name": hostile, "a": "1", "b": None}],
+            }
+        ],
+    }
+    text = release_note_markdown(data, "kb.db")
+    assert "<img" not in text and "\\<img src=x onerror=alert(1)\\>\\|\\[a\\](b)" in text
+    assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text

@@ -19,9 +19,14 @@ LISTS = (
 )
 
 
+# As the report's Markdown (web/report.py): a backslash before each character that could open
+# HTML, a link or a code span, or end a table cell.
+_MARKUP = str.maketrans({ch: "\\" + ch for ch in "\\|<>&[]`*_"})
+
+
 def _md(text: object) -> str:
-    """Stored text (environment names, package names) shown as text, never as Markdown."""
-    return safe(text).replace("|", "\\|").replace("\n", " ")
+    """Stored text (case, environment and package names) shown as text, never as Markdown."""
+    return " ".join(safe(text).translate(_MARKUP).splitlines())
 
 
 def release_note_markdown(data: dict, db: str, dashboard: str = "") -> str:

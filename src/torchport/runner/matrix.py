@@ -322,8 +322,10 @@ def run_matrix(
     reference_cache: str | None = None,
     log=print,
     run_timeout_s: float | None = None,
+    build_only: bool = False,
 ) -> list[Side]:
-    """Build every environment, then run the evaluation in each, in the matrix's order."""
+    """Build every environment, then run the evaluation in each, in the matrix's order
+    (``build_only``: only build them)."""
     from torchport.execution.reference import cache_dir
 
     envs_dir = matrix.envs_dir or default_envs_dir()
@@ -347,6 +349,9 @@ def run_matrix(
             + ("reused" if env.reused else f"built in {env.build_s:.0f} s")
             + f": {env.path} (lock {env.lock_digest})"
         )
+        if build_only:
+            sides.append(Side(name=spec.name, env=env))
+            continue
         sides.append(
             run_side(
                 matrix,

@@ -49,6 +49,9 @@ REGRESSED_EXIT = 1
 )
 @click.option("--rebuild", is_flag=True, help="Build every environment again.")
 @click.option(
+    "--build-only", is_flag=True, help="Only build the environments (and write their locks)."
+)
+@click.option(
     "--gate",
     "use_gate",
     is_flag=True,
@@ -79,6 +82,7 @@ def command(
     envs_dir,
     out_dir,
     rebuild,
+    build_only,
     use_gate,
     run_timeout_s,
     db,
@@ -164,6 +168,15 @@ def command(
             with open(os.path.join(out_dir, "locks", f"{side.name}.txt"), "w") as f:
                 f.write(locks[side.name] or "")
 
+    if build_only:
+        for side in sides:
+            click.echo(
+                f"{side.name}: "
+                + (side.problem or f"{side.env.path} (lock {side.env.lock_digest})")
+            )
+        if any(s.problem for s in sides):
+            raise SystemExit(1)
+        return
     from torchport.views.release_note import release_note
 
     note = release_note(
