@@ -276,3 +276,16 @@ def test_release_note_markdown_shows_stored_text_as_text():
     escaped = "\\<img src=x onerror=alert(1)\\>\\|\\[a\\](b)"
     assert text.count(escaped) == 2 and re.findall(r"(.)<img", text) == ["\\", "\\"]
     assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text
+
+
+def test_build_only_runs_nothing(tmp_path):
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+
+    args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    with open_store(str(args[5]), write=True) as store:
+        sides = run_matrix(matrix, store, str(args[5]), log=lambda _: None, build_only=True)
+        assert [(s.env.reused, s.run_id, s.problem) for s in sides] == [(True, None, None)] * 2
+        assert store.list_runs() == []

@@ -158,7 +158,15 @@ def command(
     def log(line: str) -> None:
         click.echo(line, err=True)
 
-    sides = run_matrix(matrix, store, db, rebuild=rebuild, log=log, run_timeout_s=run_timeout_s)
+    sides = run_matrix(
+        matrix,
+        store,
+        db,
+        rebuild=rebuild,
+        log=log,
+        run_timeout_s=run_timeout_s,
+        build_only=build_only,
+    )
     locks: dict[str, str | None] = {}
     for side in sides:
         locks[side.name] = None
