@@ -2,7 +2,8 @@
 tests/kb.py's sample run through the store API, no torch. ``STUB_FAIL=case`` records that
 case's eager result as an eager failure; ``STUB_COMPILE_S``: the cold compile wait of the
 passing compiled results (default 12); ``STUB_INTERRUPT=1`` records the run interrupted and
-exits 130; ``--resume RUN`` finishes that run."""
+exits 130; ``--resume RUN`` finishes that run. Each new run leaves a reference file
+named by ``STUB_TORCH`` in the shared reference cache, as a real run would."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def main(argv: list[str]) -> int:
             r["error"] = {"type": "RuntimeError", "message": "planted by the stub"}
         if r["mode"] == "compile" and r["status"] == "pass":
             r["metrics"]["compile_cold_first_step_s"] = float(os.environ.get("STUB_COMPILE_S", 12))
+    # a float64 reference as the real run caches one: by torch version, in the shared folder
+    reference = os.path.join(
+        os.environ["TORCHPORT_REFERENCE_CACHE"], f"stub-{os.environ.get('STUB_TORCH', '2.13')}.pt"
+    )
+    if not os.path.exists(reference):
+        open(reference, "w").close()
     run_id = uuid.uuid4().hex[:8]
     kb.build(db, run_id=run_id, labels=labels, results_=results, command=" ".join(argv))
     if os.environ.get("STUB_INTERRUPT"):

@@ -136,20 +136,25 @@ def test_run_matrix_resumes_then_reuses(tmp_path, monkeypatch):
     matrix = load_matrix(str(args[1]))
     matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
     db, logged = str(args[5]), []
+    (tmp_path / "refs").mkdir()
+    refs = str(tmp_path / "refs")
     with open_store(db, write=True) as store:
         monkeypatch.setenv("STUB_INTERRUPT", "1")
-        sides = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        sides = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
         assert [s.problem for s in sides] == [
             f"'torchport run' in environment {n} ended with exit code 130 (run "
             f"{s.run_id} keeps what it recorded)"
             for n, s in zip(("old", "new"), sides, strict=True)
         ]
+        # one reference for the torch both share: computed once, found by the second
+        assert [s.references_added for s in sides] == [1, 0]
+        assert os.listdir(tmp_path / "refs") == ["stub-2.13.pt"]
         monkeypatch.delenv("STUB_INTERRUPT")
-        again = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        again = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
         assert [s.run_id for s in again] == [s.run_id for s in sides]
         assert [s.problem for s in again] == [None, None]
         assert sum("resuming run" in line for line in logged) == 2
-        third = run_matrix(matrix, store, db, log=logged.append, reference_cache=str(tmp_path))
+        third = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
         assert [s.run_reused for s in third] == [True, True]
         labels = store.get_run(third[1].run_id)["labels"]
         assert labels["matrix_env"] == "new" and labels["matrix_baseline"] == "old"

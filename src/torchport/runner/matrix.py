@@ -122,6 +122,16 @@ class Side:
     run_reused: bool = False
     problem: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # float64 references its run added to the shared cache (None: not run here); 0 when every
+    # one was there already (the same torch, transformers and case in an earlier environment)
+    references_added: int | None = None
+
+
+def _references(folder: str) -> set[str]:
+    try:
+        return {name for name in os.listdir(folder) if name.endswith(".pt")}
+    except OSError:
+        return set()
 
 
 def _strings(where: str, value: Any) -> tuple[str, ...]:
@@ -289,6 +299,7 @@ def run_side(
         cmd += matrix.run.command(spec.device or matrix.run.device) + ["--db", db]
         cmd += [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
     log(f"[{spec.name}] $ {' '.join(cmd)}")
+    before = _references(reference_cache)
     try:
         # The child's tables and progress go to our stderr: stdout is the matrix's own.
         child = subprocess.run(
@@ -302,6 +313,11 @@ def run_side(
         code: int | str = child.returncode
     except subprocess.TimeoutExpired:
         code = f"ran past {timeout_s:.0f} s"
+    side.references_added = len(_references(reference_cache) - before)
+    log(
+        f"[{spec.name}] float64 references: {side.references_added} computed and added to "
+        f"{reference_cache}, {len(before)} there before"
+    )
     runs = store.find_runs(labels=labels, complete=False)
     side.run_id = runs[0] if runs else None
     if code != 0:

@@ -203,6 +203,7 @@ def command(
             "env_reused": s.env.reused if s.env else None,
             "run_id": s.run_id,
             "run_reused": s.run_reused,
+            "references_added": s.references_added,
             "labels": s.labels,
         }
         for s in sides
@@ -266,7 +267,12 @@ def _print(note, data: dict, out_dir: str) -> None:
             f"{safe(env['name'])}: environment "
             + ("reused" if env["env_reused"] else "built")
             + f" (lock {env['lock_digest']}), run {env['run_id']} "
-            + ("reused" if env["run_reused"] else "made"),
+            + ("reused" if env["run_reused"] else "made")
+            + (
+                f", {env['references_added']} float64 references computed"
+                if env["references_added"] is not None
+                else ""
+            ),
             markup=False,
             highlight=False,
         )
