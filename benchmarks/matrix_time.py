@@ -6,7 +6,9 @@ benchmarks/matrix_torch.toml: torch 2.12.1 and 2.13.0, the smoke suite on the CP
 2. with the environments and references built: a new knowledge base (both runs made again);
 3. a second invocation on the same knowledge base: everything reused.
 
-    python benchmarks/matrix_time.py [MATRIX_FILE] [--work DIR] [--out FILE] [MATRIX_OPTIONS]
+    python benchmarks/matrix_time.py [--matrix FILE] [--work DIR] [--out FILE] [MATRIX_OPTIONS]
+
+e.g. ``--cases smoke/mlp,smoke/convnet`` to time a reduced suite (say so beside the figure).
 
 Writes the figures with the machine's load (``uptime``) before and after each step to
 docs/results/matrix_time.txt (first line: the command that made it).
@@ -31,7 +33,7 @@ def load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     default = os.path.join(ROOT, "benchmarks/matrix_torch.toml")
-    parser.add_argument("matrix", nargs="?", default=default)
+    parser.add_argument("--matrix", default=default)
     parser.add_argument("--work", default=os.path.expanduser("~/.cache/torchport/matrix-time"))
     parser.add_argument("--out", default=os.path.join(ROOT, "docs/results/matrix_time.txt"))
     args, extra = parser.parse_known_args()  # the rest: more 'torchport matrix' options
