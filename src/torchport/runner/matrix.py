@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
@@ -125,6 +126,7 @@ class Side:
     # float64 references its run added to the shared cache (None: not run here); 0 when every
     # one was there already (the same torch, transformers and case in an earlier environment)
     references_added: int | None = None
+    interrupted: bool = False  # its run was stopped by SIGINT / SIGTERM: the matrix stops too
 
 
 def _references(folder: str) -> set[str]:
@@ -320,6 +322,8 @@ def run_side(
     )
     runs = store.find_runs(labels=labels, complete=False)
     side.run_id = runs[0] if runs else None
+    # The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+    side.interrupted = code in (128 + signal.SIGINT, 128 + signal.SIGTERM)
     if code != 0:
         side.problem = f"'torchport run' in environment {spec.name} ended with exit code {code}" + (
             f" (run {side.run_id} keeps what it recorded)" if side.run_id else ""
@@ -368,16 +372,18 @@ def run_matrix(
         if build_only:
             sides.append(Side(name=spec.name, env=env))
             continue
-        sides.append(
-            run_side(
-                matrix,
-                spec,
-                env,
-                store,
-                db,
-                reference_cache=reference_cache,
-                log=log,
-                timeout_s=run_timeout_s,
-            )
+        side = run_side(
+            matrix,
+            spec,
+            env,
+            store,
+            db,
+            reference_cache=reference_cache,
+            log=log,
+            timeout_s=run_timeout_s,
         )
+        sides.append(side)
+        if side.interrupted:  # Ctrl-C: stop here; the next invocation resumes this run
+            log(f"[{spec.name}] interrupted: the other environments are left for the next run")
+            break
     return sides
