@@ -111,6 +111,8 @@ def _headline(baseline: str, other: str, cmp: Comparison, wait: dict) -> str:
         parts.append(f"{len(cmp.host_ops)} host ops changed")
     if cmp.parity:
         parts.append(f"{len(cmp.parity)} parity figures drifted")
+    if cmp.memory:
+        parts.append(f"{len(cmp.memory)} peak-memory changes past 10 %")
     if wait["ratio"] is not None:
         change = (wait["ratio"] - 1) * 100
         within = " (within the 1.15x line)" if not wait["past_line"] else ""
