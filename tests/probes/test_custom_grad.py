@@ -229,19 +229,38 @@ def test_custom_ops_a_step_calls_are_recorded_and_gradchecked():
     assert checked["tptest::cube_wrong"]["detail"].startswith("backward disagrees")
 
 
+def test_custom_ops_called_through_torch_ops_are_recorded_by_the_dispatcher():
+    assert {"tptest::cube", "tptest::cube_wrong"} <= set(custom_grad.library_ops() or ())
+    x = torch.randn(2, 3, requires_grad=True)
+    with custom_grad.recording() as seen, custom_grad.dispatch_recording(seen):
+        y = torch.ops.tptest.cube_wrong(x).sum() + torch.ops.tptest.cube.default(x).sum()
+        y = y + torch.relu(x).sum()  # an aten op: not noted
+    y.backward()
+    checked = {c["function"]: c for c in custom_grad.check(seen)}
+    assert set(checked) == {"tptest::cube_wrong", "tptest::cube"}
+    assert checked["tptest::cube"]["ok"] is True and checked["tptest::cube"]["kind"] == "custom op"
+    assert checked["tptest::cube_wrong"]["ok"] is False
+    assert checked["tptest::cube_wrong"]["detail"].startswith("backward disagrees")
+
+
 class CubeNet(torch.nn.Module):
-    def __init__(self, wrong):
+    def __init__(self, wrong, via="object"):
         super().__init__()
         self.linear = torch.nn.Linear(4, 3)
-        self.wrong = wrong
+        self.wrong, self.via = wrong, via
 
     def forward(self, x):
         y = self.linear(x)
+        if self.via == "torch.ops":  # not through the CustomOpDef object
+            return torch.ops.tptest.cube_wrong(y) if self.wrong else torch.ops.tptest.cube(y)
         return cube_wrong(y) if self.wrong else cube(y)
 
 
+@pytest.mark.parametrize("via", ["object", "torch.ops"])
 @pytest.mark.parametrize("wrong", [False, True])
-def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(wrong, monkeypatch, tmp_path):
+def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(
+    wrong, via, monkeypatch, tmp_path
+):
     from torchport.cases.base import FunctionCase, Workload
     from torchport.config import RunConfig
     from torchport.devices.cpu import CPUAdapter
@@ -249,7 +268,9 @@ def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(wrong, monk
 
     def build(*, seed, size):
         torch.manual_seed(seed)
-        return Workload(model=CubeNet(wrong), args=(torch.randn(2, 4),), loss_fn=lambda o: o.sum())
+        return Workload(
+            model=CubeNet(wrong, via), args=(torch.randn(2, 4),), loss_fn=lambda o: o.sum()
+        )
 
     monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
     case = FunctionCase(f"t/cube{'_wrong' if wrong else ''}", build)
@@ -257,6 +278,8 @@ def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(wrong, monk
     r = Ladder(case, "eager", config, CPUAdapter(), lambda e: None, {}).run()
     (checked,) = r["findings"]["custom_backward"]
     assert checked["function"] == f"tptest::cube{'_wrong' if wrong else ''}"
+    if via == "torch.ops":  # seen by the dispatcher pass alone
+        assert r["findings"]["custom_ops_seen_by_dispatcher"] == [checked["function"]]
     if wrong:
         assert (r["status"], r["stage"]) == ("accuracy_fail", "parity")
         assert r["error"]["type"] == "CustomBackwardMismatch"

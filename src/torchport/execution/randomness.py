@@ -380,3 +380,100 @@ def watch_random_ops():
             return func(*args, **(kwargs or {}))
 
     return RandomOpWatch()
+
+
+# -- randomness switched off: the draws eval mode leaves, drawn on the CPU -------------------
+OFF_METHOD = "cpu-draws"
+
+
+def _draw_on_cpu(func, args, kwargs):
+    """``func`` (a random aten op) computed on the CPU from the next call's generator, with its
+    floating inputs in float32, and given back as the device call would have made it (device,
+    dtype, and in place into ``args[0]`` for an in-place op)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def where(value):
+        return value.device if isinstance(value, torch.Tensor) else None
+
+    devices = [d for d in map(where, [*args, *kwargs.values()]) if d is not None]
+    device = kwargs.get("device") or (devices[0] if devices else torch.device("cpu"))
+
+    def to_meta(value):
+        return value.to("meta") if isinstance(value, torch.Tensor) else value
+
+    def to_cpu(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        value = value.detach().to("cpu")
+        return value.float() if value.is_floating_point() else value
+
+    # what the call would return on its own device (shapes, dtypes): the op on meta tensors
+    meta_kwargs = {
+        **tree_map(to_meta, kwargs),
+        **({"device": "meta"} if "device" in kwargs else {}),
+    }
+    with _inside():  # a draw made here: not one a watch counts
+        expected = func(*tree_map(to_meta, args), **meta_kwargs)
+    cpu_kwargs = tree_map(to_cpu, kwargs)
+    if "device" in kwargs:
+        cpu_kwargs["device"] = "cpu"
+    if isinstance(cpu_kwargs.get("dtype"), torch.dtype) and cpu_kwargs["dtype"].is_floating_point:
+        cpu_kwargs["dtype"] = torch.float32  # float32 draws on every side
+    seed = _next_generator("drawn").initial_seed()
+    with _inside(), torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        made = func(*tree_map(to_cpu, args), **cpu_kwargs)
+
+    def back(value, like):
+        if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor):
+            return value.to(device=device, dtype=like.dtype)
+        return value
+
+    if isinstance(made, (tuple, list)):
+        outputs = type(made)(back(v, e) for v, e in zip(made, expected, strict=True))
+    else:
+        outputs = back(made, expected)
+    if func._schema.name.endswith("_") and isinstance(args[0], torch.Tensor):  # in place
+        with _inside():
+            return args[0].copy_(outputs)
+    return outputs
+
+
+class _CpuDraws:
+    """Counts what ``cpu_draws`` drew: op name -> calls."""
+
+    def __init__(self):
+        from collections import Counter
+
+        self.ops: Counter = Counter()
+
+
+@contextlib.contextmanager
+def cpu_draws(on: bool = True):
+    """Within (inside ``comparable``): every random aten op the step still draws (``RANDOM_OPS``,
+    not a mask or draw made above) is computed on the CPU in float32 from the next call's
+    generator (seed, call index) and copied to the call's device and dtype, the same on every
+    side; in a compiled step the graph's draws are seen where they run through the dispatcher
+    (Inductor's ``fallback_random``). Yields what was drawn (``.ops``)."""
+    drawn = _CpuDraws()
+    if not on:
+        yield drawn
+        return
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CpuDraws(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):  # stay active around compiled code at run time
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = ".".join(str(func).split(".")[:2])  # aten.randn.default -> aten.randn
+            if name not in RANDOM_OPS or making_mask() or kwargs.get("generator") is not None:
+                return func(*args, **kwargs)
+            drawn.ops[name] += 1
+            return _draw_on_cpu(func, args, kwargs)
+
+    with CpuDraws():
+        yield drawn
