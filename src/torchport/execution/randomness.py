@@ -38,7 +38,9 @@ What this does not cover, recorded so a reader can weigh it:
   sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
   reference (``uncontrolled``). A compared step that fails parity while drawing them is judged
   again with its randomness switched off (every module in eval mode, ``Compared.random_off``
-  and the reference's ``random_off``): the ladder records it (``randomness_off``).
+  and the reference's ``random_off``), and what still draws then (a ``torch.randn`` that
+  ignores ``training``) is drawn on the CPU from (seed, op, call index) on every side
+  (``cpu_draws``): the ladder records it (``randomness_off``, ``drawn_on_cpu``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -386,10 +389,10 @@ def watch_random_ops():
 OFF_METHOD = "cpu-draws"
 
 
-def _draw_on_cpu(func, args, kwargs):
-    """``func`` (a random aten op) computed on the CPU from the next call's generator, with its
-    floating inputs in float32, and given back as the device call would have made it (device,
-    dtype, and in place into ``args[0]`` for an in-place op)."""
+def _draw_on_cpu(func, args, kwargs, seed: int):
+    """``func`` (a random aten op) computed on the CPU with the CPU generator seeded by
+    ``seed``, its floating inputs in float32, and given back as the device call would have
+    made it (device, dtype, and in place into ``args[0]`` for an in-place op)."""
     import torch
     from torch.utils._pytree import tree_map
 
@@ -420,7 +423,6 @@ def _draw_on_cpu(func, args, kwargs):
         cpu_kwargs["device"] = "cpu"
     if isinstance(cpu_kwargs.get("dtype"), torch.dtype) and cpu_kwargs["dtype"].is_floating_point:
         cpu_kwargs["dtype"] = torch.float32  # float32 draws on every side
-    seed = _next_generator("drawn").initial_seed()
     with _inside(), torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)
         made = func(*tree_map(to_cpu, args), **cpu_kwargs)
@@ -450,12 +452,14 @@ class _CpuDraws:
 
 
 @contextlib.contextmanager
-def cpu_draws(on: bool = True):
+def cpu_draws(on: bool = True, seed: int = 0):
     """Within (inside ``comparable``): every random aten op the step still draws (``RANDOM_OPS``,
-    not a mask or draw made above) is computed on the CPU in float32 from the next call's
-    generator (seed, call index) and copied to the call's device and dtype, the same on every
-    side; in a compiled step the graph's draws are seen where they run through the dispatcher
-    (Inductor's ``fallback_random``). Yields what was drawn (``.ops``)."""
+    not a mask or draw made above) is computed on the CPU in float32 with the CPU generator
+    seeded by (seed, op, how many calls of that op came before in this block) and copied to the
+    call's device and dtype, the same on every side. Counting per op keeps one side's extra
+    draw of another op (a device path, a dtype branch) from shifting every later draw. In a
+    compiled step the graph's draws are seen where they run through the dispatcher (Inductor's
+    ``fallback_random``). Yields what was drawn (``.ops``)."""
     drawn = _CpuDraws()
     if not on:
         yield drawn
@@ -472,8 +476,10 @@ def cpu_draws(on: bool = True):
             name = ".".join(str(func).split(".")[:2])  # aten.randn.default -> aten.randn
             if name not in RANDOM_OPS or making_mask() or kwargs.get("generator") is not None:
                 return func(*args, **kwargs)
+            index = drawn.ops[name]
             drawn.ops[name] += 1
-            return _draw_on_cpu(func, args, kwargs)
+            op_seed = (seed * 1_000_003 + zlib.crc32(name.encode()) * 1_009 + index) % (2**63)
+            return _draw_on_cpu(func, args, kwargs, op_seed)
 
     with CpuDraws():
         yield drawn

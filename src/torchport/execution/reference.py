@@ -42,7 +42,8 @@ REASON_CHARS = 300
 
 RANDOM_OFF = (
     "every module in eval mode: dropout, alpha_dropout, rrelu draw nothing; random ops the step "
-    "still draws are drawn on the CPU in float32 from (seed, call index), the same on every side"
+    "still draws are drawn on the CPU in float32 from (seed, op, call index), the same on every "
+    "side"
 )
 # the random-off method's version, in the key of a random-off reference: 2 adds the CPU draws
 RANDOM_OFF_VERSION = 2

@@ -146,7 +146,7 @@ class Compared:
         # Randomness switched off, for a step whose draws cannot be made comparable: the step
         # runs with every module in eval mode (dropout, alpha_dropout, rrelu draw nothing), and
         # what still draws (a torch.randn that ignores ``training``) draws on the CPU from
-        # (seed, call index), the same on every side (randomness.cpu_draws).
+        # (seed, op, call index), the same on every side (randomness.cpu_draws).
         self.random_off = random_off
         self.masked_calls = 0  # dropout calls masked in the last step
         self.drawn_calls = 0  # in-model noise drawn comparably in the last step
@@ -196,7 +196,7 @@ class Compared:
             with (
                 comparable(self.seed) as report,
                 _eval_mode(module, self.random_off),
-                cpu_draws(self.random_off) as drawn,
+                cpu_draws(self.random_off, self.seed) as drawn,
             ):
                 tensors = step()
             self.drawn_on_cpu.update(drawn.ops)

@@ -211,7 +211,7 @@ class Ladder:
         """A parity failure of a step that draws random numbers torchport does not control is
         no verdict: the step is run again, on the device and in the reference, with that
         randomness switched off (every module in eval mode; what still draws, such as a
-        ``torch.randn`` that ignores ``training``, drawn on the CPU from (seed, call index) on
+        ``torch.randn`` that ignores ``training``, drawn on the CPU from (seed, op, call index) on
         both sides), and judged on that; recorded in findings["randomness_off"] and said in the
         parity note. Where it cannot be switched off (the reference still draws an op that is
         not handled, or the rerun fails), the failure stands, with its note."""
