@@ -109,7 +109,10 @@ def run_mode(case, mode, monkeypatch, tmp_path):
     return Ladder(case, mode, config, CPUAdapter(), lambda e: None, {}).run()
 
 
-@pytest.mark.parametrize("mode", ["eager", "compile"])
+@pytest.mark.parametrize(
+    "mode",
+    ["eager", pytest.param("compile", marks=pytest.mark.slow)],  # compile: ~25 s
+)
 def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(mode, monkeypatch, tmp_path):
     r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path)
     assert r["status"] == "pass", r["error"]

@@ -137,6 +137,10 @@ TORCH_NAMESPACES = frozenset(
         "mkldnn",
         "onednn",
         "higher_order",
+        "flex_lib",
+        "onnx",
+        "onnx_symbolic",
+        "streams",
     }
 )
 _AUTOGRAD_KEY = "Autograd"
