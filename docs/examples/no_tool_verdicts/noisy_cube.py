@@ -33,6 +33,16 @@ def _wrong_backward(ctx, grad):
     return 2 * x * x * grad  # d(x^3)/dx is 3x^2
 
 
+@cube.register_fake
+def _(x):  # what torch.compile traces with: the shape and dtype of the result
+    return torch.empty_like(x)
+
+
+@cube_wrong.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
 cube.register_autograd(_backward, setup_context=_save)
 cube_wrong.register_autograd(_wrong_backward, setup_context=_save)
 
