@@ -241,7 +241,8 @@ def test_draws_eval_mode_leaves_are_drawn_on_the_cpu_per_op_with_randomness_off(
             first = torch.randn(3, 4, dtype=dtype)
             second = torch.randn(5, dtype=dtype)
             picked = torch.multinomial(torch.ones(6, dtype=dtype), 3)
-        return first, second, picked, dict(drawn.ops)
+            filled = torch.empty(4, dtype=dtype).cauchy_()  # in place: into the tensor
+        return first, second, picked, dict(drawn.ops), filled
 
     a = draws(torch.float32, extra=False)
     b = draws(torch.float64, extra=True)
@@ -249,8 +250,9 @@ def test_draws_eval_mode_leaves_are_drawn_on_the_cpu_per_op_with_randomness_off(
     assert torch.equal(a[0].double(), b[0]) and torch.equal(a[1].double(), b[1])
     assert not torch.equal(a[0].flatten()[:5], a[1])  # two calls, two draws
     assert torch.equal(a[2], b[2]) and b[2].dtype == torch.long
-    assert a[3] == {"aten.randn": 2, "aten.multinomial": 1}
-    assert b[3] == {"aten.rand": 1, "aten.randn": 2, "aten.multinomial": 1}
+    assert torch.equal(a[4].double(), b[4]) and b[4].dtype == torch.float64
+    assert a[3] == {"aten.randn": 2, "aten.multinomial": 1, "aten.cauchy_": 1}
+    assert b[3] == {"aten.rand": 1, "aten.randn": 2, "aten.multinomial": 1, "aten.cauchy_": 1}
     with randomness.comparable(7), randomness.cpu_draws(False, 7) as drawn:
         torch.randn(3)
     assert dict(drawn.ops) == {}  # off: torch's own generator

@@ -436,7 +436,8 @@ def _draw_on_cpu(func, args, kwargs, seed: int):
         outputs = type(made)(back(v, e) for v, e in zip(made, expected, strict=True))
     else:
         outputs = back(made, expected)
-    if func._schema.name.endswith("_") and isinstance(args[0], torch.Tensor):  # in place
+    in_place = func._schema.name.endswith("_") and isinstance(args[0], torch.Tensor)
+    if in_place and isinstance(outputs, torch.Tensor):
         with _inside():
             return args[0].copy_(outputs)
     return outputs
