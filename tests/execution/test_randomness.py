@@ -256,3 +256,24 @@ def test_draws_eval_mode_leaves_are_drawn_on_the_cpu_per_op_with_randomness_off(
     with randomness.comparable(7), randomness.cpu_draws(False, 7) as drawn:
         torch.randn(3)
     assert dict(drawn.ops) == {}  # off: torch's own generator
+
+
+def test_a_cpu_draw_without_a_meta_kernel_takes_the_calls_dtype():
+    """The result's dtype is read from the op on meta tensors; an op without a meta kernel
+    still draws, its floating result in the call's dtype."""
+    randn = torch.ops.aten.randn.default
+
+    class NoMeta:
+        _schema = randn._schema
+
+        def __call__(self, *args, **kwargs):
+            if str(kwargs.get("device")) == "meta":
+                raise NotImplementedError("no meta kernel")
+            return randn(*args, **kwargs)
+
+    with randomness.comparable(3):
+        got = randomness._draw_on_cpu(
+            NoMeta(), ([3],), {"dtype": torch.float64, "device": torch.device("cpu")}, 5
+        )
+    want = torch.randn(3, generator=torch.Generator().manual_seed(5))
+    assert got.dtype == torch.float64 and torch.equal(got, want.double())

@@ -416,8 +416,13 @@ def _draw_on_cpu(func, args, kwargs, seed: int):
         **tree_map(to_meta, kwargs),
         **({"device": "meta"} if "device" in kwargs else {}),
     }
-    with _inside():  # a draw made here: not one a watch counts
-        expected = func(*tree_map(to_meta, args), **meta_kwargs)
+    try:
+        with _inside():  # a draw made here: not one a watch counts
+            expected = func(*tree_map(to_meta, args), **meta_kwargs)
+    except Exception:  # no meta kernel: floating results take the call's floating dtype
+        expected = None
+    floats = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    fallback_dtype = kwargs.get("dtype") or (floats[0] if floats else torch.get_default_dtype())
     cpu_kwargs = tree_map(to_cpu, kwargs)
     if "device" in kwargs:
         cpu_kwargs["device"] = "cpu"
@@ -428,12 +433,16 @@ def _draw_on_cpu(func, args, kwargs, seed: int):
         made = func(*tree_map(to_cpu, args), **cpu_kwargs)
 
     def back(value, like):
-        if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if isinstance(like, torch.Tensor):
             return value.to(device=device, dtype=like.dtype)
-        return value
+        dtype = fallback_dtype if value.is_floating_point() else value.dtype
+        return value.to(device=device, dtype=dtype)
 
     if isinstance(made, (tuple, list)):
-        outputs = type(made)(back(v, e) for v, e in zip(made, expected, strict=True))
+        likes = expected if isinstance(expected, (tuple, list)) else [None] * len(made)
+        outputs = type(made)(back(v, e) for v, e in zip(made, likes, strict=True))
     else:
         outputs = back(made, expected)
     in_place = func._schema.name.endswith("_") and isinstance(args[0], torch.Tensor)
