@@ -125,6 +125,8 @@ class Ladder(StageRunner):
         )
         if ok and not report.ok and self._uncontrolled():
             report = self._judge_random_off(judged_step, compared, size, noise, workload, report)
+        if ok and report.ok and workload.trains:
+            self._record_library_ops(compared_eager, custom_functions)
         if ok and report.ok and workload.trains and custom_functions.calls:
             self._custom_backward(custom_functions)
         if ok and not report.ok:
@@ -160,9 +162,11 @@ class Ladder(StageRunner):
     def _judge_random_off(self, judged_step, compared, size, noise, workload, failed):
         """A parity failure of a step that draws random numbers torchport does not control is
         no verdict: the step is run again, on the device and in the reference, with that
-        randomness switched off (every module in eval mode), and judged on that; recorded in
-        findings["randomness_off"] and said in the parity note. Where the randomness cannot be
-        switched off that way (the reference still draws), the failure stands, with its note."""
+        randomness switched off (every module in eval mode; what still draws, such as a
+        ``torch.randn`` that ignores ``training``, drawn on the CPU from (seed, op, call index) on
+        both sides), and judged on that; recorded in findings["randomness_off"] and said in the
+        parity note. Where it cannot be switched off (the reference still draws an op that is
+        not handled, or the rerun fails), the failure stands, with its note."""
         uncontrolled = self._uncontrolled()
         record = self.out.findings["randomness_off"] = {
             "uncontrolled": uncontrolled,
@@ -197,12 +201,39 @@ class Ladder(StageRunner):
         report = self._parity(rerun.value, reference, noise, workload.tolerance, note=False)
         record["judged"] = True
         record["ok"] = report.ok
+        if compared.drawn_on_cpu:  # what eval mode left drawing, drawn on the CPU on each side
+            record["drawn_on_cpu"] = dict(compared.drawn_on_cpu)
         self.out.findings["parity"]["note"] = (
             f"judged with randomness switched off ({reference_mod.RANDOM_OFF}): "
             + (previous_note or "the step draws random numbers torchport does not control")
             + f"; with that randomness: {failed.message()}"
         )
         return report
+
+    def _record_library_ops(self, eager_step, seen) -> None:
+        """Custom ops the step calls as ``torch.ops.ns.name(...)``, which the run stage's
+        recorder does not see: noted by a dispatch mode in one more eager step of their own (a
+        dispatch mode never runs in the pass that decides parity), only when an op outside
+        torch's namespaces with an Autograd kernel is registered at all. A pass that fails
+        is said in the notes, never the case's failure."""
+        registered = custom_grad.library_ops()
+        if registered == []:
+            return
+        before = set(seen.calls)
+
+        def observed():
+            with custom_grad.dispatch_recording(seen):
+                return self._outputs(eager_step)
+
+        done = capture("custom_ops", observed, clock)
+        self.out.durations["custom_ops_pass_s"] = done.duration_s
+        if not done.ok:
+            self.out.findings.setdefault("notes", []).append(
+                "custom ops called through the dispatcher not recorded: "
+                f"{type(done.exc).__name__}: {str(done.exc)[:300]}"
+            )
+        elif set(seen.calls) - before:
+            self.out.findings["custom_ops_seen_by_dispatcher"] = sorted(set(seen.calls) - before)
 
     def _custom_backward(self, seen) -> None:
         """A custom autograd Function's or custom op's backward against its forward (gradcheck
