@@ -34,7 +34,7 @@ docs: install
 
 # One line naming any system package the tests need and the command that installs it.
 test-needs:
-	@bash scripts/test_needs.sh
+	@bash scripts/test_needs.sh $(PY)
 
 # --durations: the slowest tests and fixtures in every run, so the suite's cost stays visible.
 test: test-needs install check docs
