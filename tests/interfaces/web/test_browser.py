@@ -98,6 +98,7 @@ def check_charts(tab, twin: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_click_runs_run_case_compare(tab, server, smoke_kb):
     a, b = smoke_kb["a"], smoke_kb["b"]
     page = tab.page
@@ -135,6 +136,7 @@ def test_click_runs_run_case_compare(tab, server, smoke_kb):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 @pytest.mark.parametrize(
     "path",
     [
@@ -151,6 +153,7 @@ def test_other_pages_equal_their_twins(tab, server, smoke_kb, path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_op_page_names_the_cases_and_runs(tab, server, smoke_kb):
     twin = check_page(tab, server + "/ops/cumsum")
     assert [row[0] for row in twin["views"]["runs"]["rows"]] == [smoke_kb["a"]]
@@ -158,6 +161,7 @@ def test_op_page_names_the_cases_and_runs(tab, server, smoke_kb):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_report_opens_from_disk_and_fetches_nothing(tab, smoke_kb, tmp_path):
     check_report(tab, smoke_kb, tmp_path)
 
