@@ -1,0 +1,84 @@
+"""FLOPs per step and MFU arithmetic."""
+
+import pytest
+import torch
+
+from torchport.config import RunConfig
+from torchport.devices.base import DeviceAdapter
+from torchport.instruments import flops
+
+
+def test_linear_forward_is_2_b_in_out():
+    layer, x = torch.nn.Linear(8, 16), torch.randn(4, 8)
+    with torch.no_grad():
+        assert flops.count_flops(lambda: layer(x)) == 2 * 4 * 8 * 16
+
+
+def test_linear_forward_and_backward_is_three_times_forward():
+    layer, x = torch.nn.Linear(8, 16), torch.randn(4, 8, requires_grad=True)
+    # backward: grad of input (2·B·out·in) and of weight (2·B·in·out)
+    assert flops.count_flops(lambda: layer(x).sum().backward()) == 3 * 2 * 4 * 8 * 16
+
+
+def test_count_is_cached_per_key():
+    calls = []
+    layer, x = torch.nn.Linear(8, 16), torch.randn(4, 8)
+
+    def step():
+        calls.append(1)
+        return layer(x)
+
+    key = ("test/cached", 1, 0)
+    first = flops.count_flops(step, key)
+    assert flops.count_flops(step, key) == first and len(calls) == 1
+
+
+def test_mfu_arithmetic():
+    # 2e12 FLOPs in 0.5 s = 4 TFLOP/s; against a 16 TFLOP/s peak that is 25 %
+    assert flops.achieved_tflops(2e12, 0.5) == pytest.approx(4.0)
+    assert flops.mfu(2e12, 0.5, 16.0) == pytest.approx(0.25)
+    assert flops.flops_6nt(1000, 10, trains=True) == 60000
+    assert flops.flops_6nt(1000, 10, trains=False) == 20000
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, tied: bool):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 8)  # 800 parameters
+        self.body = torch.nn.Linear(8, 8)  # 72
+        self.head = torch.nn.Linear(8, 100, bias=False)  # 800
+        if tied:
+            self.head.weight = self.embed.weight
+
+    def get_output_embeddings(self):
+        return self.head
+
+
+def test_6nt_params_exclude_input_embeddings_but_keep_the_output_projection():
+    assert flops.params_6nt(TinyLM(tied=False))[0] == 72 + 800
+    n, what = flops.params_6nt(TinyLM(tied=True))
+    assert n == 72 + 800 and "tied" in what
+    plain = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4))
+    assert flops.params_6nt(plain)[0] == 20
+
+
+class NamedAdapter(DeviceAdapter):
+    name = "fake"
+
+    def __init__(self, device_name):
+        self.device_name = device_name
+
+    def device_info(self):
+        return {"device_name": self.device_name}
+
+
+def test_peak_from_override_table_or_a_stated_absence():
+    assert flops.peak_for(RunConfig(peak_tflops=12.5), NamedAdapter("x"), "float32") == (
+        12.5,
+        "--peak-tflops",
+    )
+    peak, source = flops.peak_for(RunConfig(), NamedAdapter("NVIDIA H200"), "bfloat16")
+    assert peak == 989.0 and "table" in source
+    peak, reason = flops.peak_for(RunConfig(), NamedAdapter("Some CPU"), "float32")
+    assert peak is None
+    assert reason == "no peak known for Some CPU in float32; pass --peak-tflops"
