@@ -103,18 +103,25 @@ def always_noisy_case(wrong=False):
     return FunctionCase("t/always_noisy" + ("_wrong" if wrong else ""), build)
 
 
-def run_mode(case, mode, monkeypatch, tmp_path):
+def run_mode(case, mode, monkeypatch, tmp_path, backend="aot_eager"):
     monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
-    config = RunConfig(device="cpu", probes=(), compile_backend="aot_eager", modes=(mode,))
+    config = RunConfig(device="cpu", probes=(), compile_backend=backend, modes=(mode,))
     return Ladder(case, mode, config, CPUAdapter(), lambda e: None, {}).run()
 
 
 @pytest.mark.parametrize(
-    "mode",
-    ["eager", pytest.param("compile", marks=pytest.mark.slow)],  # compile: ~25 s
+    ("mode", "backend"),
+    [
+        ("eager", None),
+        pytest.param("compile", "aot_eager", marks=pytest.mark.slow),  # ~25 s
+        # Inductor with fallback_random: the graph's randn runs through the dispatcher
+        pytest.param("compile", "inductor", marks=pytest.mark.slow),
+    ],
 )
-def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(mode, monkeypatch, tmp_path):
-    r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path)
+def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(
+    mode, backend, monkeypatch, tmp_path
+):
+    r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path, backend or "aot_eager")
     assert r["status"] == "pass", r["error"]
     off = r["findings"]["randomness_off"]
     assert off["judged"] is True and off["ok"] is True, off
