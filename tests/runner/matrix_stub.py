@@ -39,6 +39,12 @@ def main(argv: list[str]) -> int:
         open(reference, "w").close()
     run_id = uuid.uuid4().hex[:8]
     kb.build(db, run_id=run_id, labels=labels, results_=results, command=" ".join(argv))
+    if os.environ.get("STUB_SLEEP_S"):  # a run that hangs; SIGTERM ends it interrupted
+        import signal
+        import time
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        time.sleep(float(os.environ["STUB_SLEEP_S"]))
     if os.environ.get("STUB_INTERRUPT"):
         with open_store(db, write=True) as store:
             store.finish_run(run_id, "interrupted")

@@ -284,6 +284,26 @@ def test_release_note_markdown_shows_stored_text_as_text():
     assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text
 
 
+def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+
+    args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    monkeypatch.setenv("STUB_SLEEP_S", "120")
+    with open_store(str(args[5]), write=True) as store:
+        sides = run_matrix(
+            matrix, store, str(args[5]), log=lambda _: None, run_timeout_s=3,
+            reference_cache=str(tmp_path),
+        )  # fmt: skip
+    assert [s.problem for s in sides] == [
+        f"'torchport run' in environment {n} ran past 3 s: stopped (run "
+        f"{s.run_id} keeps what it recorded)"
+        for n, s in zip(("old", "new"), sides, strict=True)
+    ]
+
+
 def test_build_only_runs_nothing(tmp_path):
     from torchport.records import open_store
     from torchport.runner.matrix import run_matrix

@@ -43,6 +43,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -273,6 +274,35 @@ def _child_environ(spec: EnvSpec, env: BuiltEnv, reference_cache: str) -> dict[s
     return environ
 
 
+STOP_GRACE_S = 60.0  # a run stopped by SIGTERM marks itself interrupted and ends its workers
+
+
+def _supervise(child: subprocess.Popen, timeout_s: float | None) -> int | str:
+    """Wait for ``child`` (a ``torchport run``); a SIGTERM sent to this process is passed on
+    to it (its run ends interrupted, its workers with it); past ``timeout_s`` it is sent
+    SIGTERM, then SIGKILL after STOP_GRACE_S."""
+    forward = threading.current_thread() is threading.main_thread()
+    previous = (
+        signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+        if forward
+        else None
+    )
+    try:
+        try:
+            return child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            try:
+                child.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            return f"ran past {timeout_s:.0f} s"
+    finally:
+        if forward:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run_side(
     matrix: Matrix,
     spec: EnvSpec,
@@ -302,19 +332,16 @@ def run_side(
         cmd += [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
     log(f"[{spec.name}] $ {' '.join(cmd)}")
     before = _references(reference_cache)
-    try:
-        # The child's tables and progress go to our stderr: stdout is the matrix's own.
-        child = subprocess.run(
+    # The child's tables and progress go to our stderr: stdout is the matrix's own.
+    code: int | str = _supervise(
+        subprocess.Popen(
             cmd,
             env=_child_environ(spec, env, reference_cache),
             stdout=sys.stderr,
             stderr=sys.stderr,
-            timeout=timeout_s,
-            check=False,
-        )
-        code: int | str = child.returncode
-    except subprocess.TimeoutExpired:
-        code = f"ran past {timeout_s:.0f} s"
+        ),
+        timeout_s,
+    )
     side.references_added = len(_references(reference_cache) - before)
     log(
         f"[{spec.name}] float64 references: {side.references_added} computed and added to "
@@ -325,7 +352,8 @@ def run_side(
     # The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
     side.interrupted = code in (128 + signal.SIGINT, 128 + signal.SIGTERM)
     if code != 0:
-        side.problem = f"'torchport run' in environment {spec.name} ended with exit code {code}" + (
+        ended = f"ended with exit code {code}" if isinstance(code, int) else f"{code}: stopped"
+        side.problem = f"'torchport run' in environment {spec.name} {ended}" + (
             f" (run {side.run_id} keeps what it recorded)" if side.run_id else ""
         )
     elif side.run_id is None:
