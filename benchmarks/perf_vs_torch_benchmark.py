@@ -34,39 +34,76 @@ def _step(suite: str, case_id: str, device: str, dtype_name: str):
     return make_step(placed.model, placed.model, placed)
 
 
-def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
+def compare(step, adapter, *, budget_s: float, rounds: int, clock=None) -> dict:
     """Alternate the two measurements for ``rounds`` rounds (order swapped every round).
 
     On a shared machine the load drifts over seconds; a pair measured back to back sees the
-    same load, so the headline is the median of the per-round ratios.
+    same load, so the headline is the median of the per-round ratios. ``clock``, when given
+    (e.g. ``time.thread_time``), is the clock both sides read instead of the wall clock.
     """
+    import contextlib
+    from unittest import mock
+
     import torch
     from torch.utils.benchmark import Timer
 
+    from torchport import timing
     from torchport.timing import Summary, round_order, sample_interleaved, step_timer
 
-    timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    timer = Timer(
+        stmt="step()",
+        globals={"step": step},
+        num_threads=torch.get_num_threads(),
+        **({"timer": clock} if clock is not None else {}),
+    )
+    on_clock = (
+        (lambda: mock.patch.object(timing, "clock", clock))
+        if clock is not None
+        else contextlib.nullcontext
+    )
     measure = {
-        "torchport": lambda: (
-            Summary.of(
-                sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)["step"]
-            ).median_s
+        "torchport": lambda: _summary_on(
+            on_clock,
+            lambda: sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)[
+                "step"
+            ],
+            Summary,
         ),
-        "torch.utils.benchmark": lambda: timer.blocked_autorange(min_run_time=budget_s).median,
+        "torch.utils.benchmark": lambda: _measurement(
+            timer.blocked_autorange(min_run_time=budget_s)
+        ),
     }
-    got: dict[str, list[float]] = {name: [] for name in measure}
+    # per round and side: (median, mean) in seconds; torchport's median is of single calls,
+    # utils.benchmark's of block means; the means are the same statistic on both sides
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in measure}
     for index in range(rounds):
         for name in round_order(list(measure), index):
             got[name].append(measure[name]())
-    ours, theirs = got["torchport"], got["torch.utils.benchmark"]
+    ours = [m for m, _ in got["torchport"]]
+    theirs = [m for m, _ in got["torch.utils.benchmark"]]
+    ours_mean = [m for _, m in got["torchport"]]
+    theirs_mean = [m for _, m in got["torch.utils.benchmark"]]
     return {
         "torchport_ms": statistics.median(ours) * 1e3,
         "torch_benchmark_ms": statistics.median(theirs) * 1e3,
         "ratio": statistics.median(a / b for a, b in zip(ours, theirs, strict=True)),
         "ratio_of_medians": statistics.median(ours) / statistics.median(theirs),
+        "ratio_of_means": statistics.median(
+            a / b for a, b in zip(ours_mean, theirs_mean, strict=True)
+        ),
         "rounds_torchport_ms": [x * 1e3 for x in ours],
         "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs],
     }
+
+
+def _summary_on(on_clock, sample, summary) -> tuple[float, float]:
+    with on_clock():
+        got = summary.of(sample())
+    return got.median_s, got.mean_s
+
+
+def _measurement(measured) -> tuple[float, float]:
+    return measured.median, measured.mean
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,8 @@ import pytest
 from tests.conftest import TORCHPORT, torchport
 from tests.interfaces.web.test_browser import check_page
 
-pytestmark = pytest.mark.slow  # a real CPU run of two cases on top of the simdev runs
+# a real CPU run of two cases on top of the simdev runs (smoke_kb: two real runs)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
