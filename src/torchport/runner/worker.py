@@ -45,6 +45,7 @@ def main(argv=None) -> int:
     from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
+    from torchport.runner.dist_ladder import DistLadder  # dist: a world of N ranks
     from torchport.runner.generate_ladder import GenerateLadder
     from torchport.runner.kernel_ladder import KernelLadder  # kernels: a replacement's A/B
     from torchport.runner.ladder import Ladder
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
                 if getattr(case, "ladder", None) == "op"
                 else KernelLadder
                 if getattr(case, "ladder", None) == "kernel"
+                else DistLadder
+                if getattr(case, "ladder", None) == "dist"
                 else Ladder
             )
             result = ladder(
