@@ -177,7 +177,8 @@ class RunConfig:
             )
         if self.rdzv_endpoint is not None and not _host_port(self.rdzv_endpoint):
             raise ConfigError(
-                f"--rdzv-endpoint must be HOST:PORT (e.g. 10.0.0.1:29400); got {self.rdzv_endpoint!r}"
+                "--rdzv-endpoint must be HOST:PORT (e.g. 10.0.0.1:29400); "
+                f"got {self.rdzv_endpoint!r}"
             )
         for name, (flag, least, most) in INT_RANGES.items():  # the bounds not checked above
             value = getattr(self, name)

@@ -92,9 +92,7 @@ def dist_suite() -> list[Case]:
     ]
     for strategy in STRATEGIES:
         cases.append(
-            DistCase(
-                f"dist/{strategy}/mlp", DistSpec(kind="train", strategy=strategy, model="mlp")
-            )
+            DistCase(f"dist/{strategy}/mlp", DistSpec(kind="train", strategy=strategy, model="mlp"))
         )
     return cases
 

@@ -163,8 +163,11 @@ class Conformance:
             elif bound is not None and op == "avg":
                 bound = bound / self.world + torch.finfo(DTYPES[dtype]).eps
             elif bound is not None and op == "product":
-                bound = 2 * self.world * torch.finfo(DTYPES[dtype]).eps * reduce_f64(
-                    [v.abs() for v in values], "product", dtype
+                bound = (
+                    2
+                    * self.world
+                    * torch.finfo(DTYPES[dtype]).eps
+                    * reduce_f64([v.abs() for v in values], "product", dtype)
                 )
             return compare(tensor, reduce_f64(values, op, dtype), dtype, bound)
 
@@ -286,6 +289,24 @@ class Conformance:
         return self.rows
 
 
+def _bandwidth_calls(n: int, world: int, device: str) -> dict:
+    """name -> (call, bytes) for ``n`` float32 elements per rank; bytes is the largest
+    buffer, as nccl-tests counts it (the gathered output, the scattered input)."""
+    buf = torch.ones(n, dtype=torch.float32, device=device)
+    big = torch.ones(n * world, dtype=torch.float32, device=device)
+    small = torch.ones(n, dtype=torch.float32, device=device)
+    source = big.clone()
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return {
+        "all_reduce": (lambda: dist.all_reduce(buf), n * 4),
+        "all_gather_into_tensor": (lambda: gather(big, small), n * world * 4),
+        "reduce_scatter_tensor": (lambda: scatter(small, big), n * world * 4),
+        "broadcast": (lambda: dist.broadcast(buf, src=0), n * 4),
+        "all_to_all_single": (lambda: dist.all_to_all_single(big, source), n * world * 4),
+    }
+
+
 def bandwidth(
     *, world: int, device: str, sizes, sync, progress, rounds: int = 7, iters: int = 5
 ) -> list[dict]:
@@ -293,19 +314,7 @@ def bandwidth(
     interleaved rounds, algbw and busbw in GB/s (10^9 bytes/s, as nccl-tests)."""
     rows: list[dict] = []
     for n in sizes:
-        buf = torch.ones(n, dtype=torch.float32, device=device)
-        big = torch.ones(n * world, dtype=torch.float32, device=device)
-        small = torch.ones(n, dtype=torch.float32, device=device)
-        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        # n is the count per rank; bytes is the largest buffer, as nccl-tests counts it
-        calls = {
-            "all_reduce": (lambda: dist.all_reduce(buf), n * 4),
-            "all_gather_into_tensor": (lambda: gather(big, small), n * world * 4),
-            "reduce_scatter_tensor": (lambda: scatter(small, big), n * world * 4),
-            "broadcast": (lambda: dist.broadcast(buf, src=0), n * 4),
-            "all_to_all_single": (lambda: dist.all_to_all_single(big, big.clone()), n * world * 4),
-        }
+        calls = _bandwidth_calls(n, world, device)
         samples: dict[str, list[float]] = {name: [] for name in calls}
         for name, (fn, _) in calls.items():  # warm-up
             progress(f"{name} warm-up n={n}")

@@ -127,9 +127,7 @@ def main(argv=None) -> int:
         dist.destroy_process_group()
         progress("done")
     except Exception as exc:
-        from torchport.records.result import error_value
-
-        from torchport.records.result import classify
+        from torchport.records.result import classify, error_value
 
         outcome["error"] = error_value(exc)
         outcome["stage"] = getattr(exc, "torchport_stage", stage)
