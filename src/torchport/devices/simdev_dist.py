@@ -95,10 +95,20 @@ class SimcclProcessGroup(dist.ProcessGroup):
         self._store, self._rank, self._size = store, rank, size
         self._seq = 0
         self._p2p: dict[tuple[int, int], int] = {}
+        self._group_name = ""
         store.set_timeout(timeout)
 
     def getBackendName(self) -> str:  # noqa: N802 - the c10d name
         return BACKEND_NAME
+
+    # c10d keeps a group's name on its backends, and a Python process group has none: it keeps
+    # the name itself (DeviceMesh, and so FSDP2 and tensor parallel, look groups up by name).
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    @property
+    def group_name(self) -> str:
+        return self._group_name
 
     # -- the exchange ---------------------------------------------------------------------
     def _exchange(self, payload: torch.Tensor | None) -> list[torch.Tensor | None]:
@@ -205,6 +215,18 @@ class SimcclProcessGroup(dist.ProcessGroup):
         mine = [v.reshape(self._size, -1)[self._rank] for v in got]  # chunk from each rank
         self._write(output, torch.cat(mine))
         return _Done(output)
+
+    def scatter(self, outputs, input_lists, opts):
+        root = opts.rootRank
+        for i, output in enumerate(outputs):  # input_lists is empty on ranks but the root
+            chunks = input_lists[i] if self._rank == root else []
+            got = self._exchange(
+                torch.stack([c.detach().to("cpu") for c in chunks]) if chunks else None
+            )
+            source = got[root]
+            assert source is not None
+            self._write(output, source[self._rank])
+        return _Done(outputs)
 
     def barrier(self, opts=None):
         self._exchange(None)

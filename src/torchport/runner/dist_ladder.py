@@ -190,7 +190,19 @@ class DistLadder:
                 ),
             )
             return
-        dead = [r for r in ranks if not r["outcome"]]
+        failed = [o for o in outcomes if o.get("error")]
+        if failed:
+            first = failed[0]
+            last = next(r["last_collective"] for r in ranks if r["rank"] == first["rank"])
+            error = dict(first["error"])
+            ended = [str(r["rank"]) for r in ranks if r.get("killed")]
+            error["message"] = f"rank {first['rank']} in {last}: {error['message']}" + (
+                f" (ranks ended by the supervisor: {', '.join(ended)})" if ended else ""
+            )
+            out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
+            return
+        # a rank that died on its own before those the supervisor ended
+        dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
         if dead:
             first = dead[0]
             how = (
@@ -208,14 +220,6 @@ class DistLadder:
                     f"{', '.join(str(r['rank']) for r in dead)}; the others were ended",
                 ),
             )
-            return
-        failed = [o for o in outcomes if o.get("error")]
-        if failed:
-            first = failed[0]
-            last = next(r["last_collective"] for r in ranks if r["rank"] == first["rank"])
-            error = dict(first["error"])
-            error["message"] = f"rank {first['rank']} in {last}: {error['message']}"
-            out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
             return
         self._rows(outcomes)
 

@@ -63,7 +63,7 @@ def reference(model_name: str, seed: int, world: int, steps: int) -> list[dict]:
         opt.step()
         history.append(
             {
-                "loss": float(loss),
+                "loss": float(loss.detach()),
                 "params": {n: p.detach().clone() for n, p in model.named_parameters()},
             }
         )
