@@ -176,8 +176,12 @@ class DistLadder:
         out.durations["world_s"] = world.elapsed_s
         if world.left_running:
             info["left_running"] = world.left_running
-        if world.timed_out:
-            stuck = [r for r in ranks if not r["outcome"]]
+        stuck = [r for r in ranks if not r["outcome"]]
+        if world.timed_out and not stuck:
+            # every rank reported, but the world did not exit in time: the results stand,
+            # the hang at exit is recorded
+            info["hung_after_reporting"] = True
+        elif world.timed_out:
             where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
             out.fail(
                 "timeout",
