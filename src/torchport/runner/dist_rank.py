@@ -139,4 +139,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The outcome is on disk: leave now. Threads a compiled DDP step leaves behind can keep
+    # the interpreter from exiting, and the world would be waited on until its deadline.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
