@@ -287,7 +287,7 @@ def compile_subject(args, case, adapter, **overrides):
 def llama_check(args, report: Report) -> None:
 
     from torchport.devices import get_adapter
-    from torchport.probes.flops import flops_6nt
+    from torchport.instruments.flops import flops_6nt
     from torchport.probes.perf import PerfProbe
 
     adapter = get_adapter(args.device)

@@ -132,7 +132,7 @@ def torchport_timing(step, adapter, budget_s: float) -> dict:
 
 
 def peak(args, adapter, config) -> tuple[float | None, str]:
-    from torchport.probes import flops as flops_mod
+    from torchport.instruments import flops as flops_mod
 
     if args.peak_tflops:
         return args.peak_tflops, "--peak-tflops"
@@ -156,7 +156,7 @@ def compiled_step_figures(args, report: Report, case, mode: str, tokens: int) ->
     import torch
 
     from torchport.devices import get_adapter
-    from torchport.probes import flops as flops_mod
+    from torchport.instruments import flops as flops_mod
     from torchport.probes.perf import perf_setup
 
     adapter = get_adapter(args.device)

@@ -309,7 +309,7 @@ def test_xla_sync_counters_and_reasons(fake_xla):
 
 
 def test_warm_compile_is_proven_by_the_backends_own_cache():
-    from torchport.probes.compile_metrics import backend_warm_verdict
+    from torchport.instruments.compile_metrics import backend_warm_verdict
 
     assert backend_warm_verdict({"persistent_cache_hit": 3, "persistent_cache_miss": 0})[0]
     assert not backend_warm_verdict({"persistent_cache_hit": 1, "persistent_cache_miss": 2})[0]

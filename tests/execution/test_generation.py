@@ -9,7 +9,7 @@ from torchport.cases.base import Size  # noqa: E402
 from torchport.cases.hf import HFCase  # noqa: E402
 from torchport.execution import generation  # noqa: E402
 from torchport.execution.compile_backend import Choice  # noqa: E402
-from torchport.probes import compile_metrics  # noqa: E402
+from torchport.instruments import compile_metrics  # noqa: E402
 from torchport.probes.serve import CompileCounter, recompiles  # noqa: E402
 from torchport.timing import serving_figures  # noqa: E402
 

@@ -20,12 +20,12 @@ from torchport.cases.base import FunctionCase, Size, Workload  # noqa: E402
 from torchport.cases.registry import find_case  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.probes import compile_metrics as cm  # noqa: E402
+from torchport.instruments import compile_metrics as cm  # noqa: E402
+from torchport.instruments.compile_child import measure  # noqa: E402
+from torchport.instruments.compile_run import Child  # noqa: E402
+from torchport.instruments.compile_shapes import study  # noqa: E402
 from torchport.probes.base import Subject  # noqa: E402
 from torchport.probes.compile import CompileProbe, build_report, child_findings, cold_metrics  # noqa: E402
-from torchport.probes.compile_child import measure  # noqa: E402
-from torchport.probes.compile_run import Child  # noqa: E402
-from torchport.probes.compile_shapes import study  # noqa: E402
 from torchport.runner.plan import cold_worker_modes  # noqa: E402
 from torchport.timing import clock  # noqa: E402
 from torchport.views import compile as compile_view  # noqa: E402

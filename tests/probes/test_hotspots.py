@@ -8,7 +8,8 @@ from torchport.cases.base import Workload
 from torchport.config import RunConfig
 from torchport.devices.cpu import CPUAdapter
 from torchport.execution.steps import make_step
-from torchport.probes import hotspots, roofline
+from torchport.instruments import roofline
+from torchport.probes import hotspots
 from torchport.probes.base import Subject
 from torchport.views import hotspots as hotspots_view
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import torchport
 from torchport.devices import signals
+from torchport.instruments import dispatch_recorder as rec
 from torchport.interfaces.formats import cell
-from torchport.probes import dispatch_recorder as rec
 from torchport.probes import placement
 from torchport.probes.placement import PassResult, PlacementProbe
 from torchport.views import placement as view
@@ -345,7 +345,7 @@ from torchport.devices.privateuse1 import PrivateUse1Adapter
 from torchport.config import RunConfig
 from torchport.execution.steps import make_step, place
 from torchport.runner.ladder import Ladder
-from torchport.probes.dispatch_recorder import DispatchRecorder, packet_key
+from torchport.instruments.dispatch_recorder import DispatchRecorder, packet_key
 
 adapter = get_adapter("simdev")
 adapter.prepare()

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from torchport.cases.base import Case, Workload
 from torchport.config import RunConfig
 from torchport.devices.base import DeviceAdapter
-from torchport.records.result import GRADES, STATUSES, error_value
+from torchport.records.result import error_value
+from torchport.records.status import GRADES, STATUSES
 
 if TYPE_CHECKING:
     import torch

@@ -27,14 +27,14 @@ import shutil
 import tempfile
 from typing import Any
 
-from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.probes.compile_metrics import (
+from torchport.instruments.compile_metrics import (
     backend_warm_verdict,
     is_unavailable,
     unavailable,
     warm_verdict,
 )
-from torchport.probes.compile_run import Child, ChildOutcome
+from torchport.instruments.compile_run import Child, ChildOutcome
+from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import clock
 
 # Seconds kept back from the case deadline so the worker can still report after a child.

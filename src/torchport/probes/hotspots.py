@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import statistics
 
+from torchport.instruments.roofline import op_costs, peaks
 from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.probes.roofline import op_costs, peaks
 from torchport.timing import timed
 
 PROBE_VERSION = 1

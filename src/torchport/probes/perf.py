@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchport.cases.base import Size, Workload
-from torchport.probes import flops as flops_mod
+from torchport.instruments import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.timing import Summary, sample_interleaved, step_timer
 

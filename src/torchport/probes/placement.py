@@ -39,10 +39,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchport.devices import signals
-from torchport.probes import dispatch_recorder as rec
-from torchport.probes import function_recorder as fr
-from torchport.probes import host_evidence as he
+from torchport.instruments import dispatch_recorder as rec
+from torchport.instruments import function_recorder as fr
+from torchport.instruments import host_evidence as he
 from torchport.probes.base import Probe, ProbeReport, Subject
+from torchport.records.status import grade as grade_rule
 
 DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
 # Host ops that create, alias or view a tensor without computing (``torch.tensor(...)`` in a
@@ -519,16 +520,17 @@ def grade(
 ) -> str:
     """Parameters or buffers left on the host are a fallback finding, like host ops.
     ``functions_on_target``: torch-function calls on device tensors (a backend that lowers
-    at that level shows no dispatch-level device ops, yet ran on the device)."""
+    at that level shows no dispatch-level device ops, yet ran on the device). The rule itself:
+    records/status.py ``grade``."""
     if target == "cpu":
         return "on_device"
-    on_target = sum(r["count"] for r in ops if r["device"] == target) + functions_on_target
-    on_host = sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"])
-    if (total_tensors and len(off) == total_tensors) or (on_host and not on_target):
-        return "host"
-    if off or any(r["fallback"] for r in ops):
-        return "fallback"  # evidence of class a, b or c
-    return "host_kernel" if any(r.get("host_kernel") for r in ops) else "on_device"
+    return grade_rule(
+        fallback=bool(off) or any(r["fallback"] for r in ops),  # evidence of class a, b or c
+        host_calls=sum(r["count"] for r in ops if r["device"] == "cpu" and r["fallback"]),
+        device_calls=sum(r["count"] for r in ops if r["device"] == target) + functions_on_target,
+        host_kernel=any(r.get("host_kernel") for r in ops),
+        all_on_host=bool(total_tensors and len(off) == total_tensors),
+    )
 
 
 def fallback_ops(ops: list[dict]) -> dict[str, int]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchport.probes import compile_metrics as cm
+from torchport.instruments import compile_metrics as cm
 from torchport.probes.base import Probe, ProbeReport, Subject
 from torchport.records.result import classify, error_value
 from torchport.timing import serving_figures, step_timer

@@ -11,6 +11,6 @@ from torchport.records.base import (  # noqa: F401
     StoreError,
     default_db_path,
 )
-from torchport.records.result import STATUSES as RESULT_STATUSES  # noqa: F401
 from torchport.records.result import MalformedResult  # noqa: F401
+from torchport.records.status import STATUSES as RESULT_STATUSES  # noqa: F401
 from torchport.records.store import open_store  # noqa: F401

@@ -11,6 +11,7 @@ from torchport.records.figures import (
     SLOWER,
     WITHIN,
 )
+from torchport.records.status import NOT_FAILURES, sql_list
 
 # -- identity and schema -------------------------------------------------------------------
 USER_VERSION = "PRAGMA user_version"
@@ -186,7 +187,7 @@ RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
 )
-FAILURES = " run_id = ? AND status NOT IN ('pass', 'skip')"
+FAILURES = f" run_id = ? AND status NOT IN {sql_list(NOT_FAILURES)}"
 
 
 def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:

@@ -9,43 +9,15 @@ torch is already loaded in the process (an exception from torch implies it is).
 
 from __future__ import annotations
 
-import math
 import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-STATUSES = (
-    "pass",
-    "build_fail",
-    "place_fail",
-    "eager_fail",
-    "compile_fail",
-    "compile_timeout",
-    "compiled_run_fail",
-    "accuracy_fail",
-    "oom",
-    "timeout",
-    "crash",
-    "skip",
-)
-GRADES = ("on_device", "fallback", "host", "host_kernel")
+from torchport.records.status import GRADES, STAGE_STATUS, STATUSES
 
-# The ladder's stages, in order, and the status a failure at each one gets. "reference" is the
-# CPU float64 run of the same case: a case whose reference cannot run is not checkable
-# (build_fail @reference). "run" is the eager step.
-LADDER_STAGES = ("build", "place", "run", "compile", "compiled_run", "reference", "parity")
-STAGE_STATUS = {
-    "build": "build_fail",
-    "reference": "build_fail",
-    "place": "place_fail",
-    "run": "eager_fail",
-    "eager": "eager_fail",
-    "compile": "compile_fail",
-    "compiled_run": "compiled_run_fail",
-    "parity": "accuracy_fail",
-}
+# The closed status set, the grades and the stage -> status map live in records/status.py.
 
 MESSAGE_CHARS = 4000
 TRACEBACK_CHARS = 20000
@@ -186,10 +158,9 @@ class Result:
             if not isinstance(table, dict):
                 raise MalformedResult(f"{name} must be a mapping")
             for key, value in table.items():
+                # a NaN figure is data (e.g. a NaN loss), kept as such
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
                     raise MalformedResult(f"{name}[{key!r}] is not a number: {value!r}")
-                if isinstance(value, float) and math.isnan(value):
-                    continue  # a NaN figure is data (e.g. a NaN loss), kept as such
         if not isinstance(self.findings, dict):
             raise MalformedResult("findings must be a mapping")
         if self.error is not None and not isinstance(self.error, dict):

@@ -16,20 +16,7 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 _SPACES = re.compile(r"\s+")
 
-# Worst first: a worker that died or hung leaves no diagnosis; an early stop on the ladder
-# hides everything after it; an accuracy failure at least ran. Pass and skip are not failures.
-FAILURE_SEVERITY = (
-    "crash",
-    "timeout",
-    "oom",
-    "build_fail",
-    "place_fail",
-    "eager_fail",
-    "compile_timeout",
-    "compile_fail",
-    "compiled_run_fail",
-    "accuracy_fail",
-)
+# Which failures are worst: records/status.py FAILURE_SEVERITY.
 
 
 def error_signature(error_type: str | None, message: str | None) -> str | None:

@@ -22,8 +22,8 @@ from torchport.records import queries
 from torchport.records.base import StoreError
 from torchport.records.figures import KEY_FIGURES
 from torchport.records.result import Result
-from torchport.records.signature import FAILURE_SEVERITY
 from torchport.records.sql_common import guarded, now_iso
+from torchport.records.status import FAILURE_SEVERITY
 
 T = TypeVar("T")
 
@@ -472,7 +472,7 @@ class KnowledgeBase:
         self, run_id: str, *, worst_first: bool = False, limit: int = 10, examples: int = 3
     ) -> list[dict]:
         """A run's failures grouped by (status, stage, error signature) with their count, most
-        common first, or worst first (records/signature.py FAILURE_SEVERITY); each group
+        common first, or worst first (records/status.py FAILURE_SEVERITY); each group
         names its first ``examples`` results and the first one's message."""
         sig = self._signature_sql()
         conn = self._conn()

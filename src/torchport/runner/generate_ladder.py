@@ -11,7 +11,7 @@ compile    compile mode: prefill and decode compiled (``fullgraph`` where the ca
 compiled_run  a second compiled generation: the one parity checks
 reference  the same generation on the CPU in float64 (and at the run's dtype, the baseline),
            in the clean reference child, cached
-parity     tokens and logits against it (``probes.token_parity``)
+parity     tokens and logits against it (``instruments.token_parity``)
 
 Then the probes that measure generation (``Probe.scenarios``): ``serve`` (TTFT, TPOT,
 tokens/s, recompiles) and ``placement`` on one decode step.
@@ -25,7 +25,7 @@ from torchport.cases.base import Size
 from torchport.execution import generation
 from torchport.execution import reference as reference_mod
 from torchport.execution.steps import place, to_cpu
-from torchport.probes import compile_metrics, compile_outcome, token_parity
+from torchport.instruments import compile_metrics, compile_outcome, token_parity
 from torchport.probes.serve import CompileCounter, batches_for
 from torchport.records.result import error_note
 from torchport.runner.ladder import Ladder

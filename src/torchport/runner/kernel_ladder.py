@@ -35,7 +35,7 @@ from torchport.cases.base import Size
 from torchport.config import RunConfig
 from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
-from torchport.probes import compile_metrics
+from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
 from torchport.records.result import Result, capture, error_note, error_value
 from torchport.runner import kernel_checks

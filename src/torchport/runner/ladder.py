@@ -22,7 +22,7 @@ from torchport.execution import compile_backend
 from torchport.execution import reference as reference_mod
 from torchport.execution.build import build_workload, step_info
 from torchport.execution.steps import Compared, first_compiled_step, make_step, place, to_cpu
-from torchport.probes import (
+from torchport.instruments import (
     compile_metrics,
     compile_outcome,
     custom_grad,

@@ -10,7 +10,7 @@ build   the OpInfo entry, its skips and sample inputs, made on the device with t
         upstream's test_compare_cpu does; made on the CPU and moved if the device cannot)
 run     per sample: forward (+ backward) on the device under the placement recorder, then the
         CPU at the case dtype (the baseline) and the CPU in float64 (the reference)
-parity  per sample, per output (``probes/op_parity.py``)
+parity  per sample, per output (``instruments/op_parity.py``)
 
 Status: ``eager_fail`` if the device raised where the CPU did not, else ``accuracy_fail`` if an
 output or gradient was outside tolerance, else ``pass`` if at least one sample was checked, else
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from torchport.config import RunConfig
 from torchport.probes import placement
 from torchport.records.result import Result, error_value, is_oom
+from torchport.records.status import grade as grade_rule
 from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
@@ -131,7 +132,8 @@ class OpLadder:
         self.out.findings["tolerance"] = {
             "atol": decor.atol,
             "rtol": decor.rtol,
-            "source": decor.tolerance_source or "default by output dtype (probes/op_parity.py)",
+            "source": decor.tolerance_source
+            or "default by output dtype (instruments/op_parity.py)",
         }
         backward = (
             op.supports_autograd
@@ -349,7 +351,7 @@ class OpLadder:
     def _check(
         self, index, phase, result: dict, baseline: dict, reference: dict | None, tolerance, aten
     ) -> None:
-        from torchport.probes import op_parity
+        from torchport.instruments import op_parity
 
         if set(result) != set(baseline):
             self._fail(
@@ -424,7 +426,7 @@ class OpLadder:
         return self._finish()
 
     def _finish(self) -> dict:
-        from torchport.probes import dispatch_recorder as rec
+        from torchport.instruments import dispatch_recorder as rec
         from torchport.probes.placement import HOST_NO_WORK
 
         for r in self.rows.values():  # classes again over the samples' merged evidence
@@ -441,10 +443,12 @@ class OpLadder:
                 if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
             ]
             on_host = sum(r["count"] for r in compute if r["fallback"])
-            on_device = sum(r["count"] for r in compute if not r["fallback"])
-            self.out.grade = "on_device" if not on_host else "host" if not on_device else "fallback"
-            if self.out.grade == "on_device" and any(r.get("host_kernel") for r in compute):
-                self.out.grade = "host_kernel"
+            self.out.grade = grade_rule(
+                fallback=bool(on_host),
+                host_calls=on_host,
+                device_calls=sum(r["count"] for r in compute if not r["fallback"]),
+                host_kernel=any(r.get("host_kernel") for r in compute),
+            )
             self.out.findings["served"] = self._served(compute)
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
@@ -453,7 +457,7 @@ class OpLadder:
     def _served(self, compute: list[dict]) -> str:
         """``kernel`` when the op's own aten op reached the device, else ``composite`` (torch
         decomposed it into the ops that did)."""
-        from torchport.probes import dispatch_recorder as rec
+        from torchport.instruments import dispatch_recorder as rec
 
         own = f"aten.{self.out.findings.get('aten_name') or ''}"
         families = {rec.packet_key(r["op"]).removesuffix("_") for r in compute}

@@ -23,7 +23,7 @@ def _reset_compiler() -> None:
     """Forget earlier cases' compiled frames: dynamo's recompile limits accumulate over a
     worker's life, and past them frames silently run eagerly."""
     try:
-        from torchport.probes.compile_metrics import reset_dynamo
+        from torchport.instruments.compile_metrics import reset_dynamo
 
         reset_dynamo()
     except Exception:  # private API: a torch without it simply keeps its state

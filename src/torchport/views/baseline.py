@@ -16,33 +16,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from torchport.records.status import depth
 from torchport.views.compare import metrics
 from torchport.views.noise import FASTER, SLOWER, judge
 
 FORMAT = "torchport-baseline/1"
 PERF_KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
-# How far up the ladder a status got (a higher number got further). Deaths and hangs count by
-# where they stopped; "pass" is the top.
-LADDER_DEPTH = {
-    "build_fail": 0,
-    "place_fail": 1,
-    "eager_fail": 2,
-    "compile_fail": 3,
-    "compile_timeout": 3,
-    "compiled_run_fail": 4,
-    "accuracy_fail": 5,
-    "pass": 6,
-}
-STAGE_DEPTH = {
-    "build": 0,
-    "reference": 0,
-    "place": 1,
-    "run": 2,
-    "eager": 2,
-    "compile": 3,
-    "compiled_run": 4,
-    "parity": 5,
-}
 
 
 class BaselineError(ValueError):
@@ -118,13 +97,6 @@ def load_baseline(path: str) -> dict:
                 f"fraction >= 0 (0.1 for 10%), not {tol!r}"
             )
     return data
-
-
-def depth(status: str, stage: str | None) -> int | None:
-    """How far up the ladder a result got; None for skip and for a death at an unknown stage."""
-    if status in LADDER_DEPTH:
-        return LADDER_DEPTH[status]
-    return STAGE_DEPTH.get(stage or "")
 
 
 @dataclass

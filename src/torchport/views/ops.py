@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from torchport.records.status import STATUS, is_failure
 from torchport.views.base import View, columns
 
 SHORT = {
@@ -25,18 +26,14 @@ SHORT = {
     "uint8": "u8",
     "bool": "bool",
 }
-FAIL_KIND = {
-    "accuracy_fail": "accuracy",
-    "eager_fail": "error",
-    "build_fail": "build",
-    "place_fail": "place",
-    "crash": "crash",
-    "timeout": "timeout",
-    "oom": "oom",
-}
 COLUMNS = columns(
     "op", "pass", "fail", "skip", "runs as", "host ops", ("worst rel err", "sci"), "worst dtype"
 )
+
+
+def _kind(status: str) -> str:
+    """How a failed dtype is named in the table: the status's short label."""
+    return STATUS[status].short if status in STATUS else status
 
 
 def is_op_result(result: dict) -> bool:
@@ -74,7 +71,7 @@ def _cells(rows: list[dict]) -> list:
         elif status == "skip":
             skipped.append(f"{dtype} ({findings.get('skip', 'skip')})")
         else:
-            failed.append(f"{dtype} ({FAIL_KIND.get(status, status)})")
+            failed.append(f"{dtype} ({_kind(status)})")
         way = runs_as(r["result"]) if status != "skip" else None  # a skip's ops are no verdict
         if way and way not in ways:
             ways.append(way)
@@ -99,7 +96,7 @@ def _cells(rows: list[dict]) -> list:
 def summary_line(results: list[dict]) -> str:
     """ "N results: P passed, F failed (how), S skipped (reasons)": the vendors' line."""
     status = Counter(r["status"] for r in results)
-    failed = {FAIL_KIND.get(s, s): n for s, n in status.items() if s not in ("pass", "skip")}
+    failed = {_kind(s): n for s, n in status.items() if is_failure(s)}
     reasons = Counter(
         (r.get("findings") or {}).get("skip", "other") for r in results if r["status"] == "skip"
     )

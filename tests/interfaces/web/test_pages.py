@@ -127,6 +127,9 @@ def test_run_page_matrix_coloured_by_status_with_grade_marks(client):
     } <= set(data["views"])
     assert 'class="st-pass gr-fallback"' in text  # mlp compile: a pass with host ops
     assert 'class="st-accuracy_fail gr-host"' in text
+    # each status's colour comes from records/status.py, inlined in the page
+    assert ".st-accuracy_fail { background: var(--fail); }" in text
+    assert ".st-crash { background: var(--dead); }" in text
     assert '<a href="/cases/smoke/mlp">smoke/mlp</a>' in text
     assert '<a href="/ops/cumsum">cumsum</a>' in text
     assert 'href="/compare?a=r2&amp;b=r1"' in text

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from torchport.interfaces.formats import cell
 from torchport.interfaces.web.pages import Page
+from torchport.records.status import STATUS
 from torchport.views.base import Column, Outcome
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +41,14 @@ def cell_class(value: Any, column: Column) -> str:
     return f"k-{column.kind}"
 
 
+@cache
+def status_css() -> Markup:
+    """A colour per status, by its look in records/status.py: a new status is coloured
+    without touching the stylesheet (whose variables name the looks)."""
+    rules = (f".st-{name} {{ background: var(--{s.look}); }}" for name, s in STATUS.items())
+    return Markup("\n".join(rules))
+
+
 def charts_json(page: Page) -> str:
     """The charts' data for the page script, safe inside <script> (no ``</`` can close it)."""
     text = json.dumps([c.to_dict() for c in page.charts], allow_nan=False)
@@ -54,7 +64,9 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(cell=cell, cell_class=cell_class, charts_json=charts_json)
+    env.globals.update(
+        cell=cell, cell_class=cell_class, charts_json=charts_json, status_css=status_css
+    )
     return env
 
 

@@ -19,7 +19,7 @@ import functools
 
 from torchport.execution.build import StageFailed, build_placed, staged
 from torchport.execution.compile_backend import Choice
-from torchport.probes import compile_metrics as cm
+from torchport.instruments import compile_metrics as cm
 from torchport.records.result import classify, error_value
 
 MODES = (("static", False), ("dynamic", True))

@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchport.probes import token_parity  # noqa: E402
+from torchport.instruments import token_parity  # noqa: E402
 
 
 def side(logits):

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchport.probes.parity import compare, compare_tensor  # noqa: E402
+from torchport.instruments.parity import compare, compare_tensor  # noqa: E402
 
 
 def _pair(noise, seed=0):

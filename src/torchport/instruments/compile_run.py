@@ -33,11 +33,11 @@ class ChildOutcome:
 
 
 class Child:
-    """One ``python -m torchport.probes.compile_child`` process and its event stream."""
+    """One ``python -m torchport.instruments.compile_child`` process and its event stream."""
 
     def __init__(self, spec: dict, env: dict | None, log_dir: str):
         self.child = SupervisedChild(
-            "torchport.probes.compile_child",
+            "torchport.instruments.compile_child",
             ["--spec", json.dumps(spec)],
             env=env,
             log_dir=log_dir,

@@ -6,7 +6,7 @@ Per tensor, against the CPU float64 reference (``ref``):
     allowance = k * RMSE(baseline, ref) + atol / 10 + noise   (the baseline: the same case on
                 the CPU at the run's dtype; k = 2, 3 for bfloat16/float16 or small tensors: the
                 rule of PyTorch's own benchmark harness; noise: the RMSE between two eager runs
-                of the device, probes/determinism.py), and
+                of the device, instruments/determinism.py), and
     ceiling   = CEILING[dtype] * RMS(ref) + atol / 10 (no allowance exceeds it, so an error the
                 device shares with the CPU float32 run is not forgiven).
 
@@ -155,7 +155,7 @@ def compare_tensor(
 ) -> TensorParity:
     """result: device output; reference: CPU float64; baseline: CPU at the run's dtype.
 
-    noise_rmse: RMSE between two eager runs of the device (probes/determinism.py); the
+    noise_rmse: RMSE between two eager runs of the device (instruments/determinism.py); the
     device's own run-to-run noise is allowed on top of the CPU's, under the ceiling."""
     import torch
 

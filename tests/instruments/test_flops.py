@@ -5,7 +5,7 @@ import torch
 
 from torchport.config import RunConfig
 from torchport.devices.base import DeviceAdapter
-from torchport.probes import flops
+from torchport.instruments import flops
 
 
 def test_linear_forward_is_2_b_in_out():

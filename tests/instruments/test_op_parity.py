@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchport.probes.op_parity import compare
+from torchport.instruments.op_parity import compare
 
 
 def test_integer_outputs_compare_exactly_whatever_the_tolerance():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from torchport.probes import parity
+from torchport.instruments import parity
 
 PROBE_VERSION = 1
 

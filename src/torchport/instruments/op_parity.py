@@ -12,7 +12,7 @@ the op supports it, else the baseline).
   float16 on the CPU may overflow on the device too; where both overflow, the device must), and
   on the entries finite on the device and in the reference either allclose to the reference at
   the tolerance, or RMSE(result, reference) <= k * RMSE(baseline, reference) + atol / 10
-  (k = 2; 3 for bfloat16/float16 or small tensors), the rule of ``probes/parity.py``.
+  (k = 2; 3 for bfloat16/float16 or small tensors), the rule of ``instruments/parity.py``.
 - The device must return the same structure, shapes and dtypes as the baseline.
 """
 

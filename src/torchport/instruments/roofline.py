@@ -182,7 +182,7 @@ def table_gbps(device_name: str) -> float | None:
 
 def peaks(config, adapter, dtype) -> dict:
     """Peak TFLOP/s and GB/s with where each came from (flag, table, or measured)."""
-    from torchport.probes.flops import peak_for
+    from torchport.instruments.flops import peak_for
 
     dtype_name = str(dtype).split(".")[-1]
     tflops, how_flops = peak_for(config, adapter, dtype_name)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.conftest import torchport
-from torchport.probes import custom_grad
+from torchport.instruments import custom_grad
 
 FUNCTIONS = textwrap.dedent("""\
     import torch

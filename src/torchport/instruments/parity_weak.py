@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from torchport.probes.parity import ParityReport, TensorParity
+from torchport.instruments.parity import ParityReport, TensorParity
 
 COSINE_MIN = 0.99
 REL_RMSE_MAX = 0.05

@@ -80,7 +80,7 @@ SERVED = ("kernel", "composite", "fallback", "missing")
 
 def packet(name: str) -> str:
     """``aten.relu`` for aten::relu, aten::relu.out, aten.relu.default."""
-    from torchport.probes.dispatch_recorder import packet_key
+    from torchport.instruments.dispatch_recorder import packet_key
 
     return packet_key(name)
 

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from torchport.probes import host_evidence as he  # noqa: E402
+from torchport.instruments import host_evidence as he  # noqa: E402
 
 
 @pytest.mark.parametrize(

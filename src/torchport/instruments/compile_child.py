@@ -1,6 +1,6 @@
 """A fresh process that builds one case and compiles it: the compile probe's cold/warm runs.
 
-    python -m torchport.probes.compile_child --fd FD --spec JSON
+    python -m torchport.instruments.compile_child --fd FD --spec JSON
 
 The parent sets the compile cache environment (``adapter.cache_dirs(root)``) before this
 process starts, so torch reads it at import. Tasks:
@@ -31,7 +31,7 @@ from torchport.execution import compile_backend
 from torchport.execution.build import StageFailed, build_workload, staged
 from torchport.execution.channel import Channel
 from torchport.execution.child import Watchdog
-from torchport.probes import compile_metrics as cm
+from torchport.instruments import compile_metrics as cm
 from torchport.records.result import classify, error_value
 
 
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         if spec["task"] == "shapes":
             import torch  # noqa: F401 - imported while held, not after the go
 
-            from torchport.probes.compile_shapes import study
+            from torchport.instruments.compile_shapes import study
 
             ready()
             result = study(case, spec, adapter, channel.emit)

@@ -12,8 +12,8 @@ from torchport.cases.registry import find_case  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices import signals  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.probes import compile_outcome, determinism, parity  # noqa: E402
-from torchport.probes import dispatch_recorder as rec  # noqa: E402
+from torchport.instruments import compile_outcome, determinism, parity  # noqa: E402
+from torchport.instruments import dispatch_recorder as rec  # noqa: E402
 from torchport.probes.placement import PassResult, op_table, scalar_reads  # noqa: E402
 from torchport.runner.ladder import Ladder  # noqa: E402
 
