@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from torchport.cases.base import Case
 
@@ -53,7 +54,10 @@ class DistSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> DistSpec:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        kwargs: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+        }
+        return cls(**kwargs)
 
 
 class DistCase(Case):

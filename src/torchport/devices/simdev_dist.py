@@ -91,7 +91,7 @@ class SimcclProcessGroup(dist.ProcessGroup):
     """Collectives over the rendezvous store; synchronous; host-staged."""
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta):
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # the Python-group form
         self._store, self._rank, self._size = store, rank, size
         self._seq = 0
         self._p2p: dict[tuple[int, int], int] = {}
@@ -107,7 +107,7 @@ class SimcclProcessGroup(dist.ProcessGroup):
         self._group_name = name
 
     @property
-    def group_name(self) -> str:
+    def group_name(self) -> str:  # type: ignore[override]
         return self._group_name
 
     # -- the exchange ---------------------------------------------------------------------
@@ -174,7 +174,7 @@ class SimcclProcessGroup(dist.ProcessGroup):
         self._write(output, torch.cat([v.reshape(-1) for v in got]))
         return _Done(output)
 
-    all_gather_single = _allgather_base  # its name from torch 2.13 on
+    all_gather_single = _allgather_base  # type: ignore[assignment]  # its 2.13 name
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts):
         for output, tensor in zip(outputs, inputs, strict=True):

@@ -28,8 +28,10 @@ def _device(adapter, local_rank: int) -> str:
 
     kind = adapter.torch_type
     module = getattr(torch, kind, None)
-    count = module.device_count() if module is not None and hasattr(module, "device_count") else 0
-    if kind != "cpu" and count > local_rank and hasattr(module, "set_device"):
+    if kind == "cpu" or module is None:
+        return adapter.device()
+    count = module.device_count() if hasattr(module, "device_count") else 0
+    if count > local_rank and hasattr(module, "set_device"):
         module.set_device(local_rank)
         return f"{kind}:{local_rank}"
     return adapter.device()

@@ -11,6 +11,8 @@ Mode ``compile``: ``torch.compile`` on the sharded (wrapped) model, with the dev
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -121,7 +123,7 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
     opt = torch.optim.SGD(wrapped.parameters(), lr=LR)
     adapter.reset_peak_memory()
     times, detail = [], []
-    worst = {"name": None, "step": None, "rel_err": 0.0}
+    worst: dict[str, Any] = {"name": None, "step": None, "rel_err": 0.0}
     names = [n for n, _ in model.named_parameters()]
     for step in range(steps):
         progress(f"{strategy} step {step} ({mode})")
@@ -139,7 +141,7 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
             global_loss = global_loss / world
         ref = expected[step]
         loss_err = abs(float(global_loss) - ref["loss"]) / max(abs(ref["loss"]), 1e-12)
-        step_worst = {"name": "loss", "step": step, "rel_err": loss_err}
+        step_worst: dict[str, Any] = {"name": "loss", "step": step, "rel_err": loss_err}
         params = dict(model.named_parameters())
         for name in names:
             got, want = _full(params[name]), ref["params"][name]
