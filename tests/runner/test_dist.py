@@ -232,6 +232,9 @@ def test_simdev_collectives_on_its_own_backend():
     result = _run(DistCase("dist/collectives", spec), device="simdev")
     assert result["status"] == "pass", result["error"]
     assert result["findings"]["dist"]["backend"] == "simccl"
+    # simccl posts every tensor's bytes through the store: each collective is host-staged
+    staging = result["findings"]["dist_host_staging"]
+    assert "all_reduce" in staging["staged"] and staging["evidence"] == "d"
 
 
 @pytest.mark.slow

@@ -355,3 +355,52 @@ def bandwidth(
                 }
             )
     return rows
+
+
+def host_staging(*, world: int, device: str, progress, n: int = 1024) -> list[dict]:
+    """Collectives whose device tensors are copied to host memory while they run: each
+    collective once (float32, ``n`` elements per rank) under a dispatch recorder that counts
+    device→host copies (``_to_copy`` / ``copy_`` with a ``device`` source and a CPU result).
+
+    Evidence class (d) of the placement probe (host work nested inside a device operation):
+    a copy the dispatcher sees. A backend whose copies happen below c10d's own ops (in C++,
+    inside ``c10d::allreduce_``) is not seen by a dispatch recorder; none found is "no copy the
+    dispatcher saw", never "on the device"."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    device_type = torch.device(device).type
+    copies = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default}
+
+    class DeviceToHost(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in copies:
+                inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+                source = inputs[-1] if func is torch.ops.aten.copy_.default else inputs[0]
+                if source.device.type == device_type and any(
+                    isinstance(o, torch.Tensor) and o.device.type == "cpu" for o in tree_leaves(out)
+                ):
+                    self.count += 1
+            return out
+
+    rows = []
+    for name, (fn, nbytes) in _bandwidth_calls(n, world, device).items():
+        progress(f"{name} host-staging check n={n}")
+        recorder = DeviceToHost()
+        with recorder:
+            fn()
+        rows.append(
+            {
+                "collective": name,
+                "bytes": nbytes,
+                "device_to_host_copies": recorder.count,
+                "evidence": "d",
+                "staged_through_host": recorder.count > 0,
+            }
+        )
+    return rows

@@ -262,6 +262,17 @@ class DistLadder:
                         ),
                     ),
                 )
+        staging = [row for o in outcomes for row in o.get("host_staging") or []]
+        if staging:
+            staged = sorted({r["collective"] for r in staging if r["staged_through_host"]})
+            out.findings["dist_host_staging"] = {
+                "staged": staged,
+                "evidence": "d",
+                "method": "device-to-host copies seen by a dispatch recorder during each "
+                "collective, on every rank",
+                "checked": sorted({r["collective"] for r in staging}),
+            }
+            out.metrics["collectives_staged_through_host"] = float(len(staged))
         bandwidth = next((o["bandwidth"] for o in outcomes if o.get("bandwidth")), None)
         if bandwidth:
             out.findings["dist_bandwidth"] = bandwidth

@@ -102,6 +102,12 @@ def main(argv=None) -> int:
                 progress=progress,
             )
             outcome["rows"] = conformance.run_all(spec.sizes, spec.dtypes, spec.layouts)
+            if not device.startswith("cpu"):  # on the CPU, host memory is the device's
+                from torchport.runner.dist_collectives import host_staging
+
+                outcome["host_staging"] = host_staging(
+                    world=world, device=device, progress=progress
+                )
         elif spec.kind == "bandwidth":
             from torchport.runner.dist_collectives import bandwidth
 

@@ -86,6 +86,14 @@ def build(run: dict, results: list[dict]) -> View | None:
     if not chosen:
         return None
     notes = _world_note(chosen)
+    for r in chosen:
+        staging = r["findings"].get("dist_host_staging")
+        if staging:
+            notes.append(
+                f"{r['case']}: staged through host memory (evidence class d, device-to-host "
+                f"copies the dispatcher saw): {', '.join(staging['staged']) or 'none'} of "
+                f"{len(staging['checked'])} collectives checked"
+            )
     notes.append(
         "each result is compared on every rank with the CPU float64 value (int64 and bool "
         "exactly; max abs err is then the count of wrong elements); skip: the backend refused"
