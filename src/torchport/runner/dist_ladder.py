@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -149,6 +150,8 @@ class DistLadder:
             nnodes=config.nnodes,
             rdzv_endpoint=config.rdzv_endpoint,
             launcher="torchrun" if config.nnodes > 1 or config.rdzv_endpoint else "procs",
+            # every node of a cluster run names this task's rendezvous the same way
+            rdzv_id="torchport-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{self.case.id}-{self.mode}"),
         )
 
     def _judge(self, world) -> None:

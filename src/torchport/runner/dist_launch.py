@@ -119,6 +119,7 @@ def launch_world(
     nnodes: int = 1,
     rdzv_endpoint: str | None = None,
     launcher: str = "procs",
+    rdzv_id: str = "torchport",
 ) -> World:
     base_env = {**os.environ, **env, "TORCHPORT_DIST_OUT": out_dir}
     rank_cmd = [sys.executable, "-m", "torchport.runner.dist_rank", spec_path]
@@ -161,7 +162,7 @@ def launch_world(
                 f"--nproc-per-node={per_node}",
                 "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={endpoint}",
-                f"--rdzv-id=torchport-{os.path.basename(out_dir)}",
+                f"--rdzv-id={rdzv_id}",  # the same on every node: a name of the task
                 "--max-restarts=0",
                 "--monitor-interval=0.5",
                 "--module",
@@ -203,6 +204,10 @@ def launch_world(
     killed = _end_all(procs)
     world.left_running = [pid for pid in killed if alive(pid)]
     world.ranks = _rank_records(out_dir, world_size, procs, rank_pids, killed)
+    if rdzv_endpoint:
+        # joined a rendezvous across machines: ranks on other nodes never wrote here (each
+        # node's own run records its ranks); a local rank writes its .last file first thing
+        world.ranks = [r for r in world.ranks if r["last_collective"] is not None]
     return world
 
 
