@@ -10,10 +10,10 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,docs]"
 	touch $@
 
-.PHONY: install run test test-slow check
+.PHONY: install run test test-slow check docs test-needs
 install: $(VENV)/.installed
 
 # Lint, format, types and the import contracts (layers one way, no torch in records/views,
@@ -27,8 +27,18 @@ check: install
 run: install
 	$(VENV)/bin/torchport run $(ARGS)
 
-test: install check
-	$(PY) -m pytest -q
+# The documentation site (docs/, mkdocs.yml) builds with every warning an error: a broken link
+# or a page that fails to render fails `make test`.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+
+# One line naming any system package the tests need and the command that installs it.
+test-needs:
+	@bash scripts/test_needs.sh $(PY)
+
+# --durations: the slowest tests and fixtures in every run, so the suite's cost stays visible.
+test: test-needs install check docs
+	$(PY) -m pytest -q --durations=40
 
 test-slow: install
 	$(PY) -m pytest -q -m slow

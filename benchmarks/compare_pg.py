@@ -2,7 +2,7 @@
 the whole comparison (``views.compare.compare_runs``), as on SQLite in web_pages.py.
 
 Starts a throwaway PostgreSQL server with the tests' script (Debian's postgresql package, the
-server on the same cores as this process), fills two runs of ``kb_scale``'s synthetic results
+server on the same cores as this process), fills two runs of ``tests.synthetic_kb``'s results
 (50 000 cases x 2 modes, one on cuda, one on cpu: a cross-device comparison), and times each
 form three times, before and after ``VACUUM ANALYZE`` (index-only scans need the visibility
 map that a vacuum writes).
@@ -20,10 +20,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-import kb_scale  # noqa: E402
 import psycopg  # noqa: E402
 from _report import emit  # noqa: E402
 from tests import pg  # noqa: E402
+from tests.synthetic_kb import case_ids, fill  # noqa: E402
 
 from torchport.records import open_store  # noqa: E402
 from torchport.views.compare import compare_runs  # noqa: E402
@@ -58,7 +58,7 @@ def main(argv=None) -> None:
             conn.execute("CREATE DATABASE bench")
         db = pg.with_database(url, "bench")
         start = time.perf_counter()
-        runs = kb_scale.fill(db, 2, kb_scale._case_ids(args.cases), 5000)
+        runs = fill(db, 2, case_ids(args.cases), 5000)
         lines.append(
             f"filled 2 runs ({', '.join(runs)}) of {2 * args.cases} results each in "
             f"{time.perf_counter() - start:.0f} s"

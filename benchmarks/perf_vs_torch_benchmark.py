@@ -34,23 +34,40 @@ def _step(suite: str, case_id: str, device: str, dtype_name: str):
     return make_step(placed.model, placed.model, placed)
 
 
-def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
+def compare(step, adapter, *, budget_s: float, rounds: int, clock=None) -> dict:
     """Alternate the two measurements for ``rounds`` rounds (order swapped every round).
 
     On a shared machine the load drifts over seconds; a pair measured back to back sees the
-    same load, so the headline is the median of the per-round ratios.
+    same load, so the headline is the median of the per-round ratios. ``clock``, when given
+    (e.g. ``time.thread_time``), is the clock both sides read instead of the wall clock.
     """
+    import contextlib
+    from unittest import mock
+
     import torch
     from torch.utils.benchmark import Timer
 
+    from torchport import timing
     from torchport.timing import Summary, round_order, sample_interleaved, step_timer
 
-    timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    timer = Timer(
+        stmt="step()",
+        globals={"step": step},
+        num_threads=torch.get_num_threads(),
+        **({"timer": clock} if clock is not None else {}),
+    )
+    on_clock = (
+        (lambda: mock.patch.object(timing, "clock", clock))
+        if clock is not None
+        else contextlib.nullcontext
+    )
     measure = {
-        "torchport": lambda: (
-            Summary.of(
-                sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)["step"]
-            ).median_s
+        "torchport": lambda: _median_on(
+            on_clock,
+            lambda: sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)[
+                "step"
+            ],
+            Summary,
         ),
         "torch.utils.benchmark": lambda: timer.blocked_autorange(min_run_time=budget_s).median,
     }
@@ -67,6 +84,11 @@ def compare(step, adapter, *, budget_s: float, rounds: int) -> dict:
         "rounds_torchport_ms": [x * 1e3 for x in ours],
         "rounds_torch_benchmark_ms": [x * 1e3 for x in theirs],
     }
+
+
+def _median_on(on_clock, sample, summary) -> float:
+    with on_clock():
+        return summary.of(sample()).median_s
 
 
 def main(argv=None) -> int:

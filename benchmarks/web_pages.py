@@ -1,10 +1,11 @@
 """Server time of every web page on the million-result knowledge base.
 
-Reuses (or fills, with ``kb_scale.fill``) the knowledge base of ``benchmarks/kb_scale.py``: 10
-runs x 50 000 cases x 2 modes of synthetic results written through the real schema. Each page
-(HTML and its JSON twin) is requested through the ASGI application in-process (Starlette's
-TestClient: routing, store reads, views and rendering; no socket, no browser), once to warm the
-file's pages into the OS cache, then REPEATS times; median and max are printed.
+Reuses (or fills, with ``tests.synthetic_kb.fill``) the knowledge base of
+``benchmarks/kb_scale.py``: 10 runs x 50 000 cases x 2 modes of synthetic results written
+through the real schema. Each page (HTML and its JSON twin) is requested through the ASGI
+application in-process (Starlette's TestClient: routing, store reads, views and rendering; no
+socket, no browser), once to warm the file's pages into the OS cache, then REPEATS times; median
+and max are printed.
 
     python benchmarks/web_pages.py --db /tmp/kb_scale.db --out docs/results/web_pages.txt
 
@@ -20,9 +21,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from _report import emit  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
+from tests.synthetic_kb import case_ids, fill, whole_run_kb  # noqa: E402
 
 from torchport.interfaces.web import pages as pages_module  # noqa: E402
 from torchport.interfaces.web.app import create_app  # noqa: E402
@@ -52,32 +55,6 @@ def pages(run_a: str, run_b: str, case: str) -> list[tuple[str, str]]:
 
 def compare_path(run_a: str, run_b: str) -> str:
     return f"/compare?a={run_a}&b={run_b}"
-
-
-def whole_run_kb(path: str, results: int) -> str:
-    """A file with one run, ``whole``, of ``results`` synthetic hf results (kb_scale's, eager
-    and compile): a run whose page shows every view (the million-result file holds only runs of
-    100 000, which show in summary). The report test uses it too."""
-    import kb_scale
-
-    cases = kb_scale._case_ids(results // 2)
-    with open_store(path, write=True) as store:
-        store.create_run(
-            run_id="whole",
-            command="torchport run --suite hf",
-            suite="hf",
-            device="cuda",
-            config={"modes": ["eager", "compile"], "probes": ["placement", "perf", "compile"]},
-            plan=[[c, m] for c in cases for m in ("eager", "compile")],
-            labels={},
-        )
-        results = [kb_scale._result(c, m, 0, "cuda") for c in cases for m in ("eager", "compile")]
-        for r in results:  # what the perf probe adds to a timed result (perf view, plot)
-            if "perf_median_ms" in r.get("metrics", {}):
-                r["findings"]["perf"] = {"step_kind": "training forward+backward"}
-        store.add_results("whole", results)
-        store.finish_run("whole", "complete")
-    return path
 
 
 def row(label: str, path: str, client: TestClient, repeats: int) -> str:
@@ -161,11 +138,9 @@ def main(argv=None) -> None:
         f"(1 min) at start {os.getloadavg()[0]:.2f}",
     ]
     if not os.path.exists(args.db):
-        import kb_scale
-
         start = time.perf_counter()
-        kb_scale.fill(args.db, args.runs, kb_scale._case_ids(args.cases), 5000)
-        lines.append(f"filled {args.db} with kb_scale.fill in {time.perf_counter() - start:.0f} s")
+        fill(args.db, args.runs, case_ids(args.cases), 5000)
+        lines.append(f"filled {args.db} in {time.perf_counter() - start:.0f} s")
     with open_store(args.db, write=False) as store:
         total = store.count_results()
         runs = store.list_runs()

@@ -1,5 +1,6 @@
 """A real PostgreSQL server for the tests: started once per session by scripts/pg_server.sh
-(Debian's `postgresql` package; initdb and pg_ctl as the `postgres` user when root) on a free
+(Debian's `postgresql` package, else the `pgserver` wheel of the test extra; initdb and pg_ctl
+as the `postgres` user, or `nobody`, when root) on a free
 port with its socket in a private folder, stopped at the end; or the server named by
 TORCHPORT_TEST_PG_URL (a superuser's URL). Each test gets a database of its own.
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -35,19 +37,26 @@ def start_server() -> tuple[str, str]:
         capture_output=True,
         text=True,
         timeout=120,
+        env=dict(os.environ, PYTHON=sys.executable),  # whose pgserver, without Debian's package
     )
     if proc.returncode != 0:
         pytest.fail(
             "the PostgreSQL test server did not start (scripts/pg_server.sh: "
             f"{(proc.stderr or proc.stdout).strip()[-800:]}); install Debian's postgresql "
-            "package (apt-get install -y postgresql) or set TORCHPORT_TEST_PG_URL",
+            "package (apt-get install -y postgresql) or pgserver (pip install pgserver), or "
+            "set TORCHPORT_TEST_PG_URL",
             pytrace=False,
         )
     return proc.stdout.strip().splitlines()[-1], folder
 
 
 def stop_server(folder: str) -> None:
-    subprocess.run(["bash", str(SCRIPT), "stop", folder], capture_output=True, timeout=60)
+    subprocess.run(
+        ["bash", str(SCRIPT), "stop", folder],
+        capture_output=True,
+        timeout=60,
+        env=dict(os.environ, PYTHON=sys.executable),
+    )
 
 
 def with_database(url: str, name: str) -> str:

@@ -280,7 +280,7 @@ def run(
             # Each result names the environment it ran in: a worker that started on another
             # torch or driver is visible, never overwritten.
             result.findings.setdefault("environment_id", env_id)
-        store.add_result(run_id, result.to_dict())
+        store.add_result(run_id, result)  # validated once, in checked()
         outcome.counts[result.status] = outcome.counts.get(result.status, 0) + 1
         on_result(result)
 

@@ -227,3 +227,53 @@ def test_inductor_draws_as_eager_within_a_compared_step():
     with randomness.comparable(0):
         assert inductor_config.fallback_random
     assert not inductor_config.fallback_random
+
+
+def test_draws_eval_mode_leaves_are_drawn_on_the_cpu_per_op_with_randomness_off():
+    """With randomness off, a random op that still runs (``torch.randn`` with a shape, a
+    ``multinomial``) is drawn on the CPU in float32 from (seed, op, call index): the same
+    values in float32 and float64, even when one side draws another op first."""
+
+    def draws(dtype, extra: bool):
+        with randomness.comparable(7), randomness.cpu_draws(True, 7) as drawn:
+            if extra:  # one side's extra draw of another op does not shift the others
+                torch.rand(2, dtype=dtype)
+            first = torch.randn(3, 4, dtype=dtype)
+            second = torch.randn(5, dtype=dtype)
+            picked = torch.multinomial(torch.ones(6, dtype=dtype), 3)
+            filled = torch.empty(4, dtype=dtype).cauchy_()  # in place: into the tensor
+        return first, second, picked, dict(drawn.ops), filled
+
+    a = draws(torch.float32, extra=False)
+    b = draws(torch.float64, extra=True)
+    assert a[0].dtype == torch.float32 and b[0].dtype == torch.float64
+    assert torch.equal(a[0].double(), b[0]) and torch.equal(a[1].double(), b[1])
+    assert not torch.equal(a[0].flatten()[:5], a[1])  # two calls, two draws
+    assert torch.equal(a[2], b[2]) and b[2].dtype == torch.long
+    assert torch.equal(a[4].double(), b[4]) and b[4].dtype == torch.float64
+    assert a[3] == {"aten.randn": 2, "aten.multinomial": 1, "aten.cauchy_": 1}
+    assert b[3] == {"aten.rand": 1, "aten.randn": 2, "aten.multinomial": 1, "aten.cauchy_": 1}
+    with randomness.comparable(7), randomness.cpu_draws(False, 7) as drawn:
+        torch.randn(3)
+    assert dict(drawn.ops) == {}  # off: torch's own generator
+
+
+def test_a_cpu_draw_without_a_meta_kernel_takes_the_calls_dtype():
+    """The result's dtype is read from the op on meta tensors; an op without a meta kernel
+    still draws, its floating result in the call's dtype."""
+    randn = torch.ops.aten.randn.default
+
+    class NoMeta:
+        _schema = randn._schema
+
+        def __call__(self, *args, **kwargs):
+            if str(kwargs.get("device")) == "meta":
+                raise NotImplementedError("no meta kernel")
+            return randn(*args, **kwargs)
+
+    with randomness.comparable(3):
+        got = randomness._draw_on_cpu(
+            NoMeta(), ([3],), {"dtype": torch.float64, "device": torch.device("cpu")}, 5
+        )
+    want = torch.randn(3, generator=torch.Generator().manual_seed(5))
+    assert got.dtype == torch.float64 and torch.equal(got, want.double())

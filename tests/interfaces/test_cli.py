@@ -150,3 +150,14 @@ def test_read_commands_do_not_create_a_database(tmp_path):
     proc = torchport("runs", "--db", missing)
     assert proc.returncode == 2 and "no knowledge base" in proc.stderr
     assert not missing.exists()
+
+
+def test_run_help_names_every_registered_probe():
+    """The --probes help is made from the probe registry, so it cannot go stale."""
+    from torchport.probes.registry import probe_names
+
+    proc = torchport("run", "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    listed = text.split("comma-separated: ", 1)[1].split(" (default", 1)[0]
+    assert listed.split(", ") == probe_names()

@@ -352,3 +352,59 @@ def test_an_eager_row_that_disagrees_with_the_compile_rounds_is_labelled_its_own
     )
     view = perf_view.build({}, [eager, agreeing])
     assert view is not None and view.rows[0][2] == 0.324
+
+
+def test_the_eager_row_of_a_compiled_case_shows_the_eager_rounds_beside_compiled():
+    """Eager and compiled figures side by side come from the same interleaved rounds: the eager
+    row of a case that was also compiled shows the compile task's eager side (its rates at that
+    median), so no two rows contradict; the eager task's own, disagreeing, figure is said in a
+    note, not shown as a row."""
+    from torchport.views import perf as perf_view
+    from torchport.views.base import Annotated, Span
+
+    def result(mode, metrics, perf):
+        return {"case": "c", "mode": mode, "status": "pass", "metrics": metrics,
+                "findings": {"perf": perf}}  # fmt: skip
+
+    eager = result(
+        "eager",
+        {
+            "perf_median_ms": 0.324,
+            "perf_p10_ms": 0.3,
+            "perf_p90_ms": 0.35,
+            "perf_cv": 0.1,
+            "perf_samples": 900,
+            "perf_tokens_per_s": 1000.0,
+            "perf_mfu": 0.02,
+        },  # fmt: skip
+        {},
+    )
+    side = {"n": 40, "median_ms": 16.2, "p10_ms": 15.0, "p90_ms": 18.0, "cv": 0.3}
+    compiled = result(
+        "compile",
+        {"perf_median_ms": 1.0, "perf_speedup": 16.2},
+        {
+            "sides": {"eager": side, "compiled": {"n": 40, "median_ms": 1.0}},
+            "speedup_from": {"eager_median_ms": 16.2, "compiled_median_ms": 1.0},
+            "noisy": {"eager": ["p10-p90 30% of median > 25%"]},
+        },
+    )
+    view = perf_view.build({}, [eager, compiled])
+    assert view is not None
+    row = view.rows[0]
+    assert row[2] == Annotated(16.2, "interleaved with compiled")
+    assert (row[3], row[4], row[5]) == (Span(15.0, 18.0), 0.3, 40)
+    assert row[6] == pytest.approx(1000.0 * 0.324 / 16.2)  # tokens/s at that median
+    assert row[8] == pytest.approx(0.02 * 0.324 / 16.2)
+    assert row[11] == "eager p10-p90 30% of median > 25%"
+    assert view.rows[1][9] == Annotated(16.2, "16.2 / 1 ms")  # the same eager median
+    # the eager task's own 0.324 ms is not a row: one note says it, with why
+    [said] = [n for n in view.notes if n.startswith("c: the eager row shows")]
+    assert "own measurement (0.324 ms, p10-p90 0.3-0.35) disagrees" in said
+    assert not any("own task" in str(cell) for r in view.rows for cell in r)
+    # agreeing measurements: the interleaved rounds shown, nothing to say
+    side.update(median_ms=0.33, p10_ms=0.31, p90_ms=0.36)
+    compiled["findings"]["perf"]["speedup_from"]["eager_median_ms"] = 0.33
+    view = perf_view.build({}, [eager, compiled])
+    assert view is not None and view.rows[0][2] == Annotated(0.33, "interleaved with compiled")
+    assert not any(n.startswith("c: the eager row shows") for n in view.notes)

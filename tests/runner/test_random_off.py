@@ -74,3 +74,64 @@ def test_a_real_fault_still_fails_with_the_randomness_off(monkeypatch, tmp_path)
     off = r["findings"]["randomness_off"]
     assert off["judged"] is True and off["ok"] is False
     assert "judged with randomness switched off" in r["findings"]["parity"]["note"]
+
+
+class AlwaysNoisy(nn.Module):
+    """Noise that eval mode does not switch off: ``torch.randn`` with a shape and
+    ``torch.rand_like``, drawn whatever ``self.training`` says."""
+
+    def forward(self, x):
+        noise = torch.randn(x.shape, dtype=x.dtype, device=x.device)
+        return x + 0.5 * noise + 0.1 * torch.rand_like(x)
+
+
+class AlwaysNoisyNet(NoisyNet):
+    def __init__(self, wrong: bool):
+        super().__init__(wrong)
+        self.noise = AlwaysNoisy()
+
+
+def always_noisy_case(wrong=False):
+    def build(*, seed, size):
+        torch.manual_seed(seed)
+        return Workload(
+            model=AlwaysNoisyNet(wrong),
+            args=(torch.randn(32, 8),),
+            loss_fn=lambda o: o.pow(2).mean(),
+        )
+
+    return FunctionCase("t/always_noisy" + ("_wrong" if wrong else ""), build)
+
+
+def run_mode(case, mode, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
+    config = RunConfig(device="cpu", probes=(), compile_backend="aot_eager", modes=(mode,))
+    return Ladder(case, mode, config, CPUAdapter(), lambda e: None, {}).run()
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["eager", pytest.param("compile", marks=pytest.mark.slow)],  # compile: ~25 s
+)
+def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(mode, monkeypatch, tmp_path):
+    r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path)
+    assert r["status"] == "pass", r["error"]
+    off = r["findings"]["randomness_off"]
+    assert off["judged"] is True and off["ok"] is True, off
+    assert "aten.randn" in off["uncontrolled"][0]
+    assert "outside tolerance" in off["with_randomness"]  # it failed with the draws
+    assert off["drawn_on_cpu"] == {"aten.randn": 1}  # the randn each side drew on the CPU
+    assert "drawn on the CPU" in off["how"]
+    note = r["findings"]["parity"]["note"]
+    assert note.startswith("judged with randomness switched off (every module in eval mode")
+    assert any(
+        n.startswith(f"t/always_noisy ({mode}): judged with randomness") for n in step_notes([r])
+    )
+
+
+def test_a_real_fault_fails_with_the_draws_made_on_the_cpu(monkeypatch, tmp_path):
+    r = run_mode(always_noisy_case(wrong=True), "eager", monkeypatch, tmp_path)
+    assert (r["status"], r["stage"]) == ("accuracy_fail", "parity")
+    off = r["findings"]["randomness_off"]
+    assert off["judged"] is True and off["ok"] is False
+    assert off["drawn_on_cpu"] == {"aten.randn": 1}

@@ -38,7 +38,9 @@ What this does not cover, recorded so a reader can weigh it:
   sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
   reference (``uncontrolled``). A compared step that fails parity while drawing them is judged
   again with its randomness switched off (every module in eval mode, ``Compared.random_off``
-  and the reference's ``random_off``): the ladder records it (``randomness_off``).
+  and the reference's ``random_off``), and what still draws then (a ``torch.randn`` that
+  ignores ``training``) is drawn on the CPU from (seed, op, call index) on every side
+  (``cpu_draws``): the ladder records it (``randomness_off``, ``drawn_on_cpu``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -380,3 +383,113 @@ def watch_random_ops():
             return func(*args, **(kwargs or {}))
 
     return RandomOpWatch()
+
+
+# -- randomness switched off: the draws eval mode leaves, drawn on the CPU -------------------
+OFF_METHOD = "cpu-draws"
+
+
+def _draw_on_cpu(func, args, kwargs, seed: int):
+    """``func`` (a random aten op) computed on the CPU with the CPU generator seeded by
+    ``seed``, its floating inputs in float32, and given back as the device call would have
+    made it (device, dtype, and in place into ``args[0]`` for an in-place op)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def where(value):
+        return value.device if isinstance(value, torch.Tensor) else None
+
+    devices = [d for d in map(where, [*args, *kwargs.values()]) if d is not None]
+    device = kwargs.get("device") or (devices[0] if devices else torch.device("cpu"))
+
+    def to_meta(value):
+        return value.to("meta") if isinstance(value, torch.Tensor) else value
+
+    def to_cpu(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        value = value.detach().to("cpu")
+        return value.float() if value.is_floating_point() else value
+
+    # what the call would return on its own device (shapes, dtypes): the op on meta tensors
+    meta_kwargs = {
+        **tree_map(to_meta, kwargs),
+        **({"device": "meta"} if "device" in kwargs else {}),
+    }
+    try:
+        with _inside():  # a draw made here: not one a watch counts
+            expected = func(*tree_map(to_meta, args), **meta_kwargs)
+    except Exception:  # no meta kernel: floating results take the call's floating dtype
+        expected = None
+    floats = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    fallback_dtype = kwargs.get("dtype") or (floats[0] if floats else torch.get_default_dtype())
+    cpu_kwargs = tree_map(to_cpu, kwargs)
+    if "device" in kwargs:
+        cpu_kwargs["device"] = "cpu"
+    if isinstance(cpu_kwargs.get("dtype"), torch.dtype) and cpu_kwargs["dtype"].is_floating_point:
+        cpu_kwargs["dtype"] = torch.float32  # float32 draws on every side
+    with _inside(), torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        made = func(*tree_map(to_cpu, args), **cpu_kwargs)
+
+    def back(value, like):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if isinstance(like, torch.Tensor):
+            return value.to(device=device, dtype=like.dtype)
+        dtype = fallback_dtype if value.is_floating_point() else value.dtype
+        return value.to(device=device, dtype=dtype)
+
+    if isinstance(made, (tuple, list)):
+        likes = expected if isinstance(expected, (tuple, list)) else [None] * len(made)
+        outputs = type(made)(back(v, e) for v, e in zip(made, likes, strict=True))
+    else:
+        outputs = back(made, expected)
+    in_place = func._schema.name.endswith("_") and isinstance(args[0], torch.Tensor)
+    if in_place and isinstance(outputs, torch.Tensor):
+        with _inside():
+            return args[0].copy_(outputs)
+    return outputs
+
+
+class _CpuDraws:
+    """Counts what ``cpu_draws`` drew: op name -> calls."""
+
+    def __init__(self):
+        from collections import Counter
+
+        self.ops: Counter = Counter()
+
+
+@contextlib.contextmanager
+def cpu_draws(on: bool = True, seed: int = 0):
+    """Within (inside ``comparable``): every random aten op the step still draws (``RANDOM_OPS``,
+    not a mask or draw made above) is computed on the CPU in float32 with the CPU generator
+    seeded by (seed, op, how many calls of that op came before in this block) and copied to the
+    call's device and dtype, the same on every side. Counting per op keeps one side's extra
+    draw of another op (a device path, a dtype branch) from shifting every later draw. In a
+    compiled step the graph's draws are seen where they run through the dispatcher (Inductor's
+    ``fallback_random``). Yields what was drawn (``.ops``)."""
+    drawn = _CpuDraws()
+    if not on:
+        yield drawn
+        return
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CpuDraws(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):  # stay active around compiled code at run time
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = ".".join(str(func).split(".")[:2])  # aten.randn.default -> aten.randn
+            if name not in RANDOM_OPS or making_mask() or kwargs.get("generator") is not None:
+                return func(*args, **kwargs)
+            index = drawn.ops[name]
+            drawn.ops[name] += 1
+            op_seed = (seed * 1_000_003 + zlib.crc32(name.encode()) * 1_009 + index) % (2**63)
+            return _draw_on_cpu(func, args, kwargs, op_seed)
+
+    with CpuDraws():
+        yield drawn

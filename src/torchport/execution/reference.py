@@ -40,7 +40,13 @@ CHILD_TIMEOUT_S = 900.0
 REASON_CHARS = 300
 
 
-RANDOM_OFF = "every module in eval mode: dropout, alpha_dropout, rrelu draw nothing"
+RANDOM_OFF = (
+    "every module in eval mode: dropout, alpha_dropout, rrelu draw nothing; random ops the step "
+    "still draws are drawn on the CPU in float32 from (seed, op, call index), the same on every "
+    "side"
+)
+# the random-off method's version, in the key of a random-off reference: 2 adds the CPU draws
+RANDOM_OFF_VERSION = 2
 
 
 class ReferenceFailed(RuntimeError):
@@ -77,6 +83,8 @@ class ReferenceSpec:
         fields = asdict(self)
         if not self.random_off:  # the keys of references made before the field stay the same
             del fields["random_off"]
+        else:
+            fields["random_off_version"] = RANDOM_OFF_VERSION
         canonical = json.dumps({**fields, "v": REFERENCE_VERSION}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
@@ -191,6 +199,7 @@ def _step_outputs(
             drawn_noise_calls=compared.drawn_calls,
             uncontrolled_random_ops=dict(seen.ops),
             compared_buffers=sorted(compared.changed),
+            **({"drawn_on_cpu": dict(compared.drawn_on_cpu)} if compared.drawn_on_cpu else {}),
             **({"switched_off": RANDOM_OFF} if random_off else {}),
         )
     return {

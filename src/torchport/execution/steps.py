@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+from collections import Counter
 
 from torchport.cases.base import Workload
 
@@ -142,12 +143,17 @@ class Compared:
 
     def __init__(self, seed: int, *, random_off: bool = False):
         self.seed = seed
-        # Randomness switched off: the step runs with every module in eval mode (dropout,
-        # alpha_dropout, rrelu draw nothing), for a step whose draws cannot be made comparable.
+        # Randomness switched off, for a step whose draws cannot be made comparable: the step
+        # runs with every module in eval mode (dropout, alpha_dropout, rrelu draw nothing), and
+        # what still draws (a torch.randn that ignores ``training``) draws on the CPU from
+        # (seed, op, call index), the same on every side (randomness.cpu_draws).
         self.random_off = random_off
         self.masked_calls = 0  # dropout calls masked in the last step
         self.drawn_calls = 0  # in-model noise drawn comparably in the last step
         self.traced_draws: set[str] = set()  # draws a compiled graph makes itself (any step)
+        # random ops eval mode left, drawn on the CPU (randomness.cpu_draws) with randomness
+        # off: op -> calls, over every step
+        self.drawn_on_cpu: Counter = Counter()
         self._placed: dict = {}  # id(module) -> (module, its floating buffers on the host)
         self._last: tuple[dict, dict] = ({}, {})  # (host snapshot, buffers the last step returned)
 
@@ -170,7 +176,7 @@ class Compared:
         eager and the compiled step of one module start from the same placed state)."""
         import torch
 
-        from torchport.execution.randomness import comparable
+        from torchport.execution.randomness import comparable, cpu_draws
 
         buffers = {n: b for n, b in module.named_buffers() if b.is_floating_point()}
         if id(module) not in self._placed:
@@ -187,8 +193,13 @@ class Compared:
                     # A fresh device copy of the host values: never a device tensor that a
                     # compiled graph was given (and may have donated).
                     buffer.copy_(placed[name].to(buffer.device))
-            with comparable(self.seed) as report, _eval_mode(module, self.random_off):
+            with (
+                comparable(self.seed) as report,
+                _eval_mode(module, self.random_off),
+                cpu_draws(self.random_off, self.seed) as drawn,
+            ):
                 tensors = step()
+            self.drawn_on_cpu.update(drawn.ops)
             self.masked_calls = report["masked_calls"]
             self.drawn_calls = report["drawn_calls"]
             self.traced_draws.update(report["traced_draws"])

@@ -12,7 +12,12 @@ Custom ops (``torch.library.custom_op``, their backward given by ``register_auto
 checked the same way: the first call of each, through the function ``custom_op`` returned, is
 noted (``torch._library.custom_ops.CustomOpDef``, a private class: where it has moved, custom ops
 are not recorded, and ``Seen.unrecorded`` says why). A call made as ``torch.ops.ns.name(...)``
-is not seen. An op with no autograd formula is "not checked", not a verdict.
+(or from C++) reaches the op without that object: ``dispatch_recording()``, a dispatch mode in a
+pass of its own, notes each op outside torch's own namespaces that has an Autograd kernel, as the
+dispatcher runs it (below autograd, so its tensors are plain); gradcheck then calls the op's
+overload through autograd. ``library_ops()`` says whether any such op is registered at all, so
+a process without one does not pay for that pass. An op with no autograd formula is "not
+checked", not a verdict.
 """
 
 from __future__ import annotations
@@ -109,6 +114,82 @@ def _custom_ops(seen: Seen):
         yield
     finally:
         CustomOpDef.__call__ = original  # type: ignore[method-assign]
+
+
+# Namespaces of ops torch itself defines (torch tests their gradients).
+TORCH_NAMESPACES = frozenset(
+    {
+        "aten",
+        "prim",
+        "prims",
+        "rngprims",
+        "export",
+        "debug_mode_ops",
+        "_c10d_functional",
+        "_c10d_functional_autograd",
+        "c10d",
+        "_dtensor",
+        "profiler",
+        "inductor",
+        "_inductor",
+        "quantized",
+        "_quantized",
+        "mkldnn",
+        "onednn",
+        "higher_order",
+        "flex_lib",
+        "onnx",
+        "onnx_symbolic",
+        "streams",
+    }
+)
+_AUTOGRAD_KEY = "Autograd"
+
+
+def _outside_torch(name: str) -> bool:
+    return name.split("::", 1)[0] not in TORCH_NAMESPACES
+
+
+def library_ops() -> list[str] | None:
+    """Ops outside torch's namespaces with an Autograd kernel (``ns::name``), registered in this
+    process; None when the dispatcher cannot be asked (a private API: then assume some)."""
+    import torch
+
+    try:
+        names = torch._C._dispatch_get_registrations_for_dispatch_key(_AUTOGRAD_KEY)
+    except Exception:  # moved or renamed: the caller runs the pass anyway
+        return None
+    return sorted(n for n in names if _outside_torch(n))
+
+
+@contextlib.contextmanager
+def dispatch_recording(seen: Seen):
+    """Within: the first call of each op outside torch's namespaces that has an Autograd
+    kernel, as the dispatcher runs it (``torch.ops.ns.name(...)`` included), noted in
+    ``seen`` with its overload as what gradcheck calls."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def has_backward(func) -> bool:
+        try:
+            return bool(torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _AUTOGRAD_KEY))
+        except Exception:  # cannot tell: noted; gradcheck says "not checked" if it has none
+            return True
+
+    class LibraryOps(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "name", lambda: "")()
+            if name and _outside_torch(name) and name not in seen.calls and has_backward(func):
+                seen.note(name, func, args, kwargs, CUSTOM_OP)
+            return func(*args, **kwargs)
+
+    with LibraryOps():
+        yield seen
 
 
 def check(seen: Seen) -> list[dict[str, Any]]:

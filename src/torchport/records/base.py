@@ -73,8 +73,9 @@ class Store(Protocol):
     def finish_run(self, run_id: str, state: str) -> None: ...
 
     def add_result(self, run_id: str, result: Result | dict) -> int:
-        """Validate (``Result.from_dict``: MalformedResult) and commit one result with its op
-        table; DuplicateResult if the run has one for that (case, mode)."""
+        """Commit one result with its op table; DuplicateResult if the run has one for that
+        (case, mode). A dict is validated first (``Result.from_dict``: MalformedResult); a
+        ``Result`` is a value already validated where it entered the driver (api.checked)."""
 
     # -- batched writes (imports, bulk loads) --------------------------------------------------
     def transaction(self) -> AbstractContextManager[None]:

@@ -5,6 +5,7 @@ results reads numbers, not 200 000 JSON documents. ``metrics`` stays the full re
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 KEY_FIGURES = (
     "perf_median_ms",
@@ -18,10 +19,59 @@ KEY_FIGURES = (
     "perf_peak_bytes",
 )
 
-# The figures compared against a line (views/compare.py), and the step-time verdicts
-# (views/noise.py): named here, below both the views and the SQL that decides them.
-PARITY_FIGURES = ("parity_rmse_ratio", "parity_max_rel_err")
-COMPILE_FIGURES = ("compile_cold_first_step_s", "compile_warm_first_step_s")
+
+@dataclass(frozen=True)
+class FigureRule:
+    """One comparison rule, declared once: the SQL that decides it inside the store
+    (records/queries.py ``figure_past``) and the Python predicate (``past``) that
+    views/compare.py applies are both made from it.
+
+    figure:    the key figure (a column of its own, KEY_FIGURES) of two paired results;
+    shows_in:  the comparison list a pair past the line is shown in;
+    line:      the line's name: the SQL parameter ``:line`` and, with ``option``, the
+               keyword the store's compare methods and views/compare.py LINES take;
+    default:   the line's value;
+    both_ways: past when B/A or A/B is above the line (else only B/A, from a positive A).
+    """
+
+    figure: str
+    shows_in: str
+    line: str
+    option: str
+    default: float
+    both_ways: bool
+
+    def past(self, before, after, line: float) -> bool:
+        """Whether the pair (A's figure, B's figure) is past ``line``."""
+        if not (_number(before) and _number(after)):
+            return False
+        if self.both_ways:
+            return before != 0 and after != 0 and (after / before > line or before / after > line)
+        return before > 0 and after / before > line
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# The figures compared against a line (views/compare.py) in the order a comparison decides
+# them (the store's decision bits follow it). A new compared figure is one line here (and,
+# when it is not yet a key figure, its column in KEY_FIGURES).
+# A line: (name, option, default, both_ways), shared by the figures it judges.
+Line = tuple[str, str, float, bool]
+PARITY_LINE: Line = ("parity", "parity_factor", 10.0, False)  # the error grew tenfold
+COMPILE_LINE: Line = ("compile", "compile_ratio", 1.15, True)  # PyTorch HUD's 1.15x
+MEMORY_LINE: Line = ("memory", "memory_ratio", 1.10, True)  # peak memory, 10% either way
+FIGURE_RULES = (
+    FigureRule("parity_rmse_ratio", "parity", *PARITY_LINE),
+    FigureRule("parity_max_rel_err", "parity", *PARITY_LINE),
+    FigureRule("compile_cold_first_step_s", "compile", *COMPILE_LINE),
+    FigureRule("compile_warm_first_step_s", "compile", *COMPILE_LINE),
+    FigureRule("perf_peak_bytes", "memory", *MEMORY_LINE),
+)
+PARITY_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "parity")
+COMPILE_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "compile")
+# The step-time verdicts (views/noise.py): named here, below both the views and the SQL.
 SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
 
 

@@ -5,6 +5,7 @@ function names) and writes out the few that differ (full text, the op table as J
 from torchport.records.figures import (
     COMPILE_FIGURES,
     FASTER,
+    FIGURE_RULES,
     KEY_FIGURES,
     NOT_JUDGED,
     PARITY_FIGURES,
@@ -420,10 +421,6 @@ def compare_decisions(*, version: int) -> dict[str, str]:
     def f(alias: str, name: str) -> str:
         return _figure(alias, name, s)
 
-    def past(name: str, line: str, both_ways: bool) -> str:
-        up = f"{_ratio(f('a', name), f('b', name))} > :{line}"
-        return f"({up} OR {_ratio(f('b', name), f('a', name))} > :{line})" if both_ways else up
-
     decisions = {
         "newly_passing": "a.status != 'pass' AND b.status = 'pass'",
         "newly_failing": "a.status = 'pass' AND b.status != 'pass'",
@@ -432,12 +429,19 @@ def compare_decisions(*, version: int) -> dict[str, str]:
         "placement_candidate": "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
         f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})",
     }
-    for name in PARITY_FIGURES:
-        decisions[name] = f"{f('a', name)} > 0 AND {past(name, 'parity', False)}"
-    for name in COMPILE_FIGURES:
-        decisions[name] = past(name, "compile", True)
-    decisions["perf_peak_bytes"] = past("perf_peak_bytes", "memory", True)
+    for rule in FIGURE_RULES:
+        decisions[rule.figure] = figure_past(rule, version=s)
     return decisions
+
+
+def figure_past(rule, *, version: int) -> str:
+    """A FigureRule (records/figures.py) as an SQL condition over the pair (a, b): exactly
+    its ``past``, the line a named parameter (``:line``)."""
+    a, b = _figure("a", rule.figure, version), _figure("b", rule.figure, version)
+    up = f"{_ratio(a, b)} > :{rule.line}"
+    if rule.both_ways:
+        return f"({up} OR {_ratio(b, a)} > :{rule.line})"
+    return f"{a} > 0 AND {up}"
 
 
 def pair_counts(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:

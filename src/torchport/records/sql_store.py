@@ -212,15 +212,17 @@ class SQLStore(KnowledgeBase):
             return self._insert_result(conn, run_id, result)
 
     def _insert_result(self, conn, run_id: str, result: Result | dict) -> int:
-        """Insert one validated result and its op table (in the caller's transaction). An
-        imported result keeps its ``finished_at`` and its recorded ``ops`` rows."""
-        data = result.to_dict() if isinstance(result, Result) else result
-        value = Result.from_dict(data)
-        recorded = not isinstance(result, Result) and "ops" in data
-        ops = op_rows(data["ops"] if recorded else value.findings.get("ops"))
+        """Insert one result and its op table (in the caller's transaction). A ``Result`` is
+        a value the driver validated where it entered (api.checked: ``Result.from_dict``) and
+        is not converted or validated again; a dict (an import, a bulk load) is validated
+        here. An imported result keeps its ``finished_at`` and its recorded ``ops`` rows."""
+        data = None if isinstance(result, Result) else result
+        value = result if isinstance(result, Result) else Result.from_dict(result)
+        recorded = data is not None and "ops" in data
+        ops = op_rows(data["ops"] if data is not None and recorded else value.findings.get("ops"))
         blobs = [to_json(getattr(value, col), col) for col in JSON_COLUMNS]
         error = value.error or {}
-        finished = (None if isinstance(result, Result) else data.get("finished_at")) or now_iso()
+        finished = (data.get("finished_at") if data is not None else None) or now_iso()
         result_id = self._insert_id(
             conn,
             self.q.INSERT_RESULT,

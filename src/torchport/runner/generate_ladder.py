@@ -35,25 +35,21 @@ STEP_KIND = "greedy generation: prefill, then decode with a KV cache"
 
 
 class GenerateLadder(Ladder):
-    def run(self) -> dict:
+    def climb(self) -> None:
         import torch
 
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
-            return self._skip(reason)
+            self._skip(reason)
         config, dtype = self.config, getattr(torch, self.config.dtype)
-        ok, workload = self.stage("build", lambda: self._build(Size(batch=config.batch)))
-        if not ok:
-            return self.out.to_dict()
+        workload = self.require("build", lambda: self._build(Size(batch=config.batch)))
         try:
             generation.check_causal_lm(workload.model)
         except generation.NotCausalLM as exc:
-            return self._skip(f"not run in scenario generate: {exc}")
+            self._skip(f"not run in scenario generate: {exc}")
         self.out.findings["workload"] = workload.meta
         self.out.findings["step"] = {"kind": STEP_KIND, "mode": "eval"}
-        ok, placed = self.stage("place", lambda: self._place(workload, dtype))
-        if not ok:
-            return self.out.to_dict()
+        placed = self.require("place", lambda: self._place(workload, dtype))
         self._numerics()
         model = placed.model
         plan = generation.cache_plan(model)
@@ -69,28 +65,18 @@ class GenerateLadder(Ladder):
             "cache": plan.to_dict(),
             "parity_prompt": {"batch": batch, "length": length, "new_tokens": config.new_tokens},
         }
-        ok, result = self.stage("run", lambda: self._generation(setup, "eager", batch, length))
-        if not ok:
-            return self.out.to_dict()
+        result = self.require("run", lambda: self._generation(setup, "eager", batch, length))
         if self.mode == "compile":
-            if not self._choose_backend():
-                return self.out.to_dict()
-            ok, compiled = self.stage("compile", lambda: self._compile_steps(setup, batch, length))
-            if not ok:
-                return self.out.to_dict()
+            self._choose_backend()
+            compiled = self.require("compile", lambda: self._compile_steps(setup, batch, length))
             info["compile"] = compiled
             if compiled["outcome"]["graphs_to_backend"] == 0:  # rule 9: a graph reached it
-                self.out.fail("compile_fail", "compile", error_note("NotCompiled", "no graph"))
-                return self.out.to_dict()
-            ok, result = self.stage(
+                self.stop("compile_fail", "compile", error_note("NotCompiled", "no graph"))
+            result = self.require(
                 "compiled_run", lambda: self._generation(setup, "compiled", batch, length)
             )
-            if not ok:
-                return self.out.to_dict()
         size = Size(batch=batch, seq=length)
-        ok, reference = self.stage("reference", lambda: self._generation_reference(size))
-        if not ok:
-            return self.out.to_dict()
+        reference = self.require("reference", lambda: self._generation_reference(size))
         ok, report = self.stage("parity", lambda: self._token_parity(result, reference))
         if ok and not report.ok:
             self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch", report.message()))
@@ -110,7 +96,6 @@ class GenerateLadder(Ladder):
                 f"one decode step ({side}, batch {batch}, after a {length}-token prefill, "
                 f"{plan.kind} cache)"
             )
-        return self.out.to_dict()
 
     def _place(self, workload, dtype):
         placed = place(workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope)

@@ -37,8 +37,9 @@ from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
 from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
-from torchport.records.result import Result, capture, error_note, error_value
+from torchport.records.result import capture, error_note, error_value
 from torchport.runner import kernel_checks
+from torchport.runner.stages import StageRunner
 from torchport.timing import Summary, clock, sample_interleaved, step_timer
 
 # relative error (max abs err / max |reference|) the whole-model A/B allows, by the dtype it ran
@@ -58,20 +59,13 @@ def _exc(captured) -> BaseException:
     return captured.exc
 
 
-class KernelLadder:
-    """Same interface as ``runner.ladder.Ladder``: ``KernelLadder(...).run() -> result dict``."""
+class KernelLadder(StageRunner):
+    """Replacement kernels on the one stage runner (runner/stages.py)."""
 
     def __init__(
         self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
     ):
-        self.case, self.mode, self.config, self.adapter, self.emit = (
-            case,
-            mode,
-            config,
-            adapter,
-            emit,
-        )
-        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        super().__init__(case, mode, config, adapter, emit, reference_cache)
         self.out.findings.update({"tags": list(case.tags), "ladder": "kernel"})
         self.kernel: dict = {}
         self.out.findings["kernel"] = self.kernel
@@ -93,7 +87,7 @@ class KernelLadder:
             self.kernel["reason"] = error["message"]
 
     # -- the ladder -------------------------------------------------------------------------
-    def run(self) -> dict:
+    def climb(self) -> None:
         import torch
 
         config = self.config
@@ -102,7 +96,7 @@ class KernelLadder:
         if not built.ok:
             self.out.fail_from(built)
             self.kernel.update(verdict="error", reason=self.out.error["message"])  # type: ignore[index]
-            return self.out.to_dict()
+            return
         rep, workload, swapped = built.value
         self.kernel.update(
             {
@@ -114,7 +108,7 @@ class KernelLadder:
             }
         )
         if self.mode == "compile" and not self._choose_backend():
-            return self._finish()
+            return
         if rep.op is not None and rep.op_samples is not None:
             self._registration(rep)
         dtype = getattr(torch, config.dtype)
@@ -123,7 +117,7 @@ class KernelLadder:
         )
         if not placed.ok:
             self.out.fail_from(placed)
-            return self._finish()
+            return
         original = placed.value
         replaced = dataclasses.replace(original, model=copy.deepcopy(original.model))
         from torchport.cases.kernels import swap_modules
@@ -141,16 +135,15 @@ class KernelLadder:
             compiled = self._stage("compile", lambda: self._compiled_sides(original, replaced))
             if not compiled.ok:
                 self._fail_once(compiled.status, "compile", error_value(compiled.exc), "error")
-                return self._finish()
+                return
             steps, got = compiled.value
             if got is None:
-                return self._finish()
+                return
         self._model_ab(rep, workload, got)
         if self.out.status == "pass":  # a wrong kernel's speed decides nothing
             self._timing(rep, steps, x)
         else:
             self.kernel["timing"] = "not timed: the replacement is not correct"
-        return self._finish()
 
     def _build(self, size: Size):
         from torchport.cases.kernels import swap_modules
@@ -521,7 +514,7 @@ class KernelLadder:
             else ""
         )
 
-    def _finish(self) -> dict:
+    def finish(self) -> dict:
         k, m = self.kernel, self.out.metrics
         if self.out.status == "pass":
             speed = m.get("kernel_step_speedup")

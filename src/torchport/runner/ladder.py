@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable
+from typing import NoReturn
 
 from torchport.cases.base import Case, Size
 from torchport.config import COLD_WORKER_ENV, LOW_PRECISION, RunConfig
@@ -32,17 +33,17 @@ from torchport.instruments import (
 )
 from torchport.probes.base import Subject
 from torchport.records.result import (
-    Result,
     capture,
     error_note,
     error_value,
     skipped,
 )
+from torchport.runner.stages import StageRunner, Stop
 from torchport.timing import clock
 
 
-class Ladder:
-    """Runs the stages; each returns False once the ladder must stop."""
+class Ladder(StageRunner):
+    """The model ladder: build, place, run, compile, compiled_run, reference, parity, probes."""
 
     def __init__(
         self,
@@ -53,65 +54,30 @@ class Ladder:
         emit: Callable,
         reference_cache: dict,
     ):
-        self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
-        self.emit, self.reference_cache = emit, reference_cache
-        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        super().__init__(case, mode, config, adapter, emit, reference_cache)
         self.graph_draws: set[str] = set()  # random ops a compiled graph draws itself
         self.case_deadline = clock() + config.timeout_s
         self.out.findings["tags"] = list(case.tags)
         # the compile backend chosen (compile mode), with why
         self.backend: compile_backend.Choice | None = None
 
-    def stage(self, name: str, fn: Callable[[], object]):
-        """Run one stage; on an exception record the failure and return (False, None)."""
-        self.emit({"event": "stage", "stage": name})
-
-        def synchronised():
-            value = fn()
-            self.adapter.synchronize()
-            return value
-
-        done = capture(name, synchronised, clock)
-        self.out.durations[f"{name}_s"] = done.duration_s
-        if not done.ok:
-            self.out.fail_from(done)
-            self._explain(done)
-            return False, None
-        return True, done.value
-
-    def _explain(self, done) -> None:
-        """The adapter's reading of a failure, put first in the message a table shows."""
-        try:
-            note = self.adapter.explain_failure(done.stage, done.exc)
-        except Exception:
-            note = None
-        if note and self.out.error is not None:
-            self.out.findings["backend_explanation"] = note
-            self.out.error["message"] = (
-                f"{note} ({type(done.exc).__name__}: {self.out.error['message']})"
-            )
-
-    def run(self) -> dict:
+    def climb(self) -> None:
         import torch
 
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
-            return self._skip(reason)
+            self._skip(reason)
         config, dtype = self.config, getattr(torch, self.config.dtype)
         size = Size(batch=config.batch, seq=config.seq)
-        ok, workload = self.stage("build", lambda: self._build(size))
-        if not ok:
-            return self.out.to_dict()
+        workload = self.require("build", lambda: self._build(size))
         self.out.findings["workload"] = workload.meta
         self.out.findings["step"] = step_info(workload)
-        ok, placed = self.stage(
+        placed = self.require(
             "place",
             lambda: place(
                 workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope
             ),
         )
-        if not ok:
-            return self.out.to_dict()
         if placed.meta.get("placement_ties"):
             self.out.findings["placement_ties"] = placed.meta["placement_ties"]
         self._numerics()
@@ -124,36 +90,25 @@ class Ladder:
         compared_eager = make_step(module, module, placed, compared=compared)
         judged_step = compared_eager  # the compared step parity judges (compiled in compile)
         with custom_grad.recording() as custom_functions:
-            ok, result = self.stage("run", lambda: self._outputs(compared_eager))
-        if not ok:
-            return self.out.to_dict()
+            result = self.require("run", lambda: self._outputs(compared_eager))
         noise = self._determinism(compared_eager, result)
-        if noise is None:
-            return self.out.to_dict()
         runner, step, cold_compile = module, eager_step, None
-        if self.mode == "compile" and not self._choose_backend():
-            return self.out.to_dict()
         if self.mode == "compile":
+            self._choose_backend()
             cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
             if cold:
                 compile_metrics.start_recording()
-            ok, compiled = self.stage(
+            runner, compared_step, outcome = self.require(
                 "compile", lambda: self._first_compiled(module, placed, compared)
             )
-            if not ok:
-                return self.out.to_dict()
-            runner, compared_step, outcome = compiled
             judged_step = compared_step
             step = make_step(runner, module, placed)
             self.out.findings["compile_outcome"] = outcome.to_dict()
             if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
                 reason = outcome.reason()
                 self.out.findings["compile_outcome"]["verdict"] = reason
-                self.out.fail("compile_fail", "compile", error_note("NotCompiled", reason))
-                return self.out.to_dict()
-            ok, result = self.stage("compiled_run", lambda: self._outputs(compared_step))
-            if not ok:
-                return self.out.to_dict()
+                self.stop("compile_fail", "compile", error_note("NotCompiled", reason))
+            result = self.require("compiled_run", lambda: self._outputs(compared_step))
             # Masked dropout calls and comparable draws are graph breaks the user's program
             # does not have: then the compile probe measures the cold compile in a child of
             # its own.
@@ -164,14 +119,14 @@ class Ladder:
                 )
         # The reference runs after the device so that a fault in the model shows at the
         # device stage that met it; it is computed once per case and shared by the modes.
-        ok, reference = self.stage("reference", lambda: self._reference(size))
-        if not ok:
-            return self.out.to_dict()
+        reference = self.require("reference", lambda: self._reference(size))
         ok, report = self.stage(
             "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
         )
         if ok and not report.ok and self._uncontrolled():
             report = self._judge_random_off(judged_step, compared, size, noise, workload, report)
+        if ok and report.ok and workload.trains:
+            self._record_library_ops(compared_eager, custom_functions)
         if ok and report.ok and workload.trains and custom_functions.calls:
             self._custom_backward(custom_functions)
         if ok and not report.ok:
@@ -196,7 +151,6 @@ class Ladder:
             cold_compile=cold_compile,
         )
         self._probes(subject)
-        return self.out.to_dict()
 
     def _uncontrolled(self) -> list[str]:
         """Random ops the compared step draws that torchport does not make comparable."""
@@ -208,9 +162,11 @@ class Ladder:
     def _judge_random_off(self, judged_step, compared, size, noise, workload, failed):
         """A parity failure of a step that draws random numbers torchport does not control is
         no verdict: the step is run again, on the device and in the reference, with that
-        randomness switched off (every module in eval mode), and judged on that; recorded in
-        findings["randomness_off"] and said in the parity note. Where the randomness cannot be
-        switched off that way (the reference still draws), the failure stands, with its note."""
+        randomness switched off (every module in eval mode; what still draws, such as a
+        ``torch.randn`` that ignores ``training``, drawn on the CPU from (seed, op, call index) on
+        both sides), and judged on that; recorded in findings["randomness_off"] and said in the
+        parity note. Where it cannot be switched off (the reference still draws an op that is
+        not handled, or the rerun fails), the failure stands, with its note."""
         uncontrolled = self._uncontrolled()
         record = self.out.findings["randomness_off"] = {
             "uncontrolled": uncontrolled,
@@ -245,12 +201,39 @@ class Ladder:
         report = self._parity(rerun.value, reference, noise, workload.tolerance, note=False)
         record["judged"] = True
         record["ok"] = report.ok
+        if compared.drawn_on_cpu:  # what eval mode left drawing, drawn on the CPU on each side
+            record["drawn_on_cpu"] = dict(compared.drawn_on_cpu)
         self.out.findings["parity"]["note"] = (
             f"judged with randomness switched off ({reference_mod.RANDOM_OFF}): "
             + (previous_note or "the step draws random numbers torchport does not control")
             + f"; with that randomness: {failed.message()}"
         )
         return report
+
+    def _record_library_ops(self, eager_step, seen) -> None:
+        """Custom ops the step calls as ``torch.ops.ns.name(...)``, which the run stage's
+        recorder does not see: noted by a dispatch mode in one more eager step of their own (a
+        dispatch mode never runs in the pass that decides parity), only when an op outside
+        torch's namespaces with an Autograd kernel is registered at all. A pass that fails
+        is said in the notes, never the case's failure."""
+        registered = custom_grad.library_ops()
+        if registered == []:
+            return
+        before = set(seen.calls)
+
+        def observed():
+            with custom_grad.dispatch_recording(seen):
+                return self._outputs(eager_step)
+
+        done = capture("custom_ops", observed, clock)
+        self.out.durations["custom_ops_pass_s"] = done.duration_s
+        if not done.ok:
+            self.out.findings.setdefault("notes", []).append(
+                "custom ops called through the dispatcher not recorded: "
+                f"{type(done.exc).__name__}: {str(done.exc)[:300]}"
+            )
+        elif set(seen.calls) - before:
+            self.out.findings["custom_ops_seen_by_dispatcher"] = sorted(set(seen.calls) - before)
 
     def _custom_backward(self, seen) -> None:
         """A custom autograd Function's or custom op's backward against its forward (gradcheck
@@ -281,14 +264,16 @@ class Ladder:
             "baseline" if (self.adapter.torch_type == "cpu" and self.mode == "eager") else "device"
         )
 
-    def _skip(self, reason: str) -> dict:
-        return skipped(
-            self.case.id,
-            self.mode,
-            case_version=self.case.version,
-            reason=reason,
-            tags=tuple(self.case.tags),
-        ).to_dict()
+    def _skip(self, reason: str) -> NoReturn:
+        self.skip(
+            skipped(
+                self.case.id,
+                self.mode,
+                case_version=self.case.version,
+                reason=reason,
+                tags=tuple(self.case.tags),
+            )
+        )
 
     def _subject(self, **parts) -> Subject:
         """What the probes see: this (case, mode) on its device, with ``parts`` (the placed
@@ -341,9 +326,9 @@ class Ladder:
         self.adapter.wait_for(value)
         return to_cpu(value)
 
-    def _determinism(self, eager_step, first: dict) -> dict | None:
-        """A second eager run compared with the first; per-tensor noise, or None when the
-        second run failed (the result then says so)."""
+    def _determinism(self, eager_step, first: dict) -> dict:
+        """A second eager run compared with the first; per-tensor noise. Stop when the second
+        run failed (the result then says so)."""
         import torch
 
         torch.manual_seed(self.config.seed)
@@ -352,7 +337,7 @@ class Ladder:
         if not again.ok:
             self.out.fail_from(again)
             self._explain(again)
-            return None
+            raise Stop
         with self.adapter.host_scope():
             found = determinism.compare_runs(first, again.value, self.config.dtype)
         self.out.findings["determinism"] = found["summary"]
@@ -397,8 +382,8 @@ class Ladder:
             self.out.findings["step"]["randomness"] = value["randomness"]
         return value
 
-    def _choose_backend(self) -> bool:
-        """The compile backend for this device, recorded with why; False (compile_fail) when
+    def _choose_backend(self) -> None:
+        """The compile backend for this device, recorded with why; Stop (compile_fail) when
         none can compile for it."""
         try:
             self.backend = compile_backend.choose(
@@ -406,15 +391,13 @@ class Ladder:
             )
         except compile_backend.NoCompileBackend as exc:
             self.emit({"event": "stage", "stage": "compile"})
-            self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
-            return False
+            self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
         if self.backend.name == "inductor":
             # loaded here, outside the timed compile, so that compared steps can set its
             # fallback_random (execution/randomness.py) without paying for the import
             with contextlib.suppress(Exception):
                 import torch._inductor.config  # noqa: F401
-        return True
 
     def _compile(self, module):
         assert self.backend is not None, "the backend is chosen before compiling"

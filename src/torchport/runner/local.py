@@ -69,6 +69,7 @@ class WorkerProcess:
         self.stage: str | None = None
         self.started = self.case_deadline = 0.0
         self.compile_deadline: float | None = None
+        self.config_sent: dict | None = None  # the run's config, sent with the first task
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
         """Wait for the worker's ready event (at most ``timeout_s``); its environment
@@ -134,9 +135,10 @@ class WorkerProcess:
         message = {
             "case": task.case,
             "mode": task.mode,
-            "config": config,
             "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S,
         }
+        if config != self.config_sent:  # a task carries only what the worker does not hold
+            message["config"] = self.config_sent = config
         if not self.child.send(json.dumps(message)):
             return self._crashed(task, None)
         return None

@@ -23,11 +23,13 @@ from __future__ import annotations
 import collections
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
 from torchport.config import RunConfig
 from torchport.probes import placement
-from torchport.records.result import Result, error_value, is_oom
+from torchport.records.result import error_value, is_oom
 from torchport.records.status import grade as grade_rule
+from torchport.runner.stages import StageRunner, Stop
 from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
@@ -37,20 +39,13 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
-class OpLadder:
-    """Same interface as ``runner.ladder.Ladder``: ``OpLadder(...).run() -> result dict``."""
+class OpLadder(StageRunner):
+    """OpInfo ops on the one stage runner (runner/stages.py)."""
 
     def __init__(
         self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
     ):
-        self.case, self.mode, self.config, self.adapter, self.emit = (
-            case,
-            mode,
-            config,
-            adapter,
-            emit,
-        )
-        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        super().__init__(case, mode, config, adapter, emit, reference_cache)
         self.target = adapter.device().split(":")[0]
         self.sample_skips: collections.Counter = collections.Counter()
         self.failures: list[dict] = []
@@ -60,7 +55,7 @@ class OpLadder:
         self.counts: collections.Counter[str] = collections.Counter()
 
     # -- outcome helpers --------------------------------------------------------------------
-    def _skip(self, reason: str, message: str) -> dict:
+    def _skip(self, reason: str, message: str) -> NoReturn:
         from torchport.cases.ops_reasons import SKIP_REASONS
 
         self.out.status, self.out.stage = "skip", None
@@ -70,7 +65,7 @@ class OpLadder:
             "message": f"{SKIP_REASONS[reason]}: {message}" if message else SKIP_REASONS[reason],
             "traceback": None,
         }
-        return self._finish()
+        raise Stop
 
     def _fail(
         self,
@@ -97,7 +92,7 @@ class OpLadder:
             self.failures.append(entry)
 
     # -- the ladder -----------------------------------------------------------------------
-    def run(self) -> dict:
+    def climb(self) -> None:
         import torch
 
         from torchport.cases import opinfo
@@ -107,7 +102,7 @@ class OpLadder:
             {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
         )
         if self.mode != "eager":
-            return self._skip_mode()
+            self._skip_mode()
         self.emit({"event": "stage", "stage": "build"})
         start = clock()
         try:
@@ -118,14 +113,14 @@ class OpLadder:
             device_dtypes = opinfo.dtype_names(op, device_type)
         except Exception as exc:
             self.out.fail("build_fail", "build", error_value(exc))
-            return self._finish()
+            return
         self.out.findings["aten_name"] = op.aten_name
         if case.dtype not in cpu_dtypes:
-            return self._skip("op_dtype", f"{case.op_key} at {case.dtype}")
+            self._skip("op_dtype", f"{case.op_key} at {case.dtype}")
         if case.dtype not in device_dtypes:
-            return self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
+            self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
         if decor.skip:
-            return self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
+            self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
         if decor.expected_failure:
             self.out.findings["opinfo_expected_failure"] = True
         tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
@@ -150,10 +145,10 @@ class OpLadder:
             self.out.durations["build_s"] = clock() - start
             status = "oom" if is_oom(exc) else "build_fail"
             self.out.fail(status, "build", error_value(exc))
-            return self._finish()
+            return
         self.out.durations["build_s"] = clock() - start
         if not samples:
-            return self._skip("no_samples", f"{case.op_key} at {case.dtype}")
+            self._skip("no_samples", f"{case.op_key} at {case.dtype}")
         self.emit({"event": "stage", "stage": "run"})
         start = clock()
         for index, sample in enumerate(samples):
@@ -162,12 +157,12 @@ class OpLadder:
             except Exception as exc:  # a bug outside one side's run: that sample fails
                 if is_oom(exc):
                     self.out.fail("oom", "run", error_value(exc))
-                    return self._finish()
+                    return
                 self._fail(index, "harness", "error", _error(exc), [], exc)
         self.out.durations["run_s"] = clock() - start
-        return self._verdict(len(samples))
+        self._verdict(len(samples))
 
-    def _skip_mode(self) -> dict:
+    def _skip_mode(self) -> NoReturn:
         self.out.status = "skip"
         self.out.findings["skip"] = "mode"
         self.out.error = {
@@ -175,7 +170,7 @@ class OpLadder:
             "message": f"ops cases run in eager mode only, not '{self.mode}'",
             "traceback": None,
         }
-        return self._finish()
+        raise Stop
 
     def _samples(self, op, backward: bool) -> list:
         """Samples on the device; made on the CPU and moved when the device cannot make them."""
@@ -384,7 +379,7 @@ class OpLadder:
                     entry["found_by"].append(how)
 
     # -- verdict ----------------------------------------------------------------------------
-    def _verdict(self, total: int) -> dict:
+    def _verdict(self, total: int) -> None:
         out, counts = self.out, self.counts
         failed = sum(v for k, v in counts.items() if k.startswith("failed_"))
         out.metrics.update(
@@ -422,10 +417,9 @@ class OpLadder:
         elif not counts["checked"]:
             reason = self.sample_skips.most_common(1)[0][0] if self.sample_skips else "no_samples"
             detail = ", ".join(f"{k} {v}" for k, v in self.sample_skips.most_common())
-            return self._skip(reason, f"{total} samples ({detail})")
-        return self._finish()
+            self._skip(reason, f"{total} samples ({detail})")
 
-    def _finish(self) -> dict:
+    def finish(self) -> dict:
         from torchport.instruments import dispatch_recorder as rec
         from torchport.probes.placement import HOST_NO_WORK
 

@@ -10,7 +10,6 @@ executor. Starting a worker is waited on the same way: a slow start does not blo
 
 from __future__ import annotations
 
-import collections
 import select
 import tempfile
 from collections.abc import Callable
@@ -19,10 +18,10 @@ from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, LogFolder
 from torchport.runner.executor import (
     Deadline,
-    ExecutorBroken,
     Finished,
+    SlotLoop,
     finished_crash,
-    finished_skip,
+    wait_s,
 )
 from torchport.runner.local import (
     MAX_START_FAILURES,
@@ -54,7 +53,7 @@ class _Slot:
         return self.ready_by if self.ready_by is not None else self.worker.wake_at()
 
 
-class ParallelExecutor:
+class ParallelExecutor(SlotLoop):
     def __init__(
         self,
         *,
@@ -72,42 +71,12 @@ class ParallelExecutor:
         self.ready_timeout_s = (
             start_deadline_s(deadline.case_s) if ready_timeout_s is None else ready_timeout_s
         )
+        super().__init__()
         self.slots = [_Slot(share, device) for share, device in zip(shares, devices, strict=True)]
-        self.queue: collections.deque[Task] = collections.deque()
-        self.done: collections.deque[Finished] = collections.deque()
         self.start_failures = 0
-        self.broken: str | None = None
         self.logs = LogFolder()
 
-    def submit(self, task: Task) -> None:
-        self.queue.append(task)
-
-    def next_result(self, timeout_s: float | None = None) -> Finished | None:
-        end = None if timeout_s is None else clock() + timeout_s
-        while not self.done:
-            if self.broken:
-                raise ExecutorBroken(self.broken)
-            self._dispatch()
-            if self.done:
-                break
-            busy = [slot for slot in self.slots if slot.task is not None]
-            if not busy:
-                return None  # nothing queued, nothing running
-            self._wait(busy, end)
-            if not self.done and end is not None and clock() >= end:
-                return None
-        return self.done.popleft()
-
-    # -- handing out tasks ---------------------------------------------------------------
-    def _dispatch(self) -> None:
-        for slot in self.slots:
-            while slot.task is None and self.queue and not self.broken:
-                task = self.queue.popleft()
-                if task.skip_reason:
-                    self.done.append(finished_skip(task))
-                    continue
-                self._assign(slot, task)
-
+    # -- handing out tasks (SlotLoop._dispatch calls _assign) ---------------------------
     def _assign(self, slot: _Slot, task: Task) -> None:
         slot.task = task
         if task.cold:
@@ -140,15 +109,12 @@ class ParallelExecutor:
         busy = [slot for slot in busy if slot.task is not None]
         if not busy or self.done:
             return
-        wake = min(slot.wake_at() for slot in busy)
-        if end is not None:
-            wake = min(wake, end)
         by_fd: dict[int, _Slot] = {}
         for slot in busy:
             fd = slot.worker.child.fileno() if slot.worker is not None else None
             if fd is not None:
                 by_fd[fd] = slot
-        timeout = min(max(0.0, wake - clock()), MAX_WAIT_S)
+        timeout = wait_s((slot.wake_at() for slot in busy), end, MAX_WAIT_S)
         readable, _, _ = select.select(list(by_fd), [], [], timeout)
         for fd in readable:
             slot = by_fd[fd]

@@ -19,7 +19,6 @@ run with that reason instead of waiting forever.
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 from typing import Any
@@ -29,10 +28,10 @@ from torchport.devices.base import usable_cores
 from torchport.records.result import crashed, error_note
 from torchport.runner.executor import (
     Deadline,
-    ExecutorBroken,
     Finished,
+    SlotLoop,
     finished_crash,
-    finished_skip,
+    wait_s,
 )
 from torchport.runner.local import MAX_START_FAILURES, READY_TIMEOUT_S
 from torchport.runner.plan import Task
@@ -137,7 +136,7 @@ class _Slot:
         self.where: dict = {}  # host, pid, ray_node_id, share (from start)
 
 
-class RayExecutor:
+class RayExecutor(SlotLoop):
     @classmethod
     def connect(cls, config: RunConfig, *, workload_folder: str | None = None) -> RayExecutor:
         """Join the cluster at ``config.ray_address`` (or start one on this host for the run)
@@ -189,63 +188,41 @@ class RayExecutor:
         self.deadline = Deadline(case_s=config.timeout_s, compile_s=config.compile_timeout_s)
         self.owns_connection, self.workload_folder = owns_connection, workload_folder
         self.placement_timeout_s = placement_timeout_s
+        super().__init__()
         self.slots = [_Slot(i) for i in range(config.jobs)]
-        self.queue: collections.deque[Task] = collections.deque()
-        self.done: collections.deque[Finished] = collections.deque()
         self.attempts: dict[tuple[str, str], list[dict]] = {}
         self.start_failures = 0
-        self.broken: str | None = None
 
-    def submit(self, task: Task) -> None:
-        self.queue.append(task)
+    # -- handing out tasks (SlotLoop._dispatch calls _assign) -------------------------------
+    def _assign(self, slot: _Slot, task: Task) -> None:
+        slot.task = task
+        if slot.actor is None:
+            slot.actor = self.actor_class.remote(
+                config=self.config.to_dict(),
+                threads=self.threads,
+                workload_folder=self.workload_folder,
+            )
+            slot.ref, slot.starting = slot.actor.start.remote(), True
+            slot.wake_at = clock() + self.placement_timeout_s
+        else:
+            self._run(slot)
 
-    def next_result(self, timeout_s: float | None = None) -> Finished | None:
-        end = None if timeout_s is None else clock() + timeout_s
-        while not self.done:
-            if self.broken:
-                raise ExecutorBroken(self.broken)
-            self._dispatch()
-            if self.done:
-                break
-            by_ref = {slot.ref: slot for slot in self.slots if slot.ref is not None}
-            if not by_ref:
-                return None
-            wake = min(slot.wake_at for slot in by_ref.values())
-            if end is not None:
-                wake = min(wake, end)
-            timeout = min(max(0.0, wake - clock()), MAX_WAIT_S)
-            ready, rest = _wait(self.ray, list(by_ref), timeout)
-            if ready and rest:  # others that finished meanwhile, without waiting for them
-                ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
-            for ref in ready:
-                self._collect(by_ref[ref], ref)
-            now = clock()
-            for slot in by_ref.values():
-                if slot.ref is not None and now >= slot.wake_at:
-                    self._late(slot)
-            if not self.done and end is not None and clock() >= end:
-                return None
-        return self.done.popleft()
+    # -- waiting on every call in flight at once --------------------------------------------
+    def _busy(self, slot: _Slot) -> bool:
+        return slot.ref is not None
 
-    # -- handing out tasks ---------------------------------------------------------------
-    def _dispatch(self) -> None:
-        for slot in self.slots:
-            while slot.task is None and self.queue and not self.broken:
-                task = self.queue.popleft()
-                if task.skip_reason:
-                    self.done.append(finished_skip(task))
-                    continue
-                slot.task = task
-                if slot.actor is None:
-                    slot.actor = self.actor_class.remote(
-                        config=self.config.to_dict(),
-                        threads=self.threads,
-                        workload_folder=self.workload_folder,
-                    )
-                    slot.ref, slot.starting = slot.actor.start.remote(), True
-                    slot.wake_at = clock() + self.placement_timeout_s
-                else:
-                    self._run(slot)
+    def _wait(self, busy: list[_Slot], end: float | None) -> None:
+        by_ref = {slot.ref: slot for slot in busy}
+        timeout = wait_s((slot.wake_at for slot in busy), end, MAX_WAIT_S)
+        ready, rest = _wait(self.ray, list(by_ref), timeout)
+        if ready and rest:  # others that finished meanwhile, without waiting for them
+            ready += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+        for ref in ready:
+            self._collect(by_ref[ref], ref)
+        now = clock()
+        for slot in by_ref.values():
+            if slot.ref is not None and now >= slot.wake_at:
+                self._late(slot)
 
     def _run(self, slot: _Slot) -> None:
         assert slot.actor is not None and slot.task is not None

@@ -1,7 +1,9 @@
 """Worker process: runs (case, mode) tasks sent by the supervisor, one at a time.
 
-Protocol: tasks arrive as JSON lines on stdin; events go back as JSON lines on the file
-descriptor given by ``--fd`` (stdout and stderr stay free for user code and go to a log).
+Protocol: tasks arrive as JSON lines on stdin (the run's config with the first, then only
+when it changes: a task carries case, mode and its deadline); events go back as JSON lines
+on the file descriptor given by ``--fd`` (stdout and stderr stay free for user code and go
+to a log).
 Events: ready (with the environment fingerprint), fatal, stage (the stage now running), result.
 A watchdog ends the worker and its process group if the supervisor dies or a task runs past
 its own deadline (``watchdog_s`` in the task), so no worker outlives its run.
@@ -45,11 +47,9 @@ def main(argv=None) -> int:
     from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
-    from torchport.runner.dist_ladder import DistLadder  # dist: a world of N ranks
-    from torchport.runner.generate_ladder import GenerateLadder
-    from torchport.runner.kernel_ladder import KernelLadder  # kernels: a replacement's A/B
-    from torchport.runner.ladder import Ladder
-    from torchport.runner.op_ladder import OpLadder  # ops suite: a task per op, many samples
+    from torchport.runner import ladders
+
+    ladders.preload()
 
     try:
         adapter = get_adapter(args.device)
@@ -61,24 +61,16 @@ def main(argv=None) -> int:
         return 3
 
     reference_cache: dict = {}
+    config = None  # the run's config: sent with the first task, kept for the next ones
     for line in sys.stdin:
         task = json.loads(line)
         watchdog.arm(task.get("watchdog_s"))
         _reset_compiler()
         try:
-            config = RunConfig.from_dict(task["config"])
+            if "config" in task or config is None:
+                config = RunConfig.from_dict(task["config"])
             case = find_case(config.suite, task["case"], workload=config.workload)
-            ladder = (
-                GenerateLadder
-                if config.scenario == "generate"
-                else OpLadder
-                if getattr(case, "ladder", None) == "op"
-                else KernelLadder
-                if getattr(case, "ladder", None) == "kernel"
-                else DistLadder
-                if getattr(case, "ladder", None) == "dist"
-                else Ladder
-            )
+            ladder = ladders.ladder_class(ladders.ladder_name(case, config))
             result = ladder(
                 case, task["mode"], config, adapter, channel.emit, reference_cache
             ).run()

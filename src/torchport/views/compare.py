@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchport.records.figures import COMPILE_FIGURES, PARITY_FIGURES
+from torchport.records.figures import COMPILE_FIGURES, FIGURE_RULES, PARITY_FIGURES
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.noise import (
     FASTER,
@@ -30,16 +30,24 @@ from torchport.views.noise import (
     judge,
 )
 
-COMPILE_RATIO = 1.15  # PyTorch HUD flags compile time above 1.15x
-PARITY_FACTOR = 10.0  # the error against the reference grew more than tenfold
-MEMORY_RATIO = 1.10  # peak memory up or down by more than 10%
+# Each figure's rule and line is declared once, in records/figures.py FIGURE_RULES.
+_DEFAULTS = {rule.option: rule.default for rule in FIGURE_RULES}
+COMPILE_RATIO = _DEFAULTS["compile_ratio"]  # PyTorch HUD flags compile time above 1.15x
+PARITY_FACTOR = _DEFAULTS["parity_factor"]  # the error against the reference grew tenfold
+MEMORY_RATIO = _DEFAULTS["memory_ratio"]  # peak memory up or down by more than 10%
 PARITY_METRICS, COMPILE_METRICS = PARITY_FIGURES, COMPILE_FIGURES
-LINES = {
-    "parity_factor": PARITY_FACTOR,
-    "compile_ratio": COMPILE_RATIO,
-    "memory_ratio": MEMORY_RATIO,
-    "min_samples": MIN_SAMPLES,
-    "min_change": MIN_CHANGE,
+LINES = {**_DEFAULTS, "min_samples": MIN_SAMPLES, "min_change": MIN_CHANGE}
+# What a pair past a figure's line adds to its list, by list (name, A's value, B's value).
+FIGURE_ENTRIES = {
+    "parity": lambda name, x, y: {"metric": name, "before": x, "after": y, "factor": y / x},
+    "compile": lambda name, x, y: {
+        "metric": name,
+        "before_s": x,
+        "after_s": y,
+        "ratio": y / x,
+        "verdict": "slower" if y > x else "faster",
+    },
+    "memory": lambda name, x, y: {"before_bytes": x, "after_bytes": y, "ratio": y / x},
 }
 # Shown first when the environments differ; any other differing key follows.
 ENV_ORDER = (
@@ -240,24 +248,11 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
 
 def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> bool:
     """Record what changed in the figures; returns whether a step time was judged."""
-    for metric in PARITY_METRICS:
-        x, y = ma.get(metric), mb.get(metric)
-        if (
-            isinstance(x, (int, float))
-            and isinstance(y, (int, float))
-            and x > 0
-            and y / x > PARITY_FACTOR
-        ):
-            out.parity.append(
-                {
-                    "case": case,
-                    "mode": mode,
-                    "metric": metric,
-                    "before": x,
-                    "after": y,
-                    "factor": y / x,
-                }
-            )
+    for rule in FIGURE_RULES:
+        x, y = ma.get(rule.figure), mb.get(rule.figure)
+        if rule.past(x, y, LINES[rule.option]):
+            entry = FIGURE_ENTRIES[rule.shows_in](rule.figure, x, y)
+            getattr(out, rule.shows_in).append({"case": case, "mode": mode, **entry})
     judged: PerfJudgement | None = None
     if both_pass:  # a step time is comparable only when both runs ran the whole ladder
         judged = judge(ma, mb)
@@ -275,25 +270,6 @@ def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pas
                         judged.test,
                     )
                 )
-    for metric in COMPILE_METRICS:
-        x, y = ma.get(metric), mb.get(metric)
-        if x and y and (y / x > COMPILE_RATIO or x / y > COMPILE_RATIO):
-            out.compile.append(
-                {
-                    "case": case,
-                    "mode": mode,
-                    "metric": metric,
-                    "before_s": x,
-                    "after_s": y,
-                    "ratio": y / x,
-                    "verdict": "slower" if y > x else "faster",
-                }
-            )
-    x, y = ma.get("perf_peak_bytes"), mb.get("perf_peak_bytes")
-    if x and y and (y / x > MEMORY_RATIO or x / y > MEMORY_RATIO):
-        out.memory.append(
-            {"case": case, "mode": mode, "before_bytes": x, "after_bytes": y, "ratio": y / x}
-        )
     return judged is not None
 
 

@@ -76,16 +76,76 @@ def row(result: dict) -> list:
     ]
 
 
+def _interleaved_eager(measured: list[dict]) -> dict[str, tuple[dict, list | None]]:
+    """case -> (the compile task's eager side, why it is noisy) where that task timed eager in
+    the same interleaved rounds as compiled (``findings.perf.sides.eager``)."""
+    found = {}
+    for r in measured:
+        info = (r.get("findings") or {}).get("perf") or {}
+        side = (info.get("sides") or {}).get("eager") or {}
+        if r["mode"] == "compile" and side.get("median_ms"):
+            found[r["case"]] = (side, (info.get("noisy") or {}).get("eager"))
+    return found
+
+
+def _scaled(cell, factor: float):
+    """A rate cell (tokens/s, TFLOP/s, MFU: each inversely proportional to the step time) at
+    another step time; text (``no peak``) stays."""
+    if isinstance(cell, Annotated) and isinstance(cell.value, (int, float)):
+        return Annotated(cell.value * factor, cell.note)
+    if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+        return cell * factor
+    return cell
+
+
+def _eager_from_compile_rounds(measured: list[dict], rows: list[list]) -> list[str]:
+    """The eager row of a case that was also compiled shows the eager side of the compile
+    task's interleaved rounds (median, p10-p90, CV, n, and the rates at that median), so the
+    eager and compiled rows side by side are one measurement and never contradict; the eager
+    task's own figures stay in its record. Returns, per case whose two eager measurements
+    disagree, a note with the one not shown."""
+    rounds = _interleaved_eager(measured)
+    said = []
+    for r, cells in zip(measured, rows, strict=True):
+        if r["mode"] != "eager" or r["case"] not in rounds:
+            continue
+        side, why = rounds[r["case"]]
+        own = cells[2]
+        factor = own / side["median_ms"] if isinstance(own, (int, float)) and own else None
+        cells[2] = Annotated(side["median_ms"], "interleaved with compiled")
+        has_span = side.get("p10_ms") is not None and side.get("p90_ms") is not None
+        cells[3] = Span(side["p10_ms"], side["p90_ms"]) if has_span else None
+        cells[4], cells[5] = side.get("cv"), side.get("n")
+        for i in (6, 7, 8):
+            cells[i] = _scaled(cells[i], factor) if factor is not None else None
+        cells[11] = f"eager {', '.join(why)}" if why else None
+        m = r.get("metrics") or {}
+        low, high = m.get("perf_p10_ms"), m.get("perf_p90_ms")
+        if own is not None and not (
+            low is not None and high is not None and low <= side["median_ms"] <= high
+        ):
+            spread = f", p10-p90 {low:.3g}-{high:.3g}" if low is not None and high else ""
+            said.append(
+                f"{r['case']}: the eager row shows the eager rounds interleaved with compiled "
+                f"({side['median_ms']:.3g} ms); the eager task's own measurement ({own:.3g} ms"
+                f"{spread}) disagrees with them (the machine changed between the two tasks) "
+                "and is kept in its record, not shown as a row"
+            )
+    return said
+
+
 def _disagreeing(measured: list[dict]) -> dict[str, tuple[dict, float]]:
     """case -> (its eager row's metrics, the compile task's eager median) where the latter lies
-    outside the eager row's p10-p90: two measurements of one thing that disagree."""
+    outside the eager row's p10-p90 and the compile task recorded only that median (a record
+    from before the eager side was kept whole)."""
     eager = {r["case"]: r.get("metrics") or {} for r in measured if r["mode"] == "eager"}
+    whole = _interleaved_eager(measured)
     found = {}
     for r in measured:
         source = ((r.get("findings") or {}).get("perf") or {}).get("speedup_from") or {}
         m = eager.get(r["case"])
         there = source.get("eager_median_ms")
-        if r["mode"] != "compile" or m is None or there is None:
+        if r["mode"] != "compile" or m is None or there is None or r["case"] in whole:
             continue
         low, high = m.get("perf_p10_ms"), m.get("perf_p90_ms")
         if low is None or high is None or low <= there <= high:
@@ -95,9 +155,9 @@ def _disagreeing(measured: list[dict]) -> dict[str, tuple[dict, float]]:
 
 
 def disagreements(measured: list[dict]) -> list[str]:
-    """A case whose eager row and whose compile row's eager rounds disagree (the compile
-    task's eager median outside the eager row's p10-p90): said, with both figures, so the two
-    rows are never read as one measurement."""
+    """A case whose eager row and whose compile row's eager median disagree, in records that
+    kept only that median: said, with both figures, so the two rows are never read as one
+    measurement."""
     return [
         f"{case}: the eager row ({m.get('perf_median_ms', 0):.3g} ms, p10-p90 "
         f"{m['perf_p10_ms']:.3g}-{m['perf_p90_ms']:.3g}) and the eager rounds beside the "
@@ -108,9 +168,9 @@ def disagreements(measured: list[dict]) -> list[str]:
 
 
 def _label_own_task(measured: list[dict], rows: list[list]) -> None:
-    """An eager row that disagrees with its case's compile rounds says, in its median cell,
-    that it is a task of its own and what the compile task's eager rounds gave: the table
-    never shows two eager figures of one case as one measurement."""
+    """In records that kept only the compile task's eager median: an eager row that disagrees
+    with it says, in its median cell, that it is a task of its own and what the compile task's
+    eager rounds gave."""
     disagreeing = _disagreeing(measured)
     for r, cells in zip(measured, rows, strict=True):
         if r["mode"] == "eager" and r["case"] in disagreeing and cells[2] is not None:
@@ -123,6 +183,7 @@ def build(run: dict, results: list[dict]) -> View | None:
     if not measured:
         return None
     rows = [row(r) for r in measured]
+    replaced = _eager_from_compile_rounds(measured, rows)
     _label_own_task(measured, rows)
     infos = [r["findings"]["perf"] or {} for r in measured]
     kinds = sorted({(i.get("step_kind") or "?") for i in infos})
@@ -136,8 +197,17 @@ def build(run: dict, results: list[dict]) -> View | None:
     if any(r["mode"] == "compile" and "perf_speedup" in (r.get("metrics") or {}) for r in measured):
         notes.append(
             "speedup = eager median / compiled median of the compile row's own "
-            "interleaved rounds (in brackets); the eager row is a separate measurement"
+            "interleaved rounds (in brackets)"
+            + (
+                "; an eager row marked 'interleaved with compiled' shows those same eager rounds"
+                if any(
+                    r["mode"] == "eager" and r["case"] in _interleaved_eager(measured)
+                    for r in measured
+                )
+                else "; the eager row is a separate measurement"
+            )
         )
+    notes += replaced
     notes += disagreements(measured)
     if any(r[8] == NO_PEAK for r in rows):
         notes.append(

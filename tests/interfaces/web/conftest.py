@@ -2,8 +2,11 @@
 
 ``smoke_kb``: two real runs of the smoke suite on simdev (the reference device, so placement
 finds host ops), one with every probe, one with a planted wrong kernel (newly failing cases to
-compare). ``browser``: Debian's Chromium driven by Playwright, one per session; a missing
-browser fails the tests (it is installed by .ci/run), never skips them.
+compare): about two and a half minutes on 2 cores, so the tests on it are slow ones.
+``recorded_kb``: two runs written through the store (tests/kb.py, shapes as the probes write
+them), one with a newly failing case: what the default run's browser tests read. ``browser``:
+Debian's Chromium driven by Playwright, one per session; a missing browser fails the tests (it
+is installed by .ci/run), never skips them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests import kb
 from tests.conftest import TORCHPORT, torchport
 
 # As root Chromium needs --no-sandbox; the networking switches keep it from calling home on
@@ -67,10 +71,33 @@ def smoke_kb(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="session")
+def recorded_kb(tmp_path_factory) -> dict:
+    db = kb.build(tmp_path_factory.mktemp("webkb-recorded") / "kb.db", labels={"release": "a"})
+    wrong = {"type": "AccuracyError", "message": "outside tolerance: logits"}
+    failing = [
+        dict(r, status="accuracy_fail", stage="parity", error=wrong)
+        if r["case"] == "smoke/mlp"  # passes in r1: newly failing in r2
+        else r
+        for r in kb.results()
+    ]
+    kb.build(db, run_id="r2", labels={"release": "b"}, results_=failing)
+    return {"db": db, "a": "r1", "b": "r2"}
+
+
+@pytest.fixture(scope="session")
 def server(smoke_kb):
     """``torchport serve`` as a user starts it, on a free port; yields its URL."""
+    yield from _serve(smoke_kb["db"])
+
+
+@pytest.fixture(scope="session")
+def recorded_server(recorded_kb):
+    yield from _serve(recorded_kb["db"])
+
+
+def _serve(db):
     proc = subprocess.Popen(
-        [TORCHPORT, "serve", "--db", smoke_kb["db"], "--port", "0"],
+        [TORCHPORT, "serve", "--db", db, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

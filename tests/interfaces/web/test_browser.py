@@ -1,7 +1,10 @@
-"""The dashboard in a real browser (Debian's Chromium through Playwright) over a knowledge
-base made by two real smoke runs: click from the runs to a run to a case to a comparison, every
-page's tables equal its JSON twin, the plots are drawn, and nothing is fetched from outside
-this machine (such requests are aborted and recorded). The one-file report is opened from disk.
+"""The dashboard in a real browser (Debian's Chromium through Playwright): click from the runs to
+a run to a case to a comparison, every page's tables equal its JSON twin, the plots are drawn,
+and nothing is fetched from outside this machine (such requests are aborted and recorded). The
+one-file report is opened from disk.
+
+The default run reads a knowledge base written through the store (``recorded_kb``); the same
+checks over one made by two real smoke runs (``smoke_kb``, minutes to make) are slow tests.
 
 ``TORCHPORT_SCREENSHOT=docs/img/run-page.png`` keeps a screenshot of the run page (README).
 """
@@ -94,6 +97,8 @@ def check_charts(tab, twin: dict) -> None:
         assert all(painted) if chart["kind"] == "points" else any(painted), (chart["id"], drawn)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_click_runs_run_case_compare(tab, server, smoke_kb):
     a, b = smoke_kb["a"], smoke_kb["b"]
     page = tab.page
@@ -130,6 +135,8 @@ def test_click_runs_run_case_compare(tab, server, smoke_kb):
     assert all(url.startswith(server) for url in tab.requested), tab.requested
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 @pytest.mark.parametrize(
     "path",
     [
@@ -145,22 +152,66 @@ def test_other_pages_equal_their_twins(tab, server, smoke_kb, path):
     assert twin["views"], path
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_op_page_names_the_cases_and_runs(tab, server, smoke_kb):
     twin = check_page(tab, server + "/ops/cumsum")
     assert [row[0] for row in twin["views"]["runs"]["rows"]] == [smoke_kb["a"]]
     assert {row[0] for row in twin["views"]["results"]["rows"]} == {"hf/llama"}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the first to ask builds smoke_kb: two real runs
 def test_report_opens_from_disk_and_fetches_nothing(tab, smoke_kb, tmp_path):
+    check_report(tab, smoke_kb, tmp_path)
+
+
+def test_recorded_kb_click_runs_run_case_compare(tab, recorded_server, recorded_kb):
+    a, b = recorded_kb["a"], recorded_kb["b"]
+    page = tab.page
+    runs = check_page(tab, recorded_server + "/")
+    assert [row[0] for row in runs["views"]["runs"]["rows"]] == [b, a]
+
+    page.click(f'section[data-view="runs"] a[href="/runs/{a}"]')
+    page.wait_for_url(f"**/runs/{a}")
+    run = check_page(tab)
+    assert {"matrix", "coverage", "placement", "compile", "perf", "train"} <= set(run["views"])
+    assert page.locator('section[data-view="matrix"] td.gr-fallback').count() >= 1
+
+    page.click('section[data-view="matrix"] a[href="/cases/smoke/mlp"]')
+    page.wait_for_url("**/cases/smoke/mlp")
+    case = check_page(tab)
+    assert [row[0] for row in case["views"]["history"]["rows"]] == [a, a, b, b]
+    assert case["latest_failure"]["status"] == "accuracy_fail"
+
+    page.click(f'a.compare-link[href="/compare?a={a}&b={b}"]')
+    page.wait_for_url("**/compare?*")
+    compared = check_page(tab)
+    failing = compared["views"]["newly-failing"]["rows"]
+    assert {(row[0], row[1]) for row in failing} == {
+        ("smoke/mlp", "eager"),
+        ("smoke/mlp", "compile"),
+    }
+    assert all(url.startswith(recorded_server) for url in tab.requested), tab.requested
+
+
+@pytest.mark.parametrize(
+    "path", ["/?device=cpu&label=release%3Db", "/runs/r2", "/ops/cumsum", "/search?q=llama"]
+)
+def test_recorded_kb_pages_equal_their_twins(tab, recorded_server, path):
+    twin = check_page(tab, recorded_server + path)
+    assert twin["views"], path
+
+
+def test_recorded_kb_report_opens_from_disk_and_fetches_nothing(tab, recorded_kb, tmp_path):
+    check_report(tab, recorded_kb, tmp_path)
+
+
+def check_report(tab, kb: dict, tmp_path) -> None:
+    """``torchport report`` of run b compared with a, opened from disk: both pages, plots drawn,
+    nothing fetched."""
     out = torchport(
-        "report",
-        smoke_kb["b"],
-        "--compare",
-        smoke_kb["a"],
-        "-o",
-        tmp_path / "r.html",
-        "--db",
-        smoke_kb["db"],
+        "report", kb["b"], "--compare", kb["a"], "-o", tmp_path / "r.html", "--db", kb["db"]
     )
     assert out.returncode == 0, out.stderr
     tab.page.goto((tmp_path / "r.html").as_uri())

@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 
@@ -17,9 +16,7 @@ import pytest
 
 from tests import kb
 from tests.conftest import TORCHPORT, torchport
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks"))
-from web_pages import whole_run_kb  # noqa: E402  (synthetic hf results, as the benchmark's)
+from tests.synthetic_kb import whole_run_kb  # synthetic hf results, as benchmarks/web_pages.py's
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,6 @@ from torchport.interfaces.cli.common import (
 DEFAULT_LIMIT = 200
 
 
-def print_results(results) -> None:
-    from torchport.interfaces.render import make_console, print_view
-    from torchport.views.listing import results_view
-
-    print_view(make_console(), results_view(results))
-
-
 def echo_json_stream(items) -> None:
     """A JSON array written item by item: a page of any size never sits in memory twice."""
     import json

@@ -52,6 +52,23 @@ def _integers(flag: str, value: str | None) -> tuple[int, ...]:
         ) from None
 
 
+class ProbesOption(click.Option):
+    """``--probes``: its help names the registered probes (entry points) and the defaults
+    from api, read only when help is shown, so a run does not scan for them."""
+
+    def get_help_record(self, ctx):
+        from torchport.api import DEFAULT_PROBES, GENERATE_PROBES
+        from torchport.probes.registry import probe_names
+
+        self.help = (
+            f"Probes besides the ladder, comma-separated: {', '.join(probe_names())} "
+            f"(default: {', '.join(p for p in DEFAULT_PROBES if p != 'placement')}, and "
+            "placement off the CPU; "
+            f"--scenario generate: {', '.join(GENERATE_PROBES)}); 'none' for the ladder alone."
+        )
+        return super().get_help_record(ctx)
+
+
 @click.command("run")
 @click.option("--suite", default=None, help="Suite to run (default smoke; 'torchport suites').")
 @click.option("--cases", "cases", multiple=True, help="Case id globs, comma-separated.")
@@ -111,13 +128,7 @@ def _integers(flag: str, value: str | None) -> tuple[int, ...]:
     help="generate: batch sizes to measure, comma-separated (default 1,8 on the host, "
     "1,8,64 on an accelerator, a batch past 8 kept only if it fits).",
 )
-@click.option(
-    "--probes",
-    default=None,
-    help="Probes besides the ladder, comma-separated: placement, perf, compile, "
-    "train, profile, flex (default: placement off-CPU, perf, flex for "
-    "FlexAttention cases); 'none' for the ladder alone.",
-)
+@click.option("--probes", default=None, cls=ProbesOption)
 @click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
 @click.option("--batch", default=None, type=int)
 @click.option("--seq", default=None, type=int)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# What `make test` needs beyond the venv, checked before any test runs. The browser tests drive
+# Debian's `chromium` (Playwright cannot download its own browser here). The PostgreSQL store
+# tests start their own server (scripts/pg_server.sh) from Debian's `postgresql` package or from
+# the `pgserver` wheel the test extra installs (or use the server TORCHPORT_TEST_PG_URL names).
+# Without them those tests would fail, never skip, after minutes of other tests: say so at once,
+# in one line, with the command that installs what is missing.
+#   scripts/test_needs.sh [PYTHON]   # PYTHON: the venv's, once it exists
+set -euo pipefail
+python=${1:-}
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ -z "${TORCHPORT_TEST_PG_URL:-}" ] && ! ls -d /usr/lib/postgresql/*/bin >/dev/null 2>&1; then
+    # Without Debian's package the venv's pgserver serves; before the venv exists, the install
+    # that follows brings it.
+    if [ -n "$python" ] && [ -x "$python" ] && ! "$python" -c 'import pgserver' 2>/dev/null; then
+        missing+=(postgresql)
+    fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo "
+    echo "make test: missing ${missing[*]} (system packages the browser and PostgreSQL tests use);" \
+        "install: ${sudo}apt-get install -y ${missing[*]}" >&2
+    exit 2
+fi
