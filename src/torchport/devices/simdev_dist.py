@@ -120,11 +120,15 @@ class SimcclProcessGroup(dist.ProcessGroup):
         for rank in range(self._size):
             data = self._store.get(f"{seq}/{rank}")
             got.append(_tensor(data) if data else None)
-        # the last rank to finish reading deletes the round's keys
+        # The last rank to finish reading deletes the round's data and says so; every rank
+        # waits for that word, so none leaves (and rank 0 cannot take the store down) while
+        # another still reads. The one-byte "done" keys stay.
         if self._store.add(f"{seq}/read", 1) == self._size:
             for rank in range(self._size):
                 self._store.delete_key(f"{seq}/{rank}")
             self._store.delete_key(f"{seq}/read")
+            self._store.set(f"{seq}/done", b"1")
+        self._store.get(f"{seq}/done")
         return got
 
     def _fault(self) -> str:

@@ -6,7 +6,7 @@ with the value computed on the CPU in float64 (exact for int64 and bool). A floa
 differ from the float64 value by the rounding of the sum: at most ``2 · world · eps(dtype) ·
 Σ|x_r|`` per element. What the backend refuses (it raises for a dtype, op or layout) is a
 ``skip`` row with the exception as its reason, except on the core rows (float32, contiguous,
-all_reduce sum, all_gather, broadcast): a backend that cannot do those fails.
+all_reduce sum, all_gather, broadcast) and barrier: a backend that cannot do those fails.
 
 Bandwidth: nccl-tests' definitions. algbw = bytes / time, busbw = algbw · factor with factor
 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast;
@@ -131,7 +131,9 @@ class Conformance:
             "rank": self.rank,
         }
         core = dtype == "float32" and layout == "contiguous" and op in ("", "sum")
-        core = core and collective in ("all_reduce", "all_gather", "broadcast")
+        core = (core and collective in ("all_reduce", "all_gather", "broadcast")) or (
+            collective == "barrier"
+        )
         label = f"{collective}{'(' + op + ')' if op else ''} {dtype} n={n} {layout}"
         self.progress(label)
         try:

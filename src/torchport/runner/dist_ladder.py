@@ -22,11 +22,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 
-from torchport.config import RunConfig
-from torchport.records.result import Result, error_note
+from torchport.records.result import error_note
 from torchport.runner.dist_launch import launch_world
+from torchport.runner.stages import StageRunner
 
 VERSION = 1
 SKIPPED_STATUSES = ("skip",)
@@ -67,21 +66,12 @@ def row_label(row: dict) -> str:
     return f"{row['collective']}{op} {row['dtype']} n={row['size']}{layout}".strip()
 
 
-class DistLadder:
-    def __init__(
-        self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
-    ):
-        self.case, self.mode, self.config, self.adapter, self.emit = (
-            case,
-            mode,
-            config,
-            adapter,
-            emit,
-        )
-        self.out = Result(case=case.id, case_version=case.version, mode=mode)
+class DistLadder(StageRunner):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.out.probe_versions["dist"] = VERSION
 
-    def run(self) -> dict:
+    def climb(self) -> None:
         spec, config = self.case.spec, self.config
         world_size = config.world_size
         launcher = "torchrun" if config.nnodes > 1 or config.rdzv_endpoint else "procs"
@@ -109,7 +99,7 @@ class DistLadder:
                     f"--world-size {world_size} is not a multiple of --nnodes {config.nnodes}",
                 ),
             )
-            return self.out.to_dict()
+            return
         self.emit({"event": "stage", "stage": "run"})
         out_dir = tempfile.mkdtemp(prefix="torchport-dist-")
         try:
@@ -117,7 +107,6 @@ class DistLadder:
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         self._judge(world)
-        return self.out.to_dict()
 
     def _launch(self, out_dir: str):
         config, spec = self.config, self.case.spec
