@@ -243,7 +243,7 @@ def test_gloo_ignores_strides_and_the_suite_says_so():
     result = _run(DistCase("dist/collectives_strided", spec))
     rows = {(r["collective"], r["status"]) for r in result["findings"]["dist_rows"]}
     # every strided row is checked; whichever are wrong are named in the verdict
-    assert {c for c, _ in rows} == {"all_reduce", "all_gather", "broadcast"}
+    assert {c for c, _ in rows} - {"barrier"} == {"all_reduce", "all_gather", "broadcast"}
     if result["status"] == "accuracy_fail":
         assert "strided" in result["error"]["message"]
 
