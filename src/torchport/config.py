@@ -37,6 +37,8 @@ INT_RANGES = {
     "train_steps": ("--train-steps", 0, 1_000_000),
     "jobs": ("--jobs", 1, 4096),
     "ray_retries": ("--ray-retries", 0, 1000),
+    "world_size": ("--world-size", 1, 4096),
+    "nnodes": ("--nnodes", 1, 4096),
 }
 LIST_MOST = 2**31 - 1  # each of --prompt-lengths, --gen-batches
 
@@ -45,6 +47,11 @@ def _unique(values: tuple) -> tuple:
     """``values`` in their order with repeats dropped (``--modes eager,eager`` is one mode:
     a plan with the same item twice could never be completed)."""
     return tuple(dict.fromkeys(values))
+
+
+def _host_port(value: str) -> bool:
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +93,12 @@ class RunConfig:
     executor: str = "local"
     ray_address: str | None = None
     ray_retries: int = 1
+    # dist cases: ranks in the world, the collective backend (None: the device's own), and for
+    # torchrun's rendezvous across machines the node count and the rendezvous HOST:PORT
+    world_size: int = 2
+    dist_backend: str | None = None
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
 
     def __post_init__(self):
         for name in ("modes", "cases", "exclude", "probes", "prompt_lengths", "gen_batches"):
@@ -157,6 +170,16 @@ class RunConfig:
             raise ConfigError("--ray-address needs --executor ray")
         if self.ray_retries < 0:
             raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
+        if self.world_size % self.nnodes:
+            raise ConfigError(
+                f"--world-size {self.world_size} must be a multiple of --nnodes {self.nnodes} "
+                "(the same number of ranks on every node)"
+            )
+        if self.rdzv_endpoint is not None and not _host_port(self.rdzv_endpoint):
+            raise ConfigError(
+                "--rdzv-endpoint must be HOST:PORT (e.g. 10.0.0.1:29400); "
+                f"got {self.rdzv_endpoint!r}"
+            )
         for name, (flag, least, most) in INT_RANGES.items():  # the bounds not checked above
             value = getattr(self, name)
             if value is not None and not least <= value <= most:

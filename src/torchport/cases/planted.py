@@ -20,6 +20,9 @@ orphan       starts a background process in the worker's group, then dies (crash
              process must not outlive the task's worker
 garbage_event writes a line that is not JSON on the worker's event channel (crash)
 forged_result reports a result for another case on the event channel (crash @record)
+dist_drop_rank, dist_chunk_order, dist_hang  faulty collectives of simdev's collective backend
+             (all_reduce without one rank, reduce_scatter's chunks misordered, a rank that
+             never completes): accuracy_fail / timeout naming the collective (cases/dist.py)
 last_layer_wrong  a tiny llama whose last decoder layer's output passes through an op whose
              kernel is right on the CPU and off by 2% of a shifted copy of its input on any
              other device (PrivateUse1: simdev, quirkdev): generation parity must catch it
@@ -340,4 +343,8 @@ def planted_suite() -> list[Case]:
         "fp32_grad_error": _fp32_grad_error,
         "last_layer_wrong": _last_layer_wrong,
     }
-    return [FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()]
+    from torchport.cases.dist import planted_dist_cases  # faulty collectives (dist ladder)
+
+    return [
+        FunctionCase(f"planted/{name}", fn, tags=("planted",)) for name, fn in fns.items()
+    ] + planted_dist_cases()

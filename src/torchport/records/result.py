@@ -128,6 +128,10 @@ class Result:
     def fail(self, status: str, stage: str, error: dict) -> None:
         self.status, self.stage, self.error = status, stage, error
 
+    def fail_at(self, stage: str, error: dict) -> None:
+        """Failed at a ladder stage: the status is that stage's (records/status.py)."""
+        self.fail(STAGE_STATUS[stage], stage, error)
+
     def fail_from(self, captured: Captured) -> None:
         assert captured.exc is not None
         self.fail(captured.status, captured.stage, error_value(captured.exc))

@@ -105,6 +105,9 @@ def collect() -> dict:
             ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
             warnings = []
         row = {"device": name, "usable": ok, "detail": reason, "versions": versions}
+        backends = _dist_backends(getattr(adapter, "torch_type", name)) if ok else []
+        if backends:
+            row["dist_backends"] = backends
         if warnings:
             row["warnings"] = warnings
         rows.append(row)
@@ -117,6 +120,35 @@ def collect() -> dict:
         "transformers": metadata.version("transformers"),
         "devices": rows,
     }
+
+
+def _dist_backends(device_type: str) -> list[str]:
+    """The collective backends that serve ``device_type`` here, its default first (what
+    ``--suite dist`` uses without ``--dist-backend``); simdev's own (simccl) included."""
+    try:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            return []
+        from torchport.devices.simdev_dist import register
+
+        register()
+        built_in = {
+            "gloo": dist.is_gloo_available(),
+            "nccl": dist.is_nccl_available(),
+            "mpi": dist.is_mpi_available(),
+            "ucc": dist.is_ucc_available(),
+            "xccl": getattr(dist, "is_xccl_available", lambda: False)(),
+        }
+        names = [
+            name
+            for name, devices in dist.Backend.backend_capability.items()
+            if device_type in devices and built_in.get(name, True) and name != "fake"
+        ]
+    except Exception:  # a torch without distributed pieces: nothing to list
+        return []
+    default = dist.Backend.default_device_backend_map.get(device_type)
+    return sorted(names, key=lambda n: (n != default, n))
 
 
 def _privateuse1_by_name(known: set[str]) -> list[dict]:

@@ -71,7 +71,7 @@ class GenerateLadder(Ladder):
             compiled = self.require("compile", lambda: self._compile_steps(setup, batch, length))
             info["compile"] = compiled
             if compiled["outcome"]["graphs_to_backend"] == 0:  # rule 9: a graph reached it
-                self.stop("compile_fail", "compile", error_note("NotCompiled", "no graph"))
+                self.stop_at("compile", error_note("NotCompiled", "no graph"))
             result = self.require(
                 "compiled_run", lambda: self._generation(setup, "compiled", batch, length)
             )
@@ -79,7 +79,7 @@ class GenerateLadder(Ladder):
         reference = self.require("reference", lambda: self._generation_reference(size))
         ok, report = self.stage("parity", lambda: self._token_parity(result, reference))
         if ok and not report.ok:
-            self.out.fail("accuracy_fail", "parity", error_note("ParityMismatch", report.message()))
+            self.out.fail_at("parity", error_note("ParityMismatch", report.message()))
         side = "compiled" if self.mode == "compile" else "eager"
         self._probes(
             self._subject(

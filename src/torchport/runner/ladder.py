@@ -107,7 +107,7 @@ class Ladder(StageRunner):
             if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
                 reason = outcome.reason()
                 self.out.findings["compile_outcome"]["verdict"] = reason
-                self.stop("compile_fail", "compile", error_note("NotCompiled", reason))
+                self.stop_at("compile", error_note("NotCompiled", reason))
             result = self.require("compiled_run", lambda: self._outputs(compared_step))
             # Masked dropout calls and comparable draws are graph breaks the user's program
             # does not have: then the compile probe measures the cold compile in a child of
@@ -130,8 +130,7 @@ class Ladder(StageRunner):
         if ok and report.ok and workload.trains and custom_functions.calls:
             self._custom_backward(custom_functions)
         if ok and not report.ok:
-            self.out.fail(
-                "accuracy_fail",
+            self.out.fail_at(
                 "parity",
                 error_note(
                     "ParityMismatch",
@@ -258,8 +257,7 @@ class Ladder(StageRunner):
             self.out.findings.setdefault("notes", []).append(seen.unrecorded)
         wrong = [c for c in checked if c["ok"] is False]
         if wrong:
-            self.out.fail(
-                "accuracy_fail",
+            self.out.fail_at(
                 "parity",
                 error_note(
                     "CustomBackwardMismatch",
@@ -404,7 +402,7 @@ class Ladder(StageRunner):
             )
         except compile_backend.NoCompileBackend as exc:
             self.emit({"event": "stage", "stage": "compile"})
-            self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
+            self.stop_at("compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
         if self.backend.name == "inductor":
             # loaded here, outside the timed compile, so that compared steps can set its

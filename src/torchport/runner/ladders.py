@@ -19,6 +19,7 @@ LADDERS = {
     "op": "torchport.runner.op_ladder:OpLadder",  # ops suite: a task per op, many samples
     "kernel": "torchport.runner.kernel_ladder:KernelLadder",  # a replacement's A/B
     "generate": "torchport.runner.generate_ladder:GenerateLadder",
+    "dist": "torchport.runner.dist_ladder:DistLadder",  # dist suite: a world of N ranks
 }
 SCENARIO_LADDERS = {"generate": "generate"}
 

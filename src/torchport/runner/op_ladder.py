@@ -27,7 +27,8 @@ from typing import NoReturn
 
 from torchport.config import RunConfig
 from torchport.probes import placement
-from torchport.records.result import error_value, is_oom
+from torchport.records.result import classify, error_value, is_oom
+from torchport.records.status import STAGE_STATUS
 from torchport.records.status import grade as grade_rule
 from torchport.runner.stages import StageRunner, Stop
 from torchport.timing import clock
@@ -112,7 +113,7 @@ class OpLadder(StageRunner):
             cpu_dtypes = opinfo.dtype_names(op, "cpu")
             device_dtypes = opinfo.dtype_names(op, device_type)
         except Exception as exc:
-            self.out.fail("build_fail", "build", error_value(exc))
+            self.out.fail_at("build", error_value(exc))
             return
         self.out.findings["aten_name"] = op.aten_name
         if case.dtype not in cpu_dtypes:
@@ -143,8 +144,7 @@ class OpLadder(StageRunner):
             samples = self._samples(op, backward)
         except Exception as exc:
             self.out.durations["build_s"] = clock() - start
-            status = "oom" if is_oom(exc) else "build_fail"
-            self.out.fail(status, "build", error_value(exc))
+            self.out.fail(classify("build", exc), "build", error_value(exc))  # oom or build_fail
             return
         self.out.durations["build_s"] = clock() - start
         if not samples:
@@ -403,7 +403,8 @@ class OpLadder(StageRunner):
         if self.failures:
             first = self.failures[0]
             errors = counts["failed_error"]
-            status, stage = ("eager_fail", "run") if errors else ("accuracy_fail", "parity")
+            stage = "run" if errors else "parity"  # its status: records/status.py STAGE_STATUS
+            status = STAGE_STATUS[stage]
             wanted = "error" if errors else "mismatch"
             chosen = next((f for f in self.failures if f["kind"] == wanted), first)
             out.status, out.stage = status, stage

@@ -85,6 +85,11 @@ class StageRunner:
         self.out.fail(status, stage, error)
         raise Stop
 
+    def stop_at(self, stage: str, error: dict) -> NoReturn:
+        """Stop with the status a failure at ``stage`` gets (records/status.py STAGE_STATUS)."""
+        self.out.fail_at(stage, error)
+        raise Stop
+
     def skip(self, result: Result) -> NoReturn:
         self.out = result
         raise Stop

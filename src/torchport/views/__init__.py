@@ -34,6 +34,9 @@ BUILTIN_ORDER = (
     "kernels_fast_p",
     "hotspots",
     "hotspots_modules",
+    "dist",
+    "dist_bandwidth",
+    "dist_training",
 )
 
 

@@ -81,7 +81,7 @@ LIST_READS = {
     "parity": PARITY_FIGURES,
     "perf": ("perf",),
     "compile": COMPILE_FIGURES,
-    "memory": ("perf_peak_bytes",),
+    "memory": tuple(r.figure for r in FIGURE_RULES if r.shows_in == "memory"),
 }
 
 
@@ -454,13 +454,14 @@ def _first_pairs(
     counted = {v: decided[v] for v in (SLOWER, FASTER, NOT_JUDGED)}
     counted[WITHIN] = timed - sum(counted.values())
     out.perf_verdicts = {v: n for v, n in counted.items() if n}
+    figures = {name: sum(decided[m] for m in LIST_READS[name]) for name in FIGURE_ENTRIES}
     out.totals = {
         "newly_passing": decided["newly_passing"],
         "newly_failing": decided["newly_failing"],
         "failure_changed": decided["failure_changed"],
-        "parity": sum(decided[m] for m in PARITY_METRICS),
+        "parity": figures["parity"],
         "perf": decided[SLOWER] + decided[FASTER],
-        "compile": sum(decided[m] for m in COMPILE_METRICS),
-        "memory": decided["perf_peak_bytes"],
+        "compile": figures["compile"],
+        "memory": figures["memory"],
     }
     return got

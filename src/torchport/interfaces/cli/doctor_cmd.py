@@ -42,5 +42,10 @@ def command(as_json):
             else ""
         )
         click.echo(f"  {mark} {row['device']:<8} {row['detail']}{extra}")
+        if row.get("dist_backends"):
+            click.echo(
+                f"       {'':<8} collectives: {row['dist_backends'][0]} (default)"
+                + "".join(f", {b}" for b in row["dist_backends"][1:])
+            )
         for warning in row.get("warnings", ()):
             click.echo(f"  warning ({row['device']}): {warning}")

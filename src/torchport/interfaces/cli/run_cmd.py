@@ -179,6 +179,33 @@ class ProbesOption(click.Option):
     type=int,
     help="Times a task whose Ray worker or node was lost is run again.",
 )
+@click.option(
+    "--world-size",
+    default=2,
+    show_default=True,
+    type=int,
+    help="dist cases: ranks in the world (over all nodes).",
+)
+@click.option(
+    "--dist-backend",
+    default=None,
+    metavar="NAME",
+    help="dist cases: the collective backend (default: the device's own: gloo, nccl, xccl...).",
+)
+@click.option(
+    "--nnodes",
+    default=1,
+    show_default=True,
+    type=int,
+    help="dist cases: nodes, through torchrun's rendezvous (all on this host without "
+    "--rdzv-endpoint).",
+)
+@click.option(
+    "--rdzv-endpoint",
+    default=None,
+    metavar="HOST:PORT",
+    help="dist cases: torchrun's c10d rendezvous to join; run the same command on every node.",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE")
 @click.option(
     "--resume",
@@ -220,6 +247,10 @@ def command(
     executor_name,
     ray_address,
     ray_retries,
+    world_size,
+    dist_backend,
+    nnodes,
+    rdzv_endpoint,
     labels,
     resume,
     db,
@@ -274,6 +305,10 @@ def command(
                 executor=executor_name,
                 ray_address=ray_address,
                 ray_retries=ray_retries,
+                world_size=world_size,
+                dist_backend=dist_backend,
+                nnodes=nnodes,
+                rdzv_endpoint=rdzv_endpoint,
             )
             label_map = _labels(labels)
             if config.executor == "local":  # a Ray cluster's devices are checked on its nodes

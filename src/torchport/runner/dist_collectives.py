@@ -1,0 +1,408 @@
+"""Collective conformance and bandwidth, as run by each rank of a dist case.
+
+Conformance: every rank makes every rank's input from the seed (so each knows the whole world's
+inputs without communicating), runs the collective on the device, and compares its own output
+with the value computed on the CPU in float64 (exact for int64 and bool). A float result may
+differ from the float64 value by the rounding of the sum: at most ``2 · world · eps(dtype) ·
+Σ|x_r|`` per element. What the backend refuses (it raises for a dtype, op or layout) is a
+``skip`` row with the exception as its reason, except on the core rows (float32, contiguous,
+all_reduce sum, all_gather, broadcast) and barrier: a backend that cannot do those fails.
+
+Bandwidth: nccl-tests' definitions. algbw = bytes / time, busbw = algbw · factor with factor
+2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast;
+bytes is the size of the largest buffer (the gathered output, the scattered input). Each round
+times ``iters`` calls between device synchronisations after a barrier; the slowest rank's time
+counts (an all_reduce MAX outside the timed region); rounds interleave the collectives.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from torchport.timing import Summary, clock, round_order
+
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+REDUCE_OPS = ("sum", "avg", "max", "min", "product")
+BUS_FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather_into_tensor": lambda n: (n - 1) / n,
+    "reduce_scatter_tensor": lambda n: (n - 1) / n,
+    "all_to_all_single": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+
+
+def _op(name: str):
+    return getattr(dist.ReduceOp, name.upper())
+
+
+def make_input(seed: int, rank: int, n: int, dtype: str, *, positive: bool = False):
+    """Rank ``rank``'s input of ``n`` elements: float64 values exactly representable in
+    ``dtype`` (so the float64 reference sees what the device saw)."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + rank * 7919 + n)
+    if dtype == "bool":
+        return torch.rand(n, generator=g, dtype=torch.float64) > 0.5
+    if dtype == "int64":
+        if positive:
+            return torch.randint(1, 4, (n,), generator=g, dtype=torch.int64)
+        return torch.randint(-1000, 1000, (n,), generator=g, dtype=torch.int64)
+    if positive:  # products stay near 1
+        values = 0.75 + 0.5 * torch.rand(n, generator=g, dtype=torch.float64)
+    else:
+        values = torch.randn(n, generator=g, dtype=torch.float64)
+    return values.to(DTYPES[dtype]).to(torch.float64)
+
+
+def reduce_f64(values: list[torch.Tensor], op: str, dtype: str) -> torch.Tensor:
+    """The reduction over ranks computed on the CPU in float64 (int64/bool exactly)."""
+    stacked = torch.stack(values)
+    if dtype == "bool":
+        return stacked.any(0) if op in ("sum", "max") else stacked.all(0)
+    if op == "sum":
+        return stacked.sum(0)
+    if op == "avg":
+        return stacked.sum(0) / len(values) if dtype != "int64" else stacked.sum(0) // len(values)
+    if op == "product":
+        return stacked.prod(0)
+    return stacked.amax(0) if op == "max" else stacked.amin(0)
+
+
+def compare(got: torch.Tensor, want: torch.Tensor, dtype: str, bound: torch.Tensor | None):
+    """(ok, worst absolute error) of ``got`` (any device) against the float64 ``want``."""
+    got64 = got.detach().to("cpu").reshape(-1)
+    want = want.reshape(-1)
+    if dtype in ("int64", "bool"):
+        ok = got64.shape == want.shape and bool(torch.equal(got64.to(want.dtype), want))
+        wrong = (got64.to(want.dtype) != want).sum().item() if got64.shape == want.shape else -1
+        return ok, float(wrong)
+    got64 = got64.to(torch.float64)
+    if got64.shape != want.shape:
+        return False, float("inf")
+    err = (got64 - want).abs()
+    worst = float(err.max()) if err.numel() else 0.0
+    if bound is None:
+        return bool(torch.equal(got64, want)), worst
+    return bool((err <= bound).all()), worst
+
+
+def float_bound(values: list[torch.Tensor], dtype: str) -> torch.Tensor | None:
+    if dtype in ("int64", "bool"):
+        return None
+    eps = torch.finfo(DTYPES[dtype]).eps
+    world = len(values)
+    return 2 * world * eps * torch.stack(values).abs().sum(0) + torch.finfo(DTYPES[dtype]).tiny
+
+
+class Conformance:
+    """Runs every (collective, op, dtype, size, layout) row on this rank."""
+
+    def __init__(self, *, rank: int, world: int, device: str, seed: int, sync, progress):
+        self.rank, self.world, self.device, self.seed = rank, world, device, seed
+        self.sync, self.progress = sync, progress
+        self.rows: list[dict] = []
+
+    def _dev(self, values: torch.Tensor, dtype: str, *, strided: bool = False) -> torch.Tensor:
+        """``values`` (float64 or bool/int64 on the CPU) as a ``dtype`` tensor on the device;
+        ``strided``: a non-contiguous view (every other element of a twice-as-long buffer)."""
+        tensor = values.to(DTYPES[dtype], copy=True)  # never the reference's own storage
+        if strided:
+            wide = torch.zeros(tensor.numel() * 2, dtype=tensor.dtype)
+            wide[::2] = tensor
+            return wide.to(self.device)[::2]
+        return tensor.to(self.device)
+
+    def _row(self, collective, op, dtype, n, layout, fn: Callable[[], tuple[bool, float]]):
+        row = {
+            "collective": collective,
+            "op": op,
+            "dtype": dtype,
+            "size": n,
+            "layout": layout,
+            "rank": self.rank,
+        }
+        core = dtype == "float32" and layout == "contiguous" and op in ("", "sum")
+        core = (core and collective in ("all_reduce", "all_gather", "broadcast")) or (
+            collective == "barrier"
+        )
+        label = f"{collective}{'(' + op + ')' if op else ''} {dtype} n={n} {layout}"
+        self.progress(label)
+        try:
+            ok, worst = fn()
+            self.sync()
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+            if core:
+                row.update(status="error", reason=reason, traceback=traceback.format_exc()[-3000:])
+            else:
+                row.update(status="skip", reason=f"the backend refused it: {reason}")
+            self.rows.append(row)
+            return
+        row.update(status="pass" if ok else "fail", max_abs_err=worst)
+        self.rows.append(row)
+
+    def inputs(self, n: int, dtype: str, *, positive: bool = False) -> list[torch.Tensor]:
+        return [make_input(self.seed, r, n, dtype, positive=positive) for r in range(self.world)]
+
+    # -- the collectives ------------------------------------------------------------------
+    def all_reduce(self, n: int, dtype: str, op: str, layout: str):
+        def run():
+            values = self.inputs(n, dtype, positive=op == "product")
+            tensor = self._dev(values[self.rank], dtype, strided=layout == "strided")
+            dist.all_reduce(tensor, op=_op(op))
+            bound = float_bound(values, dtype)
+            if bound is not None and op in ("max", "min"):
+                bound = None  # exact: a max is one of the inputs
+            elif bound is not None and op == "avg":
+                bound = bound / self.world + torch.finfo(DTYPES[dtype]).eps
+            elif bound is not None and op == "product":
+                bound = (
+                    2
+                    * self.world
+                    * torch.finfo(DTYPES[dtype]).eps
+                    * reduce_f64([v.abs() for v in values], "product", dtype)
+                )
+            return compare(tensor, reduce_f64(values, op, dtype), dtype, bound)
+
+        self._row("all_reduce", op, dtype, n, layout, run)
+
+    def all_gather(self, n: int, dtype: str, layout: str):
+        def run():
+            values = self.inputs(n, dtype)
+            outs = [self._dev(torch.zeros(n, dtype=values[0].dtype), dtype) for _ in values]
+            dist.all_gather(outs, self._dev(values[self.rank], dtype, strided=layout == "strided"))
+            return compare(torch.cat([o.to("cpu") for o in outs]), torch.cat(values), dtype, None)
+
+        self._row("all_gather", "", dtype, n, layout, run)
+
+    def all_gather_into_tensor(self, n: int, dtype: str):
+        def run():
+            values = self.inputs(n, dtype)
+            out = self._dev(torch.zeros(n * self.world, dtype=values[0].dtype), dtype)
+            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+            gather(out, self._dev(values[self.rank], dtype))
+            return compare(out, torch.cat(values), dtype, None)
+
+        self._row("all_gather_into_tensor", "", dtype, n, "contiguous", run)
+
+    def _scattered_want(self, n: int, dtype: str):
+        # each rank contributes world chunks of n; rank r receives the sum of chunk r
+        values = self.inputs(n * self.world, dtype)
+        mine = [v.reshape(self.world, n)[self.rank] for v in values]
+        return values, mine
+
+    def reduce_scatter(self, n: int, dtype: str):
+        def run():
+            values, mine = self._scattered_want(n, dtype)
+            chunks = [self._dev(c, dtype) for c in values[self.rank].reshape(self.world, n)]
+            out = self._dev(torch.zeros(n, dtype=values[0].dtype), dtype)
+            dist.reduce_scatter(out, chunks, op=dist.ReduceOp.SUM)
+            return compare(out, reduce_f64(mine, "sum", dtype), dtype, float_bound(mine, dtype))
+
+        self._row("reduce_scatter", "sum", dtype, n, "contiguous", run)
+
+    def reduce_scatter_tensor(self, n: int, dtype: str):
+        def run():
+            values, mine = self._scattered_want(n, dtype)
+            out = self._dev(torch.zeros(n, dtype=values[0].dtype), dtype)
+            scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+            scatter(out, self._dev(values[self.rank], dtype), op=dist.ReduceOp.SUM)
+            return compare(out, reduce_f64(mine, "sum", dtype), dtype, float_bound(mine, dtype))
+
+        self._row("reduce_scatter_tensor", "sum", dtype, n, "contiguous", run)
+
+    def broadcast(self, n: int, dtype: str, layout: str):
+        root = self.world - 1  # not rank 0: a backend that ignores the root is caught
+
+        def run():
+            values = self.inputs(n, dtype)
+            tensor = self._dev(values[self.rank], dtype, strided=layout == "strided")
+            dist.broadcast(tensor, src=root)
+            return compare(tensor, values[root], dtype, None)
+
+        self._row("broadcast", "", dtype, n, layout, run)
+
+    def all_to_all_single(self, n: int, dtype: str):
+        def run():
+            values = self.inputs(n * self.world, dtype)
+            out = self._dev(torch.zeros(n * self.world, dtype=values[0].dtype), dtype)
+            dist.all_to_all_single(out, self._dev(values[self.rank], dtype))
+            want = torch.cat([v.reshape(self.world, n)[self.rank] for v in values])
+            return compare(out, want, dtype, None)
+
+        self._row("all_to_all_single", "", dtype, n, "contiguous", run)
+
+    def send_recv(self, n: int, dtype: str):
+        """A ring: each rank sends to the next and receives from the previous."""
+
+        def run():
+            values = self.inputs(n, dtype)
+            nxt, prev = (self.rank + 1) % self.world, (self.rank - 1) % self.world
+            out = self._dev(torch.zeros(n, dtype=values[0].dtype), dtype)
+            works = [
+                dist.isend(self._dev(values[self.rank], dtype), nxt),
+                dist.irecv(out, prev),
+            ]
+            for work in works:
+                work.wait()
+            return compare(out, values[prev], dtype, None)
+
+        self._row("send_recv", "", dtype, n, "contiguous", run)
+
+    def barrier(self):
+        def run():
+            dist.barrier()
+            return True, 0.0
+
+        self._row("barrier", "", "", 0, "", run)
+
+    def run_all(self, sizes, dtypes, layouts=("contiguous",)) -> list[dict]:
+        """Every row at every dtype and size; ``strided``: the collectives that take one
+        input tensor (all_reduce, all_gather, broadcast) on a non-contiguous view."""
+        self.barrier()
+        for dtype in dtypes:
+            for n in sizes:
+                ops = ("max", "min") if dtype == "bool" else REDUCE_OPS
+                if "contiguous" in layouts:
+                    for op in ops:
+                        self.all_reduce(n, dtype, op, "contiguous")
+                    self.all_gather(n, dtype, "contiguous")
+                    self.all_gather_into_tensor(n, dtype)
+                    if dtype != "bool":
+                        self.reduce_scatter(n, dtype)
+                        self.reduce_scatter_tensor(n, dtype)
+                    self.broadcast(n, dtype, "contiguous")
+                    self.all_to_all_single(n, dtype)
+                    self.send_recv(n, dtype)
+                if "strided" in layouts and n > 1:
+                    self.all_reduce(n, dtype, "max" if dtype == "bool" else "sum", "strided")
+                    self.all_gather(n, dtype, "strided")
+                    self.broadcast(n, dtype, "strided")
+        self.barrier()
+        return self.rows
+
+
+def _bandwidth_calls(n: int, world: int, device: str) -> dict:
+    """name -> (call, bytes) for ``n`` float32 elements per rank; bytes is the largest
+    buffer, as nccl-tests counts it (the gathered output, the scattered input)."""
+    buf = torch.ones(n, dtype=torch.float32, device=device)
+    big = torch.ones(n * world, dtype=torch.float32, device=device)
+    small = torch.ones(n, dtype=torch.float32, device=device)
+    source = big.clone()
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    return {
+        "all_reduce": (lambda: dist.all_reduce(buf), n * 4),
+        "all_gather_into_tensor": (lambda: gather(big, small), n * world * 4),
+        "reduce_scatter_tensor": (lambda: scatter(small, big), n * world * 4),
+        "broadcast": (lambda: dist.broadcast(buf, src=0), n * 4),
+        "all_to_all_single": (lambda: dist.all_to_all_single(big, source), n * world * 4),
+    }
+
+
+def bandwidth(
+    *, world: int, device: str, sizes, sync, progress, rounds: int = 7, iters: int = 5
+) -> list[dict]:
+    """Per collective and size: median and p10/p90 of the per-call time over ``rounds``
+    interleaved rounds, algbw and busbw in GB/s (10^9 bytes/s, as nccl-tests)."""
+    rows: list[dict] = []
+    for n in sizes:
+        calls = _bandwidth_calls(n, world, device)
+        samples: dict[str, list[float]] = {name: [] for name in calls}
+        for name, (fn, _) in calls.items():  # warm-up
+            progress(f"{name} warm-up n={n}")
+            fn()
+        sync()
+        for r in range(rounds + 1):
+            for name in round_order(list(calls), r):
+                fn = calls[name][0]
+                progress(f"{name} n={n} round {r}")
+                dist.barrier()
+                sync()
+                start = clock()
+                for _ in range(iters):
+                    fn()
+                sync()
+                elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
+                slowest = elapsed.to(device) if device != "cpu" else elapsed
+                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                if r > 0:  # round 0 settles allocators after the warm-up
+                    samples[name].append(float(slowest.to("cpu")))
+        for name, (_, nbytes) in calls.items():
+            summary = Summary.of(samples[name])
+            algbw = nbytes / summary.median_s / 1e9
+            rows.append(
+                {
+                    "collective": name,
+                    "dtype": "float32",
+                    "size": n,
+                    "bytes": nbytes,
+                    "time_s": summary.median_s,
+                    "time_p10_s": summary.p10_s,
+                    "time_p90_s": summary.p90_s,
+                    "spread": summary.spread,
+                    "samples": summary.n,
+                    "iters": iters,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": algbw * BUS_FACTORS[name](world),
+                }
+            )
+    return rows
+
+
+def host_staging(*, world: int, device: str, progress, n: int = 1024) -> list[dict]:
+    """Collectives whose device tensors are copied to host memory while they run: each
+    collective once (float32, ``n`` elements per rank) under a dispatch recorder that counts
+    device→host copies (``_to_copy`` / ``copy_`` with a ``device`` source and a CPU result).
+
+    Evidence class (d) of the placement probe (host work nested inside a device operation):
+    a copy the dispatcher sees. A backend whose copies happen below c10d's own ops (in C++,
+    inside ``c10d::allreduce_``) is not seen by a dispatch recorder; none found is "no copy the
+    dispatcher saw", never "on the device"."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    device_type = torch.device(device).type
+    copies = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default}
+
+    class DeviceToHost(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in copies:
+                inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+                source = inputs[-1] if func is torch.ops.aten.copy_.default else inputs[0]
+                if source.device.type == device_type and any(
+                    isinstance(o, torch.Tensor) and o.device.type == "cpu" for o in tree_leaves(out)
+                ):
+                    self.count += 1
+            return out
+
+    rows = []
+    for name, (fn, nbytes) in _bandwidth_calls(n, world, device).items():
+        progress(f"{name} host-staging check n={n}")
+        recorder = DeviceToHost()
+        with recorder:
+            fn()
+        rows.append(
+            {
+                "collective": name,
+                "bytes": nbytes,
+                "device_to_host_copies": recorder.count,
+                "evidence": "d",
+                "staged_through_host": recorder.count > 0,
+            }
+        )
+    return rows

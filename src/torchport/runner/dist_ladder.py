@@ -1,0 +1,303 @@
+"""The ladder of a ``dist`` case: a world of N ranks as one supervised task.
+
+Same interface as ``runner.ladder.Ladder`` (``DistLadder(...).run() -> result dict``). It writes
+the ranks' task, starts them (``runner/dist_launch.py``), waits for the world within the case's
+deadline, and turns what every rank reported into one result:
+
+timeout         the deadline passed: the ranks still running and the collective each was in
+crash           a rank died without reporting (exit code or signal, its last collective)
+eager_fail ...  a rank reported an error (the status its stage gives; the collective named)
+accuracy_fail   a collective's result differed from the float64 value (or training diverged
+                from one process on the global batch): each wrong row is named
+pass            otherwise; rows the backend refused are ``skip`` rows with the reason
+
+findings: ``dist`` (world size, backend, launcher, nodes, per-rank exit / last collective /
+log tail), ``dist_rows`` (conformance, merged over ranks), ``dist_bandwidth``, ``dist_train``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from torchport.records.result import error_note
+from torchport.runner.dist_launch import launch_world
+from torchport.runner.stages import StageRunner
+
+VERSION = 1
+SKIPPED_STATUSES = ("skip",)
+
+
+def group_deadline_s(timeout_s: float) -> float:
+    """The world's deadline inside the case's: the worker reports before its supervisor's
+    deadline would kill it (and the ranks with it), so the hung rank is named."""
+    return max(1.0, timeout_s - max(2.0, 0.1 * timeout_s))
+
+
+def merge_rows(ranks: list[dict]) -> list[dict]:
+    """One row per (collective, op, dtype, size, layout): the worst status over ranks, the
+    ranks where it was not a pass, the largest error."""
+    order = {"error": 0, "fail": 1, "skip": 2, "pass": 3}
+    merged: dict[tuple, dict] = {}
+    for record in ranks:
+        for row in (record.get("outcome") or {}).get("rows", []):
+            key = (row["collective"], row["op"], row["dtype"], row["size"], row["layout"])
+            into = merged.setdefault(
+                key, {k: row[k] for k in ("collective", "op", "dtype", "size", "layout")}
+            )
+            into.setdefault("status", row["status"])
+            if order[row["status"]] < order[into["status"]]:
+                into["status"] = row["status"]
+            if row["status"] != "pass":
+                into.setdefault("ranks", []).append(row["rank"])
+                if row.get("reason"):
+                    into.setdefault("reason", row["reason"])
+            if "max_abs_err" in row:
+                into["max_abs_err"] = max(into.get("max_abs_err", 0.0), row["max_abs_err"])
+    return list(merged.values())
+
+
+def row_label(row: dict) -> str:
+    op = f"({row['op']})" if row.get("op") else ""
+    layout = f" {row['layout']}" if row.get("layout") not in ("contiguous", "") else ""
+    return f"{row['collective']}{op} {row['dtype']} n={row['size']}{layout}".strip()
+
+
+class DistLadder(StageRunner):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.out.probe_versions["dist"] = VERSION
+
+    def climb(self) -> None:
+        spec, config = self.case.spec, self.config
+        world_size = config.world_size
+        launcher = "torchrun" if config.nnodes > 1 or config.rdzv_endpoint else "procs"
+        self.out.findings.update(
+            {
+                "tags": list(self.case.tags),
+                "ladder": "dist",
+                "dist": {
+                    "kind": spec.kind,
+                    "world_size": world_size,
+                    "nnodes": config.nnodes,
+                    "launcher": launcher,
+                    "requested_backend": spec.backend or config.dist_backend,
+                },
+            }
+        )
+        if spec.strategy:
+            self.out.findings["dist"]["strategy"] = spec.strategy
+        if world_size % config.nnodes:
+            self.out.fail(
+                "build_fail",
+                "build",
+                error_note(
+                    "ConfigError",
+                    f"--world-size {world_size} is not a multiple of --nnodes {config.nnodes}",
+                ),
+            )
+            return
+        self.emit({"event": "stage", "stage": "run"})
+        out_dir = tempfile.mkdtemp(prefix="torchport-dist-")
+        try:
+            world = self._launch(out_dir)
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        self._judge(world)
+
+    def _launch(self, out_dir: str):
+        config, spec = self.config, self.case.spec
+        deadline_s = group_deadline_s(config.timeout_s)
+        task = {
+            "spec": spec.to_dict(),
+            "device": config.device,
+            "dist_backend": config.dist_backend,
+            "seed": config.seed,
+            "mode": self.mode,
+            "out_dir": out_dir,
+            # the backend's own timeout is past the group deadline: a hang is ours to name
+            "collective_timeout_s": config.timeout_s + 60,
+            "compile_backend": config.compile_backend,
+        }
+        spec_path = os.path.join(out_dir, "task.json")
+        with open(spec_path, "w") as f:
+            json.dump(task, f)
+        env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        if spec.fault:
+            from torchport.devices.simdev_dist import FAULT_ENV
+
+            env[FAULT_ENV] = spec.fault
+        return launch_world(
+            spec_path=spec_path,
+            out_dir=out_dir,
+            world_size=config.world_size,
+            deadline_s=deadline_s,
+            env=env,
+            nnodes=config.nnodes,
+            rdzv_endpoint=config.rdzv_endpoint,
+            launcher="torchrun" if config.nnodes > 1 or config.rdzv_endpoint else "procs",
+            # every node of a cluster run names this task's rendezvous the same way
+            rdzv_id="torchport-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{self.case.id}-{self.mode}"),
+        )
+
+    def _judge(self, world) -> None:
+        out = self.out
+        info = out.findings["dist"]
+        info["elapsed_s"] = world.elapsed_s
+        ranks = world.ranks
+        info["ranks"] = [
+            {
+                "rank": r["rank"],
+                "exit_code": r.get("exit_code"),
+                "signal": r.get("signal"),
+                "killed": r.get("killed"),
+                "last_collective": r["last_collective"],
+                "error": (r["outcome"] or {}).get("error", {}).get("message"),
+                "log_tail": r["log_tail"][-600:],
+            }
+            for r in ranks
+        ]
+        outcomes = [r["outcome"] for r in ranks if r["outcome"]]
+        backends = {o.get("backend") for o in outcomes if o.get("backend")}
+        if backends:
+            info["backend"] = sorted(backends)[0]
+        out.metrics["world_size"] = float(self.config.world_size)
+        out.durations["world_s"] = world.elapsed_s
+        if world.left_running:
+            info["left_running"] = world.left_running
+        stuck = [r for r in ranks if not r["outcome"]]
+        if world.timed_out and not stuck:
+            # every rank reported, but the world did not exit in time: the results stand,
+            # the hang at exit is recorded
+            info["hung_after_reporting"] = True
+        elif world.timed_out:
+            where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
+            out.fail(
+                "timeout",
+                "run",
+                error_note(
+                    "DistTimeout",
+                    f"the world of {len(ranks)} ranks ran past its "
+                    f"{group_deadline_s(self.config.timeout_s):g} s deadline: {where}; "
+                    "every rank was ended",
+                ),
+            )
+            return
+        failed = [o for o in outcomes if o.get("error")]
+        if failed:
+            first = failed[0]
+            last = next(r["last_collective"] for r in ranks if r["rank"] == first["rank"])
+            error = dict(first["error"])
+            ended = [str(r["rank"]) for r in ranks if r.get("killed")]
+            error["message"] = f"rank {first['rank']} in {last}: {error['message']}" + (
+                f" (ranks ended by the supervisor: {', '.join(ended)})" if ended else ""
+            )
+            out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
+            return
+        # a rank that died on its own before those the supervisor ended
+        dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
+        if dead:
+            first = dead[0]
+            how = (
+                f"signal {first['signal']}"
+                if first.get("signal")
+                else f"exit code {first.get('exit_code')}"
+            )
+            out.fail(
+                "crash",
+                "run",
+                error_note(
+                    "RankDied",
+                    f"rank {first['rank']} died ({how}) in {first['last_collective']} "
+                    f"without reporting; ranks without a report: "
+                    f"{', '.join(str(r['rank']) for r in dead)}; the others were ended",
+                ),
+            )
+            return
+        self._rows(outcomes)
+
+    def _rows(self, outcomes: list[dict]) -> None:
+        out = self.out
+        rows = merge_rows([{"outcome": o} for o in outcomes])
+        if rows:
+            out.findings["dist_rows"] = rows
+            counts = {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skip")}
+            counts["error"] = sum(r["status"] == "error" for r in rows)
+            for status, count in counts.items():
+                out.metrics[f"collectives_{status}"] = float(count)
+            errors = [r for r in rows if r["status"] == "error"]
+            wrong = [r for r in rows if r["status"] == "fail"]
+            if errors:
+                out.fail(
+                    "eager_fail",
+                    "run",
+                    error_note(
+                        "CollectiveError",
+                        "; ".join(f"{row_label(r)}: {r.get('reason')}" for r in errors[:5]),
+                    ),
+                )
+            elif wrong:
+                out.fail(
+                    "accuracy_fail",
+                    "parity",
+                    error_note(
+                        "CollectiveMismatch",
+                        f"{len(wrong)} of {len(rows)} collective checks differ from the CPU "
+                        "float64 value: "
+                        + "; ".join(
+                            f"{row_label(r)} on ranks {r.get('ranks')} "
+                            f"(max abs err {r.get('max_abs_err', 0):.3g})"
+                            for r in wrong[:5]
+                        ),
+                    ),
+                )
+        staging = [row for o in outcomes for row in o.get("host_staging") or []]
+        if staging:
+            staged = sorted({r["collective"] for r in staging if r["staged_through_host"]})
+            out.findings["dist_host_staging"] = {
+                "staged": staged,
+                "evidence": "d",
+                "method": "device-to-host copies seen by a dispatch recorder during each "
+                "collective, on every rank",
+                "checked": sorted({r["collective"] for r in staging}),
+            }
+            out.metrics["collectives_staged_through_host"] = float(len(staged))
+        bandwidth = next((o["bandwidth"] for o in outcomes if o.get("bandwidth")), None)
+        if bandwidth:
+            out.findings["dist_bandwidth"] = bandwidth
+            largest = max(r["size"] for r in bandwidth)
+            for r in bandwidth:
+                if r["size"] == largest:
+                    out.metrics[f"{r['collective']}_busbw_gbps"] = r["busbw_gbps"]
+        trains = [o["train"] for o in outcomes if o.get("train")]
+        if trains:
+            self._train(trains)
+
+    def _train(self, per_rank: list[dict]) -> None:
+        out = self.out
+        first = per_rank[0]
+        record = {
+            k: first[k] for k in ("strategy", "model", "steps", "worst", "passed") if k in first
+        }
+        record["step_s"] = max(t.get("step_s", 0.0) for t in per_rank)
+        record["peak_bytes_per_rank"] = [t.get("peak_bytes") for t in per_rank]
+        record["steps_detail"] = first.get("steps_detail", [])
+        out.findings["dist_train"] = record
+        out.metrics["train_step_s"] = record["step_s"]
+        worst = first.get("worst") or {}
+        if worst.get("rel_err") is not None:
+            out.metrics["train_worst_rel_err"] = float(worst["rel_err"])
+        if not all(t.get("passed") for t in per_rank):
+            out.fail(
+                "accuracy_fail",
+                "parity",
+                error_note(
+                    "TrainingMismatch",
+                    f"{record.get('strategy')} training of {record.get('model')} differs from "
+                    f"one process on the global batch in float64: worst {worst.get('name')} "
+                    f"at step {worst.get('step')} (relative error {worst.get('rel_err')})",
+                ),
+            )

@@ -1,0 +1,155 @@
+"""One rank of a dist case: ``python -m torchport.runner.dist_rank SPEC.json``.
+
+Started by ``runner/dist_launch.py`` directly or through torchrun; either way the environment
+holds RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (c10d's ``env://``). The rank
+writes what it is doing before each collective to ``rank<R>.last`` (the supervisor names it when
+the world hangs or dies) and its outcome to ``rank<R>.json``: rows, or the error as data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+
+
+def _write(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def _device(adapter, local_rank: int) -> str:
+    """This rank's device: ``<type>:<local rank>`` where the device has that many, else the
+    adapter's device (every rank shares it: CPU, simdev, a single accelerator)."""
+    import torch
+
+    kind = adapter.torch_type
+    module = getattr(torch, kind, None)
+    if kind == "cpu" or module is None:
+        return adapter.device()
+    count = module.device_count() if hasattr(module, "device_count") else 0
+    if count > local_rank and hasattr(module, "set_device"):
+        module.set_device(local_rank)
+        return f"{kind}:{local_rank}"
+    return adapter.device()
+
+
+def backend_for(adapter, requested: str | None) -> str:
+    """The collective backend: ``requested`` if given, else the one the device's type is
+    mapped to (gloo for cpu, nccl for cuda, xccl for xpu, a PrivateUse1 backend's own)."""
+    import torch.distributed as dist
+
+    if requested:
+        return requested
+    backend = dist.Backend.default_device_backend_map.get(adapter.torch_type)
+    if backend is None:
+        raise RuntimeError(
+            f"no collective backend is registered for device type '{adapter.torch_type}'; "
+            "name one with --dist-backend"
+        )
+    return backend
+
+
+def main(argv=None) -> int:
+    spec_path = (argv or sys.argv[1:])[0]
+    with open(spec_path) as f:
+        task = json.load(f)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    out_dir = task["out_dir"]
+    last_path = os.path.join(out_dir, f"rank{rank}.last")
+    out_path = os.path.join(out_dir, f"rank{rank}.json")
+    # the rank's own log (both launchers): stdout and stderr, C++ warnings included
+    log = os.open(os.path.join(out_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+
+    def progress(label: str) -> None:
+        _write(last_path, {"collective": label})
+
+    outcome: dict = {"rank": rank, "world_size": world, "pid": os.getpid()}
+    stage = "build"
+    try:
+        progress("start-up")
+        import torch.distributed as dist
+
+        from torchport.cases.dist import DistSpec
+        from torchport.devices import get_adapter
+        from torchport.devices.simdev_dist import register as register_simccl
+
+        spec = DistSpec.from_dict(task["spec"])
+        adapter = get_adapter(task["device"])
+        adapter.prepare()
+        register_simccl()  # simdev's backend; planted faults use it on any device
+        device = _device(adapter, local_rank)
+        backend = backend_for(adapter, spec.backend or task.get("dist_backend"))
+        outcome.update(device=device, backend=backend)
+        progress("init_process_group")
+        stage = "run"
+        dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
+        if spec.kind == "collectives":
+            from torchport.runner.dist_collectives import Conformance
+
+            conformance = Conformance(
+                rank=rank,
+                world=world,
+                device=device,
+                seed=task["seed"],
+                sync=adapter.synchronize,
+                progress=progress,
+            )
+            outcome["rows"] = conformance.run_all(spec.sizes, spec.dtypes, spec.layouts)
+            if not device.startswith("cpu"):  # on the CPU, host memory is the device's
+                from torchport.runner.dist_collectives import host_staging
+
+                outcome["host_staging"] = host_staging(
+                    world=world, device=device, progress=progress
+                )
+        elif spec.kind == "bandwidth":
+            from torchport.runner.dist_collectives import bandwidth
+
+            outcome["bandwidth"] = bandwidth(
+                world=world,
+                device=device,
+                sizes=spec.sizes,
+                sync=adapter.synchronize,
+                progress=progress,
+            )
+        else:
+            from torchport.runner.dist_train import train_parity
+
+            outcome["train"] = train_parity(
+                spec,
+                mode=task["mode"],
+                rank=rank,
+                world=world,
+                device=device,
+                seed=task["seed"],
+                adapter=adapter,
+                progress=progress,
+            )
+        progress("destroy_process_group")
+        dist.destroy_process_group()
+        progress("done")
+    except Exception as exc:
+        from torchport.records.result import classify, error_value
+
+        outcome["error"] = error_value(exc)
+        outcome["stage"] = getattr(exc, "torchport_stage", stage)
+        outcome["status"] = classify(outcome["stage"], exc)
+        _write(out_path, outcome)
+        return 1
+    _write(out_path, outcome)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    # The outcome is on disk: leave now. Threads a compiled DDP step leaves behind can keep
+    # the interpreter from exiting, and the world would be waited on until its deadline.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,169 @@
+"""Training parity of one strategy, as run by each rank of a dist ``train`` case.
+
+k SGD steps of a model on one global batch (``GLOBAL_PER_RANK`` samples per rank): data parallel
+strategies (ddp, fsdp2) give each rank its shard of the batch; tensor parallel (tp) gives every
+rank the whole batch and shards the weights (column-wise on the first projection, row-wise on
+the second). After each step the loss and every parameter (gathered whole) are compared with
+one process training the same model on the global batch in float64 on the CPU.
+
+Mode ``compile``: ``torch.compile`` on the sharded (wrapped) model, with the device's backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from torchport.timing import Summary, clock
+
+GLOBAL_PER_RANK = 4
+LR = 0.1
+# float32 on the device against float64: a few SGD steps of a small model stay far inside this
+REL_TOLERANCE = 1e-4
+
+
+class MLP(torch.nn.Module):
+    """(B, 16) -> (B, 16): the projections a tensor-parallel plan shards."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):  # (B, 16)
+        return self.down(torch.relu(self.up(x)))
+
+
+MODELS = {"mlp": MLP}
+TP_PLANS = {"mlp": {"up": "colwise", "down": "rowwise"}}
+
+
+def _batch(seed: int, world: int):
+    g = torch.Generator().manual_seed(seed + 17)
+    x = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
+    y = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
+    return x, y
+
+
+def _loss(out, y):
+    return (out - y).pow(2).mean()
+
+
+def reference(model_name: str, seed: int, world: int, steps: int) -> list[dict]:
+    """Per step: the loss and every parameter after the step, one process, float64, CPU."""
+    torch.manual_seed(seed)
+    model = MODELS[model_name]().double()
+    x, y = _batch(seed, world)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = _loss(model(x.double()), y.double())
+        loss.backward()
+        opt.step()
+        history.append(
+            {
+                "loss": float(loss.detach()),
+                "params": {n: p.detach().clone() for n, p in model.named_parameters()},
+            }
+        )
+    return history
+
+
+def _full(param) -> torch.Tensor:
+    """A parameter as one whole CPU tensor (DTensor shards gathered)."""
+    full = getattr(param, "full_tensor", None)
+    value = full() if full is not None else param
+    return value.detach().to("cpu", torch.float64)
+
+
+def _wrap(strategy: str, model_name: str, model, device: str, world: int):
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.split(":")[0], (world,))
+    if strategy == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        return fully_shard(model, mesh=mesh)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    plan = {name: styles[kind]() for name, kind in TP_PLANS[model_name].items()}
+    return parallelize_module(model, mesh, plan)
+
+
+def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) -> dict:
+    strategy, model_name, steps = spec.strategy, spec.model, spec.steps
+    progress(f"{strategy} reference (one process, float64)")
+    with adapter.host_scope():
+        expected = reference(model_name, seed, world, steps)
+    torch.manual_seed(seed)
+    model = MODELS[model_name]().to(device)
+    progress(f"{strategy} wrap")
+    wrapped = _wrap(strategy, model_name, model, device, world)
+    step_fn = wrapped
+    if mode == "compile":
+        backend = getattr(adapter, "default_compile_backend", None) or "inductor"
+        step_fn = torch.compile(wrapped, backend=backend)
+    x, y = _batch(seed, world)
+    if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
+        x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
+        y = y[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
+    x, y = x.to(device), y.to(device)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=LR)
+    adapter.reset_peak_memory()
+    times, detail = [], []
+    worst: dict[str, Any] = {"name": None, "step": None, "rel_err": 0.0}
+    names = [n for n, _ in model.named_parameters()]
+    for step in range(steps):
+        progress(f"{strategy} step {step} ({mode})")
+        adapter.synchronize()
+        start = clock()
+        opt.zero_grad()
+        loss = _loss(step_fn(x), y)
+        loss.backward()
+        opt.step()
+        adapter.synchronize()
+        times.append(clock() - start)
+        global_loss = loss.detach().to(torch.float64)
+        if strategy in ("ddp", "fsdp2"):  # the mean over equal shards is the global mean
+            dist.all_reduce(global_loss)
+            global_loss = global_loss / world
+        ref = expected[step]
+        loss_err = abs(float(global_loss) - ref["loss"]) / max(abs(ref["loss"]), 1e-12)
+        step_worst: dict[str, Any] = {"name": "loss", "step": step, "rel_err": loss_err}
+        params = dict(model.named_parameters())
+        for name in names:
+            got, want = _full(params[name]), ref["params"][name]
+            err = float((got - want).abs().max()) / max(float(want.abs().max()), 1e-12)
+            if err > step_worst["rel_err"]:
+                step_worst = {"name": name, "step": step, "rel_err": err}
+        detail.append(
+            {"step": step, "loss": float(global_loss), "reference_loss": ref["loss"], **step_worst}
+        )
+        if step_worst["rel_err"] >= worst["rel_err"]:
+            worst = step_worst
+    return {
+        "strategy": strategy,
+        "model": model_name,
+        "mode": mode,
+        "steps": steps,
+        "passed": worst["rel_err"] <= REL_TOLERANCE,
+        "tolerance_rel": REL_TOLERANCE,
+        "worst": worst,
+        # the first step pays for compiling and allocating: the step time is after it
+        "step_s": Summary.of(times[1:] or times).median_s,
+        "first_step_s": times[0],
+        "peak_bytes": adapter.peak_memory_bytes(),
+        "steps_detail": detail,
+    }

@@ -1,0 +1,287 @@
+"""The dist suite: simccl's collectives and planted faults, the ladder's verdicts, real worlds.
+
+Fast: simccl's process group driven by two threads over one in-memory store; the ladder's
+judgement of what the supervisor saw; training parity in a world of one; one real world of two
+ranks (gloo, tiny sizes). Slow (make test-slow): the planted faults through real worlds, simdev,
+bandwidth, training parity of every strategy, eager and compiled, the CLI, and torchrun.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from torchport.cases.dist import DistCase, DistSpec, dist_suite, planted_dist_cases
+from torchport.config import ConfigError, RunConfig
+from torchport.devices import get_adapter
+from torchport.devices.simdev_dist import FAULT_ENV, SimcclProcessGroup
+from torchport.runner.dist_ladder import DistLadder, merge_rows
+from torchport.runner.dist_launch import World, alive, descendants
+
+
+def _two_ranks(fn, monkeypatch=None, fault: str | None = None):
+    """Run ``fn(pg, rank)`` on two simccl groups sharing one store, in two threads."""
+    if fault:
+        os.environ[FAULT_ENV] = fault
+    store = dist.HashStore()
+    groups = [SimcclProcessGroup(store, r, 2, timedelta(seconds=10)) for r in range(2)]
+    results: list = [None, None]
+    errors: list = []
+
+    def body(rank):
+        try:
+            results[rank] = fn(groups[rank], rank)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        os.environ.pop(FAULT_ENV, None)
+    assert not errors, errors
+    return results
+
+
+def _allreduce(pg, rank):
+    t = torch.tensor([1.0, 2.0]) * (rank + 1)
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.SUM
+    pg.allreduce([t], opts).wait()
+    return t
+
+
+def _reduce_scatter(pg, rank):
+    out = torch.zeros(2)
+    opts = dist.ReduceScatterOptions()
+    opts.reduceOp = dist.ReduceOp.SUM
+    pg._reduce_scatter_base(out, torch.arange(4.0) + 10 * rank, opts).wait()
+    return out
+
+
+def test_simccl_exchanges_data_between_ranks():
+    assert [t.tolist() for t in _two_ranks(_allreduce)] == [[3.0, 6.0], [3.0, 6.0]]
+    # rank r gets the sum of chunk r: [0, 1] + [10, 11], [2, 3] + [12, 13]
+    assert [t.tolist() for t in _two_ranks(_reduce_scatter)] == [[10.0, 12.0], [14.0, 16.0]]
+
+
+def test_simccl_planted_faults_give_wrong_answers():
+    dropped = _two_ranks(_allreduce, fault="drop_rank")
+    assert dropped[0].tolist() == [1.0, 2.0]  # rank 1's contribution left out
+    swapped = _two_ranks(_reduce_scatter, fault="chunk_order")
+    assert [t.tolist() for t in swapped] == [[14.0, 16.0], [10.0, 12.0]]
+
+
+def test_suite_lists_every_strategy_and_the_planted_faults():
+    ids = {c.id for c in dist_suite()}
+    assert {"dist/collectives", "dist/bandwidth", "dist/ddp/mlp", "dist/fsdp2/mlp"} <= ids
+    assert "dist/tp/mlp" in ids
+    from torchport.cases.planted import planted_suite
+
+    planted = {c.id for c in planted_suite()}
+    assert {"planted/dist_drop_rank", "planted/dist_chunk_order", "planted/dist_hang"} <= planted
+
+
+def test_config_checks_dist_options():
+    with pytest.raises(ConfigError, match="multiple of --nnodes"):
+        RunConfig(world_size=3, nnodes=2)
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        RunConfig(rdzv_endpoint="nohost")
+    with pytest.raises(ConfigError, match="--world-size"):
+        RunConfig(world_size=0)
+    assert RunConfig.from_dict(RunConfig(world_size=4, nnodes=2).to_dict()).world_size == 4
+
+
+# -- the ladder's verdict on what the supervisor saw ----------------------------------------
+def _ladder(spec=None):
+    case = DistCase("dist/x", spec or DistSpec(kind="collectives", sizes=(1,), dtypes=("int64",)))
+    ladder = DistLadder(case, "eager", RunConfig(timeout_s=30), get_adapter("cpu"), print, {})
+    ladder.out.findings["dist"] = {}
+    return ladder
+
+
+def _rank(rank, outcome, last="all_reduce(sum) float32 n=7", **extra):
+    return {"rank": rank, "outcome": outcome, "last_collective": last, "log_tail": "", **extra}
+
+
+def test_a_hang_is_a_timeout_naming_ranks_and_collective():
+    ladder = _ladder()
+    ladder._judge(World(launcher="procs", timed_out=True, ranks=[_rank(0, None), _rank(1, None)]))
+    assert ladder.out.status == "timeout"
+    assert "rank 1 in all_reduce(sum) float32 n=7" in ladder.out.error["message"]
+
+
+def test_a_rank_that_died_is_a_crash_before_the_ranks_ended_after_it():
+    ladder = _ladder()
+    ranks = [
+        _rank(0, None, killed=True, signal="SIGTERM"),
+        _rank(1, None, last="broadcast int64 n=1", killed=False, signal="SIGSEGV"),
+    ]
+    ladder._judge(World(launcher="procs", ranks=ranks))
+    assert ladder.out.status == "crash"
+    assert ladder.out.error["message"].startswith("rank 1 died (signal SIGSEGV) in broadcast")
+
+
+def test_a_wrong_collective_is_named_with_its_ranks():
+    row = {"collective": "all_reduce", "op": "sum", "dtype": "float32", "size": 7}
+    row["layout"] = "contiguous"
+    ranks = [
+        _rank(r, {"rank": r, "rows": [{**row, "rank": r, "status": s, "max_abs_err": e}]})
+        for r, s, e in ((0, "pass", 0.0), (1, "fail", 0.5))
+    ]
+    assert merge_rows(ranks)[0]["status"] == "fail"
+    ladder = _ladder()
+    ladder._judge(World(launcher="procs", ranks=ranks))
+    assert ladder.out.status == "accuracy_fail"
+    assert "all_reduce(sum) float32 n=7 on ranks [1]" in ladder.out.error["message"]
+
+
+def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
+    """DDP's steps against the float64 process: equal; a wrong learning rate is caught."""
+    from torchport.runner import dist_train
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        spec = DistSpec(kind="train", strategy="ddp", model="mlp", steps=2)
+        kwargs = dict(rank=0, world=1, device="cpu", seed=0, adapter=get_adapter("cpu"))
+        good = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        assert good["passed"] and good["worst"]["rel_err"] < 1e-5
+        real_reference = dist_train.reference
+
+        def reference_with_another_lr(*args):  # one process trained a little differently
+            monkeypatch.setattr(dist_train, "LR", 0.11)
+            try:
+                return real_reference(*args)
+            finally:
+                monkeypatch.setattr(dist_train, "LR", 0.1)
+
+        monkeypatch.setattr(dist_train, "reference", reference_with_another_lr)
+        bad = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        assert not bad["passed"] and bad["worst"]["step"] is not None
+    finally:
+        dist.destroy_process_group()
+
+
+# -- real worlds ----------------------------------------------------------------------------
+def _run(case, device="cpu", mode="eager", **config):
+    adapter = get_adapter(device)
+    adapter.prepare()
+    config = RunConfig(device=device, **{"timeout_s": 240.0, **config})
+    return DistLadder(case, mode, config, adapter, lambda e: None, {}).run()
+
+
+def _no_rank_left():
+    assert not [p for p in descendants([os.getpid()]) if alive(p)]
+
+
+def test_world_of_two_ranks_on_gloo_tiny_sizes():
+    spec = DistSpec(kind="collectives", sizes=(1, 7), dtypes=("float32", "int64"))
+    result = _run(DistCase("dist/collectives", spec))
+    assert result["status"] == "pass", result["error"]
+    info = result["findings"]["dist"]
+    assert info["backend"] == "gloo" and info["world_size"] == 2
+    assert [r["exit_code"] for r in info["ranks"]] == [0, 0]
+    rows = result["findings"]["dist_rows"]
+    done = {r["collective"] for r in rows if r["status"] == "pass"}
+    assert {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter"} <= done
+    assert {"reduce_scatter_tensor", "broadcast", "all_to_all_single", "send_recv"} <= done
+    # gloo refuses an average of integers: a skip with the reason, not a pass nor a failure
+    avg = [r for r in rows if r["op"] == "avg" and r["dtype"] == "int64"]
+    assert avg and all(r["status"] == "skip" and r["reason"] for r in avg)
+    _no_rank_left()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name,collective", [("dist_drop_rank", "all_reduce"), ("dist_chunk_order", "reduce_scatter")]
+)
+def test_planted_faulty_collectives_are_caught_and_named(name, collective):
+    case = next(c for c in planted_dist_cases() if c.id == f"planted/{name}")
+    result = _run(case)
+    assert result["status"] == "accuracy_fail"
+    assert result["error"]["message"].split(": ", 1)[1].startswith(collective)
+    _no_rank_left()
+
+
+@pytest.mark.slow
+def test_planted_hang_ends_the_world_within_the_timeout():
+    import time
+
+    case = next(c for c in planted_dist_cases() if c.id == "planted/dist_hang")
+    start = time.monotonic()
+    result = _run(case, timeout_s=60.0)
+    assert time.monotonic() - start < 60 + 5
+    assert result["status"] == "timeout"
+    assert "in all_reduce(sum) float32 n=1" in result["error"]["message"]
+    _no_rank_left()
+
+
+@pytest.mark.slow
+def test_simdev_collectives_on_its_own_backend():
+    spec = DistSpec(kind="collectives", sizes=(1, 7), dtypes=("float32", "bfloat16", "bool"))
+    result = _run(DistCase("dist/collectives", spec), device="simdev")
+    assert result["status"] == "pass", result["error"]
+    assert result["findings"]["dist"]["backend"] == "simccl"
+    # simccl posts every tensor's bytes through the store: each collective is host-staged
+    staging = result["findings"]["dist_host_staging"]
+    assert "all_reduce" in staging["staged"] and staging["evidence"] == "d"
+
+
+@pytest.mark.slow
+def test_gloo_ignores_strides_and_the_suite_says_so():
+    spec = DistSpec(kind="collectives", sizes=(7,), dtypes=("float32",), layouts=("strided",))
+    result = _run(DistCase("dist/collectives_strided", spec))
+    rows = {(r["collective"], r["status"]) for r in result["findings"]["dist_rows"]}
+    # every strided row is checked; whichever are wrong are named in the verdict
+    assert {c for c, _ in rows} - {"barrier"} == {"all_reduce", "all_gather", "broadcast"}
+    if result["status"] == "accuracy_fail":
+        assert "strided" in result["error"]["message"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2", "tp"])
+def test_training_parity_of_each_strategy(strategy):
+    case = DistCase(f"dist/{strategy}/mlp", DistSpec(kind="train", strategy=strategy, model="mlp"))
+    result = _run(case)
+    assert result["status"] == "pass", result["error"]
+    train = result["findings"]["dist_train"]
+    assert train["strategy"] == strategy and train["worst"]["rel_err"] < 1e-4
+    assert result["metrics"]["train_step_s"] > 0
+
+
+@pytest.mark.slow
+def test_bandwidth_rows_use_the_bus_factors():
+    result = _run(DistCase("dist/bandwidth", DistSpec(kind="bandwidth", sizes=(1024, 65536))))
+    assert result["status"] == "pass", result["error"]
+    rows = result["findings"]["dist_bandwidth"]
+    factor = {r["collective"]: r["busbw_gbps"] / r["algbw_gbps"] for r in rows}
+    assert factor["all_reduce"] == pytest.approx(1.0)  # 2(n-1)/n at n = 2
+    assert factor["all_gather_into_tensor"] == pytest.approx(0.5)
+    assert factor["broadcast"] == pytest.approx(1.0)
+    assert all(r["algbw_gbps"] > 0 and r["samples"] >= 5 for r in rows)
+
+
+@pytest.mark.slow
+def test_two_nodes_through_torchrun_rendezvous_match_one_node():
+    spec = DistSpec(kind="collectives", sizes=(1, 7), dtypes=("float32", "int64"))
+    one = _run(DistCase("dist/collectives", spec))
+    two = _run(DistCase("dist/collectives", spec), nnodes=2)
+    assert two["findings"]["dist"]["launcher"] == "torchrun"
+    assert two["status"] == one["status"] == "pass", two["error"]
+    strip = [
+        {k: v for k, v in r.items() if k != "max_abs_err"} for r in one["findings"]["dist_rows"]
+    ]
+    assert strip == [
+        {k: v for k, v in r.items() if k != "max_abs_err"} for r in two["findings"]["dist_rows"]
+    ]
+    _no_rank_left()
