@@ -103,18 +103,25 @@ def always_noisy_case(wrong=False):
     return FunctionCase("t/always_noisy" + ("_wrong" if wrong else ""), build)
 
 
-def run_mode(case, mode, monkeypatch, tmp_path):
+def run_mode(case, mode, monkeypatch, tmp_path, backend="aot_eager"):
     monkeypatch.setenv("TORCHPORT_REFERENCE_CACHE", str(tmp_path))
-    config = RunConfig(device="cpu", probes=(), compile_backend="aot_eager", modes=(mode,))
+    config = RunConfig(device="cpu", probes=(), compile_backend=backend, modes=(mode,))
     return Ladder(case, mode, config, CPUAdapter(), lambda e: None, {}).run()
 
 
 @pytest.mark.parametrize(
-    "mode",
-    ["eager", pytest.param("compile", marks=pytest.mark.slow)],  # compile: ~25 s
+    ("mode", "backend"),
+    [
+        ("eager", None),
+        pytest.param("compile", "aot_eager", marks=pytest.mark.slow),  # ~25 s
+        # Inductor with fallback_random: the graph's randn runs through the dispatcher
+        pytest.param("compile", "inductor", marks=pytest.mark.slow),
+    ],
 )
-def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(mode, monkeypatch, tmp_path):
-    r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path)
+def test_a_draw_eval_mode_leaves_is_drawn_on_the_cpu_and_judged(
+    mode, backend, monkeypatch, tmp_path
+):
+    r = run_mode(always_noisy_case(), mode, monkeypatch, tmp_path, backend or "aot_eager")
     assert r["status"] == "pass", r["error"]
     off = r["findings"]["randomness_off"]
     assert off["judged"] is True and off["ok"] is True, off
@@ -135,3 +142,24 @@ def test_a_real_fault_fails_with_the_draws_made_on_the_cpu(monkeypatch, tmp_path
     off = r["findings"]["randomness_off"]
     assert off["judged"] is True and off["ok"] is False
     assert off["drawn_on_cpu"] == {"aten.randn": 1}
+
+
+def test_draws_the_two_sides_made_differently_are_not_judged(monkeypatch, tmp_path):
+    """A draw a compiler lowered into its own graph never reaches the dispatcher: the device
+    side then made fewer CPU draws than the reference, and the step is not judged on them."""
+    from torchport.execution import reference as reference_mod
+
+    obtain = reference_mod.obtain
+
+    def fewer_on_the_device(spec, *args, **kwargs):
+        got = obtain(spec, *args, **kwargs)
+        if spec.random_off:  # as if the device's randn had stayed inside its graph
+            got["randomness"]["drawn_on_cpu"] = {"aten.randn": 2}
+        return got
+
+    monkeypatch.setattr(reference_mod, "obtain", fewer_on_the_device)
+    r = run_mode(always_noisy_case(), "eager", monkeypatch, tmp_path)
+    assert (r["status"], r["stage"]) == ("accuracy_fail", "parity")
+    off = r["findings"]["randomness_off"]
+    assert off["judged"] is False
+    assert "draws on the CPU differ: device {'aten.randn': 1}" in off["why_not"]

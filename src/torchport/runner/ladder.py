@@ -188,6 +188,19 @@ class Ladder(StageRunner):
         except Exception as exc:
             reference = {"error": f"{type(exc).__name__}: {exc}"}
         still = sorted(((reference.get("randomness") or {}).get("uncontrolled_random_ops")) or ())
+        # The draws each side made on the CPU must be the same calls: a draw a compiler lowered
+        # into its own graph (never through the dispatcher) kept the device's generator.
+        theirs = dict((reference.get("randomness") or {}).get("drawn_on_cpu") or {})
+        if (
+            rerun.ok
+            and "error" not in reference
+            and not still
+            and theirs != dict(compared.drawn_on_cpu)
+        ):
+            still = [
+                f"draws on the CPU differ: device {dict(compared.drawn_on_cpu)}, reference "
+                f"{theirs} (a draw inside the compiled graph kept the device's generator)"
+            ]
         if not rerun.ok or "error" in reference or still:
             record["judged"] = False
             record["why_not"] = (

@@ -18,6 +18,7 @@ SUBCOMMANDS = (
     "results",
     "search",
     "compare",
+    "matrix",
     "baseline",
     "gate",
     "note",

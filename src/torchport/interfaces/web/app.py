@@ -155,6 +155,11 @@ def create_app(
             store, a, b, links, rows=rows, offset=_offset(request), after=_after(request), memo=memo
         )
 
+    def matrix(request: Request) -> pages.Page:
+        from torchport.interfaces.web.matrix_page import matrix_page
+
+        return matrix_page(store, request.path_params["name"], links)
+
     def op(request: Request) -> pages.Page:
         return pages.op_page(store, request.path_params["op"], links, offset=_offset(request))
 
@@ -201,6 +206,7 @@ def create_app(
             Route("/runs/{run_id}/trace", trace),
             page_route("/cases/{case:path}", case),
             page_route("/compare", compare),
+            page_route("/matrix/{name}", matrix),
             page_route("/ops/{op}", op),
             page_route("/search", search),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),

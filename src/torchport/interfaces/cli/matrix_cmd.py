@@ -1,0 +1,302 @@
+"""torchport matrix: build each software environment, run the same evaluation in each, and
+say what changed from the first (the baseline) to every other."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from torchport.interfaces.cli import UsageProblem
+from torchport.interfaces.cli.common import echo_json, json_option, open_db, split_csv
+
+REGRESSED_EXIT = 1
+
+
+@click.command("matrix")
+@click.argument("matrix_file", metavar="[FILE]", required=False)
+@click.option(
+    "--env",
+    "env_texts",
+    multiple=True,
+    metavar="NAME=REQ[,REQ...]",
+    help="An environment (repeat; the first is the baseline), e.g. t213=torch==2.13.0.",
+)
+@click.option("--name", default=None, help="The matrix's name (labels its runs).")
+@click.option("--suite", default=None, help="Suite for every environment (default smoke).")
+@click.option("--cases", multiple=True, help="Case id globs, comma-separated.")
+@click.option("--modes", default=None, help="Modes, comma-separated (default eager,compile).")
+@click.option("--device", default=None, help="Device for every environment (default cpu).")
+@click.option("--probes", default=None, help="Probes, as for 'torchport run'.")
+@click.option("--find-links", multiple=True, help="A folder or page of wheels for uv.")
+@click.option("--index-url", default=None, help="The package index uv reads.")
+@click.option("--extra-index-url", multiple=True, help="Another index for uv.")
+@click.option(
+    "--index-strategy", default=None, help="uv's --index-strategy (e.g. unsafe-best-match)."
+)
+@click.option(
+    "--envs-dir",
+    default=None,
+    help="Where the environments are built (default ~/.cache/torchport/envs).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    help="Folder for the locks, the release note and the baseline (default "
+    "./torchport-matrix/NAME).",
+)
+@click.option("--rebuild", is_flag=True, help="Build every environment again.")
+@click.option(
+    "--build-only", is_flag=True, help="Only build the environments (and write their locks)."
+)
+@click.option(
+    "--gate",
+    "use_gate",
+    is_flag=True,
+    help="Hold every environment's run to the baseline's: exit 1 on a regression.",
+)
+@click.option(
+    "--run-timeout",
+    "run_timeout_s",
+    default=None,
+    type=float,
+    help="Deadline for one environment's whole run, in seconds.",
+)
+@click.option("--db", default=None, help="Knowledge base (a SQLite path or postgresql://...).")
+@json_option
+def command(
+    matrix_file,
+    env_texts,
+    name,
+    suite,
+    cases,
+    modes,
+    device,
+    probes,
+    find_links,
+    index_url,
+    extra_index_url,
+    index_strategy,
+    envs_dir,
+    out_dir,
+    rebuild,
+    build_only,
+    use_gate,
+    run_timeout_s,
+    db,
+    as_json,
+):
+    """Run one evaluation in each environment (built with uv) and compare each with the first.
+
+    FILE is a matrix file (TOML: [matrix], [run], [[env]]; see docs/matrix.md); --env adds
+    environments on the command line. A second invocation reuses the built environments and
+    the complete runs; an interrupted run is resumed.
+    """
+    from torchport.records.base import default_db_path
+    from torchport.runner.envs import Indexes
+    from torchport.runner.matrix import (
+        Matrix,
+        MatrixError,
+        load_matrix,
+        parse_env,
+        run_matrix,
+        with_overrides,
+    )
+
+    try:
+        if matrix_file:
+            matrix = load_matrix(matrix_file)
+            if env_texts:
+                matrix = Matrix(
+                    name=matrix.name,
+                    envs=matrix.envs + tuple(parse_env(t) for t in env_texts),
+                    run=matrix.run,
+                    indexes=matrix.indexes,
+                    requirements=matrix.requirements,
+                    envs_dir=matrix.envs_dir,
+                )
+        else:
+            if not env_texts:
+                raise MatrixError(
+                    "give a matrix file or at least two --env NAME=REQUIREMENT options"
+                )
+            envs = tuple(parse_env(t) for t in env_texts)
+            matrix = Matrix(
+                name=name or "-vs-".join(e.name for e in envs),
+                envs=envs,
+                indexes=Indexes(
+                    find_links=tuple(find_links),
+                    index_url=index_url,
+                    extra_index_urls=tuple(extra_index_url),
+                    index_strategy=index_strategy,
+                ),
+            )
+        if name:
+            matrix = Matrix(**{**matrix.__dict__, "name": name})
+        matrix = with_overrides(
+            matrix,
+            suite=suite,
+            cases=split_csv(cases),
+            modes=split_csv([modes]) if modes else None,
+            device=device,
+            probes=probes,
+        )
+        if envs_dir:
+            matrix = Matrix(**{**matrix.__dict__, "envs_dir": os.path.abspath(envs_dir)})
+    except MatrixError as exc:
+        raise UsageProblem(str(exc)) from None
+
+    db = db or default_db_path()
+    if "://" not in db:  # every child opens the same file, wherever it runs from
+        db = os.path.abspath(db)
+    store = open_db(db, write=True)
+    out_dir = out_dir or os.path.join("torchport-matrix", matrix.name)
+    os.makedirs(os.path.join(out_dir, "locks"), exist_ok=True)
+
+    def log(line: str) -> None:
+        click.echo(line, err=True)
+
+    sides = run_matrix(
+        matrix,
+        store,
+        db,
+        rebuild=rebuild,
+        log=log,
+        run_timeout_s=run_timeout_s,
+        build_only=build_only,
+    )
+    locks: dict[str, str | None] = {}
+    for side in sides:
+        locks[side.name] = None
+        if side.env is not None:
+            with open(side.env.lock_path) as f:
+                locks[side.name] = f.read()
+            with open(os.path.join(out_dir, "locks", f"{side.name}.txt"), "w") as f:
+                f.write(locks[side.name] or "")
+
+    if build_only:
+        for side in sides:
+            click.echo(
+                f"{side.name}: "
+                + (side.problem or f"{side.env.path} (lock {side.env.lock_digest})")
+            )
+        if any(s.problem for s in sides):
+            raise SystemExit(1)
+        return
+    from torchport.views.release_note import release_note
+
+    note = release_note(
+        store,
+        matrix.name,
+        [(s.name, s.run_id, locks[s.name]) for s in sides],
+        [s.problem for s in sides if s.problem],
+    )
+    gate_reports = _gate(store, sides, out_dir)
+    data = note.to_dict()
+    data["environments"] = [
+        {
+            "name": s.name,
+            "path": s.env.path if s.env else None,
+            "lock_digest": s.env.lock_digest if s.env else None,
+            "env_reused": s.env.reused if s.env else None,
+            "run_id": s.run_id,
+            "run_reused": s.run_reused,
+            "references_added": s.references_added,
+            "labels": s.labels,
+        }
+        for s in sides
+    ]
+    data["gate"] = gate_reports
+    with open(os.path.join(out_dir, "release-note.json"), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    from torchport.interfaces.release_note_md import release_note_markdown
+
+    with open(os.path.join(out_dir, "release-note.md"), "w") as f:
+        f.write(release_note_markdown(data, db))
+    if note.pairs:  # the dashboard's page of the matrix, in one file that opens from disk
+        try:
+            from torchport.interfaces.web.matrix_page import matrix_page
+            from torchport.interfaces.web.report import NO_LINKS, html_report
+        except ImportError as exc:  # jinja2 is in the web extra
+            log(f"release-note.html not written: {exc}; pip install 'torchport[web]'")
+        else:
+            with open(os.path.join(out_dir, "release-note.html"), "w") as f:
+                f.write(html_report([matrix_page(store, matrix.name, NO_LINKS)]))
+    if as_json:
+        echo_json(data)
+    else:
+        _print(note, data, out_dir)
+    failed = [r for r in gate_reports if not r["ok"]]
+    if note.problems:
+        raise click.ClickException("; ".join(note.problems))
+    if use_gate and failed:
+        raise SystemExit(REGRESSED_EXIT)
+
+
+def _gate(store, sides, out_dir: str) -> list[dict]:
+    """The baseline's expected file (for 'torchport gate' in CI), and each other run held to
+    it."""
+    from torchport.views.baseline import gate, make_baseline
+
+    base = sides[0]
+    if base.run_id is None:
+        return []
+    baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
+    with open(os.path.join(out_dir, "baseline.json"), "w") as f:
+        json.dump(baseline, f, indent=1)
+    reports = []
+    for side in sides[1:]:
+        if side.run_id is None:
+            continue
+        report = gate(baseline, store.get_run(side.run_id), store.iter_outcomes(side.run_id))
+        reports.append({"env": side.name, "run": side.run_id, **report.to_dict()})
+    return reports
+
+
+def _print(note, data: dict, out_dir: str) -> None:
+    from torchport.interfaces.formats import safe
+    from torchport.interfaces.render import make_console, print_views
+    from torchport.views.compare_tables import comparison_views
+    from torchport.views.release_note import packages_view
+
+    console = make_console()
+    for env in data["environments"]:
+        console.print(
+            f"{safe(env['name'])}: environment "
+            + ("reused" if env["env_reused"] else "built")
+            + f" (lock {env['lock_digest']}), run {env['run_id']} "
+            + ("reused" if env["run_reused"] else "made")
+            + (
+                f", {env['references_added']} float64 references computed"
+                if env["references_added"] is not None
+                else ""
+            ),
+            markup=False,
+            highlight=False,
+        )
+    for pair in note.pairs:
+        console.rule(f"{pair.baseline} -> {pair.other}")
+        views = [v for v in [packages_view(pair)] if v is not None]
+        views += comparison_views(pair.comparison)
+        print_views(console, {str(i): v for i, v in enumerate(views)})
+    console.print("Release note:", markup=False, highlight=False)
+    for pair in note.pairs:
+        console.print(f"  {safe(pair.headline)}", markup=False, highlight=False)
+    for report in data["gate"]:
+        console.print(
+            f"  gate {safe(report['env'])}: {len(report['regressions'])} regressions, "
+            f"{len(report['improvements'])} improvements against the baseline",
+            markup=False,
+            highlight=False,
+        )
+    for problem in note.problems:
+        console.print(f"  problem: {safe(problem)}", markup=False, highlight=False)
+    console.print(
+        f"locks, release note (.md, .html, .json) and baseline in {out_dir}/; dashboard: "
+        f"torchport serve, then /matrix/{data['matrix']}; CI: torchport gate "
+        f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}",
+        markup=False,
+        highlight=False,
+    )

@@ -1,0 +1,317 @@
+"""torchport matrix: the spec, the environments (uv), the runs in them, resume, the note.
+
+The fast tests stand an environment up by hand where ``build_env`` would find a finished one
+(its digest's folder, ``env.json``, a lock, and a ``bin/torchport`` that runs this install),
+so the runs, resume, comparison and release note are exercised without a uv build; the slow
+test builds two real environments with uv from /opt/wheels and the registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from tests.conftest import torchport
+from torchport.runner.envs import (
+    MARKER,
+    EnvSpec,
+    Indexes,
+    build_env,
+    lock_digest,
+    torchport_requirements,
+)
+from torchport.runner.matrix import MatrixError, load_matrix, parse_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "benchmarks")
+
+
+def test_benchmark_matrix_files_load():
+    torch_matrix = load_matrix(os.path.join(BENCH, "matrix_torch.toml"))
+    assert [e.name for e in torch_matrix.envs] == ["torch-2.12.1", "torch-2.13.0"]
+    assert torch_matrix.run.suite == "smoke"
+    assert torch_matrix.indexes.find_links == ("/opt/wheels",)
+    backends = load_matrix(os.path.join(BENCH, "real_backends.toml"))
+    xla = backends.envs[1]
+    assert xla.device == "xla" and xla.vars == {"PJRT_DEVICE": "CPU"}
+    assert "torch_xla==2.9.0" in xla.requirements
+    assert backends.run.command("xla")[:7] == [
+        "run", "--suite", "smoke", "--modes", "eager,compile", "--device", "xla",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("[matrix]\nnme = 'x'\n", "unknown key 'nme'"),
+        ("[[env]]\nname = 'a'\nrequirements = ['torch']\n", "at least two environments"),
+        (
+            "[[env]]\nname='a'\nrequirements=['torch']\n[[env]]\nname='a'\nrequirements=['x']\n",
+            "names must differ",
+        ),
+        ("[[env]]\nname = 'a b'\nrequirements = ['torch']\n", "must be letters"),
+        ("[[env]]\nname = 'a'\n", "at least one requirement"),
+        ("[run]\nmodes = 3\n", "must be a list of strings"),
+        ("[matrix\n", "not readable TOML"),
+    ],
+)
+def test_bad_matrix_files_say_what_to_fix(tmp_path, text, problem):
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(MatrixError, match=problem):
+        load_matrix(str(path))
+
+
+def test_env_option_and_digests():
+    spec = parse_env("t213=torch==2.13.0,numpy<3")
+    assert spec.name == "t213" and spec.requirements == ("torch==2.13.0", "numpy<3")
+    with pytest.raises(MatrixError, match="NAME=REQUIREMENT"):
+        parse_env("torch==2.13.0")
+    other = EnvSpec(name="t213", requirements=("torch==2.12.1",))
+    assert spec.digest(Indexes(), ()) != other.digest(Indexes(), ())
+    assert spec.digest(Indexes(), ()) != spec.digest(Indexes(find_links=("/w",)), ())
+    assert spec.digest(Indexes(), ()) == parse_env("t213=torch==2.13.0,numpy<3").digest(
+        Indexes(), ()
+    )
+    assert not any(r.startswith("torch") and not r.startswith("torchport") for r in
+                   torchport_requirements())  # fmt: skip
+
+
+def test_lock_digest_ignores_torchport_itself():
+    lock = "numpy==2.4.6\ntorch==2.13.0+cpu\n"
+    assert lock_digest(lock) == lock_digest(lock + "-e file:///work/wt/34\n")
+    assert lock_digest(lock) == lock_digest("torchport @ file:///x\n" + lock)
+    assert lock_digest(lock) != lock_digest(lock.replace("2.13.0", "2.12.1"))
+
+
+STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_stub.py")
+
+
+def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str, *, stub: bool):
+    """A finished environment (no uv build) whose torchport is this install's, or the stub
+    (tests/runner/matrix_stub.py: records a sample run, no torch)."""
+    path = os.path.join(envs_dir, f"{spec.name}-{spec.digest(indexes, common)}")
+    os.makedirs(os.path.join(path, "bin"))
+    script = os.path.join(path, "bin", "torchport")
+    with open(script, "w") as f:
+        here = os.path.join(os.path.dirname(sys.executable), "torchport")
+        target = f"{sys.executable} {STUB}" if stub else here
+        f.write(f'#!/bin/sh\nexec {target} "$@"\n')
+    os.chmod(script, 0o755)
+    with open(os.path.join(path, "lock.txt"), "w") as f:
+        f.write(lock)
+    with open(os.path.join(path, MARKER), "w") as f:
+        json.dump({"lock_digest": lock_digest(lock)}, f)
+    return path
+
+
+def _matrix(tmp_path, run: str, new_vars: str = "", *, stub: bool) -> list:
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(
+        f"[matrix]\nname = 'demo'\n[run]\n{run}\n"
+        "[[env]]\nname = 'old'\nrequirements = ['torch==2.12.1']\n"
+        f"[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n{new_vars}\n"
+    )
+    envs_dir = str(tmp_path / "envs")
+    loaded = load_matrix(str(matrix))
+    for spec, version in zip(loaded.envs, ("2.12.1", "2.13.0"), strict=True):
+        lock = f"numpy==2.4.6\ntorch=={version}\n"
+        _stand_up(envs_dir, spec, loaded.indexes, (), lock, stub=stub)
+    db, out = tmp_path / "kb.db", tmp_path / "out"
+    return ["matrix", matrix, "--envs-dir", envs_dir, "--db", db, "--out", out]
+
+
+def test_run_matrix_resumes_then_reuses(tmp_path, monkeypatch):
+    """The library without the CLI: stub environments, an interrupted pair of runs resumed,
+    then reused; the release note compares them (the CLI's own test is slow)."""
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+    from torchport.views.release_note import release_note
+
+    args = _matrix(tmp_path, "suite = 'smoke'", "vars = { STUB_FAIL = 'smoke/mlp' }", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    db, logged = str(args[5]), []
+    (tmp_path / "refs").mkdir()
+    refs = str(tmp_path / "refs")
+    with open_store(db, write=True) as store:
+        monkeypatch.setenv("STUB_INTERRUPT", "1")
+        sides = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
+        # an interrupted run (exit 130, as after Ctrl-C) stops the matrix there
+        [side] = sides
+        assert side.interrupted and side.problem == (
+            f"'torchport run' in environment old ended with exit code 130 (run "
+            f"{side.run_id} keeps what it recorded)"
+        )
+        monkeypatch.delenv("STUB_INTERRUPT")
+        again = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
+        assert again[0].run_id == side.run_id
+        assert [s.problem for s in again] == [None, None]
+        assert sum("resuming run" in line for line in logged) == 1
+        # one reference for the torch both share: computed once, found by the second
+        assert [s.references_added for s in again] == [0, 0]
+        assert side.references_added == 1 and os.listdir(refs) == ["stub-2.13.pt"]
+        third = run_matrix(matrix, store, db, log=logged.append, reference_cache=refs)
+        assert [s.run_reused for s in third] == [True, True]
+        labels = store.get_run(third[1].run_id)["labels"]
+        assert labels["matrix_env"] == "new" and labels["matrix_baseline"] == "old"
+        note = release_note(store, "demo", [(s.name, s.run_id, None) for s in third])
+        [pair] = note.pairs
+        assert pair.counts["newly_failing"] == 1 and pair.comparison.common == 8
+
+
+@pytest.mark.slow
+def test_matrix_labels_compares_resumes_and_gates(tmp_path):
+    """Stub environments: an interrupted pair of runs is resumed by the next invocation, then
+    reused by the one after; the comparison, note, locks and baseline are written; the gate
+    fails on the case the new environment broke (its vars plant it)."""
+    planted = "vars = { STUB_FAIL = 'smoke/mlp', STUB_COMPILE_S = '10.56' }"
+    args = _matrix(tmp_path, "suite = 'smoke'", planted, stub=True)
+    out = tmp_path / "out"
+    first = torchport(*args, "--json", env={"STUB_INTERRUPT": "1"})
+    assert first.returncode == 1
+    assert "'torchport run' in environment old ended with exit code 130" in first.stderr
+
+    second = torchport(*args, "--json", "--gate")
+    assert second.returncode == 1, second.stderr[-3000:]  # the gate: one regression
+    assert second.stderr.count("resuming run") == 1
+    data = json.loads(second.stdout)
+    envs = {e["name"]: e for e in data["environments"]}
+    assert envs["old"]["env_reused"] and not envs["old"]["run_reused"]
+    assert envs["new"]["labels"]["env_lock"] == lock_digest("numpy==2.4.6\ntorch==2.13.0\n")
+    assert envs["new"]["labels"]["matrix"] == "demo"
+    [pair] = data["pairs"]
+    assert pair["baseline"] == "old" and pair["comparison"]["common"] == 8
+    assert pair["headline"].startswith(
+        "old -> new on cpu, suite smoke: 1 newly failing, 0 fixed"
+    ), pair["headline"]
+    assert "compile wait -12 % over 1 pairs (within the 1.15x line)" in pair["headline"]
+    assert pair["packages"] == [{"name": "torch", "a": "2.12.1", "b": "2.13.0"}]
+    [report] = data["gate"]
+    assert not report["ok"] and report["regressions"][0]["case"] == "smoke/mlp"
+    for name in ("release-note.md", "release-note.html", "release-note.json", "baseline.json"):
+        assert (out / name).is_file()
+    assert (out / "locks" / "new.txt").read_text() == "numpy==2.4.6\ntorch==2.13.0\n"
+    note = (out / "release-note.md").read_text()
+    assert "[newly failing: 1](/compare?a=" in note and "  - smoke/mlp [eager]" in note
+
+    third = torchport(*args)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert third.stderr.count("is complete: reused") == 2 and "$ " not in third.stderr
+    assert f"run {envs['new']['run_id']} reused" in third.stdout
+    assert "old -> new on cpu, suite smoke: 1 newly failing" in third.stdout
+    gate = torchport("gate", "matrix_env=old", "--baseline", out / "baseline.json", "--db", args[5])
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    gate = torchport("gate", "matrix_env=new", "--baseline", out / "baseline.json", "--db", args[5])
+    assert gate.returncode == 1 and "smoke/mlp [eager]: " in gate.stdout
+
+
+@pytest.mark.slow
+def test_matrix_runs_real_children(tmp_path):
+    """The same with this install's torchport in both environments: two real runs of
+    smoke/mlp, compared; a second invocation reuses both."""
+    args = _matrix(
+        tmp_path, "cases = ['smoke/mlp']\nmodes = ['eager']\nprobes = 'none'", stub=False
+    )
+    first = torchport(*args, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    [pair] = json.loads(first.stdout)["pairs"]
+    assert pair["comparison"]["common"] == 1
+    assert pair["headline"].startswith("old -> new on cpu, suite smoke: 0 newly failing")
+    second = torchport(*args)
+    assert second.returncode == 0 and second.stderr.count("is complete: reused") == 2
+
+
+def test_matrix_bad_input_is_one_line(tmp_path):
+    done = torchport("matrix", "--env", "a=torch==2.13.0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "torchport: error: matrix 'a' needs at least two environments (--env NAME=REQ or "
+        "[[env]] tables); it has 1"
+    ]
+    done = torchport("matrix", tmp_path / "missing.toml")
+    assert done.returncode == 2 and "no matrix file" in done.stderr
+    assert not (tmp_path / "torchport.db").exists()
+
+
+@pytest.mark.slow
+def test_matrix_builds_environments_with_uv(tmp_path):
+    """Two real environments built by uv (torch 2.13.0 from /opt/wheels; the second adds a
+    package), a lock each; the second build call reuses the folder."""
+    indexes = Indexes(
+        find_links=("/opt/wheels",),
+        extra_index_urls=("file:///opt/pypi/simple", "file:///opt/pypi-more/simple"),
+        index_strategy="unsafe-best-match",
+    )
+    spec = EnvSpec(name="plain", requirements=("torch==2.13.0",))
+    built = build_env(spec, str(tmp_path), indexes=indexes, log=lambda _line: None)
+    assert not built.reused
+    lock = open(built.lock_path).read()
+    assert "torch==2.13.0+cpu" in lock and "transformers==" in lock
+    version = os.popen(f"{built.torchport} --version").read()
+    assert "torchport" in version
+    again = build_env(spec, str(tmp_path), indexes=indexes, log=lambda _line: None)
+    assert again.reused and again.lock_digest == built.lock_digest
+
+
+def test_release_note_markdown_shows_stored_text_as_text():
+    from torchport.interfaces.release_note_md import release_note_markdown
+
+    hostile = "<img src=x onerror=alert(1)>|[a](b)"
+    data = {
+        "matrix": "m",
+        "problems": [],
+        "environments": [{"name": "a", "run_id": "r1", "lock_digest": "d"}],
+        "pairs": [
+            {
+                "baseline": "a",
+                "other": "b",
+                "run_a": "r1",
+                "run_b": "r2",
+                "headline": "a -> b: 1 newly failing",
+                "comparison": {"newly_failing": [{"case": hostile, "mode": "eager"}]},
+                "packages": [{"name": hostile, "a": "1", "b": None}],
+            }
+        ],
+    }
+    text = release_note_markdown(data, "kb.db")
+    escaped = "\\<img src=x onerror=alert(1)\\>\\|\\[a\\](b)"
+    assert text.count(escaped) == 2 and re.findall(r"(.)<img", text) == ["\\", "\\"]
+    assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text
+
+
+def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+
+    args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    monkeypatch.setenv("STUB_SLEEP_S", "120")
+    with open_store(str(args[5]), write=True) as store:
+        sides = run_matrix(
+            matrix, store, str(args[5]), log=lambda _: None, run_timeout_s=3,
+            reference_cache=str(tmp_path),
+        )  # fmt: skip
+    assert [s.problem for s in sides] == [
+        f"'torchport run' in environment {n} ran past 3 s: stopped (run "
+        f"{s.run_id} keeps what it recorded)"
+        for n, s in zip(("old", "new"), sides, strict=True)
+    ]
+
+
+def test_build_only_runs_nothing(tmp_path):
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+
+    args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
+    matrix = load_matrix(str(args[1]))
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": args[3]})
+    with open_store(str(args[5]), write=True) as store:
+        sides = run_matrix(matrix, store, str(args[5]), log=lambda _: None, build_only=True)
+        assert [(s.env.reused, s.run_id, s.problem) for s in sides] == [(True, None, None)] * 2
+        assert store.list_runs() == []
