@@ -1,37 +1,11 @@
 """Planted faulty cases each get the right status, and the sweep goes on after each."""
 
-import json
-import subprocess
-
 import pytest
 
 
-def _start(tmp, cases: str, timeout_s: str, db: str) -> subprocess.Popen:
-    """``torchport run`` of planted ``cases`` on the CPU, both modes, started, not waited for."""
-    from tests.conftest import TORCHPORT
-
-    args = ["run", "--suite", "planted", "--device", "cpu", "--timeout", timeout_s, "--cases"]
-    args += [cases, "--probes", "none", "--db", str(tmp / db), "--json"]
-    return subprocess.Popen(
-        [TORCHPORT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp
-    )
-
-
-def _finish(proc: subprocess.Popen) -> dict:
-    stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr[-3000:]
-    return json.loads(stdout)
-
-
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("faults")
-    # The hang gets a short deadline; the rest one that a loaded machine's compiles fit in. The
-    # two runs go side by side (the hang's run mostly waits out its deadline), each with its
-    # own knowledge base.
-    hanging = _start(tmp, "hang", "6", "hang.db")
-    rest = _start(tmp, "abort,segfault,compile_bomb,compile_wrong,oom", "240", "kb.db")
-    hung, out = _finish(hanging), _finish(rest)
+def planted(planted_runs):
+    hung, out = planted_runs["hang"], dict(planted_runs["faults"])
     results = hung["results"] + out["results"]
     out["state"] = "complete" if {hung["state"], out["state"]} == {"complete"} else "no"
     return {(r["case"].split("/")[1], r["mode"]): r for r in results}, out

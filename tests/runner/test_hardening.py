@@ -30,27 +30,8 @@ def _marked_processes(marker: str) -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("hardening")
-    proc = torchport(
-        "run",
-        "--suite",
-        "planted",
-        "--modes",
-        "eager",
-        "--probes",
-        "none",
-        "--device",
-        "cpu",
-        "--cases",
-        "cpu_oom,nan_loss,orphan,garbage_event,forged_result",
-        "--db",
-        tmp / "kb.db",
-        "--json",
-        cwd=tmp,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
+def planted(planted_runs):
+    out = planted_runs["hardening"]  # tests/runner/conftest.py: run beside test_faults' runs
     return {r["case"].split("/")[1]: r for r in out["results"]}, out
 
 
