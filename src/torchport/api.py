@@ -238,10 +238,17 @@ def run(
 ) -> RunOutcome:
     """Run ``config`` (or finish run ``resume``) and record every result in ``store``.
 
-    ``executor`` defaults to the local one. SIGINT and SIGTERM end the run cleanly (state
-    ``interrupted``, the signal in the outcome); results already committed stay.
+    This is the one place a run's plan is expanded and a run resumed. Before anything is
+    recorded, a new run's plan is expanded (an unknown suite or an empty selection raises
+    ConfigError) and its workload imported once; without an ``executor``, the device of a
+    local run (a resumed one's too) is checked and the executor ``config`` asks for is made
+    (a cluster without the device is refused here). ``store`` is a store, or a function
+    that opens one: it is called only once a new run's config is checked, so bad input makes
+    no knowledge base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the
+    signal in the outcome); results already committed stay.
     """
     if resume:
+        store = store() if callable(store) else store
         previous = store.get_run(resume)
         check_resumable(previous)
         config = RunConfig.from_dict(previous["config"])
@@ -250,23 +257,32 @@ def run(
         raise ConfigError("api.run needs a config, or resume=RUN_ID")
     else:
         run_id = new_run_id()
+    if executor is None and config.executor == "local":  # a Ray cluster's, on its nodes
+        check_device(config.device)
     tasks = expand(config)
-    done = store.done_items(run_id) if resume else set()
-    todo = [t for t in tasks if t.key not in done]
-    if resume:
-        store.reopen_run(run_id)
-    else:
-        store.create_run(
-            run_id=run_id,
-            command=command or command_line(),
-            suite=config.suite,
-            device=config.device,
-            config=config.to_dict(),
-            plan=[list(t.key) for t in tasks],
-            labels=labels or {},
-        )
-    on_plan(todo)
+    if not resume:
+        check_workload(config)
+        store = store() if callable(store) else store
     executor = executor or make_executor(config)
+    try:
+        done = store.done_items(run_id) if resume else set()
+        todo = [t for t in tasks if t.key not in done]
+        if resume:
+            store.reopen_run(run_id)
+        else:
+            store.create_run(
+                run_id=run_id,
+                command=command or command_line(),
+                suite=config.suite,
+                device=config.device,
+                config=config.to_dict(),
+                plan=[list(t.key) for t in tasks],
+                labels=labels or {},
+            )
+    except BaseException:
+        executor.close()  # its workers end with the run that could not be recorded
+        raise
+    on_plan(todo)
     outcome = RunOutcome(run_id=run_id, state="complete")
     environments: set[str] = set()
 

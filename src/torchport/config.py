@@ -54,55 +54,253 @@ def _host_port(value: str) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str | None = None,
+    flag: str | None = None,
+    parse: str | None = None,
+    cli_default: Any = dataclasses.MISSING,
+    show_default: bool = False,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    cls: str | None = None,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
+    """A RunConfig field and its ``torchport run`` option, declared together: the CLI makes
+    its click options from this metadata (``interfaces/cli/run_cmd.py: config_options``).
+
+    ``flag``: the option's name (default ``--`` and the field's name with dashes); ``parse``:
+    how the CLI turns the option's text into the field's value (``globs``: a repeatable
+    option of comma-separated names; ``csv``: comma-separated names; ``ints``:
+    comma-separated integers; ``shapes``: ``seq=64,128``; ``probes``: names resolved by
+    ``api.resolve_probes``; none: click's type, from the field's annotation);
+    ``cli_default``: the option's default when it differs from the field's (e.g. text the
+    parse turns into it, or None for one the CLI resolves); ``cls``: the name of a
+    click.Option subclass in run_cmd (e.g. a help read only when help is shown).
+    """
+    meta = {
+        "cli": {
+            "help": help,
+            "flag": flag,
+            "parse": parse,
+            "cli_default": cli_default,
+            "show_default": show_default,
+            "metavar": metavar,
+            "choices": choices,
+            "cls": cls,
+        }
+    }
+    if default_factory is not dataclasses.MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    suite: str = "smoke"
-    cases: tuple[str, ...] = ()  # globs; empty = all
-    exclude: tuple[str, ...] = ()
-    workload: str | None = None  # "pkg.module:factory"
-    modes: tuple[str, ...] = MODES
-    device: str = "cpu"
-    dtype: str = "float32"
-    seed: int = 0
-    timeout_s: float = 600.0
-    compile_timeout_s: float | None = None
-    compile_backend: str | None = None  # None = the device's default
-    compile_mode: str = "default"  # torch.compile(mode=...), for every compiled step
-    scenario: str = "train"
+class Selection:
+    """What to run: the cases, the device and dtype, the scenario and its sizes."""
+
+    suite: str = option(
+        "smoke", help="Suite to run (default smoke; 'torchport suites').", cli_default=None
+    )
+    cases: tuple[str, ...] = option(
+        (), parse="globs", help="Case id globs, comma-separated."
+    )  # globs; empty = all
+    exclude: tuple[str, ...] = option((), parse="globs", help="Case id globs to leave out.")
+    workload: str | None = option(
+        None,
+        metavar="MODULE:FACTORY",
+        help="Run your own model: a factory returning dict(model=, inputs=, ...).",
+    )  # "pkg.module:factory"
+    modes: tuple[str, ...] = option(
+        MODES, parse="csv", cli_default="eager,compile", show_default=True
+    )
+    device: str = option(
+        "cpu", help="cpu, cuda, xpu, mps, simdev... (default: best).", cli_default=None
+    )
+    dtype: str = option("float32", show_default=True)
+    seed: int = option(0, show_default=True)
+    scenario: str = option(
+        "train",
+        show_default=True,
+        help="train (a forward+backward step) or generate (causal LMs: prefill, then greedy "
+        "decode with a KV cache; TTFT, TPOT, tokens/s, token parity).",
+    )
     # generate: prompt lengths prefilled, tokens decoded per prompt, batch sizes the serving
     # figures are measured at (empty: the device's default, see execution.generation)
-    prompt_lengths: tuple[int, ...] = (8, 16)
-    new_tokens: int = 8
-    gen_batches: tuple[int, ...] = ()
+    prompt_lengths: tuple[int, ...] = option(
+        (8, 16),
+        parse="ints",
+        cli_default="8,16",
+        show_default=True,
+        help="generate: prompt lengths prefilled, comma-separated.",
+    )
+    new_tokens: int = option(8, show_default=True, help="generate: tokens per prompt.")
+    gen_batches: tuple[int, ...] = option(
+        (),
+        parse="ints",
+        cli_default=None,
+        help="generate: batch sizes to measure, comma-separated (default 1,8 on the host, "
+        "1,8,64 on an accelerator, a batch past 8 kept only if it fits).",
+    )
     reference: str = "cpu-fp64"
-    probes: tuple[str, ...] = ()  # extra probes beyond the ladder; resolved by the CLI
-    strict: bool = False
-    batch: int | None = None
-    seq: int | None = None
-    shapes: dict = field(default_factory=dict)  # e.g. {"seq": [64, 128]} for recompile study
-    train_steps: int = 0
-    profile: bool = False
-    peak_tflops: float | None = None
-    peak_gbps: float | None = None  # device memory bandwidth for the roofline (hotspots)
-    perf_budget_s: float = 2.0  # time budget per side of the perf probe
+    batch: int | None = option(None)
+    seq: int | None = option(None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """How to measure: deadlines, compile settings, the probes and their figures."""
+
+    timeout_s: float = option(
+        600.0, flag="--timeout", show_default=True, help="Hard per-case deadline in seconds."
+    )
+    compile_timeout_s: float | None = option(
+        None,
+        flag="--compile-timeout",
+        help="Limit on one compilation, in seconds (status compile_timeout).",
+    )
+    compile_backend: str | None = option(
+        None, help="torch.compile backend (default: device's)."
+    )  # None = the device's default
+    compile_mode: str = option(
+        "default",
+        show_default=True,
+        help="torch.compile mode for every compiled step: default, reduce-overhead, "
+        "max-autotune, max-autotune-no-cudagraphs.",
+    )  # torch.compile(mode=...), for every compiled step
+    # extra probes beyond the ladder; resolved by the CLI (api.resolve_probes)
+    probes: tuple[str, ...] = option((), parse="probes", cli_default=None, cls="ProbesOption")
+    strict: bool = option(False, help="Turn host fallback into errors where possible.")
+    shapes: dict = option(
+        parse="shapes",
+        cli_default=None,
+        help="Recompile study, e.g. seq=64,128,256.",
+        default_factory=dict,
+    )  # e.g. {"seq": [64, 128]} for recompile study
+    train_steps: int = option(0, help="Training-loss parity over N steps.")
+    profile: bool = option(False, help="Keep a torch.profiler trace per result.")
+    peak_tflops: float | None = option(None, help="Device peak for MFU.")
+    peak_gbps: float | None = option(
+        None, help="Device memory bandwidth, GB/s, for the hot-spot roofline (--probes hotspots)."
+    )  # device memory bandwidth for the roofline (hotspots)
+    perf_budget_s: float = option(
+        2.0,
+        flag="--perf-budget",
+        show_default=True,
+        help="Seconds of timed steps per side (eager/compiled) in the perf probe.",
+    )  # time budget per side of the perf probe
     artifacts_dir: str = "artifacts"
-    # Where tasks run: ``jobs`` workers at once, on this host (local) or on a Ray cluster
+
+
+@dataclass(frozen=True, kw_only=True)
+class Execution:
+    """Where to execute: the executor, its workers, and dist cases' world."""
+
+    # ``jobs`` workers at once, on this host (local) or on a Ray cluster
     # (ray; ``ray_address`` None starts a Ray instance on this host for the run). A task whose
     # Ray worker or node is lost is run again up to ``ray_retries`` times (each loss recorded).
-    jobs: int = 1
-    executor: str = "local"
-    ray_address: str | None = None
-    ray_retries: int = 1
+    jobs: int = option(
+        1,
+        show_default=True,
+        help="Workers at once: each owns one device index (on the CPU, an equal share of the "
+        "cores).",
+    )
+    executor: str = option(
+        "local",
+        show_default=True,
+        choices=EXECUTORS,
+        help="Where tasks run: this host, or a Ray cluster (pip install 'torchport[ray]').",
+    )
+    ray_address: str | None = option(
+        None,
+        metavar="auto|HOST:PORT",
+        help="The Ray cluster to join (default: start one on this host for the run).",
+    )
+    ray_retries: int = option(
+        1,
+        show_default=True,
+        help="Times a task whose Ray worker or node was lost is run again.",
+    )
     # dist cases: ranks in the world, the collective backend (None: the device's own), and for
     # torchrun's rendezvous across machines the node count and the rendezvous HOST:PORT
-    world_size: int = 2
-    dist_backend: str | None = None
-    nnodes: int = 1
-    rdzv_endpoint: str | None = None
+    world_size: int = option(
+        2, show_default=True, help="dist cases: ranks in the world (over all nodes)."
+    )
+    dist_backend: str | None = option(
+        None,
+        metavar="NAME",
+        help="dist cases: the collective backend (default: the device's own: gloo, nccl, xccl...).",
+    )
+    nnodes: int = option(
+        1,
+        show_default=True,
+        help="dist cases: nodes, through torchrun's rendezvous (all on this host without "
+        "--rdzv-endpoint).",
+    )
+    rdzv_endpoint: str | None = option(
+        None,
+        metavar="HOST:PORT",
+        help="dist cases: torchrun's c10d rendezvous to join; run the same command on every node.",
+    )
 
-    def __post_init__(self):
-        for name in ("modes", "cases", "exclude", "probes", "prompt_lengths", "gen_batches"):
-            object.__setattr__(self, name, _unique(tuple(getattr(self, name))))
+
+# RunConfig's sections, in order: each flat name (``config.device``) is one section's field.
+SECTIONS: dict[str, type] = {"what": Selection, "measure": Measurement, "where": Execution}
+SECTION_OF = {f.name: key for key, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+_LISTS = ("modes", "cases", "exclude", "probes", "prompt_lengths", "gen_batches")
+
+
+@dataclass(frozen=True, init=False)
+class RunConfig:
+    """A run's resolved configuration, in three sections: ``what`` to run (Selection), how to
+    ``measure`` (Measurement), ``where`` to execute (Execution). Each field that ``torchport
+    run`` sets is declared with ``option(...)``: its flag, help, parse and default are its CLI
+    option (adding a run option is adding a field to a section).
+
+    Built from the flat names (``RunConfig(suite="smoke", device="cpu")``), from sections, or
+    both (a flat name overrides its section's value); read flat (``config.device``) or by
+    section (``config.where.jobs``). Its dict (``to_dict``) is flat, as stored run configs
+    and tasks have always been."""
+
+    what: Selection
+    measure: Measurement
+    where: Execution
+
+    def __init__(
+        self,
+        *,
+        what: Selection | None = None,
+        measure: Measurement | None = None,
+        where: Execution | None = None,
+        **flat: Any,
+    ):
+        unknown = sorted(set(flat) - set(SECTION_OF))
+        if unknown:
+            raise TypeError(f"RunConfig got unexpected keyword argument(s): {', '.join(unknown)}")
+        given = {"what": what, "measure": measure, "where": where}
+        for key, cls in SECTIONS.items():
+            values = (
+                {f.name: getattr(given[key], f.name) for f in dataclasses.fields(cls)}
+                if given[key] is not None
+                else {}
+            )
+            values.update({n: v for n, v in flat.items() if SECTION_OF[n] == key})
+            for name in _LISTS:
+                if name in values:
+                    values[name] = _unique(tuple(values[name]))
+            object.__setattr__(self, key, cls(**values))
+        self._check()
+
+    def __getattr__(self, name: str) -> Any:
+        key = SECTION_OF.get(name)
+        if key is None:
+            raise AttributeError(f"'RunConfig' object has no attribute '{name}'")
+        return getattr(object.__getattribute__(self, key), name)
+
+    def _check(self) -> None:
+        """Refuse a config that cannot run, with the flag to change (the whole config's rules,
+        across its sections)."""
         for name, (flag, _, _) in INT_RANGES.items():
             value = getattr(self, name)
             if (value is not None or name not in ("batch", "seq")) and (
@@ -186,7 +384,10 @@ class RunConfig:
                 raise ConfigError(f"{flag} must be from {least} to {most}; got {value}")
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
+        """The flat dict stored with the run and sent to its workers."""
+        data: dict[str, Any] = {}
+        for key in SECTIONS:
+            data.update(dataclasses.asdict(getattr(self, key)))
         for key, value in data.items():
             if isinstance(value, tuple):
                 data[key] = list(value)
@@ -194,10 +395,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
-        known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
-            if key in known:
+            if key in SECTION_OF:
                 kwargs[key] = tuple(value) if isinstance(value, list) else value
         return cls(**kwargs)
 

@@ -69,143 +69,102 @@ class ProbesOption(click.Option):
         return super().get_help_record(ctx)
 
 
+_CLICK_TYPES = {"int": int, "float": float}
+
+
+def _flag(f) -> str:
+    """The option's name: its ``flag``, else ``--`` and the field's name with dashes."""
+    return f.metadata["cli"]["flag"] or "--" + f.name.replace("_", "-")
+
+
+def _option_kwargs(f) -> tuple[list[str], dict[str, Any]]:
+    """The click option declared by RunConfig field ``f``'s metadata (``config.option``)."""
+    import dataclasses
+
+    meta = f.metadata["cli"]
+    kwargs: dict[str, Any] = {"help": meta["help"]}
+    declared = (
+        meta["cli_default"]
+        if meta["cli_default"] is not dataclasses.MISSING
+        else (f.default if f.default is not dataclasses.MISSING else None)
+    )
+    annotation = str(f.type).replace(" | None", "")
+    if meta["parse"] == "globs":
+        kwargs["multiple"] = True
+    elif annotation == "bool":
+        kwargs["is_flag"] = True
+    else:
+        kwargs["default"] = declared
+        if meta["parse"] is None and annotation in _CLICK_TYPES:
+            kwargs["type"] = _CLICK_TYPES[annotation]
+    if meta["choices"]:
+        kwargs["type"] = click.Choice(list(meta["choices"]))
+    if meta["show_default"]:
+        kwargs["show_default"] = True
+    if meta["metavar"]:
+        kwargs["metavar"] = meta["metavar"]
+    if meta["cls"]:
+        kwargs["cls"] = globals()[meta["cls"]]
+    return [_flag(f), f.name], kwargs
+
+
+def config_fields() -> list:
+    """RunConfig's fields that are ``torchport run`` options: its sections' (what to run, how
+    to measure, where to execute), in their declared order."""
+    import dataclasses
+
+    from torchport.config import SECTIONS
+
+    return [
+        f
+        for section in SECTIONS.values()
+        for f in dataclasses.fields(section)
+        if "cli" in f.metadata
+    ]
+
+
+def config_options(command):
+    """Decorate ``command`` with one click option per RunConfig option field."""
+    for f in reversed(config_fields()):
+        decls, kwargs = _option_kwargs(f)
+        command = click.option(*decls, **kwargs)(command)
+    return command
+
+
+def config_from_options(api, options: dict[str, Any]):
+    """The RunConfig the options ask for: each option's text parsed as its field says."""
+    from torchport.config import RunConfig
+    from torchport.devices import best_available
+
+    values: dict[str, Any] = {}
+    for f in config_fields():
+        value = options[f.name]
+        parse = f.metadata["cli"]["parse"]
+        if parse == "globs":
+            value = split_csv(value)
+        elif parse == "csv":
+            value = split_csv([value])
+        elif parse == "ints":
+            value = _integers(_flag(f), value)
+        elif parse == "shapes":
+            value = _shapes(value)
+        values[f.name] = value
+    # What the CLI resolves: the best device, the suite a workload runs in, the probes.
+    values["device"] = options["device"] or best_available()
+    values["suite"] = "workload" if options["workload"] else (options["suite"] or "smoke")
+    values["probes"] = api.resolve_probes(
+        values["device"],
+        options["probes"],
+        train_steps=options["train_steps"],
+        profile=options["profile"],
+        shapes=bool(options["shapes"]),
+        scenario=options["scenario"],
+    )
+    return RunConfig(**values)
+
+
 @click.command("run")
-@click.option("--suite", default=None, help="Suite to run (default smoke; 'torchport suites').")
-@click.option("--cases", "cases", multiple=True, help="Case id globs, comma-separated.")
-@click.option("--exclude", multiple=True, help="Case id globs to leave out.")
-@click.option(
-    "--workload",
-    default=None,
-    metavar="MODULE:FACTORY",
-    help="Run your own model: a factory returning dict(model=, inputs=, ...).",
-)
-@click.option("--modes", default="eager,compile", show_default=True)
-@click.option("--device", default=None, help="cpu, cuda, xpu, mps, simdev... (default: best).")
-@click.option("--dtype", default="float32", show_default=True)
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    default=600.0,
-    show_default=True,
-    type=float,
-    help="Hard per-case deadline in seconds.",
-)
-@click.option(
-    "--compile-timeout",
-    "compile_timeout_s",
-    default=None,
-    type=float,
-    help="Limit on one compilation, in seconds (status compile_timeout).",
-)
-@click.option("--compile-backend", default=None, help="torch.compile backend (default: device's).")
-@click.option(
-    "--compile-mode",
-    default="default",
-    show_default=True,
-    help="torch.compile mode for every compiled step: default, reduce-overhead, "
-    "max-autotune, max-autotune-no-cudagraphs.",
-)
-@click.option(
-    "--scenario",
-    default="train",
-    show_default=True,
-    help="train (a forward+backward step) or generate (causal LMs: prefill, then greedy "
-    "decode with a KV cache; TTFT, TPOT, tokens/s, token parity).",
-)
-@click.option(
-    "--prompt-lengths",
-    default="8,16",
-    show_default=True,
-    help="generate: prompt lengths prefilled, comma-separated.",
-)
-@click.option(
-    "--new-tokens", default=8, show_default=True, type=int, help="generate: tokens per prompt."
-)
-@click.option(
-    "--gen-batches",
-    default=None,
-    help="generate: batch sizes to measure, comma-separated (default 1,8 on the host, "
-    "1,8,64 on an accelerator, a batch past 8 kept only if it fits).",
-)
-@click.option("--probes", default=None, cls=ProbesOption)
-@click.option("--strict", is_flag=True, help="Turn host fallback into errors where possible.")
-@click.option("--batch", default=None, type=int)
-@click.option("--seq", default=None, type=int)
-@click.option("--shapes", default=None, help="Recompile study, e.g. seq=64,128,256.")
-@click.option("--train-steps", default=0, type=int, help="Training-loss parity over N steps.")
-@click.option("--profile", is_flag=True, help="Keep a torch.profiler trace per result.")
-@click.option("--peak-tflops", default=None, type=float, help="Device peak for MFU.")
-@click.option(
-    "--peak-gbps",
-    default=None,
-    type=float,
-    help="Device memory bandwidth, GB/s, for the hot-spot roofline (--probes hotspots).",
-)
-@click.option(
-    "--perf-budget",
-    "perf_budget_s",
-    default=2.0,
-    show_default=True,
-    type=float,
-    help="Seconds of timed steps per side (eager/compiled) in the perf probe.",
-)
-@click.option(
-    "--jobs",
-    "jobs",
-    default=1,
-    show_default=True,
-    type=int,
-    help="Workers at once: each owns one device index (on the CPU, an equal share of the cores).",
-)
-@click.option(
-    "--executor",
-    "executor_name",
-    default="local",
-    show_default=True,
-    type=click.Choice(["local", "ray"]),
-    help="Where tasks run: this host, or a Ray cluster (pip install 'torchport[ray]').",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    metavar="auto|HOST:PORT",
-    help="The Ray cluster to join (default: start one on this host for the run).",
-)
-@click.option(
-    "--ray-retries",
-    default=1,
-    show_default=True,
-    type=int,
-    help="Times a task whose Ray worker or node was lost is run again.",
-)
-@click.option(
-    "--world-size",
-    default=2,
-    show_default=True,
-    type=int,
-    help="dist cases: ranks in the world (over all nodes).",
-)
-@click.option(
-    "--dist-backend",
-    default=None,
-    metavar="NAME",
-    help="dist cases: the collective backend (default: the device's own: gloo, nccl, xccl...).",
-)
-@click.option(
-    "--nnodes",
-    default=1,
-    show_default=True,
-    type=int,
-    help="dist cases: nodes, through torchrun's rendezvous (all on this host without "
-    "--rdzv-endpoint).",
-)
-@click.option(
-    "--rdzv-endpoint",
-    default=None,
-    metavar="HOST:PORT",
-    help="dist cases: torchrun's c10d rendezvous to join; run the same command on every node.",
-)
+@config_options
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE")
 @click.option(
     "--resume",
@@ -216,125 +175,26 @@ class ProbesOption(click.Option):
 )
 @db_option
 @json_option
-def command(
-    suite,
-    cases,
-    exclude,
-    workload,
-    modes,
-    device,
-    dtype,
-    seed,
-    timeout_s,
-    compile_timeout_s,
-    compile_backend,
-    compile_mode,
-    scenario,
-    prompt_lengths,
-    new_tokens,
-    gen_batches,
-    probes,
-    strict,
-    batch,
-    seq,
-    shapes,
-    train_steps,
-    profile,
-    peak_tflops,
-    peak_gbps,
-    perf_budget_s,
-    jobs,
-    executor_name,
-    ray_address,
-    ray_retries,
-    world_size,
-    dist_backend,
-    nnodes,
-    rdzv_endpoint,
-    labels,
-    resume,
-    db,
-    as_json,
-):
+def command(labels, resume, db, as_json, **options):
     """Run a suite (or your workload) on a device and record the evidence."""
     from torchport import api
-    from torchport.config import RunConfig
 
     with problems():
-        if resume:
-            config = None
-        else:
-            from torchport.devices import best_available
+        # A new run's options are read here; api.run checks them, expands the plan or
+        # resumes, and only then opens the knowledge base for writing (made, if new).
+        config = None if resume else config_from_options(api, options)
+        label_map = {} if resume else _labels(labels)
+        opened: list = []
 
-            device = device or best_available()
-            config = RunConfig(
-                suite="workload" if workload else (suite or "smoke"),
-                workload=workload,
-                cases=split_csv(cases),
-                exclude=split_csv(exclude),
-                modes=split_csv([modes]),
-                device=device,
-                dtype=dtype,
-                seed=seed,
-                timeout_s=timeout_s,
-                compile_timeout_s=compile_timeout_s,
-                compile_backend=compile_backend,
-                compile_mode=compile_mode,
-                scenario=scenario,
-                prompt_lengths=_integers("--prompt-lengths", prompt_lengths),
-                new_tokens=new_tokens,
-                gen_batches=_integers("--gen-batches", gen_batches),
-                probes=api.resolve_probes(
-                    device,
-                    probes,
-                    train_steps=train_steps,
-                    profile=profile,
-                    shapes=bool(shapes),
-                    scenario=scenario,
-                ),
-                strict=strict,
-                batch=batch,
-                seq=seq,
-                shapes=_shapes(shapes),
-                train_steps=train_steps,
-                profile=profile,
-                peak_tflops=peak_tflops,
-                peak_gbps=peak_gbps,
-                perf_budget_s=perf_budget_s,
-                jobs=jobs,
-                executor=executor_name,
-                ray_address=ray_address,
-                ray_retries=ray_retries,
-                world_size=world_size,
-                dist_backend=dist_backend,
-                nnodes=nnodes,
-                rdzv_endpoint=rdzv_endpoint,
-            )
-            label_map = _labels(labels)
-            if config.executor == "local":  # a Ray cluster's devices are checked on its nodes
-                api.check_device(config.device)
-            from torchport.runner.plan import expand
+        def open_store():
+            opened.append(open_db(db, write=True))
+            return opened[0]
 
-            expand(config)  # unknown suites and empty selections fail before anything is made
-            api.check_workload(config)
-        # Only now is the knowledge base opened for writing (and made, if new).
-        store = open_db(db, write=True)
-        if resume:
-            previous = store.get_run(resume)
-            api.check_resumable(previous)
-            config = RunConfig.from_dict(previous["config"])
-            if config.executor == "local":
-                api.check_device(config.device)
-            label_map = previous["labels"]
-        # Workers, or a connection to the Ray cluster: a cluster without the device is bad
-        # input, refused here before the run is recorded.
-        assert config is not None
-        executor = api.make_executor(config)
-        outcome = _run_with_progress(api, store, config, resume, label_map, executor, quiet=as_json)
-    _report(store, outcome, as_json)
+        outcome = _run_with_progress(api, open_store, config, resume, label_map, quiet=as_json)
+    _report(opened[0], outcome, as_json)
 
 
-def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: bool):
+def _run_with_progress(api, store, config, resume, labels, *, quiet: bool):
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -347,7 +207,7 @@ def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: b
     from torchport.interfaces.render import make_console
 
     console = make_console(stderr=True)
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
@@ -357,34 +217,38 @@ def _run_with_progress(api, store, config, resume, labels, executor, *, quiet: b
         console=console,
         disable=quiet,
         transient=False,
-    ) as progress:
-        bar = progress.add_task("run", total=None)
+    )
+    bar = progress.add_task("run", total=None)
 
-        def on_plan(tasks):
-            progress.update(bar, total=len(tasks))
+    def on_plan(tasks):
+        # Shown from here on: a config that api.run refuses prints its one line, no bar.
+        progress.start()
+        progress.update(bar, total=len(tasks))
 
-        def on_start(task):
-            progress.update(bar, description=f"{task.case} [{task.mode}]")
+    def on_start(task):
+        progress.update(bar, description=f"{task.case} [{task.mode}]")
 
-        def on_result(result):
-            progress.advance(bar)
-            if not quiet:
-                progress.console.print(
-                    f"  {result.case:<28} {result.mode:<8} {result.status}",
-                    markup=False,
-                    highlight=False,
-                )
+    def on_result(result):
+        progress.advance(bar)
+        if not quiet:
+            progress.console.print(
+                f"  {result.case:<28} {result.mode:<8} {result.status}",
+                markup=False,
+                highlight=False,
+            )
 
+    try:
         return api.run(
-            None if resume else config,
+            config,
             store,
             resume=resume,
             labels=labels,
-            executor=executor,
             on_plan=on_plan,
             on_start=on_start,
             on_result=on_result,
         )
+    finally:
+        progress.stop()
 
 
 def _report(store, outcome, as_json) -> None:
