@@ -134,7 +134,12 @@ def test_compare_runs_reads_the_dist_results_from_the_store(kb_url):
         for run_id, results in sides.items():
             plan = [[r["case"], r["mode"]] for r in results]
             store.create_run(
-                run_id=run_id, command="c", suite="dist", device="cpu", config={}, plan=plan,
+                run_id=run_id,
+                command="c",
+                suite="dist",
+                device="cpu",
+                config={},
+                plan=plan,
                 labels={},
             )
             store.add_results(run_id, results)

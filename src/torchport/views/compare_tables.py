@@ -11,8 +11,8 @@ from torchport.views.compare import (
     STATUS_LISTS,
     Comparison,
 )
-from torchport.views.compare_placement import placement_summary_view
 from torchport.views.compare_dist import dist_views
+from torchport.views.compare_placement import placement_summary_view
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
