@@ -77,6 +77,10 @@ TP_PLANS = {
     # the experts are fused 3-d parameters with a router: replicated (expert parallel is not TP)
     "qwen3_moe": dict(_ATTENTION),
 }
+# Replicated parameters that act on each rank's local heads only (qwen3's per-head q/k RMSNorm
+# sits between the column-wise q/k projections and attention): each rank's gradient is its
+# heads' part, so tensor parallel sums them over the ranks (TorchTitan shards these norms).
+TP_PARTIAL_GRADS = {"qwen3_moe": ("self_attn.q_norm.weight", "self_attn.k_norm.weight")}
 
 
 def _batch(seed: int, world: int, model=None):
@@ -154,6 +158,13 @@ def _wrap(strategy: str, model_name: str, model, device: str, world: int):
     return parallelize_module(model, mesh, plan)
 
 
+def _sum_partial_grads(model, model_name: str) -> None:
+    suffixes = TP_PARTIAL_GRADS.get(model_name, ())
+    for name, param in model.named_parameters():
+        if param.grad is not None and name.endswith(suffixes):
+            dist.all_reduce(param.grad)
+
+
 def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) -> dict:
     strategy, model_name, steps = spec.strategy, spec.model, spec.steps
     progress(f"{strategy} reference (one process, float64)")
@@ -185,6 +196,8 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
         opt.zero_grad()
         loss = _loss(step_fn(x), y)
         loss.backward()
+        if strategy == "tp":
+            _sum_partial_grads(model, model_name)
         opt.step()
         adapter.synchronize()
         times.append(clock() - start)
