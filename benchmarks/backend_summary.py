@@ -1,6 +1,7 @@
 """One line per result of a knowledge base, with what issue 21 asks to see for a backend:
 status, placement grade with host ops, scalar reads, compile outcome, reference kind, timing
-method, and the backend's reading of a failure. Reads the SQLite file only (no torch).
+method, and the backend's reading of a failure. Reads the SQLite file only (no torch). Every run
+of the file, oldest first, unless ``--run`` names one.
 
     python benchmarks/backend_summary.py KB.db [--run RUN_ID] [--out FILE]
 """
@@ -98,14 +99,17 @@ def main() -> int:
     from torchport.records import open_store
 
     store = open_store(args.db, write=False)
-    run_id = args.run or store.latest_run_id()
-    run = store.get_run(run_id)
-    env = store.environment(run["environment_id"])
-    lines = [
-        f"run {run_id} on {run['device']}: {run['command']}",
-        f"torch {env.get('torch')}, backend packages {env.get('backend_packages')}",
-        "",
-    ] + [line(r) for r in store.results(run_id=run_id)]
+    run_ids = [args.run] if args.run else [run["id"] for run in store.list_runs()][::-1]
+    lines: list[str] = []
+    for run_id in run_ids:
+        run = store.get_run(run_id)
+        env = store.environment(run["environment_id"])
+        lines += [
+            f"run {run_id} on {run['device']}: {run['command']}",
+            f"torch {env.get('torch')}, backend packages {env.get('backend_packages')}",
+            "",
+        ] + [line(r) for r in store.results(run_id=run_id)]
+        lines.append("")
     emit(lines, args.out)
     return 0
 

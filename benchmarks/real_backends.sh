@@ -8,6 +8,9 @@
 #                                          # for torch 2.9.0 / 2.12.1, whose PyPI builds are CUDA)
 #   benchmarks/real_backends.sh run        # only run (venvs already built)
 #   benchmarks/real_backends.sh xla|jax    # only that backend's runs (venvs already built)
+#   benchmarks/real_backends.sh forward-xla|forward-jax   # only its forward-only workloads
+#   benchmarks/real_backends.sh tpu        # only TorchTPU's doctor
+#   benchmarks/real_backends.sh table      # docs/results/backends/table.md from what was kept
 #
 # Pins (why): torch_xla 2.9.0 pins torch 2.9.0; torchax 0.0.13 does not import on torch 2.13
 # (aten.prod overload), it works on torch 2.12.1 with jax[cpu] 0.10.2; torch_tpu 0.2.0 supports
@@ -77,11 +80,21 @@ run_all() {
   run_xla "$work"
   run_jax "$work"
 
-  # TorchTPU 0.2.0: installs and autoloads here; no TPU chips, so no device.
-  keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
+  tpu_doctor
 
   xglm "$work"
   broken_npu "$work"
+  table
+}
+
+# TorchTPU 0.2.0: installs and autoloads here; no TPU chips, so no device.
+tpu_doctor() {
+  keep tpu doctor "$VENVS/tpu/bin/torchport" doctor
+}
+
+# The table docs/backends.md shows, made from the summaries and wall times kept above.
+table() {
+  "$SUMMARY_PY" "$ROOT/benchmarks/backend_table.py" "$OUT" --out "$OUT/table.md" > /dev/null
 }
 
 # Forward-only workloads of the smoke suite's HF models (torchport's loss inside the forward).
@@ -151,6 +164,12 @@ case "${1:-all}" in
   xla|jax) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" "run_$1" "$w"; rm -rf "$w" ;;
   xglm) w=$(mktemp -d); TORCHPORT_REFERENCE_CACHE="$w/references" xglm "$w"; rm -rf "$w" ;;
   npu) w=$(mktemp -d); broken_npu "$w"; rm -rf "$w" ;;
+  forward-xla|forward-jax)  # only the forward-only workloads of one backend
+    w=$(mktemp -d); export TORCHPORT_REFERENCE_CACHE="$w/references"
+    [[ $1 == forward-xla ]] && export PJRT_DEVICE=CPU
+    hf_forward "${1#forward-}" "$w"; rm -rf "$w" ;;
+  tpu) tpu_doctor ;;
+  table) table ;;
   all) setup; run_all ;;
-  *) echo "usage: $0 [setup|run|xla|jax|xglm|npu|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [setup|run|xla|jax|forward-xla|forward-jax|xglm|npu|tpu|table|all]" >&2; exit 2 ;;
 esac

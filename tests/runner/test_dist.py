@@ -84,6 +84,7 @@ def test_suite_lists_every_strategy_and_the_planted_faults():
     ids = {c.id for c in dist_suite()}
     assert {"dist/collectives", "dist/bandwidth", "dist/ddp/mlp", "dist/fsdp2/mlp"} <= ids
     assert "dist/tp/mlp" in ids
+    assert {f"dist/{s}/{m}" for s in ("ddp", "fsdp2", "tp") for m in ("llama", "qwen3_moe")} <= ids
     from torchport.cases.planted import planted_suite
 
     planted = {c.id for c in planted_suite()}
@@ -257,6 +258,19 @@ def test_training_parity_of_each_strategy(strategy):
     train = result["findings"]["dist_train"]
     assert train["strategy"] == strategy and train["worst"]["rel_err"] < 1e-4
     assert result["metrics"]["train_step_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["llama", "qwen3_moe"])
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2", "tp"])
+def test_training_parity_of_reduced_transformers(strategy, model):
+    """TP shards q/k/v column-wise and o row-wise (and llama's MLP): each rank its local heads."""
+    spec = DistSpec(kind="train", strategy=strategy, model=model, steps=2)
+    result = _run(DistCase(f"dist/{strategy}/{model}", spec))
+    assert result["status"] == "pass", result["error"]
+    train = result["findings"]["dist_train"]
+    assert train["model"] == model and train["worst"]["rel_err"] < 1e-4
+    assert train["worst"]["name"] is not None
 
 
 @pytest.mark.slow

@@ -72,3 +72,82 @@ def test_cli_runs_a_strategy_on_simdev_and_shows_its_table(tmp_path):
     views = json.loads(shown.stdout)["views"]
     (row,) = views["dist_training"]["rows"]
     assert row[2] == "ddp" and row[5] == "pass"
+
+
+def _collectives(status_7, busbw):
+    rows = [
+        {"collective": "all_reduce", "op": "sum", "dtype": "float32", "size": n, "ranks": []}
+        for n in (1, 7)
+    ]
+    rows[0].update(layout="contiguous", status="pass")
+    rows[1].update(layout="contiguous", status=status_7)
+    bandwidth = [
+        {"collective": "all_reduce", "size": 1024, "busbw_gbps": busbw, "algbw_gbps": busbw}
+    ]
+    return {"dist_rows": rows, "dist_bandwidth": bandwidth}
+
+
+def _train(rel_err, status="pass", mode="eager"):
+    findings = {
+        "dist_train": {"worst": {"name": "lm.w", "step": 1, "rel_err": rel_err}, "step_s": 0.02}
+    }
+    return _result("dist/tp/llama", findings, status=status, mode=mode)
+
+
+def test_compare_lists_dist_status_bandwidth_and_training_changes():
+    from torchport.views.compare_dist import dist_changes, dist_views
+
+    a = [_result("dist/collectives", _collectives("pass", 2.0)), _train(1e-9)]
+    b = [
+        _result("dist/collectives", _collectives("fail", 1.0), status="accuracy_fail"),
+        _train(0.5, status="accuracy_fail"),
+        _result("dist/fsdp2/llama", {}, status="timeout"),  # only in B, no training record
+    ]
+    changes = dist_changes(a, b)
+    assert [(c["size"], c["a"], c["b"]) for c in changes["collectives"]] == [(7, "pass", "fail")]
+    assert changes["bandwidth"][0]["ratio"] == pytest.approx(0.5)
+    assert changes["bandwidth"][0]["changed"]
+    by_case = {t["case"]: t for t in changes["training"]}
+    assert by_case["dist/tp/llama"]["b"]["rel_err"] == 0.5
+    assert by_case["dist/tp/llama"]["a"]["status"] == "pass"
+    assert by_case["dist/fsdp2/llama"]["a"] is None
+    assert by_case["dist/fsdp2/llama"]["b"]["status"] == "timeout"
+    titles = [v.title for v in dist_views(changes)]
+    assert titles == [
+        "Distributed collectives: status changed (1)",
+        "Distributed bus bandwidth",
+        "Distributed training parity",
+    ]
+    assert dist_changes(a, a)["collectives"] == []  # nothing changed: no status rows
+
+
+def test_compare_runs_reads_the_dist_results_from_the_store(kb_url):
+    from torchport.records import open_store
+    from torchport.views.compare import compare_runs
+    from torchport.views.compare_tables import comparison_views
+
+    sides = {
+        "A": [_result("dist/collectives", _collectives("pass", 2.0)), _train(1e-9)],
+        "B": [_result("dist/collectives", _collectives("fail", 2.1), "accuracy_fail"), _train(1)],
+    }
+    with open_store(kb_url, write=True) as store:
+        for run_id, results in sides.items():
+            plan = [[r["case"], r["mode"]] for r in results]
+            store.create_run(
+                run_id=run_id,
+                command="c",
+                suite="dist",
+                device="cpu",
+                config={},
+                plan=plan,
+                labels={},
+            )
+            store.add_results(run_id, results)
+            store.finish_run(run_id, "complete")
+    with open_store(kb_url, write=False) as store:
+        cmp = compare_runs(store, "A", "B")
+    assert [c["b"] for c in cmp.dist["collectives"]] == ["fail"]
+    assert not cmp.dist["bandwidth"][0]["changed"]  # 5 % is inside the band
+    assert cmp.dist["training"][0]["b"]["rel_err"] == 1
+    assert "Distributed training parity" in [v.title for v in comparison_views(cmp)]
+    assert json.loads(json.dumps(cmp.to_dict()))["dist"] == cmp.dist

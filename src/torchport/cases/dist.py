@@ -26,6 +26,7 @@ STRATEGIES = ("ddp", "fsdp2", "tp")
 CONFORMANCE_SIZES = (1, 7, 1000, 65_537, 1_048_579)
 BANDWIDTH_SIZES = (1024, 16_384, 262_144, 1_048_576, 4_194_304)
 CONFORMANCE_DTYPES = ("float32", "bfloat16", "float16", "int64", "bool")
+TRAIN_MODELS = ("mlp", "llama", "qwen3_moe")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,10 +95,15 @@ def dist_suite() -> list[Case]:
         ),
         DistCase("dist/bandwidth", DistSpec(kind="bandwidth", sizes=BANDWIDTH_SIZES)),
     ]
-    for strategy in STRATEGIES:
-        cases.append(
-            DistCase(f"dist/{strategy}/mlp", DistSpec(kind="train", strategy=strategy, model="mlp"))
-        )
+    # the smoke MLP, then the smoke suite's reduced transformers (from configs, random weights)
+    for model in TRAIN_MODELS:
+        for strategy in STRATEGIES:
+            cases.append(
+                DistCase(
+                    f"dist/{strategy}/{model}",
+                    DistSpec(kind="train", strategy=strategy, model=model),
+                )
+            )
     return cases
 
 

@@ -36,31 +36,87 @@ class MLP(torch.nn.Module):
         return self.down(torch.relu(self.up(x)))
 
 
-MODELS = {"mlp": MLP}
-TP_PLANS = {"mlp": {"up": "colwise", "down": "rowwise"}}
+class CausalLM(torch.nn.Module):
+    """A reduced transformers causal LM (built from its config, random weights): ids -> logits.
+
+    Attention is eager (plain PyTorch, runs in float64). Its forward reshapes q/k/v with
+    ``(..., -1, head_dim)``, so a column-wise q/k/v plan gives each rank its local heads
+    (heads / tp, as TorchTitan does) with no config change.
+    """
+
+    def __init__(self, model_type: str):
+        super().__init__()
+        from torchport.cases.hf import build_model
+        from torchport.cases.hf_shrink import causal_lm_class, make_config
+
+        cfg = make_config(model_type, {})
+        self.config = cfg
+        self.lm = build_model(causal_lm_class(model_type, cfg), cfg)
+
+    def forward(self, ids):  # (B, S) int64 -> (B, S, V)
+        return self.lm(input_ids=ids, use_cache=False).logits
 
 
-def _batch(seed: int, world: int):
+HF_MODELS = ("llama", "qwen3_moe")
+HF_SEQ = 16
+MODELS: dict[str, Any] = {"mlp": MLP, **{m: (lambda m=m: CausalLM(m)) for m in HF_MODELS}}
+_ATTENTION = {
+    "lm.model.layers.*.self_attn.q_proj": "colwise",
+    "lm.model.layers.*.self_attn.k_proj": "colwise",
+    "lm.model.layers.*.self_attn.v_proj": "colwise",
+    "lm.model.layers.*.self_attn.o_proj": "rowwise",
+}
+TP_PLANS = {
+    "mlp": {"up": "colwise", "down": "rowwise"},
+    "llama": {
+        **_ATTENTION,
+        "lm.model.layers.*.mlp.gate_proj": "colwise",
+        "lm.model.layers.*.mlp.up_proj": "colwise",
+        "lm.model.layers.*.mlp.down_proj": "rowwise",
+    },
+    # the experts are fused 3-d parameters with a router: replicated (expert parallel is not TP)
+    "qwen3_moe": dict(_ATTENTION),
+}
+# Replicated parameters that act on each rank's local heads only (qwen3's per-head q/k RMSNorm
+# sits between the column-wise q/k projections and attention): each rank's gradient is its
+# heads' part, so tensor parallel sums them over the ranks (TorchTitan shards these norms).
+TP_PARTIAL_GRADS = {"qwen3_moe": ("self_attn.q_norm.weight", "self_attn.k_norm.weight")}
+
+
+def _batch(seed: int, world: int, model=None):
+    """The global batch: (B, 16) inputs and targets, or (B, S) token ids for a causal LM."""
     g = torch.Generator().manual_seed(seed + 17)
+    if isinstance(model, CausalLM):
+        vocab = int(model.config.vocab_size)
+        ids = torch.randint(vocab, (GLOBAL_PER_RANK * world, HF_SEQ), generator=g)
+        return ids, ids
     x = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
     y = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
     return x, y
 
 
 def _loss(out, y):
+    if out.dim() == 3:  # next-token cross entropy; every row has S - 1 targets, so shard
+        # means average to the global mean
+        logits = out[:, :-1].reshape(-1, out.shape[-1])
+        return torch.nn.functional.cross_entropy(logits, y[:, 1:].reshape(-1))
     return (out - y).pow(2).mean()
+
+
+def _cast(x, dtype):
+    return x.to(dtype) if x.is_floating_point() else x
 
 
 def reference(model_name: str, seed: int, world: int, steps: int) -> list[dict]:
     """Per step: the loss and every parameter after the step, one process, float64, CPU."""
     torch.manual_seed(seed)
     model = MODELS[model_name]().double()
-    x, y = _batch(seed, world)
+    x, y = _batch(seed, world, model)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     history = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = _loss(model(x.double()), y.double())
+        loss = _loss(model(_cast(x, torch.float64)), _cast(y, torch.float64))
         loss.backward()
         opt.step()
         history.append(
@@ -102,6 +158,13 @@ def _wrap(strategy: str, model_name: str, model, device: str, world: int):
     return parallelize_module(model, mesh, plan)
 
 
+def _sum_partial_grads(model, model_name: str) -> None:
+    suffixes = TP_PARTIAL_GRADS.get(model_name, ())
+    for name, param in model.named_parameters():
+        if param.grad is not None and name.endswith(suffixes):
+            dist.all_reduce(param.grad)
+
+
 def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) -> dict:
     strategy, model_name, steps = spec.strategy, spec.model, spec.steps
     progress(f"{strategy} reference (one process, float64)")
@@ -115,12 +178,13 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
     if mode == "compile":
         backend = getattr(adapter, "default_compile_backend", None) or "inductor"
         step_fn = torch.compile(wrapped, backend=backend)
-    x, y = _batch(seed, world)
+    x, y = _batch(seed, world, model)
     if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
         x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
         y = y[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
     x, y = x.to(device), y.to(device)
-    opt = torch.optim.SGD(wrapped.parameters(), lr=LR)
+    # foreach=False: tensor parallel leaves DTensor and plain parameters side by side
+    opt = torch.optim.SGD(wrapped.parameters(), lr=LR, foreach=False)
     adapter.reset_peak_memory()
     times, detail = [], []
     worst: dict[str, Any] = {"name": None, "step": None, "rel_err": 0.0}
@@ -132,6 +196,8 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
         opt.zero_grad()
         loss = _loss(step_fn(x), y)
         loss.backward()
+        if strategy == "tp":
+            _sum_partial_grads(model, model_name)
         opt.step()
         adapter.synchronize()
         times.append(clock() - start)

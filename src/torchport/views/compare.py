@@ -19,6 +19,7 @@ from typing import Any
 
 from torchport.records.figures import COMPILE_FIGURES, FIGURE_RULES, PARITY_FIGURES
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
+from torchport.views.compare_dist import dist_changes, dist_summary
 from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
 from torchport.views.noise import (
     FASTER,
@@ -122,6 +123,8 @@ class Comparison:
     # Each run's host-op inventory and grades, and what changed (views/compare_placement.py):
     # said even where one side has no placement data.
     placement_summary: dict = field(default_factory=dict)
+    # The dist suite's collective status, bus bandwidth and training parity (views/compare_dist.py)
+    dist: dict = field(default_factory=dict)
     # Each list's length when the lists hold only their first rows (a page: compare_runs with
     # a limit); empty when every list is whole.
     totals: dict[str, int] = field(default_factory=dict)
@@ -305,8 +308,12 @@ def compare(
     plan_a = {tuple(item) for item in run_a.get("plan") or []}
     plan_b = {tuple(item) for item in run_b.get("plan") or []}
     placed_a, placed_b = new_counts(), new_counts()
+    dist_a: list[dict] = []
+    dist_b: list[dict] = []
     for key, a, b in paired(results_a, results_b):
         case, mode = key
+        dist_a += [a] if a is not None and case.startswith("dist/") else []
+        dist_b += [b] if b is not None and case.startswith("dist/") else []
         for side, r in ((placed_a, a), (placed_b, b)):
             if r is not None:
                 tally(side, r.get("grade"), *_host_ops(r))
@@ -324,6 +331,7 @@ def compare(
     out.remarks = _remarks(out, run_a, run_b)
     out.placement_summary = summarize(run_a, run_b, placed_a, placed_b)
     out.remarks += out.placement_summary["remarks"]
+    out.dist = dist_changes(dist_a, dist_b)
     return out
 
 
@@ -400,6 +408,7 @@ def compare_runs(
     out.remarks = _remarks(out, a, b)
     out.placement_summary = placement_summary(store, a, b)
     out.remarks += out.placement_summary["remarks"]
+    out.dist = dist_summary(store, a, b)
     return out
 
 

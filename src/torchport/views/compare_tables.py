@@ -11,6 +11,7 @@ from torchport.views.compare import (
     STATUS_LISTS,
     Comparison,
 )
+from torchport.views.compare_dist import dist_views
 from torchport.views.compare_placement import placement_summary_view
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
@@ -266,6 +267,7 @@ def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[
         cmp.placement_summary["a"]["host_ops"] or cmp.placement_summary["b"]["host_ops"]
     ):
         views.append(placement_summary_view(cmp.placement_summary))
+    views += dist_views(cmp.dist)
     if cmp.notes:
         views.append(notes_view(cmp.notes))
     return views
