@@ -23,7 +23,8 @@ VENVS = Path(
     or Path.home() / ".cache" / "torchport" / "backend-venvs"
 )
 
-pytestmark = pytest.mark.slow
+# The torch_xla half compiles qwen3_moe through XLA: several minutes on 2 cores.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def _torchport(backend: str) -> Path:
