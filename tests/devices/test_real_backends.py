@@ -73,7 +73,8 @@ def test_torch_xla_compiled_training_with_donated_buffers_and_host_ops(tmp_path)
     moe = by_case["hf/qwen3_moe"]
     assert moe["status"] == "pass", moe.get("error")
     assert moe["grade"] == "fallback"
-    assert moe["findings"]["fallback_ops"].get("aten.nonzero") == 10, moe["findings"]
+    nonzero = {op: n for op, n in moe["findings"]["fallback_ops"].items() if "nonzero" in op}
+    assert nonzero in ({"aten.nonzero": 10}, {"aten.nonzero.default": 10}), moe["findings"]
     assert moe["findings"]["placement_instruments"]["nested"]["status"] == "skipped"
 
 

@@ -34,7 +34,7 @@ def test_every_ladder_runs_on_the_stage_runner():
 
 
 def test_an_unknown_ladder_names_the_known_ones():
-    with pytest.raises(LookupError, match="known: generate, kernel, model, op"):
+    with pytest.raises(LookupError, match="known: dist, generate, kernel, model, op"):
         ladders.ladder_class("dist_typo")
 
 

@@ -42,7 +42,7 @@ def _by_case(view, mode=None):
 
 def test_every_builtin_view_is_registered_and_built_in_order(views):
     assert view_names()[: len(BUILTIN_ORDER)] == list(BUILTIN_ORDER)
-    # The flex, ops, serving, kernels and hotspots views speak only about their own runs;
+    # The flex, ops, serving, kernels, hotspots and dist views speak only about their own runs;
     # this run has none.
     own_runs = (
         "flex",
@@ -52,6 +52,9 @@ def test_every_builtin_view_is_registered_and_built_in_order(views):
         "kernels_fast_p",
         "hotspots",
         "hotspots_modules",
+        "dist",
+        "dist_bandwidth",
+        "dist_training",
     )
     assert list(views) == [n for n in BUILTIN_ORDER if n not in own_runs]
 
