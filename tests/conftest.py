@@ -89,3 +89,25 @@ def run_json(db, tmp_path):
         return json.loads(proc.stdout) if expect == 0 else proc
 
     return _run
+
+
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) a module's tests stay on one
+# worker, so a module-scoped fixture (one real run that many tests read) is built once; modules
+# that read the same session-scoped fixture share a group for the same reason.
+SHARED_GROUPS = {
+    "tests/runner/test_faults.py": "planted",  # planted_runs (tests/runner/conftest.py)
+    "tests/runner/test_hardening.py": "planted",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith("tests/interfaces/web/"):
+            group = "web"  # smoke_kb, recorded_kb, servers and one Chromium
+        else:
+            group = SHARED_GROUPS.get(path, path)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -288,3 +288,72 @@ def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(
     else:
         assert r["status"] == "pass", r["error"]
         assert checked["ok"] is True
+
+
+# -- the dispatcher pass, only when the step reached a library op ----------------------------
+
+
+GENERATED = "GeneratedBackwardFor_tptest_cube_default"  # the Function its backward is
+
+
+def _scripted_cube(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.tptest.cube(x)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(
+    ("via", "noted"),
+    [
+        ("packet", {"tptest::cube", GENERATED}),  # torch.ops.tptest.cube(x)
+        ("overload", {"tptest::cube", GENERATED}),  # torch.ops.tptest.cube.default(x)
+        ("object", {"tptest::cube", GENERATED}),  # cube(x)
+        ("c++", {GENERATED}),  # TorchScript calls it from C++
+    ],
+)
+def test_a_step_that_reaches_a_library_op_needs_the_dispatcher_pass(via, noted, monkeypatch):
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: ["tptest::cube"])
+    scripted = torch.jit.script(_scripted_cube) if via == "c++" else None
+    call = {
+        "packet": lambda x: torch.ops.tptest.cube(x),
+        "overload": lambda x: torch.ops.tptest.cube.default(x),
+        "object": cube,
+        "c++": scripted,
+    }[via]
+    x = torch.randn(2, 3, requires_grad=True)
+    with custom_grad.recording() as seen:
+        call(x).sum().backward()
+    assert seen.library_calls == noted
+    assert custom_grad.dispatch_pass_needed(seen)
+
+
+def test_a_step_that_reaches_none_skips_the_dispatcher_pass(monkeypatch):
+    """An HF model's step with transformers imported (``transformers::grouped_mm_fallback``
+    registered) and aten ops called through ``torch.ops``: nothing for the pass to find. An op
+    registered some other way (a C++ caller could reach it unseen), or a record that could not
+    be made, keeps the pass."""
+    x = torch.randn(2, 3, requires_grad=True)
+    with custom_grad.recording() as seen:
+        (
+            torch.relu(x).sum() + torch.ops.aten.sin(x).sum() + torch.ops.aten.cos.default(x).sum()
+        ).backward()
+    assert seen.library_calls == set()
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: ["tptest::cube"])
+    assert not custom_grad.dispatch_pass_needed(seen)
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: [])
+    assert not custom_grad.dispatch_pass_needed(seen)
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: ["tptest::cube", "cext::fused"])
+    assert custom_grad.dispatch_pass_needed(seen)  # not a custom_op: its callers are unseen
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: None)
+    assert custom_grad.dispatch_pass_needed(seen)  # the dispatcher could not be asked
+
+
+def test_without_torchs_op_classes_the_pass_runs_and_says_why(monkeypatch):
+    from torch import _ops
+
+    monkeypatch.delattr(_ops.OpOverloadPacket, "__call__")
+    monkeypatch.setattr(custom_grad, "library_ops", lambda: ["tptest::cube"])
+    with custom_grad.recording() as seen:
+        pass
+    assert seen.library_calls is None
+    assert "OpOverloadPacket.__call__ not found" in seen.library_calls_unrecorded
+    assert custom_grad.dispatch_pass_needed(seen)

@@ -225,11 +225,11 @@ class Ladder(StageRunner):
     def _record_library_ops(self, eager_step, seen) -> None:
         """Custom ops the step calls as ``torch.ops.ns.name(...)``, which the run stage's
         recorder does not see: noted by a dispatch mode in one more eager step of their own (a
-        dispatch mode never runs in the pass that decides parity), only when an op outside
-        torch's namespaces with an Autograd kernel is registered at all. A pass that fails
-        is said in the notes, never the case's failure."""
-        registered = custom_grad.library_ops()
-        if registered == []:
+        dispatch mode never runs in the pass that decides parity), only when the run stage's
+        record says the step reached an op outside torch's namespaces with an Autograd kernel
+        (or cannot say: ``custom_grad.dispatch_pass_needed``). A pass that fails is said in the
+        notes, never the case's failure."""
+        if not custom_grad.dispatch_pass_needed(seen):
             return
         before = set(seen.calls)
 
