@@ -17,6 +17,10 @@ REPO = Path(__file__).resolve().parents[1]
 # is shared across runs on a user's host), never the user's own ~/.cache.
 os.environ.setdefault("TORCHPORT_REFERENCE_CACHE", tempfile.mkdtemp(prefix="torchport-refs-"))
 os.environ.setdefault("TORCHPORT_CACHE", tempfile.mkdtemp(prefix="torchport-cache-"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers compiling the same graph into one Inductor cache at once load each other's
+    # half-written kernels ("main.so: file too short", seen under `-n 2`): one cache each.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchport-inductor-")
 # The installed console script, as a user runs it (not ``python -m``): the venv's bin/ first.
 TORCHPORT = str(Path(sys.executable).parent / "torchport")
 if not os.path.exists(TORCHPORT):  # pragma: no cover - an install without scripts
@@ -91,23 +95,62 @@ def run_json(db, tmp_path):
     return _run
 
 
-# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) a module's tests stay on one
-# worker, so a module-scoped fixture (one real run that many tests read) is built once; modules
-# that read the same session-scoped fixture share a group for the same reason.
-SHARED_GROUPS = {
+# pytest-xdist (`make test` runs `-n 2`): a module's tests run on one worker, so a module-scoped
+# fixture (one real run that many tests read) is built once; modules that read the same
+# session-scoped fixture go together; the modules that take longest are handed out first, so
+# that no worker is left with a long one at the end while the other idles.
+XDIST_GROUPS = {
     "tests/runner/test_faults.py": "planted",  # planted_runs (tests/runner/conftest.py)
     "tests/runner/test_hardening.py": "planted",
 }
+# From the --durations reports of whole runs (a module absent here goes after these, in
+# xdist's order: most tests first).
+XDIST_LONGEST_FIRST = (
+    "planted",
+    "tests/interfaces/test_cli.py",
+    "tests/runner/test_parallel.py",
+    "tests/cases/test_hf_ladder.py",
+    "tests/runner/test_ray.py",
+    "tests/runner/test_resume.py",
+    "web",
+    "tests/interfaces/test_ops_cli.py",
+    "tests/interfaces/test_generate_cli.py",
+    "tests/probes/test_perf.py",
+    "tests/interfaces/test_pg_cli.py",
+    "tests/probes/test_compile.py",
+    "tests/views/test_compare.py",
+    "tests/devices/test_simdev.py",
+    "tests/probes/test_placement.py",
+    "tests/probes/test_flex_probe.py",
+)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        if path.startswith("tests/interfaces/web/"):
-            group = "web"  # smoke_kb, recorded_kb, servers and one Chromium
-        else:
-            group = SHARED_GROUPS.get(path, path)
-        item.add_marker(pytest.mark.xdist_group(group))
+def xdist_group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/interfaces/web/"):
+        return "web"  # smoke_kb, recorded_kb, their servers and one Chromium
+    return XDIST_GROUPS.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        """xdist's loadscope with a module (or a group above) as the scope, longest first.
+        (xdist's own ``--dist loadgroup`` marks do not reach pytest 9's node ids.)"""
+
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is complete before the first unit goes out
+                self.ordered = True
+                rank = {group: i for i, group in enumerate(XDIST_LONGEST_FIRST)}
+                units = sorted(self.workqueue.items(), key=lambda u: rank.get(u[0], len(rank)))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return ByModule(config, log)

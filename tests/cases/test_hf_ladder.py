@@ -17,7 +17,15 @@ def climb(model_type: str, mode: str) -> dict:
     return Ladder(HFCase(model_type), mode, config, CPUAdapter(), lambda event: None, {}).run()
 
 
-@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+# One family of each kind in the default run (dense, MoE, SSM, MLA); every family builds and
+# trains in tests/cases/test_hf.py, and climbs in `make test-slow`.
+DEFAULT_RUN = {"llama", "qwen3_moe", "mamba", "deepseek_v3"}
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [m if m in DEFAULT_RUN else pytest.param(m, marks=pytest.mark.slow) for m in sorted(FAMILIES)],
+)
 def test_eager_ladder_and_parity(model_type):
     result = climb(model_type, "eager")
     assert result["status"] == "pass", result["error"]

@@ -11,7 +11,9 @@ from tests.conftest import torchport
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """One real run: smoke mlp + llama, both modes, ladder only."""
+    """One real run: smoke mlp + llama, both modes, ladder only. aot_eager: what these tests
+    read does not depend on the backend, and Inductor's C++ build of llama's step took most of
+    this fixture's 72 s (the CLI's default backend is run by test_faults and test_compile)."""
     tmp = tmp_path_factory.mktemp("cli")
     db = tmp / "kb.db"
     proc = torchport(
@@ -24,6 +26,8 @@ def recorded(tmp_path_factory):
         "cpu",
         "--probes",
         "none",
+        "--compile-backend",
+        "aot_eager",
         "--label",
         "team=core",
         "--db",

@@ -28,6 +28,8 @@ def _start(db, cwd):
             "cpu",
             "--probes",
             "none",
+            "--compile-backend",  # what is tested is the interruption, not Inductor's build
+            "aot_eager",
             "--db",
             str(db),
             "--json",

@@ -186,9 +186,9 @@ def _library_calls(seen: Seen):
         seen.library_calls, seen.library_calls_unrecorded = None, f"{exc}"
         yield
         return
-    # (class, its own __call__, how to read its ns::name): the packet (torch.ops.ns.name) and
-    # the overload (torch.ops.ns.name.default); an overload's subclasses that define their
-    # own __call__ (TorchBindOpOverload) are wrapped too.
+    # (class, the attribute holding its ns::name): the packet (torch.ops.ns.name) and the
+    # overload (torch.ops.ns.name.default); an overload's subclasses that define their own
+    # __call__ (TorchBindOpOverload) are wrapped too.
     targets = []
     for cls_name, attr in (("OpOverloadPacket", "_qualified_op_name"), ("OpOverload", "_name")):
         cls = getattr(_ops, cls_name, None)
