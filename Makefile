@@ -37,8 +37,9 @@ test-needs:
 	@bash scripts/test_needs.sh $(PY)
 
 # --durations: the slowest tests and fixtures in every run, so the suite's cost stays visible.
+# -n 2: two pytest-xdist workers, a test module per worker at a time (tests/conftest.py).
 test: test-needs install check docs
-	$(PY) -m pytest -q --durations=40
+	$(PY) -m pytest -q --durations=40 -n 2
 
 test-slow: install
 	$(PY) -m pytest -q -m slow
