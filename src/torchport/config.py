@@ -414,7 +414,7 @@ class RunConfig:
         return {k: v for k, v in changed.items() if v != mine[k]}
 
     def with_changes(self, changes: dict[str, Any]) -> RunConfig:
-        """This config with a task's ``changes`` (``changes``) applied."""
+        """This config with a task's ``changes`` (what ``changes`` gave) applied."""
         return RunConfig.from_dict({**self.to_dict(), **changes}) if changes else self
 
     @property

@@ -10,6 +10,7 @@ from torchport.records.figures import (
     NOT_JUDGED,
     PARITY_FIGURES,
     SLOWER,
+    STATUS_RULES,
     WITHIN,
 )
 from torchport.records.status import NOT_FAILURES, sql_list
@@ -312,7 +313,7 @@ _JOIN = (
 FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
 PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
 # The status lists: the only ones that show an error line.
-STATUS_DECISIONS = ("newly_passing", "newly_failing", "failure_changed")
+STATUS_DECISIONS = tuple(rule.name for rule in STATUS_RULES)
 
 
 def _figure(alias: str, name: str, version: int) -> str:
@@ -447,14 +448,11 @@ def compare_decisions(*, version: int) -> dict[str, str]:
     def f(alias: str, name: str) -> str:
         return _figure(alias, name, s)
 
-    decisions = {
-        "newly_passing": "a.status != 'pass' AND b.status = 'pass'",
-        "newly_failing": "a.status = 'pass' AND b.status != 'pass'",
-        "failure_changed": "a.status != 'pass' AND b.status != 'pass'"
-        " AND (a.status != b.status OR a.stage IS NOT b.stage)",
-        "placement_candidate": "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
-        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})",
-    }
+    decisions = {rule.name: rule.sql() for rule in STATUS_RULES}
+    decisions["placement_candidate"] = (
+        "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
+        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})"
+    )
     for rule in FIGURE_RULES:
         decisions[rule.figure] = figure_past(rule, version=s)
     return decisions

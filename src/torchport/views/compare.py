@@ -22,7 +22,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchport.records.figures import COMPILE_FIGURES, FIGURE_RULES, PARITY_FIGURES
+from torchport.records.figures import (
+    COMPILE_FIGURES,
+    FIGURE_RULES,
+    PARITY_FIGURES,
+    STATUS_RULES,
+)
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.compare_dist import dist_changes, dist_summary
 from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
@@ -263,14 +268,8 @@ def decide(a: dict, b: dict) -> frozenset[str]:
     """What holds of one pair, decided in Python from the declared rules: the names the
     store's SQL decides (records/queries.py decided_names; a timed pair within the noise
     says WITHIN). tests/views/test_compare.py holds the two equal on random runs."""
-    before, after = a["status"], b["status"]
-    holds = set()
-    if before != "pass" and after == "pass":
-        holds.add("newly_passing")
-    elif before == "pass" and after != "pass":
-        holds.add("newly_failing")
-    elif before != "pass" and (before, a.get("stage")) != (after, b.get("stage")):
-        holds.add("failure_changed")
+    statuses = (a["status"], a.get("stage"), b["status"], b.get("stage"))
+    holds = {rule.name for rule in STATUS_RULES if rule.holds(*statuses)}
     if a.get("grade") is not None and b.get("grade") is not None:
         holds.add(PLACEMENT)  # a superset: _placement compares the host-op sets
     ma, mb = metrics(a), metrics(b)
