@@ -124,7 +124,8 @@ class Ladder(StageRunner):
     def _ran(self, result: dict) -> None:
         self.result = result
         self.noise = self._determinism(self.compared_eager, result)
-        self.runner, self.step, self.cold_compile = self.module, self.eager_step, None
+        self.runner, self.step = self.module, self.eager_step
+        self.cold_compile: dict | None = None
 
     def _before_compile(self) -> None:
         self._choose_backend()
