@@ -443,3 +443,32 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         )  # fmt: skip
         assert [s.run_reused for s in again[:3]] == [True] * 3
         assert again[1].checks[0].reused and again[1].checks[0].first_line == kept[1]
+
+
+def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):
+    """No build environment to resolve where the environment has setuptools; where it has
+    none (torch 2.9's), uv's isolated build, resolved from the matrix's indexes."""
+    from torchport.runner import envs
+
+    calls = []
+
+    def fake_uv(uv, args, log, timeout_s):
+        calls.append(args)
+        if "--no-build-isolation" in args and len(calls) == 1 and fail_first:
+            raise envs.EnvError("uv pip install failed (exit 2):\nNo module named 'setuptools'")
+        return 1.5
+
+    monkeypatch.setattr(envs, "_uv", fake_uv)
+    indexes = Indexes(find_links=("/w",))
+    fail_first = False
+    assert envs._install_torchport("uv", "py", "/src", indexes, print, None) == 1.5
+    assert calls == [
+        ["pip", "install", "--python", "py", "--no-deps", "--no-build-isolation", "-e", "/src"]
+    ]
+    calls.clear()
+    fail_first, logged = True, []
+    assert envs._install_torchport("uv", "py", "/src", indexes, logged.append, None) == 1.5
+    assert calls[1] == [
+        "pip", "install", "--python", "py", "--no-deps", "--find-links", "/w", "-e", "/src",
+    ]  # fmt: skip
+    assert "No module named 'setuptools'" in logged[0]
