@@ -127,12 +127,17 @@ def main() -> int:
         first = len(lines) - 4
         lines += breakdown(os.path.join(args.work, "out"), wall)
         print("\n".join(lines[first:]), flush=True)
+        write(args.out, lines)  # after every step: a stopped measurement keeps what it has
     with open(os.path.join(args.work, "out", "release-note.md")) as f:
         lines += ["", "release note (step 3):", *("  " + line for line in f.read().splitlines())]
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write(args.out, lines)
     return 0
+
+
+def write(path: str, lines: list[str]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
