@@ -69,6 +69,10 @@ def test_real_backends_file_says_every_run_and_check():
     assert (xglm.name, xglm.suite, xglm.cases, xglm.device) == ("xglm", "hf", ("xglm",), "cpu")
     assert "--probes" not in xglm.command("cpu")  # the CPU's default probes
     assert m.runs_of(m.envs[3]) == () and m.runs_of(m.envs[4]) == ()
+    npu = m.envs[4]  # torch_npu pins torch==2.9.0+cpu, which PyPI lacks: no deps
+    assert npu.no_deps == ("torch_npu==2.9.0",) and npu.requirements == ("torch==2.9.0",)
+    plain = EnvSpec(name=npu.name, requirements=npu.requirements)
+    assert npu.digest(m.indexes, ()) != plain.digest(m.indexes, ())
     assert {env: [c.name for c in checks] for env, checks in m.checks.items()} == {
         "xla": ["fallback_nonzero", "first_step", "doctor"],
         "jax": ["timing_check", "doctor"],

@@ -66,6 +66,9 @@ class EnvSpec:
     python: str | None = None  # a version ("3.11") or an interpreter path; default: this one
     device: str | None = None  # the run's device here, when it differs from the matrix's
     vars: dict[str, str] = field(default_factory=dict)  # environment variables for its runs
+    # installed after the rest without their dependencies (a wheel that pins a build its
+    # index does not have, e.g. torch_npu 2.9.0's torch==2.9.0+cpu)
+    no_deps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "._-" for c in self.name):
@@ -76,16 +79,16 @@ class EnvSpec:
             raise EnvError(f"environment '{self.name}' needs at least one requirement")
 
     def digest(self, indexes: Indexes, common: tuple[str, ...]) -> str:
-        canonical = json.dumps(
-            {
-                "format": FORMAT,
-                "requirements": sorted(self.requirements + common),
-                "python": self.python or _python_version(),
-                "indexes": asdict(indexes),
-                "torchport_deps": sorted(torchport_requirements()),
-            },
-            sort_keys=True,
-        )
+        decides = {
+            "format": FORMAT,
+            "requirements": sorted(self.requirements + common),
+            "python": self.python or _python_version(),
+            "indexes": asdict(indexes),
+            "torchport_deps": sorted(torchport_requirements()),
+        }
+        if self.no_deps:  # only then: the digests of environments without it stay the same
+            decides["no_deps"] = sorted(self.no_deps)
+        canonical = json.dumps(decides, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -236,6 +239,13 @@ def build_env(
     steps_s["packages"] = _uv(
         uv, ["pip", "install", "--python", python, *indexes.args(), *reqs], log, timeout_s
     )
+    if spec.no_deps:
+        steps_s["no_deps"] = _uv(
+            uv,
+            ["pip", "install", "--python", python, *indexes.args(), "--no-deps", *spec.no_deps],
+            log,
+            timeout_s,
+        )
     steps_s["torchport"] = _install_torchport(uv, python, source, indexes, log, timeout_s)
     lock_start = time.perf_counter()
     freeze = subprocess.run(

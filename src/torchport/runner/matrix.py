@@ -81,7 +81,7 @@ MATRIX_KEYS = (
     "index_strategy",
     "envs_dir",
 )
-ENV_KEYS = ("name", "requirements", "python", "device", "vars", "runs", "checks")
+ENV_KEYS = ("name", "requirements", "python", "device", "vars", "runs", "checks", "no_deps")
 
 
 class MatrixError(ValueError):
@@ -261,6 +261,7 @@ def load_matrix(path: str) -> Matrix:
                 python=env.get("python"),
                 device=env.get("device"),
                 vars=_vars(where, env.get("vars", {})),
+                no_deps=_strings(f"{where} no_deps", env.get("no_deps", [])),
             )
         except EnvError as exc:
             raise MatrixError(f"{path}: {exc}") from None

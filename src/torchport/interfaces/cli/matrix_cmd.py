@@ -302,6 +302,15 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
     return reports
 
 
+def _baseline_file(data: dict) -> str:
+    """The first baseline file written (``baseline.json``; ``baseline-<run>.json`` when the
+    environments' runs are named)."""
+    for report in data["gate"]:
+        if report["run_name"] != "run":
+            return f"baseline-{report['run_name']}.json"
+    return "baseline.json"
+
+
 def checks_view(checks: list[dict]):
     """The environments' checks: exit code, wall time, the first line of the output."""
     from torchport.views.base import Column, View
@@ -383,7 +392,7 @@ def _print(store, note, data: dict, out_dir: str) -> None:
     console.print(
         f"locks, release note (.md, .html, .json) and baseline in {out_dir}/; dashboard: "
         f"torchport serve, then /matrix/{data['matrix']}; CI: torchport gate "
-        f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}"
+        f"matrix_env=NAME --baseline {os.path.join(out_dir, _baseline_file(data))}"
         + (f"; checks' output in {os.path.join(out_dir, 'checks')}/" if data["checks"] else ""),
         markup=False,
         highlight=False,
