@@ -348,10 +348,22 @@ def test_release_note_markdown_shows_stored_text_as_text():
                 "packages": [{"name": hostile, "a": "1", "b": None}],
             }
         ],
+        "checks": [
+            {
+                "env": "a",
+                "name": "doctor",
+                "exit_code": 2,
+                "wall_s": 3.0,
+                "problem": None,
+                "first_line": hostile,
+                "path": "out/checks/a/doctor.txt",
+            },
+        ],  # fmt: skip
     }
     text = release_note_markdown(data, "kb.db")
     escaped = "\\<img src=x onerror=alert(1)\\>\\|\\[a\\](b)"
-    assert text.count(escaped) == 2 and re.findall(r"(.)<img", text) == ["\\", "\\"]
+    assert text.count(escaped) == 3 and re.findall(r"(.)<img", text) == ["\\"] * 3
+    assert "| a | doctor | 2 | 3 s | " in text
     assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text
 
 
