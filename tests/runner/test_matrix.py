@@ -418,6 +418,8 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         f"command = ['{sys.executable}', '-c', \"{code}\", '{{run[fwd]}}', '{{db}}']\n"
         "[[env.checks]]\nname = 'missing'\n"
         f"command = ['{sys.executable}', '-c', 'pass', '{{run[nope]}}']\n"
+        "[[env.checks]]\nname = 'plain'\n"
+        f"command = ['{sys.executable}', '-c', 'print(1)']\n"
         "[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n"
         "[[env.runs]]\nname = 'smoke'\n"
         "[[env]]\nname = 'bare'\nrequirements = ['x']\nruns = []\n"
@@ -442,7 +444,7 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         fwd = store.get_run(sides[1].run_id)
         assert fwd["labels"]["matrix_run"] == "fwd" and "--workload w:f" in fwd["command"]
         assert fwd["labels"]["compile_cache"] == "empty"
-        probe, missing = sides[1].checks
+        probe, missing, plain = sides[1].checks
         assert probe.exit_code == 0 and not probe.reused
         kept = open(probe.path).read().splitlines()
         assert kept[0] == f"+ {sys.executable} -c {code} {sides[1].run_id} {db}"
@@ -459,6 +461,17 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         )  # fmt: skip
         assert [s.run_reused for s in again[:3]] == [True] * 3
         assert again[1].checks[0].reused and again[1].checks[0].first_line == kept[1]
+        assert kept[-1] == f"(environment lock {sides[1].env.lock_digest})"
+        # a rebuilt environment (another lock) runs its checks again
+        old_env = os.path.join(sides[1].env.path, "env.json")
+        with open(old_env, "w") as f:
+            json.dump({"lock_digest": "another"}, f)
+        third = run_matrix(
+            matrix, store, db, log=lambda _: None, reference_cache=str(tmp_path / "refs"),
+            checks_dir=checks,
+        )  # fmt: skip
+        assert again[1].checks[2].reused  # the same command in the same environment
+        assert not third[-3].checks[2].reused and third[-3].checks[2].exit_code == 0
 
 
 def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):

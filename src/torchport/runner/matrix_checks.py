@@ -1,10 +1,12 @@
 """The checks of a matrix environment: commands run in it after its runs (``torchport
 doctor``, a benchmark script, a query of the knowledge base), each kept in a file of its own
-whose first line is the command and whose last lines are its exit code and wall time.
+whose first line is the command and whose last lines are its exit code, its wall time and the
+lock digest of the environment it ran in.
 
 A failing check is a result to keep, never a reason to stop the other environments. A check
 whose file already holds the same command, finished, is reused (a second invocation runs
-nothing); a check that names a run the environment has not recorded is not run, and says so.
+nothing) when the environment's lock is the same; a check that names a run the environment
+has not recorded is not run, and says so.
 """
 
 from __future__ import annotations
@@ -56,21 +58,31 @@ def _argv(check: Check, env_path: str, fill: dict) -> list[str]:
     return argv
 
 
-def _finished(path: str, line: str) -> tuple[int, float, str] | None:
-    """(exit code, wall s, first output line) of a kept file of the same command, finished."""
+def _lock_line(lock_digest: str) -> str:
+    return f"(environment lock {lock_digest})"
+
+
+def _finished(path: str, line: str, lock_digest: str) -> tuple[int, float, str] | None:
+    """(exit code, wall s, first output line) of a kept file of the same command, finished,
+    in an environment with the same lock."""
     try:
         with open(path) as f:
             lines = f.read().splitlines()
     except OSError:
         return None
-    if not lines or lines[0] != line or len(lines) < 3 or not lines[-2].startswith(DONE_PREFIX):
+    if (
+        len(lines) < 4
+        or lines[0] != line
+        or lines[-1] != _lock_line(lock_digest)
+        or not lines[-3].startswith(DONE_PREFIX)
+    ):
         return None
     try:
-        code = int(lines[-2].removeprefix(DONE_PREFIX).rstrip(")"))
-        wall = float(lines[-1].removeprefix("(wall time ").removesuffix(" s)"))
+        code = int(lines[-3].removeprefix(DONE_PREFIX).rstrip(")"))
+        wall = float(lines[-2].removeprefix("(wall time ").removesuffix(" s)"))
     except ValueError:
         return None
-    return code, wall, next((ln for ln in lines[1:-2] if ln.strip()), "")
+    return code, wall, next((ln for ln in lines[1:-3] if ln.strip()), "")
 
 
 def _run(argv: list[str], environ: dict, check: Check) -> tuple[str, int | None, str | None]:
@@ -128,7 +140,7 @@ def run_checks(
         # The command as a line, the environment's folder written as $ENV (files stay portable).
         outcome.command = " ".join(argv).replace(env.path, "$ENV")
         line = f"+ {outcome.command}"
-        kept = _finished(path, line)
+        kept = _finished(path, line, env.lock_digest)
         if kept is not None:
             outcome.exit_code, outcome.wall_s, outcome.first_line = kept
             outcome.reused = True
@@ -146,6 +158,7 @@ def run_checks(
             else:
                 f.write(f"{DONE_PREFIX}{outcome.exit_code})\n")
                 f.write(f"(wall time {outcome.wall_s:.0f} s)\n")
+                f.write(_lock_line(env.lock_digest) + "\n")
         log(
             f"[{spec.name}] check {check.name}: "
             + (outcome.problem or f"exit {outcome.exit_code} in {outcome.wall_s:.0f} s")
