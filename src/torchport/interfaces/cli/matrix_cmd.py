@@ -302,13 +302,15 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
     return reports
 
 
-def _baseline_file(data: dict) -> str:
-    """The first baseline file written (``baseline.json``; ``baseline-<run>.json`` when the
-    environments' runs are named)."""
+def _gate_hint(data: dict, out_dir: str) -> str:
+    """The 'torchport gate' command for CI: with named runs, one run of the environment
+    (``--label matrix_run=RUN``) against that run's baseline file."""
     for report in data["gate"]:
         if report["run_name"] != "run":
-            return f"baseline-{report['run_name']}.json"
-    return "baseline.json"
+            name = report["run_name"]
+            path = os.path.join(out_dir, f"baseline-{name}.json")
+            return f"matrix_env=NAME --label matrix_run={name} --baseline {path}"
+    return f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}"
 
 
 def checks_view(checks: list[dict]):
@@ -392,7 +394,7 @@ def _print(store, note, data: dict, out_dir: str) -> None:
     console.print(
         f"locks, release note (.md, .html, .json) and baseline in {out_dir}/; dashboard: "
         f"torchport serve, then /matrix/{data['matrix']}; CI: torchport gate "
-        f"matrix_env=NAME --baseline {os.path.join(out_dir, _baseline_file(data))}"
+        f"{_gate_hint(data, out_dir)}"
         + (f"; checks' output in {os.path.join(out_dir, 'checks')}/" if data["checks"] else ""),
         markup=False,
         highlight=False,
