@@ -3,7 +3,8 @@ benchmarks/matrix_torch.toml: torch 2.12.1 and 2.13.0, the smoke suite on the CP
 
 1. from empty caches: a new uv cache, no environments, no float64 references, a new
    knowledge base;
-2. with the environments and references built: a new knowledge base (both runs made again);
+2. with the environments and references built (and each environment's compile cache, kept
+   in it, warm from step 1): a new knowledge base (both runs made again);
 3. a second invocation on the same knowledge base: everything reused.
 
     python benchmarks/matrix_time.py [--matrix FILE] [--work DIR] [--out FILE] [MATRIX_OPTIONS]
@@ -98,7 +99,11 @@ def main() -> int:
     ]
     steps = (
         ("1. empty caches (uv cache, environments, references, knowledge base)", "kb1.db"),
-        ("2. environments and references built, new knowledge base", "kb2.db"),
+        (
+            "2. environments, references and each environment's compile cache built, new "
+            "knowledge base",
+            "kb2.db",
+        ),
         ("3. second invocation, same knowledge base: everything reused", "kb2.db"),
     )
     for title, db in steps:
