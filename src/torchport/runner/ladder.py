@@ -413,6 +413,15 @@ class Ladder(StageRunner):
         except Exception as exc:  # a backend that cannot say: recorded, not fatal
             self.out.findings["numerics"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
 
+    def _later_references(self) -> tuple:
+        """Values of this case the perf probe will ask the reference child for (its FLOP
+        count): computed by the parity reference's child while it has torch imported."""
+        if "perf" not in self.config.probes:
+            return ()
+        from torchport.probes.perf import flops_spec
+
+        return (flops_spec(self.case, self.config),)
+
     def _reference_spec(self, size: Size) -> reference_mod.ReferenceSpec:
         return reference_mod.spec_for(self.case, self.config, size)
 
@@ -426,6 +435,7 @@ class Ladder(StageRunner):
                     self._reference_spec(size),
                     local,
                     timeout_s=max(self.case_deadline - clock(), 30.0),
+                    also=self._later_references(),
                 )
         value = cached["reference"]
         self._record_reference(value)["rule"] = (
