@@ -84,7 +84,8 @@ def test_right_kernel_passes_every_check_and_is_timed():
     # call), the whole step call by call
     calls = k["timing"]["op_calls_per_sample"]
     op = k["timing"]["op"]
-    assert calls > 1 and calls * max(op[s]["median_ms"] for s in op) >= 5
+    # (one call per sample when a single call already lasts 10 ms, as on a loaded host)
+    assert calls >= 1 and calls * max(op[s]["median_ms"] for s in op) >= 5
     assert k["timing"]["step_calls_per_sample"] == 1
     # the replaced step's figures, as compare and gate read them
     assert m["perf_median_ms"] == m["step_ms_replacement"]
