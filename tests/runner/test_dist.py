@@ -146,7 +146,9 @@ def test_a_wrong_collective_is_named_with_its_ranks():
 
 
 def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
-    """DDP's steps against the float64 process: equal; a wrong learning rate is caught."""
+    """DDP's steps against the float64 process: equal; a reference trained differently (another
+    learning rate) is caught."""
+    from torchport.execution.dist_reference import train_history
     from torchport.runner import dist_train
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
@@ -155,22 +157,50 @@ def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
     try:
         spec = DistSpec(kind="train", strategy="ddp", model="mlp", steps=2)
         kwargs = dict(rank=0, world=1, device="cpu", seed=0, adapter=get_adapter("cpu"))
-        good = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        kwargs["progress"] = lambda s: None
+        expected = train_history("mlp", 0, 4, 2)
+        good = dist_train.train_parity(spec, mode="eager", expected=expected, **kwargs)
         assert good["passed"] and good["worst"]["rel_err"] < 1e-5
-        real_reference = dist_train.reference
-
-        def reference_with_another_lr(*args):  # one process trained a little differently
-            monkeypatch.setattr(dist_train, "LR", 0.11)
-            try:
-                return real_reference(*args)
-            finally:
-                monkeypatch.setattr(dist_train, "LR", 0.1)
-
-        monkeypatch.setattr(dist_train, "reference", reference_with_another_lr)
-        bad = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        other = train_history("mlp", 0, 4, 2, lr=0.11)
+        bad = dist_train.train_parity(spec, mode="eager", expected=other, **kwargs)
         assert not bad["passed"] and bad["worst"]["step"] is not None
+        with pytest.raises(ValueError, match="reference has 1 steps"):
+            dist_train.train_parity(spec, mode="eager", expected=expected[:1], **kwargs)
     finally:
         dist.destroy_process_group()
+
+
+def test_training_reference_is_computed_once_in_a_clean_child(monkeypatch, tmp_path):
+    """One float64 process on the global batch, computed in the reference child (backend
+    autoload off) into the disk cache; the next strategy or run reads the same file."""
+    from torchport.execution import reference
+    from torchport.execution.dist_reference import train_history
+
+    monkeypatch.setenv(reference.CACHE_ENV, str(tmp_path))
+    spec = reference.dist_train_spec("mlp", seed=3, samples=8, steps=2)
+    first = reference.obtain(spec, timeout_s=120)
+    assert (first["cache"], first["process"], first["kind"]) == ("miss", "child", "float64")
+    again = reference.obtain(spec)
+    assert again["cache"] == "hit"
+    want = train_history("mlp", 3, 8, 2)  # the same numbers as one float64 process here
+    # (to float64 rounding: the two processes may split reductions over threads differently)
+    assert [s["loss"] for s in first["history"]] == pytest.approx(
+        [s["loss"] for s in want], rel=1e-12
+    )
+    for got, expected in zip(first["history"], want, strict=True):
+        assert got["params"].keys() == expected["params"].keys()
+        for k, v in expected["params"].items():
+            assert got["params"][k].dtype == torch.float64
+            assert torch.allclose(got["params"][k], v, rtol=1e-12, atol=1e-15), k
+    # the strategy is no part of it; the global batch, the steps and the seed are
+    keys = {
+        reference.dist_train_spec("mlp", seed=3, samples=8, steps=2).key(),
+        reference.dist_train_spec("mlp", seed=3, samples=8, steps=3).key(),
+        reference.dist_train_spec("mlp", seed=3, samples=4, steps=2).key(),
+        reference.dist_train_spec("mlp", seed=4, samples=8, steps=2).key(),
+    }
+    assert len(keys) == 4
+    assert spec.key() == reference.dist_train_spec("mlp", seed=3, samples=8, steps=2).key()
 
 
 # -- real worlds ----------------------------------------------------------------------------
@@ -270,6 +300,8 @@ def test_training_parity_of_each_strategy(strategy):
     train = result["findings"]["dist_train"]
     assert train["strategy"] == strategy and train["worst"]["rel_err"] < 1e-4
     assert result["metrics"]["train_step_s"] > 0
+    # the float64 reference came from the clean child (or its cache), not from a rank
+    assert result["findings"]["reference"]["process"] == "child"
 
 
 @pytest.mark.slow
