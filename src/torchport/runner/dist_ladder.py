@@ -319,7 +319,9 @@ class DistLadder(StageRunner):
         out = self.out
         first = per_rank[0]
         record = {
-            k: first[k] for k in ("strategy", "model", "steps", "worst", "passed") if k in first
+            k: first[k]
+            for k in ("strategy", "model", "steps", "worst", "passed", "compile_backend")
+            if k in first
         }
         record["step_s"] = max(t.get("step_s", 0.0) for t in per_rank)
         record["peak_bytes_per_rank"] = [t.get("peak_bytes") for t in per_rank]

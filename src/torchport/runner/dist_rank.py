@@ -136,6 +136,7 @@ def main(argv=None) -> int:
                 adapter=adapter,
                 progress=progress,
                 expected=expected["history"],
+                compile_backend=task.get("compile_backend"),
             )
         progress("destroy_process_group")
         dist.destroy_process_group()

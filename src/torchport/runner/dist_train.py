@@ -83,11 +83,33 @@ def _sum_partial_grads(model, model_name: str) -> None:
             dist.all_reduce(param.grad)
 
 
+def _at(stage: str, fn):
+    """``fn()``; an exception it raises carries the stage it came from (the rank classifies
+    it: a compiler error in the first compiled step is a compile_fail, and so on)."""
+    try:
+        return fn()
+    except Exception as exc:
+        if not hasattr(exc, "torchport_stage"):
+            exc.torchport_stage = stage  # type: ignore[attr-defined]
+        raise
+
+
 def train_parity(
-    spec, *, mode, rank, world, device, seed, adapter, progress, expected: list[dict]
+    spec,
+    *,
+    mode,
+    rank,
+    world,
+    device,
+    seed,
+    adapter,
+    progress,
+    expected: list[dict],
+    compile_backend: str | None = None,
 ) -> dict:
     """``expected``: per step, the loss and every parameter of one float64 process on the
-    global batch (``execution.dist_reference.train_history``)."""
+    global batch (``execution.dist_reference.train_history``). ``compile_backend``: the run's
+    ``--compile-backend`` (else the device's own choice, as the single-device ladder makes)."""
     strategy, model_name, steps = spec.strategy, spec.model, spec.steps
     if len(expected) < steps:
         raise ValueError(f"the reference has {len(expected)} steps, the case trains {steps}")
@@ -96,9 +118,12 @@ def train_parity(
     progress(f"{strategy} wrap")
     wrapped = _wrap(strategy, model_name, model, device, world)
     step_fn = wrapped
+    choice = None
     if mode == "compile":
-        backend = getattr(adapter, "default_compile_backend", None) or "inductor"
-        step_fn = torch.compile(wrapped, backend=backend)
+        from torchport.execution import compile_backend as backends
+
+        choice = _at("compile", lambda: backends.choose(adapter, compile_backend))
+        step_fn = choice.compile(wrapped)
     x, y = global_batch(seed, GLOBAL_PER_RANK * world, model)
     if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
         x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
@@ -115,12 +140,20 @@ def train_parity(
         adapter.synchronize()
         start = clock()
         opt.zero_grad()
-        step_loss = loss(step_fn(x), y)
-        step_loss.backward()
-        if strategy == "tp":
-            _sum_partial_grads(model, model_name)
-        opt.step()
-        adapter.synchronize()
+        # the first compiled step compiles: its failure is the compiler's (or the compiled
+        # code's, which classify tells apart)
+        stage = "run" if mode != "compile" else "compile" if step == 0 else "compiled_run"
+
+        def one_step():
+            step_loss = loss(step_fn(x), y)
+            step_loss.backward()
+            if strategy == "tp":
+                _sum_partial_grads(model, model_name)
+            opt.step()
+            adapter.synchronize()
+            return step_loss
+
+        step_loss = _at(stage, one_step)
         times.append(clock() - start)
         global_loss = step_loss.detach().to(torch.float64)
         if strategy in ("ddp", "fsdp2"):  # the mean over equal shards is the global mean
@@ -149,6 +182,7 @@ def train_parity(
         "tolerance_rel": REL_TOLERANCE,
         "worst": worst,
         # the first step pays for compiling and allocating: the step time is after it
+        **({"compile_backend": choice.to_dict()} if choice is not None else {}),
         "step_s": Summary.of(times[1:] or times).median_s,
         "first_step_s": times[0],
         "peak_bytes": adapter.peak_memory_bytes(),
