@@ -47,7 +47,7 @@ def _counts() -> tuple[int, int, int]:
     return dc.BANDWIDTH_WARMUP, dc.BANDWIDTH_ROUNDS, dc.BANDWIDTH_ITERS
 
 
-def hand_rank(out: str, warmup: int, rounds: int, iters: int) -> None:
+def hand_rank(out: str, warmup: int, rounds: int, iters: int, sizes) -> None:
     """One rank of the hand-written loop (env:// variables set by ``hand_loop``)."""
     import torch
     import torch.distributed as dist
@@ -55,7 +55,7 @@ def hand_rank(out: str, warmup: int, rounds: int, iters: int) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     times: dict[int, list[float]] = {}
-    for n in SIZES:
+    for n in sizes:
         buf = torch.full((n,), 1.0 / world)
         for _ in range(warmup):
             dist.all_reduce(buf)
@@ -75,7 +75,7 @@ def hand_rank(out: str, warmup: int, rounds: int, iters: int) -> None:
     dist.destroy_process_group()
 
 
-def hand_loop(warmup: int, rounds: int, iters: int) -> tuple[dict[int, list[float]], int]:
+def hand_loop(warmup: int, rounds: int, iters: int, sizes) -> tuple[dict[int, list[float]], int]:
     """Per size, the per-call seconds of every round; and the ranks' torch thread count."""
     from torchport.runner.dist_launch import free_port
 
@@ -96,6 +96,7 @@ def hand_loop(warmup: int, rounds: int, iters: int) -> tuple[dict[int, list[floa
             }
             cmd = [sys.executable, os.path.abspath(__file__), "--hand-rank", out]
             cmd += ["--counts", f"{warmup},{rounds},{iters}"]
+            cmd += ["--sizes", ",".join(str(n) for n in sizes)]
             procs.append(subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL))
         codes = [p.wait(timeout=900) for p in procs]
         if any(codes):
@@ -105,14 +106,14 @@ def hand_loop(warmup: int, rounds: int, iters: int) -> tuple[dict[int, list[floa
     return {int(n): t for n, t in data["times"].items()}, data["torch_threads"]
 
 
-def torchport_side() -> tuple[dict[int, list[float]], list[int]]:
+def torchport_side(sizes) -> tuple[dict[int, list[float]], list[int]]:
     """Per size, torchport's all_reduce (median, p10, p90) seconds; its ranks' thread counts."""
     from torchport.cases.dist import DistCase, DistSpec
     from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.runner.dist_ladder import DistLadder
 
-    case = DistCase("dist/bandwidth", DistSpec(kind="bandwidth", sizes=SIZES))
+    case = DistCase("dist/bandwidth", DistSpec(kind="bandwidth", sizes=tuple(sizes)))
     adapter = get_adapter("cpu")
     result = DistLadder(
         case, "eager", RunConfig(device="cpu", timeout_s=900), adapter, lambda e: None, {}
@@ -142,15 +143,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hand-rank", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--counts", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sizes", default=",".join(str(n) for n in SIZES), help="float32 elements per rank"
+    )
     args = parser.parse_args()
+    sizes = [int(n) for n in args.sizes.split(",")]
     if args.hand_rank:
         warmup, rounds, iters = (int(v) for v in args.counts.split(","))
-        hand_rank(args.hand_rank, warmup, rounds, iters)
+        hand_rank(args.hand_rank, warmup, rounds, iters, sizes)
         return
     warmup, rounds, iters = _counts()
     command = "python benchmarks/dist_bandwidth.py" + (
         f" --repeats {args.repeats}" if args.repeats != 3 else ""
     )
+    if sizes != list(SIZES):
+        command += f" --sizes {args.sizes}"
     lines = [
         command + (f" --out {args.out}" if args.out else ""),
         f"all_reduce, gloo, world {WORLD}, float32; per size {warmup} warm-up calls, then "
@@ -159,19 +166,19 @@ def main() -> None:
     ]
     started = time.monotonic()
     # per side and size: each repeat's median and (p90 - p10) / median of its rounds
-    hand: dict[int, list[float]] = {n: [] for n in SIZES}
-    hand_spread: dict[int, list[float]] = {n: [] for n in SIZES}
-    ours: dict[int, list[float]] = {n: [] for n in SIZES}
-    our_spread: dict[int, list[float]] = {n: [] for n in SIZES}
+    hand: dict[int, list[float]] = {n: [] for n in sizes}
+    hand_spread: dict[int, list[float]] = {n: [] for n in sizes}
+    ours: dict[int, list[float]] = {n: [] for n in sizes}
+    our_spread: dict[int, list[float]] = {n: [] for n in sizes}
     hand_threads, our_threads = set(), set()
     for _ in range(args.repeats):
-        times, threads = hand_loop(warmup, rounds, iters)
+        times, threads = hand_loop(warmup, rounds, iters, sizes)
         hand_threads.add(threads)
         for n, t in times.items():
             median = _quantile(t, 0.5)
             hand[n].append(median)
             hand_spread[n].append((_quantile(t, 0.9) - _quantile(t, 0.1)) / median)
-        rows, threads_list = torchport_side()
+        rows, threads_list = torchport_side(sizes)
         our_threads.update(threads_list)
         for n, (median, p10, p90) in rows.items():
             ours[n].append(median)
@@ -185,7 +192,7 @@ def main() -> None:
         f"{'torchport busbw':>16} {'tp spread':>10} {'torchport/hand':>15}"
     )
     worst = 0.0
-    for n in SIZES:
+    for n in sizes:
         nbytes = n * 4
         hand_bw = nbytes / statistics.median(hand[n]) / 1e9  # factor 2(n-1)/n = 1 at n = 2
         our_bw = nbytes / statistics.median(ours[n]) / 1e9
