@@ -73,6 +73,30 @@ def test_simccl_exchanges_data_between_ranks():
     assert [t.tolist() for t in _two_ranks(_reduce_scatter)] == [[10.0, 12.0], [14.0, 16.0]]
 
 
+def test_simccl_posts_a_large_tensor_in_pieces(monkeypatch):
+    """c10d's TCPStore drops a client that sends one value over 8 MiB: simccl posts pieces
+    (here of 100 bytes, so a 1000-element tensor takes many) and reassembles them."""
+    from torchport.devices import simdev_dist
+
+    monkeypatch.setattr(simdev_dist, "CHUNK_BYTES", 100)
+
+    def big(pg, rank):
+        t = torch.arange(1000.0) * (rank + 1)
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.SUM
+        pg.allreduce([t], opts).wait()
+        if rank == 0:  # and point to point
+            pg.send([torch.arange(500, dtype=torch.int64)], 1, 0).wait()
+            return t, None
+        got = torch.zeros(500, dtype=torch.int64)
+        pg.recv([got], 0, 0).wait()
+        return t, got
+
+    results = _two_ranks(big)
+    assert all(torch.equal(t, torch.arange(1000.0) * 3) for t, _ in results)
+    assert torch.equal(results[1][1], torch.arange(500, dtype=torch.int64))
+
+
 def test_simccl_planted_faults_give_wrong_answers():
     dropped = _two_ranks(_allreduce, fault="drop_rank")
     assert dropped[0].tolist() == [1.0, 2.0]  # rank 1's contribution left out
