@@ -194,6 +194,32 @@ def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
         dist.destroy_process_group()
 
 
+def test_a_slow_collective_is_timed_within_its_budget(monkeypatch, tmp_path):
+    """nccl-tests' loop in rounds; a slow backend stops after the minimum rounds once the
+    timed calls took the budget (a world of one: every rank decides alike)."""
+    import time
+
+    from torchport.runner.dist_collectives import time_collective
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        calls = []
+
+        def slow():
+            calls.append(1)
+            time.sleep(0.01)
+
+        kwargs = dict(device="cpu", sync=lambda: None, rounds=15, iters=2, warmup=3)
+        cut = time_collective(slow, min_rounds=3, budget_s=0.1, **kwargs)
+        assert 3 <= len(cut) < 15 and all(t >= 0.01 for t in cut)
+        assert len(calls) == 3 + 2 * len(cut)
+        assert len(time_collective(slow, min_rounds=3, budget_s=60, **kwargs)) == 15
+    finally:
+        dist.destroy_process_group()
+
+
 def test_training_reference_is_computed_once_in_a_clean_child(monkeypatch, tmp_path):
     """One float64 process on the global batch, computed in the reference child (backend
     autoload off) into the disk cache; the next strategy or run reads the same file."""

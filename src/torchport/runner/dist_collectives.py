@@ -296,8 +296,10 @@ class Conformance:
 
 
 # nccl-tests' shape of a measurement (its -w warm-up and -n iterations), repeated in rounds so
-# the median comes with a spread
+# the median comes with a spread; past the budget (timed calls of one collective and size) a
+# slow backend stops at the minimum number of rounds
 BANDWIDTH_WARMUP, BANDWIDTH_ROUNDS, BANDWIDTH_ITERS = 5, 15, 5
+BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 5, 3.0
 
 
 def _bandwidth_calls(n: int, world: int, device: str) -> dict:
@@ -321,11 +323,23 @@ def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     }
 
 
-def time_collective(fn, *, device: str, sync, rounds: int, iters: int, warmup: int) -> list[float]:
+def time_collective(
+    fn,
+    *,
+    device: str,
+    sync,
+    rounds: int,
+    iters: int,
+    warmup: int,
+    min_rounds: int = BANDWIDTH_MIN_ROUNDS,
+    budget_s: float = BANDWIDTH_BUDGET_S,
+) -> list[float]:
     """nccl-tests' loop, in rounds: ``warmup`` calls, then per round a barrier, the clock,
     ``iters`` calls, a device synchronisation, the clock; a round's time per call is the
     slowest rank's (an all_reduce MAX, outside the timed region). Python's garbage collector
-    is kept out of the timed calls (as ``timing.sample_interleaved`` does)."""
+    is kept out of the timed calls (as ``timing.sample_interleaved`` does). After
+    ``min_rounds``, the rounds stop once the timed calls took ``budget_s``: every rank decides
+    from the same slowest-rank times, so all stop at the same round."""
     for _ in range(warmup):
         fn()
     sync()
@@ -345,6 +359,8 @@ def time_collective(fn, *, device: str, sync, rounds: int, iters: int, warmup: i
             slowest = elapsed.to(device) if device != "cpu" else elapsed
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             samples.append(float(slowest.to("cpu")))
+            if len(samples) >= min_rounds and sum(samples) * iters >= budget_s:
+                break
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -363,13 +379,13 @@ def bandwidth(
     warmup: int = BANDWIDTH_WARMUP,
 ) -> list[dict]:
     """Per collective and size, timed on its own as nccl-tests does (``time_collective``):
-    the median and p10/p90 of the per-call time over ``rounds``, algbw and busbw in GB/s
-    (10^9 bytes/s, as nccl-tests)."""
+    the median and p10/p90 of the per-call time over the rounds (``samples``: how many),
+    algbw and busbw in GB/s (10^9 bytes/s, as nccl-tests)."""
     rows: list[dict] = []
     for n in sizes:
         calls = _bandwidth_calls(n, world, device)
         for name, (fn, nbytes) in calls.items():
-            progress(f"{name} n={n} (bandwidth: {warmup} + {rounds} x {iters} calls)")
+            progress(f"{name} n={n} (bandwidth: {warmup} + up to {rounds} x {iters} calls)")
             summary = Summary.of(
                 time_collective(
                     fn, device=device, sync=sync, rounds=rounds, iters=iters, warmup=warmup
