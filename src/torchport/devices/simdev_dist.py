@@ -284,6 +284,42 @@ def _create(store, rank: int, size: int, timeout: timedelta) -> SimcclProcessGro
     return SimcclProcessGroup(store, rank, size, timeout)
 
 
+# the collectives a caller reaches (c10d's names and the aliases above)
+_COLLECTIVES = (
+    "allreduce",
+    "broadcast",
+    "allgather",
+    "_allgather_base",
+    "all_gather_single",
+    "allgather_into_tensor_coalesced",
+    "reduce_scatter",
+    "_reduce_scatter_base",
+    "reduce_scatter_single",
+    "reduce_scatter_tensor_coalesced",
+    "alltoall_base",
+    "scatter",
+    "barrier",
+    "send",
+    "recv",
+)
+
+
+def hide_from_dynamo() -> None:
+    """Make simccl's collectives opaque to torch.compile, as a C++ backend's are (idempotent).
+
+    Dynamo traces into a process group written in Python, and a compiled DDP step that
+    reaches one of its collectives fails there ("Attempted to access unregistered member on
+    an OpaqueObject": the group's own helpers are not registered members). The devices simdev
+    stands for have C++ collectives, which dynamo calls without tracing: each collective is
+    wrapped in ``torch.compiler.disable`` so dynamo calls it the same way. Called by a rank
+    that compiles (it imports dynamo, which other ranks need not pay for)."""
+    if getattr(SimcclProcessGroup, "_hidden_from_dynamo", False):
+        return
+    for name in _COLLECTIVES:
+        setattr(SimcclProcessGroup, name, torch.compiler.disable(getattr(SimcclProcessGroup, name)))
+    SimcclProcessGroup._hidden_from_dynamo = True  # type: ignore[attr-defined]
+
+
 def register() -> None:
     """Make ``init_process_group("simccl")`` work in this process (idempotent)."""
     if BACKEND_NAME in dist.Backend.backend_list:

@@ -92,6 +92,10 @@ def main(argv=None) -> int:
         progress("init_process_group")
         stage = "run"
         dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
+        if task["mode"] == "compile" and backend == "simccl":
+            from torchport.devices.simdev_dist import hide_from_dynamo
+
+            hide_from_dynamo()  # its collectives opaque to dynamo, as a C++ backend's are
         if spec.kind == "collectives":
             from torchport.runner.dist_collectives import Conformance
 
