@@ -215,6 +215,9 @@ def test_a_slow_collective_is_timed_within_its_budget(monkeypatch, tmp_path):
         cut = time_collective(slow, min_rounds=3, budget_s=0.1, **kwargs)
         assert 3 <= len(cut) < 15 and all(t >= 0.01 for t in cut)
         assert len(calls) == 3 + 2 * len(cut)
+        calls.clear()  # a warm-up past the budget stops after its first call
+        assert len(time_collective(slow, min_rounds=3, budget_s=0.005, **kwargs)) == 3
+        assert len(calls) == 1 + 2 * 3
         assert len(time_collective(slow, min_rounds=3, budget_s=60, **kwargs)) == 15
     finally:
         dist.destroy_process_group()

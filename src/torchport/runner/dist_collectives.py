@@ -299,7 +299,7 @@ class Conformance:
 # the median comes with a spread; past the budget (timed calls of one collective and size) a
 # slow backend stops at the minimum number of rounds
 BANDWIDTH_WARMUP, BANDWIDTH_ROUNDS, BANDWIDTH_ITERS = 5, 15, 5
-BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 5, 3.0
+BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 3, 3.0
 
 
 def _bandwidth_calls(n: int, world: int, device: str) -> dict:
@@ -339,10 +339,20 @@ def time_collective(
     slowest rank's (an all_reduce MAX, outside the timed region). Python's garbage collector
     is kept out of the timed calls (as ``timing.sample_interleaved`` does). After
     ``min_rounds``, the rounds stop once the timed calls took ``budget_s``: every rank decides
-    from the same slowest-rank times, so all stop at the same round."""
-    for _ in range(warmup):
-        fn()
+    from the same slowest-rank times, so all stop at the same round. The warm-up is one call
+    when ``warmup`` of them would take more than ``budget_s`` (decided the same way)."""
+    # warm-up: one call, then the rest unless they would take more than the budget, judged
+    # from the first call's slowest-rank time (every rank makes the same calls)
+    started = clock()
+    fn()
     sync()
+    first = torch.tensor([clock() - started], dtype=torch.float64)
+    first = first.to(device) if device != "cpu" else first
+    dist.all_reduce(first, op=dist.ReduceOp.MAX)
+    if float(first.to("cpu")) * warmup <= budget_s:
+        for _ in range(warmup - 1):
+            fn()
+        sync()
     samples = []
     gc_was_enabled = gc.isenabled()
     gc.collect()
