@@ -47,6 +47,13 @@ def _counts() -> tuple[int, int, int]:
     return dc.BANDWIDTH_WARMUP, dc.BANDWIDTH_ROUNDS, dc.BANDWIDTH_ITERS
 
 
+def _stop_rule() -> tuple[int, float]:
+    """torchport's minimum rounds and budget: past the budget both sides stop alike."""
+    from torchport.runner import dist_collectives as dc
+
+    return dc.BANDWIDTH_MIN_ROUNDS, dc.BANDWIDTH_BUDGET_S
+
+
 def hand_rank(out: str, warmup: int, rounds: int, iters: int, sizes) -> None:
     """One rank of the hand-written loop (env:// variables set by ``hand_loop``)."""
     import torch
@@ -55,6 +62,7 @@ def hand_rank(out: str, warmup: int, rounds: int, iters: int, sizes) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     times: dict[int, list[float]] = {}
+    min_rounds, budget_s = _stop_rule()
     for n in sizes:
         buf = torch.full((n,), 1.0 / world)
         for _ in range(warmup):
@@ -68,6 +76,8 @@ def hand_rank(out: str, warmup: int, rounds: int, iters: int, sizes) -> None:
             elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             samples.append(float(elapsed))
+            if len(samples) >= min_rounds and sum(samples) * iters >= budget_s:
+                break
         times[n] = samples
     if rank == 0:
         with open(out, "w") as f:
@@ -160,8 +170,10 @@ def main() -> None:
         command += f" --sizes {args.sizes}"
     lines = [
         command + (f" --out {args.out}" if args.out else ""),
-        f"all_reduce, gloo, world {WORLD}, float32; per size {warmup} warm-up calls, then "
-        f"{rounds} rounds x {iters} calls, slowest rank; {args.repeats} alternating repeats "
+        f"all_reduce, gloo, world {WORLD}, float32; per size {warmup} warm-up calls, then up "
+        f"to {rounds} rounds x {iters} calls (both sides stop after {_stop_rule()[0]} rounds "
+        f"once the calls took {_stop_rule()[1]:g} s), slowest rank; {args.repeats} alternating "
+        f"repeats "
         f"per side; {load()} at start on {os.cpu_count()} cores",
     ]
     started = time.monotonic()
