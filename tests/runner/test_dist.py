@@ -73,6 +73,30 @@ def test_simccl_exchanges_data_between_ranks():
     assert [t.tolist() for t in _two_ranks(_reduce_scatter)] == [[10.0, 12.0], [14.0, 16.0]]
 
 
+def test_simccl_posts_a_large_tensor_in_pieces(monkeypatch):
+    """c10d's TCPStore drops a client that sends one value over 8 MiB: simccl posts pieces
+    (here of 100 bytes, so a 1000-element tensor takes many) and reassembles them."""
+    from torchport.devices import simdev_dist
+
+    monkeypatch.setattr(simdev_dist, "CHUNK_BYTES", 100)
+
+    def big(pg, rank):
+        t = torch.arange(1000.0) * (rank + 1)
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.SUM
+        pg.allreduce([t], opts).wait()
+        if rank == 0:  # and point to point
+            pg.send([torch.arange(500, dtype=torch.int64)], 1, 0).wait()
+            return t, None
+        got = torch.zeros(500, dtype=torch.int64)
+        pg.recv([got], 0, 0).wait()
+        return t, got
+
+    results = _two_ranks(big)
+    assert all(torch.equal(t, torch.arange(1000.0) * 3) for t, _ in results)
+    assert torch.equal(results[1][1], torch.arange(500, dtype=torch.int64))
+
+
 def test_simccl_planted_faults_give_wrong_answers():
     dropped = _two_ranks(_allreduce, fault="drop_rank")
     assert dropped[0].tolist() == [1.0, 2.0]  # rank 1's contribution left out
@@ -146,7 +170,9 @@ def test_a_wrong_collective_is_named_with_its_ranks():
 
 
 def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
-    """DDP's steps against the float64 process: equal; a wrong learning rate is caught."""
+    """DDP's steps against the float64 process: equal; a reference trained differently (another
+    learning rate) is caught."""
+    from torchport.execution.dist_reference import train_history
     from torchport.runner import dist_train
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
@@ -155,22 +181,79 @@ def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
     try:
         spec = DistSpec(kind="train", strategy="ddp", model="mlp", steps=2)
         kwargs = dict(rank=0, world=1, device="cpu", seed=0, adapter=get_adapter("cpu"))
-        good = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        kwargs["progress"] = lambda s: None
+        expected = train_history("mlp", 0, 4, 2)
+        good = dist_train.train_parity(spec, mode="eager", expected=expected, **kwargs)
         assert good["passed"] and good["worst"]["rel_err"] < 1e-5
-        real_reference = dist_train.reference
-
-        def reference_with_another_lr(*args):  # one process trained a little differently
-            monkeypatch.setattr(dist_train, "LR", 0.11)
-            try:
-                return real_reference(*args)
-            finally:
-                monkeypatch.setattr(dist_train, "LR", 0.1)
-
-        monkeypatch.setattr(dist_train, "reference", reference_with_another_lr)
-        bad = dist_train.train_parity(spec, mode="eager", progress=lambda s: None, **kwargs)
+        other = train_history("mlp", 0, 4, 2, lr=0.11)
+        bad = dist_train.train_parity(spec, mode="eager", expected=other, **kwargs)
         assert not bad["passed"] and bad["worst"]["step"] is not None
+        with pytest.raises(ValueError, match="reference has 1 steps"):
+            dist_train.train_parity(spec, mode="eager", expected=expected[:1], **kwargs)
     finally:
         dist.destroy_process_group()
+
+
+def test_a_slow_collective_is_timed_within_its_budget(monkeypatch, tmp_path):
+    """nccl-tests' loop in rounds; a slow backend stops after the minimum rounds once the
+    timed calls took the budget (a world of one: every rank decides alike)."""
+    import time
+
+    from torchport.runner.dist_collectives import time_collective
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        calls = []
+
+        def slow():
+            calls.append(1)
+            time.sleep(0.01)
+
+        kwargs = dict(device="cpu", sync=lambda: None, rounds=15, iters=2, warmup=3)
+        cut = time_collective(slow, min_rounds=3, budget_s=0.1, **kwargs)
+        assert 3 <= len(cut) < 15 and all(t >= 0.01 for t in cut)
+        assert len(calls) == 3 + 2 * len(cut)
+        calls.clear()  # a warm-up past the budget stops after its first call
+        assert len(time_collective(slow, min_rounds=3, budget_s=0.005, **kwargs)) == 3
+        assert len(calls) == 1 + 2 * 3
+        assert len(time_collective(slow, min_rounds=3, budget_s=60, **kwargs)) == 15
+    finally:
+        dist.destroy_process_group()
+
+
+def test_training_reference_is_computed_once_in_a_clean_child(monkeypatch, tmp_path):
+    """One float64 process on the global batch, computed in the reference child (backend
+    autoload off) into the disk cache; the next strategy or run reads the same file."""
+    from torchport.execution import reference
+    from torchport.execution.dist_reference import train_history
+
+    monkeypatch.setenv(reference.CACHE_ENV, str(tmp_path))
+    spec = reference.dist_train_spec("mlp", seed=3, samples=8, steps=2)
+    first = reference.obtain(spec, timeout_s=120)
+    assert (first["cache"], first["process"], first["kind"]) == ("miss", "child", "float64")
+    again = reference.obtain(spec)
+    assert again["cache"] == "hit"
+    want = train_history("mlp", 3, 8, 2)  # the same numbers as one float64 process here
+    # (to float64 rounding: the two processes may split reductions over threads differently)
+    assert [s["loss"] for s in first["history"]] == pytest.approx(
+        [s["loss"] for s in want], rel=1e-12
+    )
+    for got, expected in zip(first["history"], want, strict=True):
+        assert got["params"].keys() == expected["params"].keys()
+        for k, v in expected["params"].items():
+            assert got["params"][k].dtype == torch.float64
+            assert torch.allclose(got["params"][k], v, rtol=1e-12, atol=1e-15), k
+    # the strategy is no part of it; the global batch, the steps and the seed are
+    keys = {
+        reference.dist_train_spec("mlp", seed=3, samples=8, steps=2).key(),
+        reference.dist_train_spec("mlp", seed=3, samples=8, steps=3).key(),
+        reference.dist_train_spec("mlp", seed=3, samples=4, steps=2).key(),
+        reference.dist_train_spec("mlp", seed=4, samples=8, steps=2).key(),
+    }
+    assert len(keys) == 4
+    assert spec.key() == reference.dist_train_spec("mlp", seed=3, samples=8, steps=2).key()
 
 
 # -- real worlds ----------------------------------------------------------------------------
@@ -270,6 +353,8 @@ def test_training_parity_of_each_strategy(strategy):
     train = result["findings"]["dist_train"]
     assert train["strategy"] == strategy and train["worst"]["rel_err"] < 1e-4
     assert result["metrics"]["train_step_s"] > 0
+    # the float64 reference came from the clean child (or its cache), not from a rank
+    assert result["findings"]["reference"]["process"] == "child"
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ leaves to the fallback and which smoke models that shows up in.
 
 Public API: ``install``, ``get_executed_ops``, ``get_fallback_ops``, ``clear_op_tracking``,
 ``native_ops``, ``resolve_native_ops``, ``memory_allocated``; the device module ``torch.simdev``
-(``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``); and
+(``synchronize``, ``is_available``, ``device_count``, ``memory_allocated``, and the CPU's
+no-op ``Stream`` / ``Event`` / ``current_stream`` / ``stream``: one implicit stream); and
 ``torch.compile(backend="simdev")``: AOT autograd with the graphs run as-is, like ``aot_eager``.
 Strict mode is read at each fallback, so it can be switched within a process.
 
@@ -685,6 +686,13 @@ def _device_module() -> types.SimpleNamespace:
         get_rng_state=lambda device="simdev": torch.get_rng_state(),
         set_rng_state=lambda state, device="simdev": torch.set_rng_state(state),
         memory_allocated=memory_allocated,
+        # One implicit stream, as on the CPU: kernels finish before they return, so streams
+        # and events order nothing that is not ordered already. torch.cpu's stand-ins for
+        # device-agnostic code say exactly that; FSDP2 asks every device module for them.
+        Stream=torch.cpu.Stream,
+        Event=torch.cpu.Event,
+        current_stream=torch.cpu.current_stream,
+        stream=torch.cpu.stream,
     )
 
 

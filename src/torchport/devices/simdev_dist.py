@@ -28,6 +28,7 @@ import torch.distributed as dist
 BACKEND_NAME = "simccl"
 FAULT_ENV = "TORCHPORT_SIMCCL_FAULT"
 FAULTS = ("drop_rank", "chunk_order", "hang")
+CHUNK_BYTES = 4 * 1024 * 1024  # one store value; the TCPStore server refuses more than 8 MiB
 
 
 def _bytes(tensor: torch.Tensor) -> bytes:
@@ -112,19 +113,33 @@ class SimcclProcessGroup(dist.ProcessGroup):
 
     # -- the exchange ---------------------------------------------------------------------
     def _exchange(self, payload: torch.Tensor | None) -> list[torch.Tensor | None]:
-        """Every rank's payload (None where a rank posted none), in rank order."""
+        """Every rank's payload (None where a rank posted none), in rank order.
+
+        A payload is posted in pieces of at most ``CHUNK_BYTES`` under ``<seq>/<rank>/<i>``,
+        their count under ``<seq>/<rank>``: c10d's TCPStore server drops the connection of a
+        client that sends one value over 8 MiB (its MAX_PAYLOAD_LEN), and a 1M-element int64
+        tensor is more than that."""
         self._seq += 1
         seq = self._seq
-        self._store.set(f"{seq}/{self._rank}", _bytes(payload) if payload is not None else b"")
+        data = _bytes(payload) if payload is not None else b""
+        pieces = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
+        for i, piece in enumerate(pieces):
+            self._store.set(f"{seq}/{self._rank}/{i}", piece)
+        self._store.set(f"{seq}/{self._rank}", str(len(pieces)).encode())
+        counts: list[int] = []
         got: list[torch.Tensor | None] = []
         for rank in range(self._size):
-            data = self._store.get(f"{seq}/{rank}")
-            got.append(_tensor(data) if data else None)
+            count = int(self._store.get(f"{seq}/{rank}"))
+            counts.append(count)
+            raw = b"".join(self._store.get(f"{seq}/{rank}/{i}") for i in range(count))
+            got.append(_tensor(raw) if raw else None)
         # The last rank to finish reading deletes the round's data and says so; every rank
         # waits for that word, so none leaves (and rank 0 cannot take the store down) while
         # another still reads. The one-byte "done" keys stay.
         if self._store.add(f"{seq}/read", 1) == self._size:
-            for rank in range(self._size):
+            for rank, count in enumerate(counts):
+                for i in range(count):
+                    self._store.delete_key(f"{seq}/{rank}/{i}")
                 self._store.delete_key(f"{seq}/{rank}")
             self._store.delete_key(f"{seq}/read")
             self._store.set(f"{seq}/done", b"1")
@@ -242,7 +257,12 @@ class SimcclProcessGroup(dist.ProcessGroup):
         n = self._p2p.get(key, 0)
         self._p2p[key] = n + 1
         for i, tensor in enumerate(tensors):
-            self._store.set(f"p2p/{self._rank}/{dst}/{n}/{i}", _bytes(tensor))
+            data = _bytes(tensor)
+            pieces = [data[j : j + CHUNK_BYTES] for j in range(0, len(data), CHUNK_BYTES)]
+            name = f"p2p/{self._rank}/{dst}/{n}/{i}"
+            for j, piece in enumerate(pieces):
+                self._store.set(f"{name}/{j}", piece)
+            self._store.set(name, str(len(pieces)).encode())  # last: the pieces are there
         return _Done(tensors)
 
     def recv(self, tensors, src: int, tag: int):
@@ -251,13 +271,53 @@ class SimcclProcessGroup(dist.ProcessGroup):
         self._p2p[key] = n + 1
         for i, tensor in enumerate(tensors):
             name = f"p2p/{src}/{self._rank}/{n}/{i}"
-            self._write(tensor, _tensor(self._store.get(name)))
+            count = int(self._store.get(name))
+            raw = b"".join(self._store.get(f"{name}/{j}") for j in range(count))
+            self._write(tensor, _tensor(raw))
+            for j in range(count):
+                self._store.delete_key(f"{name}/{j}")
             self._store.delete_key(name)
         return _Done(tensors)
 
 
 def _create(store, rank: int, size: int, timeout: timedelta) -> SimcclProcessGroup:
     return SimcclProcessGroup(store, rank, size, timeout)
+
+
+# the collectives a caller reaches (c10d's names and the aliases above)
+_COLLECTIVES = (
+    "allreduce",
+    "broadcast",
+    "allgather",
+    "_allgather_base",
+    "all_gather_single",
+    "allgather_into_tensor_coalesced",
+    "reduce_scatter",
+    "_reduce_scatter_base",
+    "reduce_scatter_single",
+    "reduce_scatter_tensor_coalesced",
+    "alltoall_base",
+    "scatter",
+    "barrier",
+    "send",
+    "recv",
+)
+
+
+def hide_from_dynamo() -> None:
+    """Make simccl's collectives opaque to torch.compile, as a C++ backend's are (idempotent).
+
+    Dynamo traces into a process group written in Python, and a compiled DDP step that
+    reaches one of its collectives fails there ("Attempted to access unregistered member on
+    an OpaqueObject": the group's own helpers are not registered members). The devices simdev
+    stands for have C++ collectives, which dynamo calls without tracing: each collective is
+    wrapped in ``torch.compiler.disable`` so dynamo calls it the same way. Called by a rank
+    that compiles (it imports dynamo, which other ranks need not pay for)."""
+    if getattr(SimcclProcessGroup, "_hidden_from_dynamo", False):
+        return
+    for name in _COLLECTIVES:
+        setattr(SimcclProcessGroup, name, torch.compiler.disable(getattr(SimcclProcessGroup, name)))
+    SimcclProcessGroup._hidden_from_dynamo = True  # type: ignore[attr-defined]
 
 
 def register() -> None:

@@ -18,6 +18,10 @@ result says ``reference: float32 (float64 failed: <reason>)``.
 
 The FLOPs of a step are counted here too (``task="flops"``): on the CPU, once per case and
 size, independent of the device and of how its backend dispatches.
+
+So is the reference of a dist training case (``task="dist_train"``, ``dist_train_spec``): k
+float64 SGD steps of one process on the global batch (``execution/dist_reference.py``), keyed by
+model, seed, global batch and steps, so every strategy of one model shares one file.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ class ReferenceSpec:
     dtype: str  # the run's dtype: the baseline's
     torch: str  # torch.__version__ of the process that computes it
     # "parity": reference + baseline; "flops": FLOPs of one step; "generate": a greedy
-    # generation of ``new_tokens`` from a (batch, seq) prompt, tokens and logits
+    # generation of ``new_tokens`` from a (batch, seq) prompt, tokens and logits;
+    # "dist_train": ``steps`` float64 SGD steps of a dist model on a global batch of ``batch``
     task: str = "parity"
     new_tokens: int = 0
     # What else decides the numbers: the digest of the file that defines the case (a user's
@@ -78,6 +83,7 @@ class ReferenceSpec:
     # the compared step with its randomness switched off (every module in eval mode): for a
     # step whose draws cannot be made comparable (Compared.random_off)
     random_off: bool = False
+    steps: int = 0  # optimizer steps (task "dist_train")
 
     def key(self) -> str:
         fields = asdict(self)
@@ -85,6 +91,8 @@ class ReferenceSpec:
             del fields["random_off"]
         else:
             fields["random_off_version"] = RANDOM_OFF_VERSION
+        if not self.steps:  # as for random_off
+            del fields["steps"]
         canonical = json.dumps({**fields, "v": REFERENCE_VERSION}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
@@ -116,6 +124,40 @@ def spec_for(case, config, size, task: str = "parity", new_tokens: int = 0) -> R
         source=source_digest(case, config.workload),
         transformers=_version("transformers"),
     )
+
+
+def dist_train_spec(model: str, *, seed: int, samples: int, steps: int) -> ReferenceSpec:
+    """The float64 training reference of a dist model: ``steps`` SGD steps of one process on
+    the global batch of ``samples``. Strategy and device are not in it: they share it."""
+    import torch
+
+    from torchport.cases import dist_models
+    from torchport.execution import dist_reference
+
+    return ReferenceSpec(
+        suite="dist",
+        case=f"dist/train/{model}",
+        case_version=1,
+        workload=None,
+        seed=seed,
+        batch=samples,
+        seq=dist_models.seq_of(model),
+        perf=False,
+        dtype="float64",
+        torch=torch.__version__,
+        task="dist_train",
+        source=_files_digest(dist_models.__file__, dist_reference.__file__),
+        transformers=_version("transformers") if dist_models.seq_of(model) else None,
+        steps=steps,
+    )
+
+
+def _files_digest(*paths: str) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
 
 
 def _version(package: str) -> str | None:
@@ -227,6 +269,12 @@ def compute(spec: ReferenceSpec, case) -> dict:
     from torchport.cases.base import Size
     from torchport.execution.build import build_workload
 
+    if spec.task == "dist_train":  # a model name, not a suite's case: no workload to build
+        from torchport.execution.dist_reference import train_history
+
+        model = spec.case.rsplit("/", 1)[1]
+        history = train_history(model, spec.seed, spec.batch or 0, spec.steps)
+        return {"history": history, "kind": "float64", "float64_error": None}
     size = Size(batch=spec.batch, seq=spec.seq, perf=spec.perf)
     workload = build_workload(case, seed=spec.seed, size=size)
     if workload.reference_model is not None and spec.task != "flops":

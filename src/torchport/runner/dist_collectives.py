@@ -10,20 +10,24 @@ all_reduce sum, all_gather, broadcast) and barrier: a backend that cannot do tho
 
 Bandwidth: nccl-tests' definitions. algbw = bytes / time, busbw = algbw · factor with factor
 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast;
-bytes is the size of the largest buffer (the gathered output, the scattered input). Each round
-times ``iters`` calls between device synchronisations after a barrier; the slowest rank's time
-counts (an all_reduce MAX outside the timed region); rounds interleave the collectives.
+bytes is the size of the largest buffer (the gathered output, the scattered input). As in
+nccl-tests, each collective and size is timed on its own: warm-up calls, then rounds of
+``iters`` calls between a barrier and a device synchronisation; the slowest rank's time counts
+(an all_reduce MAX outside the timed region). The collectives are not compared with each
+other, so nothing is interleaved: another collective between two rounds would only disturb
+the one being timed.
 """
 
 from __future__ import annotations
 
+import gc
 import traceback
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 
-from torchport.timing import Summary, clock, round_order
+from torchport.timing import Summary, clock
 
 DTYPES = {
     "float32": torch.float32,
@@ -291,12 +295,22 @@ class Conformance:
         return self.rows
 
 
+# nccl-tests' shape of a measurement (its -w warm-up and -n iterations), repeated in rounds so
+# the median comes with a spread; past the budget (timed calls of one collective and size) a
+# slow backend stops at the minimum number of rounds
+BANDWIDTH_WARMUP, BANDWIDTH_ROUNDS, BANDWIDTH_ITERS = 5, 15, 5
+BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 3, 3.0
+
+
 def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     """name -> (call, bytes) for ``n`` float32 elements per rank; bytes is the largest
-    buffer, as nccl-tests counts it (the gathered output, the scattered input)."""
-    buf = torch.ones(n, dtype=torch.float32, device=device)
-    big = torch.ones(n * world, dtype=torch.float32, device=device)
-    small = torch.ones(n, dtype=torch.float32, device=device)
+    buffer, as nccl-tests counts it (the gathered output, the scattered input). Values are
+    1/world: a sum over the ranks stays 1 however many calls are timed (no overflow, no
+    denormals to slow the arithmetic)."""
+    fill = 1.0 / world
+    buf = torch.full((n,), fill, dtype=torch.float32, device=device)
+    big = torch.full((n * world,), fill, dtype=torch.float32, device=device)
+    small = torch.full((n,), fill, dtype=torch.float32, device=device)
     source = big.clone()
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -309,36 +323,84 @@ def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     }
 
 
+def time_collective(
+    fn,
+    *,
+    device: str,
+    sync,
+    rounds: int,
+    iters: int,
+    warmup: int,
+    min_rounds: int = BANDWIDTH_MIN_ROUNDS,
+    budget_s: float = BANDWIDTH_BUDGET_S,
+) -> list[float]:
+    """nccl-tests' loop, in rounds: ``warmup`` calls, then per round a barrier, the clock,
+    ``iters`` calls, a device synchronisation, the clock; a round's time per call is the
+    slowest rank's (an all_reduce MAX, outside the timed region). Python's garbage collector
+    is kept out of the timed calls (as ``timing.sample_interleaved`` does). After
+    ``min_rounds``, the rounds stop once the timed calls took ``budget_s``: every rank decides
+    from the same slowest-rank times, so all stop at the same round. The warm-up is one call
+    when ``warmup`` of them would take more than ``budget_s`` (decided the same way)."""
+    # warm-up: one call, then the rest unless they would take more than the budget, judged
+    # from the first call's slowest-rank time (every rank makes the same calls)
+    started = clock()
+    fn()
+    sync()
+    first = torch.tensor([clock() - started], dtype=torch.float64)
+    first = first.to(device) if device != "cpu" else first
+    dist.all_reduce(first, op=dist.ReduceOp.MAX)
+    if float(first.to("cpu")) * warmup <= budget_s:
+        for _ in range(warmup - 1):
+            fn()
+        sync()
+    samples = []
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            dist.barrier()
+            sync()
+            start = clock()
+            for _ in range(iters):
+                fn()
+            sync()
+            elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
+            slowest = elapsed.to(device) if device != "cpu" else elapsed
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            samples.append(float(slowest.to("cpu")))
+            if len(samples) >= min_rounds and sum(samples) * iters >= budget_s:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples
+
+
 def bandwidth(
-    *, world: int, device: str, sizes, sync, progress, rounds: int = 7, iters: int = 5
+    *,
+    world: int,
+    device: str,
+    sizes,
+    sync,
+    progress,
+    rounds: int = BANDWIDTH_ROUNDS,
+    iters: int = BANDWIDTH_ITERS,
+    warmup: int = BANDWIDTH_WARMUP,
 ) -> list[dict]:
-    """Per collective and size: median and p10/p90 of the per-call time over ``rounds``
-    interleaved rounds, algbw and busbw in GB/s (10^9 bytes/s, as nccl-tests)."""
+    """Per collective and size, timed on its own as nccl-tests does (``time_collective``):
+    the median and p10/p90 of the per-call time over the rounds (``samples``: how many),
+    algbw and busbw in GB/s (10^9 bytes/s, as nccl-tests)."""
     rows: list[dict] = []
     for n in sizes:
         calls = _bandwidth_calls(n, world, device)
-        samples: dict[str, list[float]] = {name: [] for name in calls}
-        for name, (fn, _) in calls.items():  # warm-up
-            progress(f"{name} warm-up n={n}")
-            fn()
-        sync()
-        for r in range(rounds + 1):
-            for name in round_order(list(calls), r):
-                fn = calls[name][0]
-                progress(f"{name} n={n} round {r}")
-                dist.barrier()
-                sync()
-                start = clock()
-                for _ in range(iters):
-                    fn()
-                sync()
-                elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
-                slowest = elapsed.to(device) if device != "cpu" else elapsed
-                dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-                if r > 0:  # round 0 settles allocators after the warm-up
-                    samples[name].append(float(slowest.to("cpu")))
-        for name, (_, nbytes) in calls.items():
-            summary = Summary.of(samples[name])
+        for name, (fn, nbytes) in calls.items():
+            progress(f"{name} n={n} (bandwidth: {warmup} + up to {rounds} x {iters} calls)")
+            summary = Summary.of(
+                time_collective(
+                    fn, device=device, sync=sync, rounds=rounds, iters=iters, warmup=warmup
+                )
+            )
             algbw = nbytes / summary.median_s / 1e9
             rows.append(
                 {
@@ -352,6 +414,7 @@ def bandwidth(
                     "spread": summary.spread,
                     "samples": summary.n,
                     "iters": iters,
+                    "warmup": warmup,
                     "algbw_gbps": algbw,
                     "busbw_gbps": algbw * BUS_FACTORS[name](world),
                 }

@@ -26,8 +26,9 @@ import tempfile
 from torchport.records.result import error_note
 from torchport.runner.dist_launch import launch_world
 from torchport.runner.stages import StageRunner
+from torchport.timing import clock
 
-VERSION = 1
+VERSION = 2  # 2: the training reference comes from a clean child
 SKIPPED_STATUSES = ("skip",)
 
 
@@ -70,6 +71,8 @@ class DistLadder(StageRunner):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.out.probe_versions["dist"] = VERSION
+        self.started = clock()  # the case's deadline runs from here
+        self.world_deadline_s = group_deadline_s(self.config.timeout_s)
 
     def climb(self) -> None:
         spec, config = self.case.spec, self.config
@@ -100,17 +103,51 @@ class DistLadder(StageRunner):
                 ),
             )
             return
+        reference_path = None
+        if spec.kind == "train":
+            reference_path = self.require(
+                "reference", lambda: self._train_reference(world_size), synchronise=False
+            )
         self.emit({"event": "stage", "stage": "run"})
         out_dir = tempfile.mkdtemp(prefix="torchport-dist-")
         try:
-            world = self._launch(out_dir)
+            world = self._launch(out_dir, reference_path)
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         self._judge(world)
 
-    def _launch(self, out_dir: str):
+    def _train_reference(self, world_size: int) -> str:
+        """The float64 reference of one process on the global batch, from the clean child's
+        disk cache (DESIGN rule 8): computed once per model, seed, global batch and steps, and
+        shared by every strategy and device. Its path, for the ranks to read."""
+        from torchport.cases.dist_models import GLOBAL_PER_RANK
+        from torchport.execution import reference as reference_mod
+
+        spec = self.case.spec
+        ref_spec = reference_mod.dist_train_spec(
+            spec.model,
+            seed=self.config.seed,
+            samples=GLOBAL_PER_RANK * world_size,
+            steps=spec.steps,
+        )
+        with self.adapter.host_scope():
+            value = reference_mod.obtain(ref_spec, timeout_s=max(self._left_s(), 30.0))
+        self.out.findings["reference"] = {
+            "kind": value["kind"],
+            "label": "float64, one process on the global batch",
+            "cache": value.get("cache"),
+            "process": value.get("process"),
+            "key": ref_spec.key(),
+        }
+        return reference_mod.cache_path(ref_spec)
+
+    def _left_s(self) -> float:
+        """Seconds left of the world's deadline (the reference's time is spent from it)."""
+        return group_deadline_s(self.config.timeout_s) - (clock() - self.started)
+
+    def _launch(self, out_dir: str, reference_path: str | None):
         config, spec = self.config, self.case.spec
-        deadline_s = group_deadline_s(config.timeout_s)
+        deadline_s = self.world_deadline_s = max(1.0, self._left_s())
         task = {
             "spec": spec.to_dict(),
             "device": config.device,
@@ -121,6 +158,7 @@ class DistLadder(StageRunner):
             # the backend's own timeout is past the group deadline: a hang is ours to name
             "collective_timeout_s": config.timeout_s + 60,
             "compile_backend": config.compile_backend,
+            "train_reference": reference_path,
         }
         spec_path = os.path.join(out_dir, "task.json")
         with open(spec_path, "w") as f:
@@ -156,6 +194,7 @@ class DistLadder(StageRunner):
                 "killed": r.get("killed"),
                 "last_collective": r["last_collective"],
                 "error": (r["outcome"] or {}).get("error", {}).get("message"),
+                "torch_threads": (r["outcome"] or {}).get("torch_threads"),
                 "log_tail": r["log_tail"][-600:],
             }
             for r in ranks
@@ -181,7 +220,7 @@ class DistLadder(StageRunner):
                 error_note(
                     "DistTimeout",
                     f"the world of {len(ranks)} ranks ran past its "
-                    f"{group_deadline_s(self.config.timeout_s):g} s deadline: {where}; "
+                    f"{self.world_deadline_s:.3g} s deadline: {where}; "
                     "every rank was ended",
                 ),
             )
@@ -280,7 +319,9 @@ class DistLadder(StageRunner):
         out = self.out
         first = per_rank[0]
         record = {
-            k: first[k] for k in ("strategy", "model", "steps", "worst", "passed") if k in first
+            k: first[k]
+            for k in ("strategy", "model", "steps", "worst", "passed", "compile_backend")
+            if k in first
         }
         record["step_s"] = max(t.get("step_s", 0.0) for t in per_rank)
         record["peak_bytes_per_rank"] = [t.get("peak_bytes") for t in per_rank]

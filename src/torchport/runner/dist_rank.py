@@ -74,6 +74,7 @@ def main(argv=None) -> int:
     stage = "build"
     try:
         progress("start-up")
+        import torch
         import torch.distributed as dist
 
         from torchport.cases.dist import DistSpec
@@ -86,10 +87,15 @@ def main(argv=None) -> int:
         register_simccl()  # simdev's backend; planted faults use it on any device
         device = _device(adapter, local_rank)
         backend = backend_for(adapter, spec.backend or task.get("dist_backend"))
-        outcome.update(device=device, backend=backend)
+        # the host threads of torch's intra-op pool: ranks on one host share its cores
+        outcome.update(device=device, backend=backend, torch_threads=torch.get_num_threads())
         progress("init_process_group")
         stage = "run"
         dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
+        if task["mode"] == "compile" and backend == "simccl":
+            from torchport.devices.simdev_dist import hide_from_dynamo
+
+            hide_from_dynamo()  # its collectives opaque to dynamo, as a C++ backend's are
         if spec.kind == "collectives":
             from torchport.runner.dist_collectives import Conformance
 
@@ -121,6 +127,9 @@ def main(argv=None) -> int:
         else:
             from torchport.runner.dist_train import train_parity
 
+            # the float64 reference, computed once in a clean child by the supervisor
+            progress("load the float64 training reference")
+            expected = torch.load(task["train_reference"], map_location="cpu", weights_only=True)
             outcome["train"] = train_parity(
                 spec,
                 mode=task["mode"],
@@ -130,6 +139,8 @@ def main(argv=None) -> int:
                 seed=task["seed"],
                 adapter=adapter,
                 progress=progress,
+                expected=expected["history"],
+                compile_backend=task.get("compile_backend"),
             )
         progress("destroy_process_group")
         dist.destroy_process_group()

@@ -4,7 +4,9 @@ k SGD steps of a model on one global batch (``GLOBAL_PER_RANK`` samples per rank
 strategies (ddp, fsdp2) give each rank its shard of the batch; tensor parallel (tp) gives every
 rank the whole batch and shards the weights (column-wise on the first projection, row-wise on
 the second). After each step the loss and every parameter (gathered whole) are compared with
-one process training the same model on the global batch in float64 on the CPU.
+one process training the same model on the global batch in float64 on the CPU: ``expected``,
+computed once per model, seed, global batch and steps in a clean child and cached
+(``execution/dist_reference.py``); the ranks of every strategy read the same file.
 
 Mode ``compile``: ``torch.compile`` on the sharded (wrapped) model, with the device's backend.
 """
@@ -16,50 +18,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from torchport.cases.dist_models import GLOBAL_PER_RANK, LR, MODELS, global_batch, loss
 from torchport.timing import Summary, clock
 
-GLOBAL_PER_RANK = 4
-LR = 0.1
 # float32 on the device against float64: a few SGD steps of a small model stay far inside this
 REL_TOLERANCE = 1e-4
-
-
-class MLP(torch.nn.Module):
-    """(B, 16) -> (B, 16): the projections a tensor-parallel plan shards."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = torch.nn.Linear(16, 32)
-        self.down = torch.nn.Linear(32, 16)
-
-    def forward(self, x):  # (B, 16)
-        return self.down(torch.relu(self.up(x)))
-
-
-class CausalLM(torch.nn.Module):
-    """A reduced transformers causal LM (built from its config, random weights): ids -> logits.
-
-    Attention is eager (plain PyTorch, runs in float64). Its forward reshapes q/k/v with
-    ``(..., -1, head_dim)``, so a column-wise q/k/v plan gives each rank its local heads
-    (heads / tp, as TorchTitan does) with no config change.
-    """
-
-    def __init__(self, model_type: str):
-        super().__init__()
-        from torchport.cases.hf import build_model
-        from torchport.cases.hf_shrink import causal_lm_class, make_config
-
-        cfg = make_config(model_type, {})
-        self.config = cfg
-        self.lm = build_model(causal_lm_class(model_type, cfg), cfg)
-
-    def forward(self, ids):  # (B, S) int64 -> (B, S, V)
-        return self.lm(input_ids=ids, use_cache=False).logits
-
-
-HF_MODELS = ("llama", "qwen3_moe")
-HF_SEQ = 16
-MODELS: dict[str, Any] = {"mlp": MLP, **{m: (lambda m=m: CausalLM(m)) for m in HF_MODELS}}
 _ATTENTION = {
     "lm.model.layers.*.self_attn.q_proj": "colwise",
     "lm.model.layers.*.self_attn.k_proj": "colwise",
@@ -81,51 +44,6 @@ TP_PLANS = {
 # sits between the column-wise q/k projections and attention): each rank's gradient is its
 # heads' part, so tensor parallel sums them over the ranks (TorchTitan shards these norms).
 TP_PARTIAL_GRADS = {"qwen3_moe": ("self_attn.q_norm.weight", "self_attn.k_norm.weight")}
-
-
-def _batch(seed: int, world: int, model=None):
-    """The global batch: (B, 16) inputs and targets, or (B, S) token ids for a causal LM."""
-    g = torch.Generator().manual_seed(seed + 17)
-    if isinstance(model, CausalLM):
-        vocab = int(model.config.vocab_size)
-        ids = torch.randint(vocab, (GLOBAL_PER_RANK * world, HF_SEQ), generator=g)
-        return ids, ids
-    x = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
-    y = torch.randn(GLOBAL_PER_RANK * world, 16, generator=g)  # (B, 16)
-    return x, y
-
-
-def _loss(out, y):
-    if out.dim() == 3:  # next-token cross entropy; every row has S - 1 targets, so shard
-        # means average to the global mean
-        logits = out[:, :-1].reshape(-1, out.shape[-1])
-        return torch.nn.functional.cross_entropy(logits, y[:, 1:].reshape(-1))
-    return (out - y).pow(2).mean()
-
-
-def _cast(x, dtype):
-    return x.to(dtype) if x.is_floating_point() else x
-
-
-def reference(model_name: str, seed: int, world: int, steps: int) -> list[dict]:
-    """Per step: the loss and every parameter after the step, one process, float64, CPU."""
-    torch.manual_seed(seed)
-    model = MODELS[model_name]().double()
-    x, y = _batch(seed, world, model)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = _loss(model(_cast(x, torch.float64)), _cast(y, torch.float64))
-        loss.backward()
-        opt.step()
-        history.append(
-            {
-                "loss": float(loss.detach()),
-                "params": {n: p.detach().clone() for n, p in model.named_parameters()},
-            }
-        )
-    return history
 
 
 def _full(param) -> torch.Tensor:
@@ -165,20 +83,48 @@ def _sum_partial_grads(model, model_name: str) -> None:
             dist.all_reduce(param.grad)
 
 
-def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) -> dict:
+def _at(stage: str, fn):
+    """``fn()``; an exception it raises carries the stage it came from (the rank classifies
+    it: a compiler error in the first compiled step is a compile_fail, and so on)."""
+    try:
+        return fn()
+    except Exception as exc:
+        if not hasattr(exc, "torchport_stage"):
+            exc.torchport_stage = stage  # type: ignore[attr-defined]
+        raise
+
+
+def train_parity(
+    spec,
+    *,
+    mode,
+    rank,
+    world,
+    device,
+    seed,
+    adapter,
+    progress,
+    expected: list[dict],
+    compile_backend: str | None = None,
+) -> dict:
+    """``expected``: per step, the loss and every parameter of one float64 process on the
+    global batch (``execution.dist_reference.train_history``). ``compile_backend``: the run's
+    ``--compile-backend`` (else the device's own choice, as the single-device ladder makes)."""
     strategy, model_name, steps = spec.strategy, spec.model, spec.steps
-    progress(f"{strategy} reference (one process, float64)")
-    with adapter.host_scope():
-        expected = reference(model_name, seed, world, steps)
+    if len(expected) < steps:
+        raise ValueError(f"the reference has {len(expected)} steps, the case trains {steps}")
     torch.manual_seed(seed)
     model = MODELS[model_name]().to(device)
     progress(f"{strategy} wrap")
     wrapped = _wrap(strategy, model_name, model, device, world)
     step_fn = wrapped
+    choice = None
     if mode == "compile":
-        backend = getattr(adapter, "default_compile_backend", None) or "inductor"
-        step_fn = torch.compile(wrapped, backend=backend)
-    x, y = _batch(seed, world, model)
+        from torchport.execution import compile_backend as backends
+
+        choice = _at("compile", lambda: backends.choose(adapter, compile_backend))
+        step_fn = choice.compile(wrapped)
+    x, y = global_batch(seed, GLOBAL_PER_RANK * world, model)
     if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
         x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
         y = y[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
@@ -194,14 +140,22 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
         adapter.synchronize()
         start = clock()
         opt.zero_grad()
-        loss = _loss(step_fn(x), y)
-        loss.backward()
-        if strategy == "tp":
-            _sum_partial_grads(model, model_name)
-        opt.step()
-        adapter.synchronize()
+        # the first compiled step compiles: its failure is the compiler's (or the compiled
+        # code's, which classify tells apart)
+        stage = "run" if mode != "compile" else "compile" if step == 0 else "compiled_run"
+
+        def one_step():
+            step_loss = loss(step_fn(x), y)
+            step_loss.backward()
+            if strategy == "tp":
+                _sum_partial_grads(model, model_name)
+            opt.step()
+            adapter.synchronize()
+            return step_loss
+
+        step_loss = _at(stage, one_step)
         times.append(clock() - start)
-        global_loss = loss.detach().to(torch.float64)
+        global_loss = step_loss.detach().to(torch.float64)
         if strategy in ("ddp", "fsdp2"):  # the mean over equal shards is the global mean
             dist.all_reduce(global_loss)
             global_loss = global_loss / world
@@ -228,6 +182,7 @@ def train_parity(spec, *, mode, rank, world, device, seed, adapter, progress) ->
         "tolerance_rel": REL_TOLERANCE,
         "worst": worst,
         # the first step pays for compiling and allocating: the step time is after it
+        **({"compile_backend": choice.to_dict()} if choice is not None else {}),
         "step_s": Summary.of(times[1:] or times).median_s,
         "first_step_s": times[0],
         "peak_bytes": adapter.peak_memory_bytes(),

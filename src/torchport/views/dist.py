@@ -127,7 +127,8 @@ def bandwidth(run: dict, results: list[dict]) -> View | None:
         [
             "algbw = bytes / time; busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, "
             "reduce_scatter, all_to_all), 1 (broadcast), as nccl-tests; time: median per call "
-            "of the slowest rank over interleaved rounds; spread (p90-p10)/median"
+            "of the slowest rank over rounds of calls, each collective and size on its own; "
+            "spread (p90-p10)/median"
         ],
     )
 
