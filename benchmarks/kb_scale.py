@@ -18,6 +18,15 @@ With a PostgreSQL URL the database is dropped and created again on its server (t
 must be allowed to), the one-by-one rate and the import use scratch databases beside it, and
 the size is the server's pg_database_size.
 
+``--fill-only`` fills the knowledge base and stops; ``--reuse`` times the reads on one filled
+before (a million results take minutes of CPU to write: fill once, measure many times). A
+file of an older schema is migrated first (one write open), as a user's first write would.
+
+Besides the commands, figures inside the process: the search's first page, the run headline
+(counts of every run, one run's medians, the placement summary of a comparison, the host-op
+search), and the dashboard's compare page at its first look (each request another pair of
+100 000-result runs, through the ASGI app in-process, as ``web_pages.py`` times every page).
+
 The machine is shared: the 1-minute load average is printed next to every figure.
 """
 
@@ -214,7 +223,86 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
             f"{len(cmp.newly_failing)} newly failing, {len(cmp.newly_passing)} newly "
             f"passing, {len(cmp.perf)} step-time changes beyond noise)"
         )
+        lines += headline_figures(store, run_a, run_b)
     return lines
+
+
+def timed(fn, repeats: int = 3) -> tuple[float, float]:
+    """(median s, max s) of ``repeats`` calls after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), max(times)
+
+
+def headline_figures(store, run_a: str, run_b: str) -> list[str]:
+    """The run headline's reads (views/headline.py, compare_placement.py, search_more.py)."""
+    from torchport.views.compare_placement import placement_summary
+    from torchport.views.headline import run_headlines
+    from torchport.views.search_more import more_hits
+
+    runs = store.list_runs()
+    a, b = (store.get_run(r, plan=False) for r in (run_a, run_b))
+    reads = [
+        ("headline counts of every run (store.headline_counts)", store.headline_counts),
+        ("every run's headline (views.headline.run_headlines)", lambda: run_headlines(store, runs)),
+        (f"medians of {run_b} (store.headline_figures)", lambda: store.headline_figures(run_b)),
+        (f"placement summary {run_a} -> {run_b}", lambda: placement_summary(store, a, b)),
+        (
+            "host-op and label search 'cumsum' (views.search_more)",
+            lambda: more_hits(store, "cumsum", 50),
+        ),
+    ]
+    lines = []
+    for label, fn in reads:
+        median, worst = timed(fn)
+        lines.append(
+            f"{label}: median {median * 1e3:.0f} ms, max {worst * 1e3:.0f} ms "
+            f"(load {os.getloadavg()[0]:.1f})"
+        )
+    return lines
+
+
+def compare_page(url: str, run_ids: list[str]) -> list[str]:
+    """The dashboard's compare page at its first look: each request compares another older
+    run with the newest (the server's memo misses), 3 as HTML and 3 as JSON."""
+    from starlette.testclient import TestClient
+    from web_pages import compare_path, first_look_row
+
+    from torchport.interfaces.web.app import create_app
+
+    newest = run_ids[-1]
+    firsts = [compare_path(r, newest) for r in run_ids[-8:-2]]
+    with open_store(url, write=False) as store:
+        client = TestClient(create_app(store), base_url="http://localhost")
+        client.get("/")  # templates loaded, as on a server that has shown a page
+        row = first_look_row(f"compare A {newest}, first look", firsts, client)
+    return [
+        "",
+        "| page | HTML median ms | HTML max ms | JSON median ms | JSON max ms | bytes (HTML) "
+        "| status | < 300 ms | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        row,
+        "the compare page through the ASGI app in-process (Starlette's TestClient: routing, "
+        "store reads, views, templates; no socket or browser), each request another pair of "
+        "100 000-result runs",
+    ]
+
+
+def migrate(url: str) -> str | None:
+    """Open ``url`` for writing once (a file of an older schema is migrated, as by a user's
+    first write); what it took, or None when nothing was to do."""
+    with open_store(url, write=False) as store:
+        before = store.schema_version()
+    start = time.perf_counter()
+    with open_store(url, write=True) as store:
+        after = store.schema_version()
+    if after == before:
+        return None
+    return f"migrated schema v{before} -> v{after} in {time.perf_counter() - start:.1f} s"
 
 
 def main(argv=None) -> None:
@@ -225,6 +313,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=5000, help="Results per transaction.")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="Keep an existing --db.")
+    parser.add_argument("--fill-only", action="store_true", help="Fill --db, time nothing.")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     cases = case_ids(args.cases)
@@ -235,12 +324,13 @@ def main(argv=None) -> None:
         f"{engine_line(args.db)}; load average (1 min) at start "
         f"{os.getloadavg()[0]:.2f}",
     ]
-    rate = one_by_one_rate(args.db, cases)
-    lines.append(
-        f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
-        f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
-        f"{args.batch} per transaction"
-    )
+    if not args.fill_only:
+        rate = one_by_one_rate(args.db, cases)
+        lines.append(
+            f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
+            f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
+            f"{args.batch} per transaction"
+        )
     if not args.reuse:
         reset(args.db)
         start = time.perf_counter()
@@ -252,10 +342,16 @@ def main(argv=None) -> None:
             f"({n / took:.0f} results/s), load average at end "
             f"{os.getloadavg()[0]:.2f}"
         )
+        if args.fill_only:
+            emit(lines, args.out)
+            return
     else:
         with open_store(args.db, write=False) as store:
             run_ids = [r["id"] for r in reversed(store.list_runs())]
-        lines.append("fill: reused the existing file")
+        lines.append("fill: reused the existing knowledge base")
+        migrated = migrate(args.db)
+        if migrated:
+            lines.append(migrated)
     size = size_bytes(args.db)
     with open_store(args.db, write=False) as store:
         total = store.count_results()
@@ -282,13 +378,15 @@ def main(argv=None) -> None:
         ),
         (f"results --run {run_b} (first page)", ["results", "--run", run_b, *db], args.repeats),
         ("cases hf", ["cases", "hf", *db], 3),
+        ("cases smoke", ["cases", "smoke", *db], 3),
         (f"compare {run_a} {run_b}", ["compare", run_a, run_b, *db], 3),
         (f"compare {run_a} {run_b} --json", ["compare", run_a, run_b, "--json", *db], 3),
         (f"baseline save {run_b}", ["baseline", "save", run_b, "-o", expected, *db], 3),
         (f"gate {run_b} --baseline", ["gate", run_b, "--baseline", expected, *db], 3),
         (f"export {run_b} ({per_run} results)", ["export", run_b, "-o", exported, *db], 3),
     ]
-    rows = [time_command(label, argv_, repeats, cwd) for label, argv_, repeats in commands]
+    rows = [time_command("--help (start-up)", ["--help"], args.repeats, cwd)]
+    rows += [time_command(label, argv_, repeats, cwd) for label, argv_, repeats in commands]
     # The suite listing alone (no knowledge base): what 'cases hf' costs before any lookup.
     empty = os.path.join(cwd, "none")
     os.makedirs(empty)
@@ -317,6 +415,7 @@ def main(argv=None) -> None:
         "/usr/bin/time -v; the gate holds a run to its own baseline (exit 0)"
     )
     lines.extend(store_figures(args.db, run_a, run_b, hf_ids))
+    lines.extend(compare_page(args.db, run_ids))
     lines.append(f"load average (1 min) at end {os.getloadavg()[0]:.2f}")
     shutil.rmtree(cwd)
     emit(lines, args.out)

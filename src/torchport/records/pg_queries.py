@@ -81,10 +81,46 @@ def select_results(*, with_ops: bool = False, **flags: Any) -> str:
     return sql
 
 
+# Export lines (queries.result_lines) with PostgreSQL's JSON functions. Its json type refuses
+# NaN and Infinity, which Python writes: a row whose JSON columns hold either word is exported
+# from its row instead (line NULL). Any other text that is not JSON stops the export with the
+# server's error.
+_PG_OPS_ARRAY = (
+    "(SELECT coalesce(json_agg(json_build_object('op', op, 'device', device, 'count', count,"
+    " 'fallback', fallback = 1) ORDER BY seq), '[]'::json) FROM result_ops"
+    " WHERE result_id = results.id)"
+)
+_PG_LINE_ERROR = (
+    "CASE WHEN error_type IS NULL AND error_message IS NULL THEN NULL ELSE"
+    " json_build_object('message', error_message, 'traceback', traceback, 'type', error_type) END"
+)
+
+
+def _pg_line_json(column: str) -> str:
+    empty = "[]" if column == "artifacts" else "{}"
+    kind = "array" if empty == "[]" else "object"
+    value = f"COALESCE({column}, '{empty}')::json"
+    return f"CASE WHEN json_typeof({value}) = '{kind}' THEN {value} ELSE '{empty}'::json END"
+
+
+def result_lines() -> str:
+    plain = " AND ".join(
+        f"strpos(COALESCE({c}, ''), '{word}') = 0"
+        for c in q.LINE_JSON_COLUMNS
+        for word in ("NaN", "Infinity")
+    )
+    line = q.line_pairs(_pg_line_json, _PG_OPS_ARRAY, _PG_LINE_ERROR)
+    return (
+        f"SELECT id, CASE WHEN {plain} THEN json_build_object({line})::text END AS line,"
+        " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
+        " FROM results WHERE run_id = %s ORDER BY case_id, mode"
+    )
+
+
 _WRITTEN = {
     name: value
     for name, value in dict(globals()).items()
-    if name.isupper() or name == "select_results"
+    if name.isupper() or name in ("select_results", "result_lines")
 }
 
 

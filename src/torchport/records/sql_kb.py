@@ -199,6 +199,31 @@ class KnowledgeBase:
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
+    def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+        """A run's results for an export file, in (case, mode) order, never all in memory:
+        (line, None, artifact paths) where the database built the line (records/exchange.py
+        ``result_line``'s JSON: queries.result_lines), else (None, result with its ``ops``,
+        its artifacts) for the caller to write."""
+        return self._guard_iter(self._iter_result_lines(run_id))
+
+    def _iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+        if self._version < queries.LINES_FROM:
+            for result in self._iter_results(run_id=run_id, order="case", with_ops=True):
+                yield None, result, result.get("artifacts") or []
+            return
+        conn = self._conn()
+        for result_id, line, artifacts in self._stream(self.q.result_lines(), (run_id,)):
+            if line is not None:
+                yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
+                continue
+            row = conn.execute(self.q.results_by_id(1), (result_id,)).fetchone()
+            result = self._result_dict(row)
+            result["ops"] = [
+                {"op": o[0], "device": o[1], "count": o[2], "fallback": bool(o[3])}
+                for o in conn.execute(self.q.OPS_OF_RESULT, (result_id,))
+            ]
+            yield None, result, result.get("artifacts") or []
+
     @guarded
     def compare_pairs(
         self,

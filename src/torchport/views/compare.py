@@ -14,7 +14,7 @@ the store join two stored runs and decides only the pairs that may have changed 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from torchport.records.figures import COMPILE_FIGURES, FIGURE_RULES, PARITY_FIGURES
@@ -130,7 +130,12 @@ class Comparison:
     totals: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The JSON form. Its lists are the comparison's own (not copied: a whole comparison
+        of two 100 000-result runs holds tens of thousands of entries); only the step-time
+        changes are made dicts."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["perf"] = [dict(vars(p)) for p in self.perf]  # flat: no deep copy needed
+        return out
 
 
 def run_brief(run: dict) -> dict:
