@@ -266,6 +266,17 @@ RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? 
 RUN_STATUS_COUNTS_BY_RUN = (
     "SELECT run_id, status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY run_id, status"
 )
+# From schema v8 a run's counts are kept as its results are recorded (migrations/0008: the
+# run_tallies table, '' for NULL): the same answers from a few hundred rows a run.
+TALLIES_FROM = 8
+_TALLY_N = "CAST(SUM(n) AS BIGINT) AS n"
+TALLY_STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
+TALLY_RUN_STATUS_COUNTS = (
+    f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
+)
+TALLY_RUN_STATUS_COUNTS_BY_RUN = (
+    f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
+)
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -273,24 +284,32 @@ RUN_SELECTORS = (
 FAILURES = f" run_id = ? AND status NOT IN {sql_list(NOT_FAILURES)}"
 
 
-def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:
+def failure_groups(*, signature: str, severity: tuple[str, ...], tallies: bool = False) -> str:
     """Failure groups of one run, (status, stage, signature) with a count, worst first when
     ``severity`` is given (a status order), else most common first. Parameters: run_id, limit.
-    ``signature`` is the column, or the expression that computes it on an older schema."""
+    ``signature`` is the column, or the expression that computes it on an older schema;
+    ``tallies``: counted from run_tallies (schema v8)."""
     order = "n DESC, status, stage"
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
+    if tallies:
+        return (
+            "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
+            f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
+            f" ORDER BY {order} LIMIT ?"
+        )
     return (
         f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
         f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
     )
 
 
-def failure_group_count(signature: str) -> str:
+def failure_group_count(signature: str, tallies: bool = False) -> str:
+    table, sig = ("run_tallies", "signature") if tallies else ("results", signature)
     return (
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
-        f" GROUP BY status, stage, {signature}) AS groups"
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE{FAILURES}"
+        f" GROUP BY status, stage, {sig}) AS groups"
     )
 
 
@@ -661,6 +680,12 @@ HEADLINE_INDEX_FROM = 7  # schema version: the results_grades index
 def headline_groups(*, version: int, one_run: bool) -> str:
     """Graded results by (run, grade, host-op table). Parameter (``one_run``): run_id. Rows:
     run_id, grade, ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
+    if version >= TALLIES_FROM:
+        return (
+            f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
+            f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
+            " GROUP BY run_id, grade, host_ops"
+        )
     index = " INDEXED BY results_grades" if version >= HEADLINE_INDEX_FROM else ""
     return (
         f"SELECT run_id, grade, {_host_ops('results', version)} AS ops, COUNT(*) AS n"

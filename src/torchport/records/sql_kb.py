@@ -480,10 +480,18 @@ class KnowledgeBase:
         return int(self._conn().execute(self.q.SEARCH_COUNT, (query,)).fetchone()[0])
 
     # -- one run in summary ------------------------------------------------------------------------
+    def _tallied(self) -> bool:
+        """Whether the run's counts are kept in run_tallies (schema v8)."""
+        return self._version >= queries.TALLIES_FROM
+
+    def _status_counts_sql(self) -> str:
+        return self.q.TALLY_STATUS_COUNTS if self._tallied() else self.q.STATUS_COUNTS
+
     @guarded
     def status_counts(self, run_id: str) -> dict[str, int]:
-        rows = self._conn().execute(self.q.RUN_STATUS_COUNTS, (run_id,))
-        return {r["status"]: r["n"] for r in rows}
+        sql = self.q.TALLY_RUN_STATUS_COUNTS if self._tallied() else self.q.RUN_STATUS_COUNTS
+        rows = self._conn().execute(sql, (run_id,))
+        return {r["status"]: int(r["n"]) for r in rows}
 
     def _signature_sql(self) -> str:
         return (
@@ -501,7 +509,9 @@ class KnowledgeBase:
         names its first ``examples`` results and the first one's message."""
         sig = self._signature_sql()
         conn = self._conn()
-        sql = self.q.failure_groups(signature=sig, severity=FAILURE_SEVERITY if worst_first else ())
+        sql = self.q.failure_groups(
+            signature=sig, severity=FAILURE_SEVERITY if worst_first else (), tallies=self._tallied()
+        )
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
             first = conn.execute(
@@ -523,7 +533,7 @@ class KnowledgeBase:
 
     @guarded
     def count_failure_groups(self, run_id: str) -> int:
-        sql = self.q.failure_group_count(self._signature_sql())
+        sql = self.q.failure_group_count(self._signature_sql(), tallies=self._tallied())
         return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
 
     # -- a run's headline ----------------------------------------------------------------------
@@ -548,10 +558,15 @@ class KnowledgeBase:
                 },
             )
 
+        one_run = (
+            self.q.TALLY_RUN_STATUS_COUNTS_BY_RUN
+            if self._tallied()
+            else self.q.RUN_STATUS_COUNTS_BY_RUN
+        )
         counts = (
-            conn.execute(self.q.STATUS_COUNTS)
+            conn.execute(self._status_counts_sql())
             if run_id is None
-            else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
+            else conn.execute(one_run, (run_id,))
         )
         for row in counts:
             entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
