@@ -170,10 +170,10 @@ class Store(Protocol):
         """A run's results for an export file in (case, mode) order: (line, None, artifacts)
         where the database built the line, else (None, the result with ``ops``, artifacts)."""
 
-    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict[str, Any]]:
         """A run's results in (case, mode) order, lean (compare, baseline, gate): ``case, mode,
         status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
-        (dict or None), ``error_line``."""
+        (dict or None), ``error_line``; ``lean``: those two None (from an index alone)."""
 
     def compare_pairs(
         self,

@@ -53,7 +53,10 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     with store_problems():
         run = store.get_run(run_id, plan=False)  # the plan (100 000 entries) is not kept
         baseline = make_baseline(
-            run, store.iter_outcomes(run_id), perf=not no_perf, perf_tolerance=perf_tolerance
+            run,
+            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
+            perf=not no_perf,
+            perf_tolerance=perf_tolerance,
         )
     from torchport.interfaces.output import OutputError, output_file
 

@@ -66,7 +66,7 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
         report = gate(
             baseline,
             run,
-            store.iter_outcomes(run_id),
+            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
             plan=lambda: store.get_run(run_id)["plan"],
         )
     if as_json:
