@@ -51,6 +51,7 @@ class KnowledgeBase:
     _connect: Any
     _forget: Any
     _result_dict: Any
+    _json: Any
     _explain: Any
     _fts_query: Any
     _glob: Any
