@@ -167,7 +167,7 @@ class Store(Protocol):
     def iter_result_lines(
         self, run_id: str
     ) -> Iterator[tuple[str | None, dict[str, Any] | None, list[Any]]]:
-        """A run's results for an export file in (case, mode) order: (line, None, artifacts)
+        """A run's results for an export file in recorded order: (line, None, artifacts)
         where the database built the line, else (None, the result with ``ops``, artifacts)."""
 
     def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict[str, Any]]:

@@ -113,7 +113,7 @@ def result_lines() -> str:
     return (
         f"SELECT id, CASE WHEN {plain} THEN json_build_object({line})::text END AS line,"
         " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        " FROM results WHERE run_id = %s ORDER BY case_id, mode"
+        " FROM results WHERE run_id = %s ORDER BY id"
     )
 
 

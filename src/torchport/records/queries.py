@@ -194,13 +194,14 @@ def line_pairs(json_of, ops: str, error: str) -> str:
 
 def result_lines() -> str:
     """Parameter: run_id. Rows: id, the export line (NULL: export the row as before), the
-    artifacts (NULL when none), in (case, mode) order."""
+    artifacts (NULL when none), in recorded order (the run's rows one after another in the
+    file: read in (case, mode) order they are scattered, and the read costs twice as much)."""
     valid = " AND ".join(f"json_valid(COALESCE({c}, '{{}}'))" for c in LINE_JSON_COLUMNS)
     line = line_pairs(_line_json, f"json({_OPS_ARRAY})", f"json({_LINE_ERROR})")
     return (
         f"SELECT id, CASE WHEN {valid} THEN json_object({line}) END AS line,"
         " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        " FROM results WHERE run_id = ? ORDER BY case_id, mode"
+        " FROM results WHERE run_id = ? ORDER BY id"
     )
 
 

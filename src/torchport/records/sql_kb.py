@@ -202,7 +202,7 @@ class KnowledgeBase:
             yield _outcome(row)
 
     def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
-        """A run's results for an export file, in (case, mode) order, never all in memory:
+        """A run's results for an export file, in recorded order, never all in memory:
         (line, None, artifact paths) where the database built the line (records/exchange.py
         ``result_line``'s JSON: queries.result_lines), else (None, result with its ``ops``,
         its artifacts) for the caller to write."""
@@ -210,7 +210,7 @@ class KnowledgeBase:
 
     def _iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
         if self._version < queries.LINES_FROM:
-            for result in self._iter_results(run_id=run_id, order="case", with_ops=True):
+            for result in self._iter_results(run_id=run_id, with_ops=True):
                 yield None, result, result.get("artifacts") or []
             return
         conn = self._conn()

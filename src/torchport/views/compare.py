@@ -231,6 +231,9 @@ def _statuses(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
 def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     if a.get("grade") is None or b.get("grade") is None:
         return  # placement measured in one run only: nothing to compare
+    if a["grade"] == b["grade"] and "host_ops" in a and "host_ops" in b:
+        if a["host_ops"] == b["host_ops"]:  # outcome rows: the same ops, the same classes
+            return
     (ops_a, classes_a), (ops_b, classes_b) = _host_ops(a), _host_ops(b)
 
     def ranked(ops: set, classes: dict) -> list[str]:  # class first (a before b before c)
@@ -262,6 +265,8 @@ def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pas
     """Record what changed in the figures; returns whether a step time was judged."""
     for rule in FIGURE_RULES:
         x, y = ma.get(rule.figure), mb.get(rule.figure)
+        if x is None or y is None:  # most pairs lack most figures: past() would say no
+            continue
         if rule.past(x, y, LINES[rule.option]):
             entry = FIGURE_ENTRIES[rule.shows_in](rule.figure, x, y)
             getattr(out, rule.shows_in).append({"case": case, "mode": mode, **entry})
