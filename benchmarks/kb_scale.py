@@ -74,6 +74,14 @@ def _pg_url(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
+@contextlib.contextmanager
+def psycopg_autocommit(url: str):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield conn
+
+
 def reset(url: str) -> None:
     """An empty knowledge base at ``url``: the file removed, or the database made again."""
     if not _is_pg(url):
@@ -292,6 +300,118 @@ def compare_page(url: str, run_ids: list[str]) -> list[str]:
     ]
 
 
+def copy_runs(source: str, url: str) -> tuple[list[str], int]:
+    """Copy the complete runs of the SQLite knowledge base ``source`` into the PostgreSQL one
+    at ``url`` (made if it is empty), with COPY: the same rows, ids included, loaded in
+    seconds where inserting them one by one from a loaded machine takes hours. The server's
+    row triggers fire for every copied result as for an insert (full text, run tallies).
+    Runs already there are skipped. Returns (the runs copied, the results copied)."""
+    import sqlite3
+
+    import psycopg
+
+    with open_store(url, write=True):
+        pass  # the schema, migrated to this torchport's
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    src.row_factory = sqlite3.Row
+    copied, results = [], 0
+    with psycopg.connect(url) as pg:
+        # Row triggers off while copying (the URL's user must be a superuser): the full text
+        # and the run tallies are then made for every copied result in one statement each,
+        # the statements the triggers run, set-based (per-row triggers under a loaded
+        # machine's server take an hour for a million rows).
+        pg.execute("SET session_replication_role = replica")
+
+        def columns(table: str) -> list[str]:
+            here = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
+            there = pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                " AND is_generated = 'NEVER' AND identity_generation IS DISTINCT FROM 'ALWAYS'"
+                " ORDER BY ordinal_position",
+                (table,),
+            )
+            return [c for (c,) in there if c in here]
+
+        have = {r[0] for r in pg.execute("SELECT id FROM runs")}
+        runs = src.execute("SELECT * FROM runs WHERE state = 'complete' ORDER BY rowid").fetchall()
+        run_cols, env_cols = columns("runs"), columns("environments")
+        result_cols, op_cols = columns("results"), columns("result_ops")
+        for run in runs:
+            if run["id"] in have:
+                continue
+            with pg.transaction():
+                envs = src.execute(
+                    "SELECT e.* FROM environments e JOIN run_environments r ON r.environment_id"
+                    " = e.id WHERE r.run_id = ?",
+                    (run["id"],),
+                ).fetchall()
+                for env in envs:
+                    pg.execute(
+                        f"INSERT INTO environments({', '.join(env_cols)}) VALUES"
+                        f" ({', '.join(['%s'] * len(env_cols))}) ON CONFLICT DO NOTHING",
+                        [env[c] for c in env_cols],
+                    )
+                pg.execute(
+                    f"INSERT INTO runs({', '.join(run_cols)}) VALUES"
+                    f" ({', '.join(['%s'] * len(run_cols))})",
+                    [run[c] for c in run_cols],
+                )
+                for row in src.execute(
+                    "SELECT run_id, environment_id, recorded_at FROM run_environments"
+                    " WHERE run_id = ?",
+                    (run["id"],),
+                ):
+                    pg.execute(
+                        "INSERT INTO run_environments(run_id, environment_id, recorded_at)"
+                        " VALUES (%s, %s, %s)",
+                        tuple(row),
+                    )
+                with pg.cursor().copy(f"COPY results({', '.join(result_cols)}) FROM STDIN") as copy:
+                    for row in src.execute(
+                        f"SELECT {', '.join(result_cols)} FROM results WHERE run_id = ?"
+                        " ORDER BY id",
+                        (run["id"],),
+                    ):
+                        copy.write_row(tuple(row))
+                        results += 1
+                with pg.cursor().copy(f"COPY result_ops({', '.join(op_cols)}) FROM STDIN") as copy:
+                    for row in src.execute(
+                        f"SELECT {', '.join('o.' + c for c in op_cols)} FROM result_ops o"
+                        " JOIN results r ON r.id = o.result_id WHERE r.run_id = ? ORDER BY o.rowid",
+                        (run["id"],),
+                    ):
+                        copy.write_row(tuple(row))
+            copied.append(run["id"])
+            print(f"  copied {run['id']}", file=sys.stderr, flush=True)
+        pg.execute("SELECT setval(pg_get_serial_sequence('results', 'id'), max(id)) FROM results")
+        pg.execute("SET session_replication_role = DEFAULT")
+        pg.execute("DROP INDEX IF EXISTS results_fts_document")  # built once, after
+        pg.execute(FTS_FILL)
+        pg.execute("CREATE INDEX results_fts_document ON results_fts USING GIN (document)")
+        if copied:
+            pg.execute("DELETE FROM run_tallies WHERE run_id = ANY(%s)", (copied,))
+            pg.execute(TALLY_FILL, (copied,))
+        pg.commit()
+    return copied, results
+
+
+# What migrations_pg/0001's results_fts_insert and 0008's torchport_tally do per row, for every
+# copied result at once.
+FTS_FILL = (
+    "INSERT INTO results_fts(id, document) SELECT r.id,"
+    " setweight(to_tsvector('simple', torchport_words(r.case_id)), 'A')"
+    " || setweight(to_tsvector('simple', torchport_words(r.error_message)), 'B')"
+    " || setweight(to_tsvector('simple', torchport_words(r.traceback)), 'D')"
+    " FROM results r WHERE NOT EXISTS (SELECT 1 FROM results_fts f WHERE f.id = r.id)"
+)
+TALLY_FILL = (
+    "INSERT INTO run_tallies(run_id, status, stage, grade, signature, host_ops, n)"
+    " SELECT run_id, status, COALESCE(stage, ''), COALESCE(grade, ''), COALESCE(signature, ''),"
+    " CASE WHEN grade IN ('fallback', 'host') THEN COALESCE(host_ops, '') ELSE '' END, COUNT(*)"
+    " FROM results WHERE run_id = ANY(%s) GROUP BY 1, 2, 3, 4, 5, 6"
+)
+
+
 def migrate(url: str) -> str | None:
     """Open ``url`` for writing once (a file of an older schema is migrated, as by a user's
     first write); what it took, or None when nothing was to do."""
@@ -314,6 +434,12 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="Keep an existing --db.")
     parser.add_argument("--fill-only", action="store_true", help="Fill --db, time nothing.")
+    parser.add_argument(
+        "--copy-from",
+        default=None,
+        metavar="SQLITE",
+        help="PostgreSQL --db: COPY the complete runs of this filled SQLite file, time nothing.",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     cases = case_ids(args.cases)
@@ -324,6 +450,18 @@ def main(argv=None) -> None:
         f"{engine_line(args.db)}; load average (1 min) at start "
         f"{os.getloadavg()[0]:.2f}",
     ]
+    if args.copy_from:
+        start = time.perf_counter()
+        copied, n = copy_runs(args.copy_from, args.db)
+        with psycopg_autocommit(args.db) as conn:
+            conn.execute("VACUUM ANALYZE")  # visibility maps and statistics, as autovacuum would
+        lines.append(
+            f"copied {n} results in {len(copied)} runs ({', '.join(copied)}) from "
+            f"{args.copy_from} with COPY in {time.perf_counter() - start:.0f} s, then VACUUM "
+            f"ANALYZE; load average at end {os.getloadavg()[0]:.2f}"
+        )
+        emit(lines, args.out)
+        return
     if not args.fill_only:
         rate = one_by_one_rate(args.db, cases)
         lines.append(
