@@ -403,6 +403,7 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
     conn.execute("DROP INDEX results_grades")  # schema v7
     conn.execute("DROP TRIGGER results_tally")  # schema v8
     conn.execute("DROP TABLE run_tallies")
+    conn.execute("ALTER TABLE results DROP COLUMN host_ops_key")
     conn.execute("ALTER TABLE results DROP COLUMN host_ops")
     conn.execute("PRAGMA user_version = 3")
     conn.commit()

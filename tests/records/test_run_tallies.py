@@ -66,6 +66,7 @@ def test_an_older_file_gains_its_tallies_by_the_upgrade(tmp_path):
     conn = sqlite3.connect(path)  # back to schema v7: no tallies
     conn.execute("DROP TRIGGER results_tally")
     conn.execute("DROP TABLE run_tallies")
+    conn.execute("ALTER TABLE results DROP COLUMN host_ops_key")
     conn.execute(f"PRAGMA user_version = {TALLIES_FROM - 1}")
     conn.commit()
     conn.close()

@@ -124,6 +124,13 @@ _WRITTEN = {
 }
 
 
+# The comparisons decide whether two results ran the same ops on the host by the md5 key the
+# outcomes index holds (migrations_pg/0008), from schema v8 on: never a table row a pair.
+_BY_KEY = ("compare_lists", "pairs_that_may_differ")
+_HOST_OPS_CHANGED = "a.host_ops IS DISTINCT FROM b.host_ops"
+HOST_OPS_KEY_FROM = 8
+
+
 class Dialect:
     """``queries`` as PostgreSQL reads it: ``Dialect().X`` is the statement written out above,
     else queries.X translated (a function's result translated)."""
@@ -134,9 +141,23 @@ class Dialect:
         value = getattr(q, name)
         if isinstance(value, str):
             return translate(value)
+        if name in _BY_KEY:
+            return _by_key(_translated(value))
         if callable(value):
             return _translated(value)
         return value
+
+
+def _by_key(build: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        sql = build(*args, **kwargs)
+        if kwargs.get("version", 0) < HOST_OPS_KEY_FROM:
+            return sql
+        assert _HOST_OPS_CHANGED in sql, "queries.compare_decisions changed: update pg_queries"
+        return sql.replace(_HOST_OPS_CHANGED, "a.host_ops_key IS DISTINCT FROM b.host_ops_key")
+
+    return wrapper
 
 
 def _translated(build: Callable[..., str]) -> Callable[..., str]:

@@ -350,7 +350,7 @@ class KnowledgeBase:
         lists: dict[str, list[tuple[dict, dict]]] = {}
         width = 7 + len(KEY_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
-        for row in conn.execute(sql, params):
+        for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[5 : 5 + 2 * width]
             decided = {name: n or 0 for name, n in zip(names, row[5 + 2 * width :], strict=True)}
             if kind == "transition":
@@ -360,9 +360,14 @@ class KnowledgeBase:
                 lists.setdefault(kind, []).append(pair)
         return counts, decided, lists
 
+    def _compare_rows(self, conn, sql: str, params: dict):
+        """The rows of one of the comparison's joins (an engine may set its planner first)."""
+        return conn.execute(sql, params)
+
     def _pair_counts(self, params: dict) -> dict[tuple[str, str], list[int]]:
         sql = self.q.pair_counts(version=self._version)
-        return {(r[0], r[1]): [r[2], r[3] or 0] for r in self._conn().execute(sql, params)}
+        rows = self._compare_rows(self._conn(), sql, params)
+        return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
 
     def _only_in(
         self, run_a: str, run_b: str, counts: dict, sizes: dict | None = None

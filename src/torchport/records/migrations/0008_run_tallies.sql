@@ -31,3 +31,8 @@ INSERT INTO run_tallies(run_id, status, stage, grade, signature, host_ops, n)
 SELECT run_id, status, COALESCE(stage, ''), COALESCE(grade, ''), COALESCE(signature, ''),
     CASE WHEN grade IN ('fallback', 'host') THEN COALESCE(host_ops, '') ELSE '' END, COUNT(*)
 FROM results GROUP BY 1, 2, 3, 4, 5, 6;
+
+-- A key equal when two results' host-op tables are equal, which a comparison decides on: here
+-- the table itself (computed, not stored; the outcomes index holds host_ops); PostgreSQL
+-- stores its md5 in the outcomes index, which cannot hold the table (migrations_pg/0008).
+ALTER TABLE results ADD COLUMN host_ops_key TEXT GENERATED ALWAYS AS (host_ops) VIRTUAL;
