@@ -79,7 +79,7 @@ def iter_json(
         is_dict = isinstance(value, dict)
         yield "{" if is_dict else "["
         flat = depth + 1 >= flat_from
-        items = value.items() if is_dict else ((None, v) for v in value)
+        items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         for k, (key, item) in enumerate(items):
             head = (pad if k == 0 else "," + pad) + (encode(_key(key)) + ": " if is_dict else "")
             if flat or isinstance(item, _SCALARS):
