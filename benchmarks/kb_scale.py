@@ -150,17 +150,22 @@ def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
 
 
 _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
 
 
-def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int]:
-    """(wall s, peak RSS bytes, stdout lines, exit code) of one run of the installed script."""
+def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]:
+    """(wall s, peak RSS bytes, stdout lines, exit code, CPU s) of one run of the installed
+    script. The CPU time (user + system, from /usr/bin/time -v) is what the process itself
+    spent: on a loaded machine its wall time is mostly waiting for a core, its CPU time is
+    not (the PostgreSQL server's own CPU is not in it)."""
     start = time.perf_counter()
     proc = subprocess.run(
         ["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True, text=True, cwd=cwd
     )
     wall = time.perf_counter() - start
     rss = int(_RSS.search(proc.stderr).group(1)) * 1024
-    return wall, rss, proc.stdout.count("\n"), proc.returncode
+    cpu = sum(float(x) for x in _CPU.findall(proc.stderr))
+    return wall, rss, proc.stdout.count("\n"), proc.returncode, cpu
 
 
 def time_command(label: str, args: list[str], repeats: int, cwd: str) -> list:
@@ -179,6 +184,7 @@ def time_command(label: str, args: list[str], repeats: int, cwd: str) -> list:
         samples[-1][2],
         samples[-1][3],
         statistics.median(loads),
+        statistics.median(s[4] for s in samples),
     ]
 
 
@@ -235,15 +241,17 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
     return lines
 
 
-def timed(fn, repeats: int = 3) -> tuple[float, float]:
-    """(median s, max s) of ``repeats`` calls after one warm-up."""
+def timed(fn, repeats: int = 3) -> tuple[float, float, float]:
+    """(median s, max s, median CPU s of this process) of ``repeats`` calls after one
+    warm-up."""
     fn()
-    times = []
+    times, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), max(times)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), max(times), statistics.median(cpus)
 
 
 def headline_figures(store, run_a: str, run_b: str) -> list[str]:
@@ -266,10 +274,10 @@ def headline_figures(store, run_a: str, run_b: str) -> list[str]:
     ]
     lines = []
     for label, fn in reads:
-        median, worst = timed(fn)
+        median, worst, cpu = timed(fn)
         lines.append(
-            f"{label}: median {median * 1e3:.0f} ms, max {worst * 1e3:.0f} ms "
-            f"(load {os.getloadavg()[0]:.1f})"
+            f"{label}: median {median * 1e3:.0f} ms, max {worst * 1e3:.0f} ms, this process's "
+            f"CPU {cpu * 1e3:.0f} ms (load {os.getloadavg()[0]:.1f})"
         )
     return lines
 
@@ -539,18 +547,21 @@ def main(argv=None) -> None:
             ]
         )
     lines.append("")
-    lines.append("| command | median s | max s | peak RSS MB | output lines | exit | load |")
-    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for label, median, worst, rss, out_lines, code, load in rows:
+    lines.append(
+        "| command | median s | max s | CPU s (median) | peak RSS MB | output lines | exit | load |"
+    )
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, median, worst, rss, out_lines, code, load, cpu in rows:
         lines.append(
-            f"| `{label}` | {median:.2f} | {worst:.2f} | {rss / 2**20:.0f} | "
+            f"| `{label}` | {median:.2f} | {worst:.2f} | {cpu:.2f} | {rss / 2**20:.0f} | "
             f"{out_lines} | {code} | {load:.1f} |"
         )
     lines.append("")
     lines.append(
         f"median and max of {args.repeats} timed runs after one warm-up (3 for the "
         "slower commands, 1 for writes), wall time around the process, peak RSS from "
-        "/usr/bin/time -v; the gate holds a run to its own baseline (exit 0)"
+        "/usr/bin/time -v, CPU s the process's user + system time (the server's not in it); "
+        "the gate holds a run to its own baseline (exit 0)"
     )
     lines.extend(store_figures(args.db, run_a, run_b, hf_ids))
     lines.extend(compare_page(args.db, run_ids))
@@ -560,8 +571,8 @@ def main(argv=None) -> None:
 
 
 def _once(args: list[str], cwd: str) -> list:
-    wall, rss, out_lines, code = run_command(args, cwd)
-    return [wall, wall, rss, out_lines, code, os.getloadavg()[0]]
+    wall, rss, out_lines, code, cpu = run_command(args, cwd)
+    return [wall, wall, rss, out_lines, code, os.getloadavg()[0], cpu]
 
 
 if __name__ == "__main__":
