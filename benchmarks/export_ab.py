@@ -28,7 +28,9 @@ with open_store("/work/kb1m/kb.db", write=False) as store:
         for name, fn in (("old", old), ("new", new)):
             w, c = time.perf_counter(), time.process_time()
             fn()
+            wall, cpu = time.perf_counter() - w, time.process_time() - c
             print(
-                f"round {rnd} {name}: wall {time.perf_counter() - w:.2f} s, CPU {time.process_time() - c:.2f} s, load {os.getloadavg()[0]:.1f}",
+                f"round {rnd} {name}: wall {wall:.2f} s, CPU {cpu:.2f} s, "
+                f"load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
