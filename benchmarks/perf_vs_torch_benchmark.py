@@ -34,12 +34,14 @@ def _step(suite: str, case_id: str, device: str, dtype_name: str):
     return make_step(placed.model, placed.model, placed)
 
 
-def compare(step, adapter, *, budget_s: float, rounds: int, clock=None) -> dict:
+def compare(step, adapter, *, budget_s: float, rounds: int, clock=None, blocked=False) -> dict:
     """Alternate the two measurements for ``rounds`` rounds (order swapped every round).
 
     On a shared machine the load drifts over seconds; a pair measured back to back sees the
     same load, so the headline is the median of the per-round ratios. ``clock``, when given
     (e.g. ``time.thread_time``), is the clock both sides read instead of the wall clock.
+    ``blocked``: torchport's side as its op timing measures short calls (``sample_blocked``:
+    blocks of calls, the median block's time per call), else as its step timing (single calls).
     """
     import contextlib
     from unittest import mock
@@ -48,7 +50,13 @@ def compare(step, adapter, *, budget_s: float, rounds: int, clock=None) -> dict:
     from torch.utils.benchmark import Timer
 
     from torchport import timing
-    from torchport.timing import Summary, round_order, sample_interleaved, step_timer
+    from torchport.timing import (
+        Summary,
+        round_order,
+        sample_blocked,
+        sample_interleaved,
+        step_timer,
+    )
 
     timer = Timer(
         stmt="step()",
@@ -64,9 +72,11 @@ def compare(step, adapter, *, budget_s: float, rounds: int, clock=None) -> dict:
     measure = {
         "torchport": lambda: _summary_on(
             on_clock,
-            lambda: sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)[
-                "step"
-            ],
+            lambda: (
+                sample_blocked({"step": step}, step_timer(adapter), budget_s=budget_s)[0]
+                if blocked
+                else sample_interleaved({"step": step}, step_timer(adapter), budget_s=budget_s)
+            )["step"],
             Summary,
         ),
         "torch.utils.benchmark": lambda: _measurement(

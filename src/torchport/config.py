@@ -401,6 +401,22 @@ class RunConfig:
                 kwargs[key] = tuple(value) if isinstance(value, list) else value
         return cls(**kwargs)
 
+    def changes(self, fields: dict[str, Any], *, who: str) -> dict[str, Any]:
+        """Of ``fields`` (a case's own settings, e.g. a longer ``timeout_s``), those that
+        differ from this config, as ``to_dict`` writes them: what a task carries beside the
+        run's config (``with_changes`` rebuilds the task's config). ``who`` names the one that
+        asks, in the ConfigError an unknown field or a config that cannot run gets."""
+        unknown = sorted(set(fields) - set(SECTION_OF))
+        if unknown:
+            raise ConfigError(f"{who} sets {', '.join(unknown)}, which is not a run option")
+        mine = self.to_dict()
+        changed = RunConfig.from_dict({**mine, **fields}).to_dict()
+        return {k: v for k, v in changed.items() if v != mine[k]}
+
+    def with_changes(self, changes: dict[str, Any]) -> RunConfig:
+        """This config with a task's ``changes`` (what ``changes`` gave) applied."""
+        return RunConfig.from_dict({**self.to_dict(), **changes}) if changes else self
+
     @property
     def tolerance(self) -> tuple[float, float]:
         return DEFAULT_TOLERANCE[self.dtype]

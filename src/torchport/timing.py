@@ -109,6 +109,41 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
+def repeated(fn: Callable[[], object], calls: int) -> Callable[[], object]:
+    """``fn`` called ``calls`` times in a row (one timed block); returns the last value (a
+    backend that is waited on by reading a result back reads that one). Earlier values are
+    dropped at once, as a timeit loop drops them, so no call runs beside its predecessor's
+    output."""
+
+    def block():
+        for _ in range(calls - 1):
+            fn()
+        return fn()
+
+    return block
+
+
+def calls_per_block(
+    sides: dict[str, Callable[[], object]],
+    timer: StepTimer,
+    *,
+    min_block_s: float = 0.01,
+    max_calls: int = 10_000,
+) -> int:
+    """How many calls one timed block needs so the synchronisations and clock reads around it
+    are a negligible share of it: doubled until the slowest side's block lasts ``min_block_s``
+    (as ``torch.utils.benchmark``'s ``blocked_autorange`` sizes its blocks). The same count for
+    every side keeps the per-round ratio a ratio of like blocks; 1 for calls already that long.
+    The calibration calls double as warm-up."""
+    calls = 1
+    while calls < max_calls:
+        longest = max(timer(repeated(fn, calls))[1] for fn in sides.values())
+        if longest >= min_block_s:
+            break
+        calls *= 2
+    return min(calls, max_calls)
+
+
 def sample_interleaved(
     sides: dict[str, Callable[[], object]],
     timer: StepTimer,
@@ -153,6 +188,22 @@ def sample_interleaved(
         if gc_was_enabled:
             gc.enable()
     return samples
+
+
+def sample_blocked(
+    sides: dict[str, Callable[[], object]],
+    timer: StepTimer,
+    *,
+    budget_s: float,
+    min_samples: int = 10,
+    min_block_s: float = 0.01,
+) -> tuple[dict[str, list[float]], int]:
+    """``sample_interleaved`` for short calls: each sample is one block of ``calls`` calls
+    (``calls_per_block``), returned as the time per call (the block's mean), with ``calls``."""
+    calls = calls_per_block(sides, timer, min_block_s=min_block_s)
+    blocks = {name: repeated(fn, calls) for name, fn in sides.items()}
+    samples = sample_interleaved(blocks, timer, budget_s=budget_s, min_samples=min_samples)
+    return {name: [s / calls for s in block] for name, block in samples.items()}, calls
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""A reduced ``benchmarks/real_backends.sh`` on the real out-of-tree backends, in the venvs that
-script builds (``benchmarks/real_backends.sh setup``; folder ``$TORCHPORT_BACKEND_VENVS``,
-default ``~/.cache/torchport/backend-venvs``). Slow (``make test-slow``); like every test of a
-real component it fails, never skips, when the venvs are missing.
+"""A reduced ``benchmarks/real_backends.toml`` on the real out-of-tree backends, in the
+environments ``torchport matrix`` builds for it (``benchmarks/real_backends.sh --build-only``;
+folder ``$TORCHPORT_BACKEND_ENVS``, default the matrix's, ``~/.cache/torchport/envs``). Slow
+(``make test-slow``); like every test of a real component it fails, never skips, when the
+environments are missing.
 
 torch_xla 2.9 on PJRT CPU: the BatchNorm net's compiled training step (its buffers are donated
 by openxla) passes, and compiled qwen3_moe is graded ``fallback`` with ``nonzero`` from XLA's
@@ -17,22 +18,26 @@ from pathlib import Path
 
 import pytest
 
+from torchport.runner.envs import MARKER
+from torchport.runner.matrix import default_envs_dir, load_matrix
+
 REPO = Path(__file__).resolve().parents[2]
-VENVS = Path(
-    os.environ.get("TORCHPORT_BACKEND_VENVS")
-    or Path.home() / ".cache" / "torchport" / "backend-venvs"
-)
+MATRIX = load_matrix(str(REPO / "benchmarks" / "real_backends.toml"))
+ENVS = Path(os.environ.get("TORCHPORT_BACKEND_ENVS") or MATRIX.envs_dir or default_envs_dir())
 
 # The torch_xla half compiles qwen3_moe through XLA: several minutes on 2 cores.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def _torchport(backend: str) -> Path:
-    exe = VENVS / backend / "bin" / "torchport"
-    if not (VENVS / backend / ".installed").exists() or not exe.exists():
+    spec = next(e for e in MATRIX.envs if e.name == backend)
+    env = ENVS / f"{spec.name}-{spec.digest(MATRIX.indexes, MATRIX.requirements)}"
+    exe = env / "bin" / "torchport"
+    if not (env / MARKER).exists() or not exe.exists():
         pytest.fail(
-            f"no {backend} venv at {VENVS / backend}: build it with "
-            f"'benchmarks/real_backends.sh setup' (or point TORCHPORT_BACKEND_VENVS at one)"
+            f"no {backend} environment at {env}: build it with "
+            f"'benchmarks/real_backends.sh --build-only' (or point TORCHPORT_BACKEND_ENVS at "
+            "the folder that holds it)"
         )
     return exe
 

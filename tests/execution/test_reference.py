@@ -95,6 +95,21 @@ def test_computed_in_a_child_with_autoload_off_then_read_from_disk(cache):
     assert torch.allclose(first["reference"]["out"], expected.model(*expected.args))
 
 
+def test_one_child_also_caches_the_cases_flop_count(cache):
+    """The parity reference's child computes the perf probe's FLOP count of the same case
+    too (one import of torch per case, not two); the count is the one the case's own
+    computation gives; an extra that fails is not written and does not fail the reference."""
+    flops = spec(task="flops", perf=True)
+    broken = spec(task="flops", perf=True, seed=7, case="smoke/none")
+    first = reference.obtain(spec(), also=(flops, broken))
+    assert first["cache"] == "miss" and os.path.exists(reference.cache_path(flops))
+    assert not os.path.exists(reference.cache_path(broken))
+    shared = reference.obtain(flops)
+    assert shared["cache"] == "hit"
+    expected = reference.compute(flops, find_case("smoke", "smoke/mlp"))
+    assert shared["flops"] == expected["flops"] > 0
+
+
 def test_a_child_failure_is_reported_not_raised_as_something_else(cache):
     with pytest.raises(reference.ReferenceFailed, match="no case"):
         reference.obtain(spec(case="smoke/none"))

@@ -6,7 +6,15 @@ import pytest
 
 from tests.probes.perf_helpers import RecordingAdapter
 from torchport import timing
-from torchport.timing import StepTimer, Summary, round_order, sample_interleaved, step_timer
+from torchport.timing import (
+    StepTimer,
+    Summary,
+    calls_per_block,
+    round_order,
+    sample_blocked,
+    sample_interleaved,
+    step_timer,
+)
 
 
 def test_timed_synchronises_before_and_after_the_call():
@@ -90,6 +98,43 @@ def test_sampling_respects_max_samples(monkeypatch):
         warmup_budget_s=0.0,
     )
     assert len(samples["a"]) == 7
+
+
+class WorkClock:
+    """A clock that moves only when a side's call does its (simulated) work."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self, seconds: float):
+        def call():
+            self.now += seconds
+
+        return call
+
+
+def test_short_calls_are_timed_in_blocks_sized_by_the_slowest_side(monkeypatch):
+    clock = WorkClock()
+    monkeypatch.setattr(timing, "clock", clock)
+    sides = {"fast": clock.work(0.001), "slow": clock.work(0.003)}
+    # the slow side's block: 1 call 3 ms, 2 calls 6 ms, 4 calls 12 ms >= 10 ms
+    assert calls_per_block(sides, StepTimer(), min_block_s=0.01) == 4
+    samples, calls = sample_blocked(sides, StepTimer(), budget_s=0.0, min_samples=5)
+    assert calls == 4
+    assert len(samples["fast"]) == len(samples["slow"]) == 5
+    # each sample is the block's time per call, not the block's time
+    assert all(s == pytest.approx(0.001) for s in samples["fast"])
+    assert all(s == pytest.approx(0.003) for s in samples["slow"])
+
+
+def test_calls_already_long_are_timed_one_by_one(monkeypatch):
+    clock = WorkClock()
+    monkeypatch.setattr(timing, "clock", clock)
+    assert calls_per_block({"a": clock.work(0.05)}, StepTimer(), min_block_s=0.01) == 1
+    assert calls_per_block({"a": clock.work(0.0)}, StepTimer(), max_calls=64) == 64
 
 
 def test_summary_of_known_samples():

@@ -161,3 +161,33 @@ def test_a_whole_knowledge_base_imports_as_its_export_does(source, kb_url):
         assert report.added == {"r1": 8, "r2": 8} and report.notes_added == 2
         assert import_from(target, source).present == ["r1", "r2"]
     assert _body(_export(kb_url, ["r1", "r2"])) == _body(_export(source, ["r1", "r2"]))
+
+
+def test_an_imported_result_is_validated_once_where_it_enters(source, tmp_path, monkeypatch):
+    """The check of the whole file validates each result; the import that follows (and the
+    store) take it as checked: one validation per result, not four."""
+    from torchport.records.result import Result
+
+    path = _write(tmp_path, _export(source, ["r1", "r2"]))
+    validated: list[str] = []
+    real = Result.validate
+    monkeypatch.setattr(Result, "validate", lambda self: validated.append(self.case) or real(self))
+    with open_store(str(tmp_path / "t.db"), write=True) as target:
+        report = import_from(target, path)
+        assert report.added == {"r1": 8, "r2": 8}
+    assert len(validated) == 16
+
+
+def test_a_file_changed_after_its_check_imports_nothing(source, tmp_path):
+    """The import reads the bytes the check read: a file edited in between is refused, and
+    nothing is written."""
+    from torchport.records.exchange import check_file
+
+    text = _export(source, ["r1"])
+    path = _write(tmp_path, text)
+    checked = check_file(path)
+    _write(tmp_path, text.replace("known tf32 drift", "known tf32 drift, edited"))
+    with open_store(str(tmp_path / "t.db"), write=True) as target:
+        with pytest.raises(ExchangeError, match="changed while it was imported; nothing"):
+            import_file(target, path, checked)
+        assert target.list_runs() == [] and target.results() == [] and target.notes() == []

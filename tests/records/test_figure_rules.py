@@ -50,3 +50,24 @@ def test_every_rule_is_a_key_figure_with_a_line_the_views_use():
     assert all(LINES[r.option] == r.default for r in FIGURE_RULES)
     decisions = queries.compare_decisions(version=COLUMNS)
     assert [r.figure for r in FIGURE_RULES] == [n for n in decisions if n in KEY_FIGURES]
+
+
+def test_the_sql_and_the_python_of_a_status_rule_agree():
+    """Each status list (records/figures.py STATUS_RULES) is declared once: its SQL and its
+    Python predicate agree on every pair of (status, stage), stage NULL included."""
+    from torchport.records.figures import STATUS_RULES
+
+    conn = sqlite3.connect(":memory:")
+    sides = [(s, t) for s in ("pass", "eager_fail", "crash") for t in (None, "run", "parity")]
+    for rule in STATUS_RULES:
+        held = 0
+        for (sa, ta), (sb, tb) in itertools.product(sides, sides):
+            sql = (
+                f"SELECT CASE WHEN {rule.sql()} THEN 1 ELSE 0 END FROM"
+                " (SELECT :sa AS status, :ta AS stage) AS a,"
+                " (SELECT :sb AS status, :tb AS stage) AS b"
+            )
+            got = conn.execute(sql, {"sa": sa, "ta": ta, "sb": sb, "tb": tb}).fetchone()[0]
+            assert bool(got) == rule.holds(sa, ta, sb, tb), (rule.name, sa, ta, sb, tb)
+            held += got
+        assert held, rule.name  # the grid holds pairs in the list, not only pairs out of it

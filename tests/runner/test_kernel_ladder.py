@@ -80,6 +80,12 @@ def test_right_kernel_passes_every_check_and_is_timed():
     assert m["kernel_op_speedup"] > 0
     assert k["verdict"] in ("correct_faster", "correct_slower", "correct_noisy_timing")
     assert k["timing"]["step"]["original"]["n"] >= 10
+    # the op alone in blocks of calls lasting 10 ms or more (a sample = the block's time per
+    # call), the whole step call by call
+    calls = k["timing"]["op_calls_per_sample"]
+    op = k["timing"]["op"]
+    assert calls > 1 and calls * max(op[s]["median_ms"] for s in op) >= 5
+    assert k["timing"]["step_calls_per_sample"] == 1
     # the replaced step's figures, as compare and gate read them
     assert m["perf_median_ms"] == m["step_ms_replacement"]
     assert m["perf_samples"] == k["timing"]["step"]["replacement"]["n"]

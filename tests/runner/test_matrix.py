@@ -24,7 +24,15 @@ from torchport.runner.envs import (
     lock_digest,
     torchport_requirements,
 )
-from torchport.runner.matrix import MatrixError, load_matrix, parse_env
+from torchport.runner.matrix import (
+    MatrixError,
+    load_matrix,
+    parse_env,
+    run_groups,
+    select_checks,
+    select_runs,
+    with_overrides,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "benchmarks")
@@ -44,6 +52,54 @@ def test_benchmark_matrix_files_load():
     ]  # fmt: skip
 
 
+def test_real_backends_file_says_every_run_and_check():
+    """benchmarks/real_backends.toml holds what real_backends.sh did: per environment its
+    runs (smoke, forward-only workloads, XGLM on the CPU) and checks (doctor, the scripts,
+    the fallback query); a short check keeps one run per environment."""
+    m = load_matrix(os.path.join(BENCH, "real_backends.toml"))
+    assert [e.name for e in m.envs] == ["cpu-torch-2.13.0", "xla", "jax", "tpu", "npu-broken"]
+    xla_runs = m.runs_of(m.envs[1])
+    assert [r.name for r in xla_runs] == [
+        "smoke", "forward-llama", "forward-gpt2", "forward-qwen3_moe",
+    ]  # fmt: skip
+    assert {r.device for r in xla_runs} == {"xla"} and xla_runs[0].probes == m.run.probes
+    assert xla_runs[1].command("xla")[:3] == ["run", "--workload", "hf_forward:llama"]
+    assert os.path.isfile(os.path.join(xla_runs[1].cwd, "hf_forward.py"))
+    xglm = m.runs_of(m.envs[0])[-1]
+    assert (xglm.name, xglm.suite, xglm.cases, xglm.device) == ("xglm", "hf", ("xglm",), "cpu")
+    assert "--probes" not in xglm.command("cpu")  # the CPU's default probes
+    assert m.runs_of(m.envs[3]) == () and m.runs_of(m.envs[4]) == ()
+    npu = m.envs[4]  # torch_npu pins torch==2.9.0+cpu, which PyPI lacks: no deps
+    assert npu.no_deps == ("torch_npu==2.9.0",) and npu.requirements == ("torch==2.9.0",)
+    plain = EnvSpec(name=npu.name, requirements=npu.requirements)
+    assert npu.digest(m.indexes, ()) != plain.digest(m.indexes, ())
+    assert {env: [c.name for c in checks] for env, checks in m.checks.items()} == {
+        "xla": ["fallback_nonzero", "first_step", "doctor"],
+        "jax": ["timing_check", "doctor"],
+        "tpu": ["doctor"],
+        "npu-broken": ["doctor"],
+    }
+    assert "{run[smoke]}" in m.checks["xla"][0].command
+    for checks in m.checks.values():
+        for check in checks:
+            for part in check.command:
+                if part.startswith("{here}/"):
+                    assert os.path.isfile(part.format(here=m.here)), part
+    short = select_runs(with_overrides(m, cases=("smoke/mlp",), modes=("eager",)), ("smoke",))
+    assert [[r.name for r in short.runs_of(e)] for e in short.envs] == [["smoke"]] * 3 + [[]] * 2
+    assert short.runs_of(short.envs[2])[0].command("jax")[:9] == [
+        "run", "--suite", "smoke", "--modes", "eager", "--device", "jax", "--cases", "smoke/mlp",
+    ]  # fmt: skip
+    with pytest.raises(MatrixError, match="no run named 'smok'"):
+        select_runs(m, ("smok",))
+    doctors = select_checks(m, ("doctor",)).checks
+    assert {env: [c.name for c in checks] for env, checks in doctors.items()} == {
+        env: ["doctor"] for env in ("xla", "jax", "tpu", "npu-broken")
+    }
+    with pytest.raises(MatrixError, match="no check named 'docter'"):
+        select_checks(m, ("docter",))
+
+
 @pytest.mark.parametrize(
     "text, problem",
     [
@@ -57,6 +113,18 @@ def test_benchmark_matrix_files_load():
         ("[[env]]\nname = 'a'\n", "at least one requirement"),
         ("[run]\nmodes = 3\n", "must be a list of strings"),
         ("[matrix\n", "not readable TOML"),
+        (
+            "[[env]]\nname='a'\nrequirements=['t']\n[[env.runs]]\nname='x'\n[[env.runs]]\n"
+            "name='x'\n[[env]]\nname='b'\nrequirements=['t']\n",
+            "environment a: run names must differ: x, x",
+        ),
+        ("[[env]]\nname='a'\nrequirements=['t']\n[[env.runs]]\nsuit='x'\n", "unknown key 'suit'"),
+        ("[[env]]\nname='a'\nrequirements=['t']\nruns='smoke'\n", "are \\[\\[env.runs\\]\\]"),
+        ("[[env]]\nname='a'\nrequirements=['t']\n[[env.checks]]\nname='d'\n", "command must"),
+        (
+            "[[env]]\nname='a'\nrequirements=['t']\n[[env.checks]]\nname='d d'\ncommand=['x']\n",
+            "name 'd d' must be letters",
+        ),
     ],
 )
 def test_bad_matrix_files_say_what_to_fix(tmp_path, text, problem):
@@ -189,7 +257,10 @@ def test_matrix_labels_compares_resumes_and_gates(tmp_path):
     assert pair["headline"].startswith(
         "old -> new on cpu, suite smoke: 1 newly failing, 0 fixed"
     ), pair["headline"]
-    assert "compile wait -12 % over 1 pairs (within the 1.15x line)" in pair["headline"]
+    assert (
+        "compile wait -12 % over 1 pairs (cold first compiled step; within noise against the "
+        "1.15x line, one-shot noise not measured)"
+    ) in pair["headline"]
     assert pair["packages"] == [{"name": "torch", "a": "2.12.1", "b": "2.13.0"}]
     [report] = data["gate"]
     assert not report["ok"] and report["regressions"][0]["case"] == "smoke/mlp"
@@ -277,10 +348,22 @@ def test_release_note_markdown_shows_stored_text_as_text():
                 "packages": [{"name": hostile, "a": "1", "b": None}],
             }
         ],
+        "checks": [
+            {
+                "env": "a",
+                "name": "doctor",
+                "exit_code": 2,
+                "wall_s": 3.0,
+                "problem": None,
+                "first_line": hostile,
+                "path": "out/checks/a/doctor.txt",
+            },
+        ],  # fmt: skip
     }
     text = release_note_markdown(data, "kb.db")
     escaped = "\\<img src=x onerror=alert(1)\\>\\|\\[a\\](b)"
-    assert text.count(escaped) == 2 and re.findall(r"(.)<img", text) == ["\\", "\\"]
+    assert text.count(escaped) == 3 and re.findall(r"(.)<img", text) == ["\\"] * 3
+    assert "| a | doctor | 2 | 3 s | " in text
     assert "- [newly failing: 1](/compare?a=r1&b=r2&list=newly_failing)" in text
 
 
@@ -315,3 +398,106 @@ def test_build_only_runs_nothing(tmp_path):
         sides = run_matrix(matrix, store, str(args[5]), log=lambda _: None, build_only=True)
         assert [(s.env.reused, s.run_id, s.problem) for s in sides] == [(True, None, None)] * 2
         assert store.list_runs() == []
+
+
+def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
+    """[[env.runs]] and [[env.checks]] with stub environments: each run labelled with its
+    name (the workload's given to the child), the checks kept with their command, a check
+    naming a run the environment lacks not run; a second invocation reuses runs and checks;
+    the note compares only the runs the baseline has."""
+    from torchport.records import open_store
+    from torchport.runner.matrix import run_matrix
+
+    code = "import sys; print('ran', *sys.argv[1:])"
+    text = (
+        "[matrix]\nname = 'demo'\n[run]\nsuite = 'smoke'\n"
+        "[[env]]\nname = 'old'\nrequirements = ['torch==2.12.1']\n"
+        "[[env.runs]]\nname = 'smoke'\n"
+        "[[env.runs]]\nname = 'fwd'\nworkload = 'w:f'\n"
+        "[[env.checks]]\nname = 'probe'\n"
+        f"command = ['{sys.executable}', '-c', \"{code}\", '{{run[fwd]}}', '{{db}}']\n"
+        "[[env.checks]]\nname = 'missing'\n"
+        f"command = ['{sys.executable}', '-c', 'pass', '{{run[nope]}}']\n"
+        "[[env.checks]]\nname = 'plain'\n"
+        f"command = ['{sys.executable}', '-c', 'print(1)']\n"
+        "[[env]]\nname = 'new'\nrequirements = ['torch==2.13.0']\n"
+        "[[env.runs]]\nname = 'smoke'\n"
+        "[[env]]\nname = 'bare'\nrequirements = ['x']\nruns = []\n"
+    )
+    (tmp_path / "m.toml").write_text(text)
+    matrix = load_matrix(str(tmp_path / "m.toml"))
+    envs_dir = str(tmp_path / "envs")
+    matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": envs_dir})
+    for spec in matrix.envs:
+        _stand_up(envs_dir, spec, matrix.indexes, (), f"{spec.name}==1\n", stub=True)
+    db, checks = str(tmp_path / "kb.db"), str(tmp_path / "out" / "checks")
+    (tmp_path / "refs").mkdir()
+    with open_store(db, write=True) as store:
+        sides = run_matrix(
+            matrix, store, db, log=lambda _: None, reference_cache=str(tmp_path / "refs"),
+            checks_dir=checks,
+        )  # fmt: skip
+        assert [(s.name, s.run_name, s.problem) for s in sides] == [
+            ("old", "smoke", None), ("old", "fwd", None), ("new", "smoke", None),
+            ("bare", None, None),
+        ]  # fmt: skip
+        fwd = store.get_run(sides[1].run_id)
+        assert fwd["labels"]["matrix_run"] == "fwd" and "--workload w:f" in fwd["command"]
+        assert fwd["labels"]["compile_cache"] == "empty"
+        probe, missing, plain = sides[1].checks
+        assert probe.exit_code == 0 and not probe.reused
+        kept = open(probe.path).read().splitlines()
+        assert kept[0] == f"+ {sys.executable} -c {code} {sides[1].run_id} {db}"
+        assert kept[1] == f"ran {sides[1].run_id} {db}" and kept[2] == "(exit code 0)"
+        assert missing.exit_code is None and "'nope'" in missing.problem
+        groups = run_groups(matrix, sides)
+        assert [(n, [(s.name, s.run_name) for s in g]) for n, g in groups] == [
+            ("smoke", [("old", "smoke"), ("new", "smoke")]),
+            ("fwd", [("old", "fwd")]),
+        ]
+        again = run_matrix(
+            matrix, store, db, log=lambda _: None, reference_cache=str(tmp_path / "refs"),
+            checks_dir=checks,
+        )  # fmt: skip
+        assert [s.run_reused for s in again[:3]] == [True] * 3
+        assert again[1].checks[0].reused and again[1].checks[0].first_line == kept[1]
+        assert kept[-1] == f"(environment lock {sides[1].env.lock_digest})"
+        # a rebuilt environment (another lock) runs its checks again
+        old_env = os.path.join(sides[1].env.path, "env.json")
+        with open(old_env, "w") as f:
+            json.dump({"lock_digest": "another"}, f)
+        third = run_matrix(
+            matrix, store, db, log=lambda _: None, reference_cache=str(tmp_path / "refs"),
+            checks_dir=checks,
+        )  # fmt: skip
+        assert again[1].checks[2].reused  # the same command in the same environment
+        assert not third[-3].checks[2].reused and third[-3].checks[2].exit_code == 0
+
+
+def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):
+    """No build environment to resolve where the environment has setuptools; where it has
+    none (torch 2.9's), uv's isolated build, resolved from the matrix's indexes."""
+    from torchport.runner import envs
+
+    calls = []
+
+    def fake_uv(uv, args, log, timeout_s):
+        calls.append(args)
+        if "--no-build-isolation" in args and len(calls) == 1 and fail_first:
+            raise envs.EnvError("uv pip install failed (exit 2):\nNo module named 'setuptools'")
+        return 1.5
+
+    monkeypatch.setattr(envs, "_uv", fake_uv)
+    indexes = Indexes(find_links=("/w",))
+    fail_first = False
+    assert envs._install_torchport("uv", "py", "/src", indexes, print, None) == 1.5
+    assert calls == [
+        ["pip", "install", "--python", "py", "--no-deps", "--no-build-isolation", "-e", "/src"]
+    ]
+    calls.clear()
+    fail_first, logged = True, []
+    assert envs._install_torchport("uv", "py", "/src", indexes, logged.append, None) == 1.5
+    assert calls[1] == [
+        "pip", "install", "--python", "py", "--no-deps", "--find-links", "/w", "-e", "/src",
+    ]  # fmt: skip
+    assert "No module named 'setuptools'" in logged[0]

@@ -86,6 +86,9 @@ class Case:
     skip_reason: str | None = None
     # Modes the case can run in (None: every mode); a run plans only these for it.
     modes: tuple[str, ...] | None = None
+    # Run options this case runs with instead of the run's (e.g. {"timeout_s": 1800} for a
+    # slow one): its tasks carry the ones that differ (runner/plan.py Task.changes).
+    run_options: dict[str, Any] | None = None
 
     def build(self, *, seed: int, size: Size) -> Workload:  # pragma: no cover - interface
         raise NotImplementedError

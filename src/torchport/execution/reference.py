@@ -323,15 +323,22 @@ def child_env() -> dict[str, str]:
     return {**os.environ, AUTOLOAD_ENV: "0", "PYTHONUNBUFFERED": "1"}
 
 
-def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
-    """Run the reference child for ``spec`` (it writes the cache file); its outcome event."""
+ALSO_WAIT_S = 120.0  # how long the values ``also`` asks for may add to a reference's wait
+
+
+def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S, also: tuple = ()) -> dict:
+    """Run the reference child for ``spec`` (it writes the cache file); its outcome event.
+    ``also``: more specs of the same case the child computes and caches after it (best effort,
+    within ALSO_WAIT_S and the deadline): one child per case instead of one per value."""
     from torchport.execution.child import BadEvent, Child, LogFolder
     from torchport.timing import clock
 
     logs = LogFolder(prefix="torchport-reference-")
+    extra = [a for s in also for a in ("--also", s.to_json(), "--also-out", cache_path(s))]
     child = Child(
         "torchport.execution.reference_child",
-        ["--spec", spec.to_json(), "--out", cache_path(spec), "--deadline-s", str(timeout_s)],
+        ["--spec", spec.to_json(), "--out", cache_path(spec), "--deadline-s", str(timeout_s)]
+        + extra,
         env=child_env(),
         log_dir=logs.path,
         name="reference",
@@ -355,17 +362,23 @@ def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
                 else f"the reference child died ({child.exit_description()}): "
                 f"{detail or child.tail(800).strip()[-500:]}"
             )
+        if also and event.get("ok"):  # the rest of the case's values, then it exits
+            child.wait_exit(max(0.0, min(ALSO_WAIT_S, deadline - clock())))
         return event
     finally:
         child.kill()
         logs.close()
 
 
-def obtain(spec: ReferenceSpec, case=None, *, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+def obtain(
+    spec: ReferenceSpec, case=None, *, timeout_s: float = CHILD_TIMEOUT_S, also: tuple = ()
+) -> dict:
     """The cached value for ``spec``, computing it in a clean child when missing.
 
     ``case``: given only for a case the child cannot rebuild from its suite (an ad-hoc case
     in a test); it is then computed in this process and the value says so (``process``).
+    ``also``: specs of the same case that will be asked for later (the perf probe's FLOP
+    count): a child started for ``spec`` caches those still missing too.
     """
     path = cache_path(spec)
     if os.path.exists(path):
@@ -378,7 +391,8 @@ def obtain(spec: ReferenceSpec, case=None, *, timeout_s: float = CHILD_TIMEOUT_S
             "cache": "none",
             "process": "in-process (the case is in no suite a child can rebuild it from)",
         }
-    event = in_child(spec, timeout_s)
+    missing = tuple(s for s in also if not os.path.exists(cache_path(s)))
+    event = in_child(spec, timeout_s, also=missing)
     if not event.get("ok"):
         raise ReferenceFailed(event.get("message") or "the reference child failed")
     return {**load(path), "cache": "miss", "process": "child"}

@@ -5,6 +5,11 @@
 Started by ``execution.reference.in_child`` with backend autoload off, so no out-of-tree
 backend is imported here: what it computes is the CPU's answer, the same for every device.
 One event goes back: ``{"event": "result", "ok": true}`` or ``ok: false`` with the reason.
+
+``--also SPEC --also-out PATH`` (repeatable): more values of the same case computed after the
+event, in the same process (one import of torch and transformers per case, not one per value:
+the perf probe's FLOP count rides with the parity reference). Each is best effort: one that
+fails is not written, and whoever needs it computes it in a child of its own, as without it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument("--spec", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--deadline-s", type=float, default=None)
+    parser.add_argument("--also", action="append", default=[])
+    parser.add_argument("--also-out", action="append", default=[])
     args = parser.parse_args(argv)
     channel = Channel(args.fd)
     Watchdog().arm(args.deadline_s)  # dies with the worker that started it
@@ -47,6 +54,18 @@ def main(argv=None) -> int:
         )
         return 0
     channel.emit({"event": "result", "ok": True})
+    for text, out in zip(args.also, args.also_out, strict=True):
+        try:
+            extra = reference.ReferenceSpec.from_json(text)
+            same = (extra.suite, extra.case, extra.workload) == (
+                spec.suite,
+                spec.case,
+                spec.workload,
+            )
+            of = case if same else find_case(extra.suite, extra.case, workload=extra.workload)
+            reference.save(out, reference.compute(extra, of))
+        except Exception:  # not written: computed again, with its error, where it is needed
+            continue
     return 0
 
 

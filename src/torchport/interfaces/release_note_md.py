@@ -34,12 +34,20 @@ def release_note_markdown(data: dict, db: str, dashboard: str = "") -> str:
     for problem in data["problems"]:
         lines.append(f"- problem: {_md(problem)}")
     for env in data["environments"]:
-        lines.append(f"- `{_md(env['name'])}`: run `{env['run_id']}`, lock `{env['lock_digest']}`")
+        named = env.get("run_name") not in (None, "run")
+        which = f" {_md(env['run_name'])}" if named else ""
+        run = f"run{which} `{env['run_id']}`" if env.get("run_id") else "no run"
+        lines.append(f"- `{_md(env['name'])}`: {run}, lock `{env['lock_digest']}`")
     lines.append("")
     for pair in data["pairs"]:
         a, b = pair["run_a"], pair["run_b"]
         cmp = pair["comparison"]
-        lines += [f"## {_md(pair['baseline'])} -> {_md(pair['other'])}", "", _md(pair["headline"])]
+        which = f" ({_md(pair['run_name'])})" if pair.get("run_name") else ""
+        lines += [
+            f"## {_md(pair['baseline'])} -> {_md(pair['other'])}{which}",
+            "",
+            _md(pair["headline"]),
+        ]
         lines += ["", f"`torchport compare {a} {b} --all --db {db}`", ""]
         for key, title in LISTS:
             rows = cmp.get(key) or []
@@ -54,6 +62,29 @@ def release_note_markdown(data: dict, db: str, dashboard: str = "") -> str:
             lines.append("| --- | --- | --- |")
             for p in pair["packages"]:
                 lines.append(f"| {_md(p['name'])} | {_md(p['a'] or '-')} | {_md(p['b'] or '-')} |")
+        lines.append("")
+    if any(env.get("results") is not None for env in data["environments"]):
+        lines += ["## Runs", "", "| environment | run | run id | results | wall |"]
+        lines.append("| --- | --- | --- | --- | --- |")
+        for env in data["environments"]:
+            results = env.get("results")
+            counts = ", ".join(f"{k} {v}" for k, v in results.items()) if results else "-"
+            wall = f"{env['run_wall_s']:.0f} s" if env.get("run_wall_s") is not None else "-"
+            lines.append(
+                f"| {_md(env['name'])} | {_md(env.get('run_name') or '-')} "
+                f"| {env.get('run_id') or '-'} | {_md(counts)} | {wall} |"
+            )
+        lines.append("")
+    if data.get("checks"):
+        lines += ["## Checks", "", "| environment | check | exit | wall | first line | kept in |"]
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for c in data["checks"]:
+            wall = f"{c['wall_s']:.0f} s" if c.get("wall_s") is not None else "-"
+            exit_code = "-" if c.get("exit_code") is None else c["exit_code"]
+            lines.append(
+                f"| {_md(c['env'])} | {_md(c['name'])} | {exit_code} | {wall} "
+                f"| {_md(c.get('problem') or c.get('first_line') or '')} | {_md(c['path'])} |"
+            )
         lines.append("")
     for report in data.get("gate") or []:
         lines.append(

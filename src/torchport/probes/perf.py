@@ -202,12 +202,20 @@ def reference_flops(subject: Subject) -> tuple[int | None, str]:
     from torchport.execution import reference
 
     config = subject.config
-    size = Size(perf=True, batch=config.batch, seq=config.seq)
-    spec = reference.spec_for(subject.case, config, size, task="flops")
+    spec = flops_spec(subject.case, config)
     local = None if reference.rebuildable(subject.case, config) else subject.case
     with subject.adapter.host_scope():
         value = reference.obtain(spec, local)
     return value["flops"], f"{value['counted_on']} ({value.get('process')})"
+
+
+def flops_spec(case, config):
+    """The reference spec of a case's FLOP count at its perf size (the ladder asks the
+    parity reference's child to cache it too: one child per case)."""
+    from torchport.execution import reference
+
+    size = Size(perf=True, batch=config.batch, seq=config.seq)
+    return reference.spec_for(case, config, size, task="flops")
 
 
 class PerfProbe(Probe):

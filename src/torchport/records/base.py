@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from torchport.records.result import Result
+from torchport.records.result import Recorded, Result
 
 RUN_STATES = ("running", "complete", "interrupted")
 
@@ -72,7 +72,7 @@ class Store(Protocol):
 
     def finish_run(self, run_id: str, state: str) -> None: ...
 
-    def add_result(self, run_id: str, result: Result | dict) -> int:
+    def add_result(self, run_id: str, result: Result | Recorded | dict) -> int:
         """Commit one result with its op table; DuplicateResult if the run has one for that
         (case, mode). A dict is validated first (``Result.from_dict``: MalformedResult); a
         ``Result`` is a value already validated where it entered the driver (api.checked)."""
@@ -81,9 +81,10 @@ class Store(Protocol):
     def transaction(self) -> AbstractContextManager[None]:
         """Writes inside commit together, or none does (an import is all or nothing)."""
 
-    def add_results(self, run_id: str, results: Iterable[Result | dict]) -> int:
-        """Many results in one transaction; a dict may carry ``finished_at`` and its recorded
-        ``ops`` rows (an import keeps both). Returns how many."""
+    def add_results(self, run_id: str, results: Iterable[Result | Recorded | dict]) -> int:
+        """Many results in one transaction; a ``Recorded`` (an import, validated where it
+        entered) or a dict carries ``finished_at`` and its recorded ``ops`` rows (kept).
+        Returns how many."""
 
     def put_run(self, run: dict) -> None:
         """A run as recorded elsewhere (import): id, started_at, finished_at, state, host,
@@ -187,8 +188,11 @@ class Store(Protocol):
         min_change: float,
     ) -> dict:
         """Two runs joined by (case, mode): ``counts`` {(status A, status B): [pairs, pairs
-        timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B) for
-        a superset of the pairs that show a change past the given lines (the caller decides)."""
+        timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B,
+        decisions) for a superset of the pairs that show a change past the given lines:
+        ``decisions``, the names of what holds of the pair (records/queries.py decided_names:
+        the status lists, the placement candidate, each FigureRule past its line, the step-time
+        verdict), decided by the store from the declared rules; the caller only formats."""
 
     def compare_lists(
         self,
@@ -206,7 +210,7 @@ class Store(Protocol):
     ) -> dict:
         """A comparison's counts and the first ``limit`` pairs of each of its lists, decided
         by the database: ``counts`` as compare_pairs', ``decided`` {decision: pairs},
-        ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B)]} (every
+        ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B, decisions)]} (every
         placement candidate is listed; host-op sets are compared by the caller); ``only``:
         just these lists (decision names, ``perf``); ``after``: each list from the pair after
         this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``)."""

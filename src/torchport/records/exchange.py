@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from torchport.records.base import StoreError
 from torchport.records.exchange_lines import BadLine, check, parse
-from torchport.records.result import MalformedResult, Result
+from torchport.records.result import Recorded
 
 FORMAT = "torchport-export/1"
 RUN_KEYS = (
@@ -198,7 +198,10 @@ class ImportReport:
         }
 
 
-def _lines(path: str) -> Iterator[tuple[int, dict]]:
+def _lines(path: str, sha: Any, *, results_checked: bool = False) -> Iterator[tuple[int, dict]]:
+    """The file's records, each checked (exchange_lines.check) as it enters; ``sha`` takes
+    every byte read. ``results_checked``: the file's results were checked on an earlier read
+    of the same bytes (``Checked.sha256``), so a result line is only parsed."""
     try:
         f = open(path, encoding="utf-8")
     except OSError as exc:
@@ -207,6 +210,7 @@ def _lines(path: str) -> Iterator[tuple[int, dict]]:
         ) from None
     with f:
         for number, text in enumerate(f, 1):
+            sha.update(text.encode("utf-8", "surrogateescape"))
             if not text.strip():
                 continue
             try:
@@ -220,6 +224,9 @@ def _lines(path: str) -> Iterator[tuple[int, dict]]:
                     f"'{path}' line {number} is not a torchport export record "
                     f"(kind must be one of {', '.join(KINDS)})"
                 )
+            if results_checked and obj["kind"] == "result":
+                yield number, obj
+                continue
             try:
                 obj = check(obj)
             except BadLine as exc:
@@ -227,13 +234,25 @@ def _lines(path: str) -> Iterator[tuple[int, dict]]:
             yield number, obj
 
 
-def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
-    """Read the whole file once: its shape, every result valid, a digest per run."""
+@dataclass(frozen=True)
+class Checked:
+    """What reading a file whole found: a digest per run, the runs, and the file's SHA-256
+    (the import reads it again and holds it to these bytes)."""
+
+    digests: dict[str, RunDigest]
+    runs: dict[str, dict]
+    sha256: str
+
+
+def _check(path: str) -> Checked:
+    """Read the whole file once: its shape, every record checked (every result validated,
+    once: exchange_lines.check), a digest per run."""
     digests: dict[str, RunDigest] = {}
     runs: dict[str, dict] = {}
     header = end = None
     results = 0
-    for number, obj in _lines(path):
+    sha = hashlib.sha256()
+    for number, obj in _lines(path, sha):
         kind = obj["kind"]
         where = f"'{path}' line {number}"
         if header is None:
@@ -265,11 +284,7 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
                 raise ExchangeError(
                     f"{where}: a {kind} of run {obj.get('run_id')!r} before that run's line"
                 )
-            if kind == "result":
-                try:
-                    Result.from_dict(obj)
-                except MalformedResult as exc:
-                    raise ExchangeError(f"{where}: {exc}") from None
+            if kind == "result":  # validated as it was read (exchange_lines.check)
                 digests[obj["run_id"]].add(obj)
                 results += 1
         elif kind == "end":
@@ -283,19 +298,22 @@ def _check(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
             f"'{path}' is cut off or edited (its end line is missing or its "
             "counts differ); export it again"
         )
-    return digests, runs
+    return Checked(digests, runs, sha.hexdigest())
 
 
-def check_file(path: str) -> tuple[dict[str, RunDigest], dict[str, dict]]:
+def check_file(path: str) -> Checked:
     """Read and check the export file ``path`` whole (ExchangeError naming the first bad
     line); what ``import_file`` needs of it."""
     return _check(path)
 
 
-def import_file(store, path: str, checked=None) -> ImportReport:
+def import_file(store, path: str, checked: Checked | None = None) -> ImportReport:
     """Import ``path``: refused whole on a conflicting duplicate, else all at once.
-    ``checked``: what check_file(path) gave, when the caller already read it."""
-    digests, runs = checked or _check(path)
+    ``checked``: what check_file(path) gave, when the caller already read it. Each result
+    is validated once, by that check; the import reads the same bytes again (a file changed
+    in between is refused, nothing written) and stores the results as checked."""
+    checked = checked or _check(path)
+    digests = checked.digests
     present, conflicts = [], []
     for run_id, digest in digests.items():
         try:
@@ -314,9 +332,11 @@ def import_file(store, path: str, checked=None) -> ImportReport:
             "--db, or remove the run there first)"
         )
     report = ImportReport(present=present)
+    sha = hashlib.sha256()
     with store.transaction():
         groups = itertools.groupby(
-            _lines(path), key=lambda item: (item[1]["kind"], item[1].get("run_id"))
+            _lines(path, sha, results_checked=True),
+            key=lambda item: (item[1]["kind"], item[1].get("run_id")),
         )
         for (kind, run_id), items in groups:
             objs = [obj for _, obj in items] if kind != "result" else None
@@ -334,7 +354,8 @@ def import_file(store, path: str, checked=None) -> ImportReport:
                         store.put_run(obj)
                         report.added[obj["id"]] = 0
             elif kind == "result" and run_id not in present:
-                report.added[run_id] += store.add_results(run_id, (obj for _, obj in items))
+                recorded = (Recorded.checked_line(obj) for _, obj in items)
+                report.added[run_id] += store.add_results(run_id, recorded)
             elif kind == "artifact" and run_id not in present:
                 store.put_artifacts(run_id, objs or [])
             elif kind == "note":
@@ -348,6 +369,10 @@ def import_file(store, path: str, checked=None) -> ImportReport:
                         created_at=obj.get("created_at") or "",
                     )
                     report.notes_added += added is not None
+        if sha.hexdigest() != checked.sha256:  # raised inside the transaction: rolled back
+            raise ExchangeError(
+                f"'{path}' changed while it was imported; nothing was imported: import it again"
+            )
     return report
 
 

@@ -138,6 +138,8 @@ def check(obj: dict) -> dict:
             raise BadLine(str(exc)) from None
     elif kind == "note":
         _types(obj, NOTE_SPEC, "note")
+        if obj.get("mode") is not None and obj.get("case") is None:  # as the store refuses it
+            raise BadLine("a note on a mode without its case")
     elif kind == "artifact":
         _types(obj, ARTIFACT_SPEC, "artifact")
     elif kind == "environment":

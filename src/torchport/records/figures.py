@@ -70,6 +70,40 @@ FIGURE_RULES = (
     FigureRule("perf_peak_bytes", "memory", *MEMORY_LINE),
 )
 PARITY_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "parity")
+
+
+@dataclass(frozen=True)
+class StatusRule:
+    """A status list of a comparison, declared once: the SQL condition over the pair (a, b)
+    (records/queries.py ``compare_decisions``) and the Python predicate (``holds``) are both
+    made from it. A pair is in the list when A passed or not (``a_passed``), B passed or not
+    (``b_passed``) and, with ``moved``, the two failures differ in status or stage."""
+
+    name: str
+    a_passed: bool
+    b_passed: bool
+    moved: bool = False
+
+    def holds(self, a_status: str, a_stage, b_status: str, b_stage) -> bool:
+        return (
+            (a_status == "pass") == self.a_passed
+            and (b_status == "pass") == self.b_passed
+            and (not self.moved or (a_status, a_stage) != (b_status, b_stage))
+        )
+
+    def sql(self) -> str:
+        def passed(side: str, yes: bool) -> str:
+            return f"{side}.status {'=' if yes else '!='} 'pass'"
+
+        moved = " AND (a.status != b.status OR a.stage IS NOT b.stage)" if self.moved else ""
+        return f"{passed('a', self.a_passed)} AND {passed('b', self.b_passed)}{moved}"
+
+
+STATUS_RULES = (
+    StatusRule("newly_passing", a_passed=False, b_passed=True),
+    StatusRule("newly_failing", a_passed=True, b_passed=False),
+    StatusRule("failure_changed", a_passed=False, b_passed=False, moved=True),
+)
 COMPILE_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "compile")
 # The step-time verdicts (views/noise.py): named here, below both the views and the SQL.
 SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"

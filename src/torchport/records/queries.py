@@ -10,6 +10,7 @@ from torchport.records.figures import (
     NOT_JUDGED,
     PARITY_FIGURES,
     SLOWER,
+    STATUS_RULES,
     WITHIN,
 )
 from torchport.records.status import NOT_FAILURES, sql_list
@@ -408,7 +409,7 @@ _JOIN = (
 FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
 PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
 # The status lists: the only ones that show an error line.
-STATUS_DECISIONS = ("newly_passing", "newly_failing", "failure_changed")
+STATUS_DECISIONS = tuple(rule.name for rule in STATUS_RULES)
 
 
 def _figure(alias: str, name: str, version: int) -> str:
@@ -450,17 +451,31 @@ def _both_timed(version: int) -> str:
 
 def pairs_that_may_differ(*, version: int) -> str:
     """Every pair that shows a change (``compare_decisions``, or a step time judged other
-    than within noise), both outcomes, in case order: a superset of what the lists show only
-    by the placement candidates. Named parameters: as compare_lists but limit."""
+    than within noise), both outcomes and the pair's decisions (``decisions``), in case
+    order: a superset of what the lists show only by the placement candidates. Named
+    parameters: as compare_lists but limit."""
     shows = [f"({c})" for c in compare_decisions(version=version).values()]
     verdict = step_time_verdict(
         version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
     )
     shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
     return (
-        f"SELECT {_outcome_columns('a', version)}, {_outcome_columns('b', version)}{_JOIN}"
+        f"SELECT {_outcome_columns('a', version)}, {_outcome_columns('b', version)},"
+        f" {decisions(version=version)}{_JOIN}"
         f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     )
+
+
+def decisions(*, version: int) -> str:
+    """Every decision on one pair (a, b), as one integer: bit k set when the k-th of
+    ``decided_names`` holds (a step time within noise sets none). Named parameters: the
+    lines (compare_decisions, step_time_verdict)."""
+    names = decided_names(version=version)
+    conditions = compare_decisions(version=version).values()
+    bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(conditions)]
+    says = {v: str(1 << names.index(v)) for v in PERF_VERDICTS_COUNTED}
+    bits.append(f"COALESCE({step_time_verdict(version=version, says={**says, WITHIN: '0'})}, 0)")
+    return f"({' + '.join(bits)})"
 
 
 def _outcomes_index(version: int) -> str | None:
@@ -529,14 +544,11 @@ def compare_decisions(*, version: int) -> dict[str, str]:
     def f(alias: str, name: str) -> str:
         return _figure(alias, name, s)
 
-    decisions = {
-        "newly_passing": "a.status != 'pass' AND b.status = 'pass'",
-        "newly_failing": "a.status = 'pass' AND b.status != 'pass'",
-        "failure_changed": "a.status != 'pass' AND b.status != 'pass'"
-        " AND (a.status != b.status OR a.stage IS NOT b.stage)",
-        "placement_candidate": "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
-        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})",
-    }
+    decisions = {rule.name: rule.sql() for rule in STATUS_RULES}
+    decisions["placement_candidate"] = (
+        "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
+        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})"
+    )
     for rule in FIGURE_RULES:
         decisions[rule.figure] = figure_past(rule, version=s)
     return decisions
@@ -580,8 +592,9 @@ def compare_lists(
 ) -> str:
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
-    Each pair is decided once, into bits (``decided_names``' order). Returned rows: list,
-    key, key, count, timed count, outcome A, outcome B, then the count of every decision:
+    Each pair is decided once, into bits (``decisions``). Returned rows: list, key, key,
+    count, timed count, the pair's decisions, outcome A, outcome B, then the count of every
+    decision:
       - ``transition``, status A, status B, pairs, pairs timed on both sides;
       - ``decided``, once, carrying the decision counts even when no list has a pair;
       - a list's name, case, mode, and both outcomes: the first ``:limit`` pairs of each
@@ -593,16 +606,12 @@ def compare_lists(
     ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
     figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
     a later page of one list, at the cost of the first."""
-    decisions = compare_decisions(version=version)
+    listed = compare_decisions(version=version)
     names = decided_names(version=version)
-    bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(decisions.values())]
-    says = {v: str(1 << names.index(v)) for v in PERF_VERDICTS_COUNTED}  # within noise: 0
-    verdict = step_time_verdict(version=version, says={**says, WITHIN: "0"})
-    bits.append(f"COALESCE({verdict}, 0)")
     medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
     pairs = (
         f"SELECT a.case_id, a.mode, a.status AS status_a, b.status AS status_b,"
-        f" {_flag(_both_timed(version))} AS timed, {' + '.join(bits)} AS decided,"
+        f" {_flag(_both_timed(version))} AS timed, {decisions(version=version)} AS decided,"
         f" abs({_ratio(*medians)} - 1) AS gap"
         f"{_indexed_join(version, _outcomes_index(version), bounds)}"
     )
@@ -626,18 +635,18 @@ def compare_lists(
         cap = " LIMIT :limit" if limit else ""
         return (
             f"SELECT * FROM (SELECT '{name}' AS list, case_id, mode, {_NO_COUNT} AS n,"
-            f" {_NO_COUNT} AS timed"
+            f" {_NO_COUNT} AS timed, decided"
             f" FROM shown WHERE {where} ORDER BY {order}{cap}) AS {name}"
         )
 
     chosen = [
         "SELECT 'transition' AS list, status_a AS case_id, status_b AS mode, COUNT(*) AS n,"
-        " SUM(timed) AS timed FROM pairs GROUP BY status_a, status_b",
-        f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}",
+        f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs GROUP BY status_a, status_b",
+        f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
     ]
     chosen += [
         first(name, holds(name), limit=name != "placement_candidate")
-        for name in decisions
+        for name in listed
         if only is None or name in only
     ]
     if only is None or "perf" in only:

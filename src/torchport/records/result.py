@@ -144,13 +144,17 @@ class Result:
         """A validated Result; raises MalformedResult naming what is wrong."""
         if not isinstance(data, dict):
             raise MalformedResult(f"a result must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
         missing = [k for k in ("case", "mode") if not isinstance(data.get(k), str)]
         if missing:
             raise MalformedResult(f"result without {', '.join(missing)}")
-        result = cls(**{k: v for k, v in data.items() if k in known and v is not None})
+        result = cls._of(data)
         result.validate()
         return result
+
+    @classmethod
+    def _of(cls, data: dict) -> Result:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known and v is not None})
 
     def validate(self) -> None:
         if self.status not in STATUSES:
@@ -171,6 +175,26 @@ class Result:
             raise MalformedResult("error must be a mapping")
         if not isinstance(self.probe_versions, dict):
             raise MalformedResult("probe_versions must be a mapping")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A result as it was recorded elsewhere (an imported line), validated once where it
+    entered (records/exchange_lines.py ``check``, over the whole file before anything is
+    written); the store writes it as it is, with the finish time and op-table rows it was
+    recorded with."""
+
+    value: Result
+    finished_at: str | None = None
+    ops: list | None = None
+
+    @classmethod
+    def checked_line(cls, line: dict) -> Recorded:
+        """An import line that ``check`` already validated (the file read again, its bytes
+        held to those checked): the value is built, not validated a second time."""
+        value = Result._of(line)
+        ops = line["ops"] if "ops" in line else value.findings.get("ops")
+        return cls(value, line.get("finished_at"), ops)
 
 
 def skipped(

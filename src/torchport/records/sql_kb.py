@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from torchport.records import queries
 from torchport.records.base import StoreError
 from torchport.records.figures import KEY_FIGURES
-from torchport.records.result import Result
+from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso
 from torchport.records.status import FAILURE_SEVERITY
 
@@ -69,7 +69,7 @@ class KnowledgeBase:
             raise self._explain(exc) from None
 
     @guarded
-    def add_results(self, run_id: str, results: Iterable[Result | dict]) -> int:
+    def add_results(self, run_id: str, results: Iterable[Result | Recorded | dict]) -> int:
         """Many results in one transaction (imports and bulk loads: a commit per result costs a
         disk sync each). A dict may carry ``finished_at`` and its recorded ``ops`` rows."""
         conn = self._writer()
@@ -240,15 +240,20 @@ class KnowledgeBase:
     ) -> dict:
         """Two runs joined inside the database: ``counts`` {(status A, status B): [pairs, pairs
         with a step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and
-        ``pairs``, an iterator of (outcome A, outcome B) for only the pairs that may show a
-        change (see queries.pairs_that_may_differ; the caller decides each)."""
+        ``pairs``, an iterator of (outcome A, outcome B, decisions) for only the pairs that
+        may show a change (queries.pairs_that_may_differ): ``decisions``, the names of what
+        holds of the pair (queries.decided_names), decided here."""
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
         counts = self._pair_counts(params)
         rows = self._stream(self.q.pairs_that_may_differ(version=self._version), params)
         width = 7 + len(KEY_FIGURES)
-        pairs = ((_outcome(row[:width]), _outcome(row[width:])) for row in rows)
+        names = queries.decided_names(version=self._version)
+        pairs = (
+            (_outcome(row[:width]), _outcome(row[width : 2 * width]), _holds(names, row[-1]))
+            for row in rows
+        )
         return {
             "counts": counts,
             **self._only_in(run_a, run_b, counts),
@@ -273,8 +278,9 @@ class KnowledgeBase:
         """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
         ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
         step-time verdicts by name), ``only_a``/``only_b``, and ``lists`` {list: [(outcome A,
-        outcome B)]}: the first ``limit`` pairs of each list in its order, and every placement
-        candidate (queries.compare_lists); ``only``: just these lists; ``after``: each list
+        outcome B, decisions)]}: the first ``limit`` pairs of each list in its order, and
+        every placement candidate (queries.compare_lists); ``decisions`` as
+        compare_pairs'; ``only``: just these lists; ``after``: each list
         from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
         its list, ``gap``: the step-time list's order)."""
         params = _line_params(
@@ -303,7 +309,7 @@ class KnowledgeBase:
                     self._forget(conn)
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
-        lists: dict[str, list[tuple[dict, dict]]] = {}
+        lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         for part_counts, part_decided, part_lists in parts:
             for key, (n, timed) in part_counts.items():
                 total = counts.setdefault(key, [0, 0])
@@ -347,16 +353,20 @@ class KnowledgeBase:
         names = queries.decided_names(version=self._version)
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
-        lists: dict[str, list[tuple[dict, dict]]] = {}
+        lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         width = 7 + len(KEY_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
-            kind, outcomes = row[0], row[5 : 5 + 2 * width]
-            decided = {name: n or 0 for name, n in zip(names, row[5 + 2 * width :], strict=True)}
+            kind, outcomes = row[0], row[6 : 6 + 2 * width]
+            decided = {name: n or 0 for name, n in zip(names, row[6 + 2 * width :], strict=True)}
             if kind == "transition":
                 counts[(row[1], row[2])] = [row[3], row[4] or 0]
             elif kind != "decided":
-                pair = (_outcome(outcomes[:width]), _outcome(outcomes[width:]))
+                pair = (
+                    _outcome(outcomes[:width]),
+                    _outcome(outcomes[width:]),
+                    _holds(names, row[5]),
+                )
                 lists.setdefault(kind, []).append(pair)
         return counts, decided, lists
 
@@ -682,14 +692,19 @@ def _line_params(run_a, run_b, parity, compile_ratio, memory, min_samples, min_c
     }
 
 
-def _in_case_order(pair: tuple[dict, dict]) -> tuple[str, str]:
+def _holds(names: list[str], bits: int) -> frozenset[str]:
+    """The decisions a pair's bits (queries.decisions) name."""
+    return frozenset(name for k, name in enumerate(names) if bits >> k & 1)
+
+
+def _in_case_order(pair: tuple) -> tuple[str, str]:
     return pair[0]["case"], pair[0]["mode"]
 
 
-def _largest_change_first(pair: tuple[dict, dict]) -> tuple[float, str, str]:
+def _largest_change_first(pair: tuple) -> tuple[float, str, str]:
     """The step-time list's order (queries.compare_lists: the gap between the medians, as
     SQL computes it, largest first; then case order)."""
-    a, b = (p["figures"]["perf_median_ms"] for p in pair)
+    a, b = (p["figures"]["perf_median_ms"] for p in pair[:2])
     return -abs(b / a - 1), pair[0]["case"], pair[0]["mode"]
 
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from torchport.records.base import RUN_STATES, DuplicateResult, RunInProgress, StoreError
 from torchport.records.figures import key_figures
-from torchport.records.result import Result
+from torchport.records.result import Recorded, Result
 from torchport.records.signature import error_signature
 from torchport.records.sql_common import (
     HEARTBEAT_S,
@@ -204,25 +204,34 @@ class SQLStore(KnowledgeBase):
         self._writer().execute(self.q.FINISH_RUN, (state, now_iso(), run_id))
 
     @guarded
-    def add_result(self, run_id: str, result: Result | dict) -> int:
+    def add_result(self, run_id: str, result: Result | Recorded | dict) -> int:
         """One transaction for the row and its op table, committed at once: a killed sweep
         keeps every finished result. MalformedResult before anything is written."""
         conn = self._writer()
         with self._transaction(conn):
             return self._insert_result(conn, run_id, result)
 
-    def _insert_result(self, conn, run_id: str, result: Result | dict) -> int:
+    def _insert_result(self, conn, run_id: str, result: Result | Recorded | dict) -> int:
         """Insert one result and its op table (in the caller's transaction). A ``Result`` is
-        a value the driver validated where it entered (api.checked: ``Result.from_dict``) and
-        is not converted or validated again; a dict (an import, a bulk load) is validated
-        here. An imported result keeps its ``finished_at`` and its recorded ``ops`` rows."""
-        data = None if isinstance(result, Result) else result
-        value = result if isinstance(result, Result) else Result.from_dict(result)
-        recorded = data is not None and "ops" in data
-        ops = op_rows(data["ops"] if data is not None and recorded else value.findings.get("ops"))
+        a value the driver validated where it entered (api.checked: ``Result.from_dict``), a
+        ``Recorded`` one an import validated where it entered (records/exchange_lines.py):
+        neither is converted or validated again; a dict (a bulk load) is validated here. An
+        imported result keeps its ``finished_at`` and its recorded ``ops`` rows (a dict: when
+        it has an ``ops`` key)."""
+        finished: str | None = None
+        if isinstance(result, Recorded):
+            value, finished, ops = result.value, result.finished_at, op_rows(result.ops)
+        else:
+            data = None if isinstance(result, Result) else result
+            value = result if isinstance(result, Result) else Result.from_dict(result)
+            recorded = data is not None and "ops" in data
+            ops = op_rows(
+                data["ops"] if data is not None and recorded else value.findings.get("ops")
+            )
+            finished = data.get("finished_at") if data is not None else None
         blobs = [to_json(getattr(value, col), col) for col in JSON_COLUMNS]
         error = value.error or {}
-        finished = (data.get("finished_at") if data is not None else None) or now_iso()
+        finished = finished or now_iso()
         result_id = self._insert_id(
             conn,
             self.q.INSERT_RESULT,

@@ -66,6 +66,9 @@ class EnvSpec:
     python: str | None = None  # a version ("3.11") or an interpreter path; default: this one
     device: str | None = None  # the run's device here, when it differs from the matrix's
     vars: dict[str, str] = field(default_factory=dict)  # environment variables for its runs
+    # installed after the rest without their dependencies (a wheel that pins a build its
+    # index does not have, e.g. torch_npu 2.9.0's torch==2.9.0+cpu)
+    no_deps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "._-" for c in self.name):
@@ -76,16 +79,16 @@ class EnvSpec:
             raise EnvError(f"environment '{self.name}' needs at least one requirement")
 
     def digest(self, indexes: Indexes, common: tuple[str, ...]) -> str:
-        canonical = json.dumps(
-            {
-                "format": FORMAT,
-                "requirements": sorted(self.requirements + common),
-                "python": self.python or _python_version(),
-                "indexes": asdict(indexes),
-                "torchport_deps": sorted(torchport_requirements()),
-            },
-            sort_keys=True,
-        )
+        decides = {
+            "format": FORMAT,
+            "requirements": sorted(self.requirements + common),
+            "python": self.python or _python_version(),
+            "indexes": asdict(indexes),
+            "torchport_deps": sorted(torchport_requirements()),
+        }
+        if self.no_deps:  # only then: the digests of environments without it stay the same
+            decides["no_deps"] = sorted(self.no_deps)
+        canonical = json.dumps(decides, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -160,8 +163,10 @@ def lock_digest(lock_text: str) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
-def _uv(uv: str, args: list[str], log, timeout_s: float | None) -> None:
+def _uv(uv: str, args: list[str], log, timeout_s: float | None) -> float:
+    """Run one uv command; its wall time in seconds."""
     log(f"$ uv {' '.join(args)}")
+    start = time.perf_counter()
     try:
         done = subprocess.run(
             [uv, *args],
@@ -175,6 +180,19 @@ def _uv(uv: str, args: list[str], log, timeout_s: float | None) -> None:
     if done.returncode != 0:
         tail = "\n".join(done.stdout.strip().splitlines()[-15:])
         raise EnvError(f"uv {' '.join(args[:2])} failed (exit {done.returncode}):\n{tail}")
+    return time.perf_counter() - start
+
+
+def _install_torchport(uv: str, python: str, source: str, indexes: Indexes, log, timeout_s):
+    """This checkout, editable, without its dependencies. Built with the environment's own
+    setuptools where it has one (no build environment to resolve and fill); else in uv's
+    isolated build environment, resolved from the matrix's indexes."""
+    editable = ["pip", "install", "--python", python, "--no-deps"]
+    try:
+        return _uv(uv, [*editable, "--no-build-isolation", "-e", source], log, timeout_s)
+    except EnvError as exc:
+        log(f"no build backend in the environment ({str(exc).splitlines()[-1][:200]}): isolated")
+        return _uv(uv, [*editable, *indexes.args(), "-e", source], log, timeout_s)
 
 
 def build_env(
@@ -213,10 +231,23 @@ def build_env(
         shutil.rmtree(path)  # half-built (no marker): start clean
     os.makedirs(os.path.dirname(path), exist_ok=True)
     log(f"[{spec.name}] building {path}")
-    _uv(uv, ["venv", "--quiet", "--python", spec.python or sys.executable, path], log, timeout_s)
+    steps_s = {}  # where a build's time goes
+    steps_s["venv"] = _uv(
+        uv, ["venv", "--quiet", "--python", spec.python or sys.executable, path], log, timeout_s
+    )
     reqs = [*spec.requirements, *common, *torchport_requirements()]
-    _uv(uv, ["pip", "install", "--python", python, *indexes.args(), *reqs], log, timeout_s)
-    _uv(uv, ["pip", "install", "--python", python, "--no-deps", "-e", source], log, timeout_s)
+    steps_s["packages"] = _uv(
+        uv, ["pip", "install", "--python", python, *indexes.args(), *reqs], log, timeout_s
+    )
+    if spec.no_deps:
+        steps_s["no_deps"] = _uv(
+            uv,
+            ["pip", "install", "--python", python, *indexes.args(), "--no-deps", *spec.no_deps],
+            log,
+            timeout_s,
+        )
+    steps_s["torchport"] = _install_torchport(uv, python, source, indexes, log, timeout_s)
+    lock_start = time.perf_counter()
     freeze = subprocess.run(
         [uv, "pip", "freeze", "--python", python], capture_output=True, text=True, check=False
     )
@@ -225,6 +256,8 @@ def build_env(
     with open(os.path.join(path, LOCK), "w") as f:
         f.write(freeze.stdout)
     digest = lock_digest(freeze.stdout)
+    steps_s["lock"] = time.perf_counter() - lock_start
+    log(f"[{spec.name}] build steps: " + ", ".join(f"{k} {v:.0f} s" for k, v in steps_s.items()))
     with open(marker + ".tmp", "w") as f:
         json.dump(
             {
@@ -232,6 +265,7 @@ def build_env(
                 "requirements": list(spec.requirements + common),
                 "lock_digest": digest,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "steps_s": steps_s,
             },
             f,
         )

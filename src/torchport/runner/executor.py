@@ -22,6 +22,12 @@ class Deadline:
     case_s: float
     compile_s: float | None = None
 
+    def of(self, task: Task) -> Deadline:
+        """The run's deadlines, or those the task's own config changes (``Task.changes``)."""
+        case_s = task.changes.get("timeout_s", self.case_s)
+        compile_s = task.changes.get("compile_timeout_s", self.compile_s)
+        return Deadline(case_s=case_s, compile_s=compile_s)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Finished:

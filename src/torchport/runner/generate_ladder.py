@@ -29,62 +29,105 @@ from torchport.instruments import compile_metrics, compile_outcome, token_parity
 from torchport.probes.serve import CompileCounter, batches_for
 from torchport.records.result import error_note
 from torchport.runner.ladder import Ladder
+from torchport.runner.stages import Stage
 from torchport.timing import step_timer
 
 STEP_KIND = "greedy generation: prefill, then decode with a KV cache"
 
 
 class GenerateLadder(Ladder):
-    def climb(self) -> None:
+    STAGES = (
+        Stage("build", "_build_stage", then="_built_generation"),
+        Stage("place", "_place_generation", then="_placed_generation"),
+        Stage("run", "_eager_generation"),
+        Stage(
+            "compile",
+            "_compile_stage",
+            modes=("compile",),
+            before="_choose_backend",
+            then="_compiled",
+        ),
+        Stage("compiled_run", "_compiled_generation", modes=("compile",)),
+        Stage("reference", "_reference_stage"),
+        Stage("parity", "_parity_stage", required=False, then="_judged"),
+    )
+
+    def begin(self) -> None:
         import torch
 
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
             self._skip(reason)
-        config, dtype = self.config, getattr(torch, self.config.dtype)
-        workload = self.require("build", lambda: self._build(Size(batch=config.batch)))
+        self.dtype = getattr(torch, self.config.dtype)
+        self.size = Size(batch=self.config.batch)
+
+    def _built_generation(self, workload) -> None:
         try:
             generation.check_causal_lm(workload.model)
         except generation.NotCausalLM as exc:
             self._skip(f"not run in scenario generate: {exc}")
+        self.workload = workload
         self.out.findings["workload"] = workload.meta
         self.out.findings["step"] = {"kind": STEP_KIND, "mode": "eval"}
-        placed = self.require("place", lambda: self._place(workload, dtype))
+
+    def _place_generation(self):
+        return self._place(self.workload, self.dtype)
+
+    def _placed_generation(self, placed) -> None:
+        config = self.config
+        self.placed = placed
         self._numerics()
         model = placed.model
         plan = generation.cache_plan(model)
-        setup = generation.Setup(
+        self.setup = generation.Setup(
             model=model,
             plan=plan,
             caches=generation.Caches(model, plan, max(config.prompt_lengths) + config.new_tokens),
             seed=config.seed,
             sides={"eager": generation.step_functions(model)},
         )
-        batch, length = batches_for(config, self.adapter)[0], config.prompt_lengths[0]
-        info = self.out.findings["generate"] = {
+        self.batch, self.length = batches_for(config, self.adapter)[0], config.prompt_lengths[0]
+        self.info = self.out.findings["generate"] = {
             "cache": plan.to_dict(),
-            "parity_prompt": {"batch": batch, "length": length, "new_tokens": config.new_tokens},
+            "parity_prompt": {
+                "batch": self.batch,
+                "length": self.length,
+                "new_tokens": config.new_tokens,
+            },
         }
-        result = self.require("run", lambda: self._generation(setup, "eager", batch, length))
-        if self.mode == "compile":
-            self._choose_backend()
-            compiled = self.require("compile", lambda: self._compile_steps(setup, batch, length))
-            info["compile"] = compiled
-            if compiled["outcome"]["graphs_to_backend"] == 0:  # rule 9: a graph reached it
-                self.stop_at("compile", error_note("NotCompiled", "no graph"))
-            result = self.require(
-                "compiled_run", lambda: self._generation(setup, "compiled", batch, length)
-            )
-        size = Size(batch=batch, seq=length)
-        reference = self.require("reference", lambda: self._generation_reference(size))
-        ok, report = self.stage("parity", lambda: self._token_parity(result, reference))
-        if ok and not report.ok:
+
+    def _eager_generation(self) -> dict:
+        return self._generation(self.setup, "eager", self.batch, self.length)
+
+    def _compile_stage(self) -> dict:
+        return self._compile_steps(self.setup, self.batch, self.length)
+
+    def _compiled(self, compiled: dict) -> None:
+        self.info["compile"] = compiled
+        if compiled["outcome"]["graphs_to_backend"] == 0:  # rule 9: a graph reached it
+            self.stop_at("compile", error_note("NotCompiled", "no graph"))
+
+    def _compiled_generation(self) -> dict:
+        return self._generation(self.setup, "compiled", self.batch, self.length)
+
+    def _reference_stage(self) -> dict:
+        return self._generation_reference(Size(batch=self.batch, seq=self.length))
+
+    def _parity_stage(self):
+        result = self.got.get("compiled_run", self.got["run"])
+        return self._token_parity(result, self.got["reference"])
+
+    def _judged(self, report) -> None:
+        if not report.ok:
             self.out.fail_at("parity", error_note("ParityMismatch", report.message()))
+
+    def end(self) -> None:
+        setup, batch, length = self.setup, self.batch, self.length
         side = "compiled" if self.mode == "compile" else "eager"
         self._probes(
             self._subject(
-                workload=placed,
-                model=model,
+                workload=self.placed,
+                model=self.placed.model,
                 runner=setup.sides[side][1],
                 step=setup.decode_step(side, batch, length),
                 make_runner=lambda: setup.sides[side][1],
@@ -94,7 +137,7 @@ class GenerateLadder(Ladder):
         if "placement_observed" in self.out.findings:
             self.out.findings["placement_step"] = (
                 f"one decode step ({side}, batch {batch}, after a {length}-token prefill, "
-                f"{plan.kind} cache)"
+                f"{setup.plan.kind} cache)"
             )
 
     def _place(self, workload, dtype):

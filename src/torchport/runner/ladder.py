@@ -38,7 +38,7 @@ from torchport.records.result import (
     error_value,
     skipped,
 )
-from torchport.runner.stages import StageRunner, Stop
+from torchport.runner.stages import Stage, StageRunner, Stop
 from torchport.timing import clock
 
 
@@ -61,93 +61,137 @@ class Ladder(StageRunner):
         # the compile backend chosen (compile mode), with why
         self.backend: compile_backend.Choice | None = None
 
-    def climb(self) -> None:
+    # The stages, in records/status.py's order; each method below runs one, or decides on
+    # what it gave (``then``). What a stage leaves for the later ones is kept on the ladder.
+    STAGES = (
+        Stage("build", "_build_stage", then="_built"),
+        Stage("place", "_place_stage", then="_placed"),
+        Stage("run", "_run_stage", then="_ran"),
+        Stage(
+            "compile",
+            "_compile_stage",
+            modes=("compile",),
+            before="_before_compile",
+            then="_compiled",
+        ),
+        Stage("compiled_run", "_compiled_run_stage", modes=("compile",), then="_compiled_ran"),
+        # The reference runs after the device so that a fault in the model shows at the
+        # device stage that met it; it is computed once per case and shared by the modes.
+        Stage("reference", "_reference_stage"),
+        Stage("parity", "_parity_stage", required=False, then="_judged"),
+    )
+
+    def begin(self) -> None:
         import torch
 
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
             self._skip(reason)
-        config, dtype = self.config, getattr(torch, self.config.dtype)
-        size = Size(batch=config.batch, seq=config.seq)
-        workload = self.require("build", lambda: self._build(size))
+        self.dtype = getattr(torch, self.config.dtype)
+        self.size = Size(batch=self.config.batch, seq=self.config.seq)
+
+    def _build_stage(self):
+        return self._build(self.size)
+
+    def _built(self, workload) -> None:
+        self.workload = workload
         self.out.findings["workload"] = workload.meta
         self.out.findings["step"] = step_info(workload)
-        placed = self.require(
-            "place",
-            lambda: place(
-                workload, self.adapter.device(), dtype, host_scope=self.adapter.host_scope
-            ),
+
+    def _place_stage(self):
+        return place(
+            self.workload, self.adapter.device(), self.dtype, host_scope=self.adapter.host_scope
         )
+
+    def _placed(self, placed) -> None:
+        self.placed = placed
         if placed.meta.get("placement_ties"):
             self.out.findings["placement_ties"] = placed.meta["placement_ties"]
         self._numerics()
-        if config.strict:
+        if self.config.strict:
             self.out.findings["strict"] = self.adapter.strict_note()
-        module = placed.model
-        eager_step = make_step(module, module, placed)
-        compared = Compared(config.seed)
-        self.graph_draws = compared.traced_draws  # filled as a compiled step is traced
-        compared_eager = make_step(module, module, placed, compared=compared)
-        judged_step = compared_eager  # the compared step parity judges (compiled in compile)
-        with custom_grad.recording() as custom_functions:
-            result = self.require("run", lambda: self._outputs(compared_eager))
-        noise = self._determinism(compared_eager, result)
-        runner, step, cold_compile = module, eager_step, None
-        if self.mode == "compile":
-            self._choose_backend()
-            cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
-            if cold:
-                compile_metrics.start_recording()
-            runner, compared_step, outcome = self.require(
-                "compile", lambda: self._first_compiled(module, placed, compared)
+        module = self.module = placed.model
+        self.eager_step = make_step(module, module, placed)
+        self.compared = Compared(self.config.seed)
+        self.graph_draws = self.compared.traced_draws  # filled as a compiled step is traced
+        self.compared_eager = make_step(module, module, placed, compared=self.compared)
+        self.judged_step = self.compared_eager  # what parity judges (compiled in compile)
+
+    def _run_stage(self) -> dict:
+        with custom_grad.recording() as self.custom_functions:
+            return self._outputs(self.compared_eager)
+
+    def _ran(self, result: dict) -> None:
+        self.result = result
+        self.noise = self._determinism(self.compared_eager, result)
+        self.runner, self.step = self.module, self.eager_step
+        self.cold_compile: dict | None = None
+
+    def _before_compile(self) -> None:
+        self._choose_backend()
+        self.cold = COLD_WORKER_ENV in os.environ  # a fresh process with empty compile caches
+        if self.cold:
+            compile_metrics.start_recording()
+
+    def _compile_stage(self):
+        return self._first_compiled(self.module, self.placed, self.compared)
+
+    def _compiled(self, value) -> None:
+        self.runner, self.judged_step, outcome = value
+        self.step = make_step(self.runner, self.module, self.placed)
+        self.out.findings["compile_outcome"] = outcome.to_dict()
+        if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
+            reason = outcome.reason()
+            self.out.findings["compile_outcome"]["verdict"] = reason
+            self.stop_at("compile", error_note("NotCompiled", reason))
+
+    def _compiled_run_stage(self) -> dict:
+        return self._outputs(self.judged_step)
+
+    def _compiled_ran(self, result: dict) -> None:
+        self.result = result
+        # Masked dropout calls and comparable draws are graph breaks the user's program does
+        # not have: then the compile probe measures the cold compile in a child of its own.
+        if self.cold and not (self.compared.masked_calls or self.compared.drawn_calls):
+            d = self.out.durations
+            self.cold_compile = compile_metrics.first_step_record(
+                self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"]
             )
-            judged_step = compared_step
-            step = make_step(runner, module, placed)
-            self.out.findings["compile_outcome"] = outcome.to_dict()
-            if outcome.compiled is False:  # rule 9: "compiled" means a graph reached it
-                reason = outcome.reason()
-                self.out.findings["compile_outcome"]["verdict"] = reason
-                self.stop_at("compile", error_note("NotCompiled", reason))
-            result = self.require("compiled_run", lambda: self._outputs(compared_step))
-            # Masked dropout calls and comparable draws are graph breaks the user's program
-            # does not have: then the compile probe measures the cold compile in a child of
-            # its own.
-            if cold and not (compared.masked_calls or compared.drawn_calls):
-                d = self.out.durations
-                cold_compile = compile_metrics.first_step_record(
-                    self.adapter, d["compile_s"], d["compiled_run_s"], d["run_s"]
-                )
-        # The reference runs after the device so that a fault in the model shows at the
-        # device stage that met it; it is computed once per case and shared by the modes.
-        reference = self.require("reference", lambda: self._reference(size))
-        ok, report = self.stage(
-            "parity", lambda: self._parity(result, reference, noise, workload.tolerance)
-        )
-        if ok and not report.ok and self._uncontrolled():
-            report = self._judge_random_off(judged_step, compared, size, noise, workload, report)
-        if ok and report.ok and workload.trains:
-            self._record_library_ops(compared_eager, custom_functions)
-        if ok and report.ok and workload.trains and custom_functions.calls:
-            self._custom_backward(custom_functions)
-        if ok and not report.ok:
-            self.out.fail_at(
-                "parity",
-                error_note(
-                    "ParityMismatch",
-                    (
-                        report.message().replace(
-                            "outside tolerance", "outside tolerance" + self._weak_note(reference), 1
-                        )
-                    ),
-                ),
+
+    def _reference_stage(self) -> dict:
+        return self._reference(self.size)
+
+    def _parity_stage(self):
+        tolerance = self.workload.tolerance
+        return self._parity(self.result, self.got["reference"], self.noise, tolerance)
+
+    def _judged(self, report) -> None:
+        workload, compared = self.workload, self.compared
+        if not report.ok and self._uncontrolled():
+            report = self._judge_random_off(
+                self.judged_step, compared, self.size, self.noise, workload, report
             )
+        if report.ok and workload.trains:
+            self._record_library_ops(self.compared_eager, self.custom_functions)
+        if report.ok and workload.trains and self.custom_functions.calls:
+            self._custom_backward(self.custom_functions)
+        if not report.ok:
+            note = report.message().replace(
+                "outside tolerance",
+                "outside tolerance" + self._weak_note(self.got["reference"]),
+                1,
+            )
+            self.out.fail_at("parity", error_note("ParityMismatch", note))
+
+    def end(self) -> None:
+        module = self.module
         subject = self._subject(
-            workload=placed,
+            workload=self.placed,
             model=module,
-            runner=runner,
-            step=step,
+            runner=self.runner,
+            step=self.step,
             make_runner=lambda: self._compile(module) if self.mode == "compile" else module,
-            cold_compile=cold_compile,
+            cold_compile=self.cold_compile,
         )
         self._probes(subject)
 
@@ -369,6 +413,15 @@ class Ladder(StageRunner):
         except Exception as exc:  # a backend that cannot say: recorded, not fatal
             self.out.findings["numerics"] = {"unavailable": f"{type(exc).__name__}: {exc}"}
 
+    def _later_references(self) -> tuple:
+        """Values of this case the perf probe will ask the reference child for (its FLOP
+        count): computed by the parity reference's child while it has torch imported."""
+        if "perf" not in self.config.probes:
+            return ()
+        from torchport.probes.perf import flops_spec
+
+        return (flops_spec(self.case, self.config),)
+
     def _reference_spec(self, size: Size) -> reference_mod.ReferenceSpec:
         return reference_mod.spec_for(self.case, self.config, size)
 
@@ -382,6 +435,7 @@ class Ladder(StageRunner):
                     self._reference_spec(size),
                     local,
                     timeout_s=max(self.case_deadline - clock(), 30.0),
+                    also=self._later_references(),
                 )
         value = cached["reference"]
         self._record_reference(value)["rule"] = (

@@ -69,7 +69,7 @@ class WorkerProcess:
         self.stage: str | None = None
         self.started = self.case_deadline = 0.0
         self.compile_deadline: float | None = None
-        self.config_sent: dict | None = None  # the run's config, sent with the first task
+        self.config_sent: dict | None = None  # the run's config, sent once before any task
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
         """Wait for the worker's ready event (at most ``timeout_s``); its environment
@@ -128,17 +128,25 @@ class WorkerProcess:
     # begin, then on_event for each event until one returns the result; on_late once wake_at()
     # passes; on_end when the event stream ends; on_bad_event for a line that is not an event.
     def begin(self, task: Task, config: dict, deadline: Deadline) -> dict | None:
-        """Send ``task``; None, or a crash result if the worker no longer reads."""
+        """Send ``task`` (``config``: the run's, sent on its own line when the worker does not
+        hold it yet; ``deadline``: the run's); None, or a crash result if the worker no longer
+        reads. The task carries case, mode, its deadline and only the fields of the run's
+        config it changes (``Task.changes``)."""
+        deadline = deadline.of(task)
         self.task, self.deadline, self.stage = task, deadline, None
         self.started = clock()
         self.case_deadline, self.compile_deadline = self.started + deadline.case_s, None
+        if config != self.config_sent:
+            if not self.child.send(json.dumps({"config": config})):
+                return self._crashed(task, None)
+            self.config_sent = config
         message = {
             "case": task.case,
             "mode": task.mode,
             "watchdog_s": deadline.case_s + WATCHDOG_MARGIN_S,
         }
-        if config != self.config_sent:  # a task carries only what the worker does not hold
-            message["config"] = self.config_sent = config
+        if task.changes:
+            message["changes"] = task.changes
         if not self.child.send(json.dumps(message)):
             return self._crashed(task, None)
         return None

@@ -33,6 +33,19 @@ A matrix file (TOML)::
     name = "torch-2.13.0"
     requirements = ["torch==2.13.0"]
     # device = "xla"; vars = { PJRT_DEVICE = "CPU" }; python = "3.11"
+
+    [[env.runs]]                              # several runs in one environment (default: [run])
+    name = "forward-llama"                    # pairs with the baseline's run of this name
+    workload = "hf_forward:llama"             # any [run] key, plus workload, cwd, vars
+    cwd = "workloads"                         # relative to the file
+
+    [[env.checks]]                            # commands run in it after its runs
+    name = "doctor"
+    command = ["torchport", "doctor"]         # {db}, {here}, {out}, {run[NAME]} are filled in
+
+An environment with ``runs = []`` only builds and runs its checks. Every environment gets
+its own compile cache (``TORCHINDUCTOR_CACHE_DIR`` inside it): both sides of a comparison
+compile from a cache in the same state, never from whatever another torch left in /tmp.
 """
 
 from __future__ import annotations
@@ -53,8 +66,12 @@ else:  # pragma: no cover - Python 3.10: the backport (pip install 'torchport[ma
     import tomli as tomllib
 
 from torchport.runner.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env
+from torchport.runner.matrix_checks import Check, CheckOutcome, run_checks
 
-RUN_KEYS = ("suite", "cases", "modes", "device", "probes", "args")
+RUN_KEYS = ("suite", "cases", "modes", "device", "probes", "args", "workload", "cwd")
+ENV_RUN_KEYS = ("name", *RUN_KEYS, "vars")
+CHECK_KEYS = ("name", "command", "cwd", "vars", "timeout")
+DEFAULT_RUN = "run"  # the name of the one run [run] describes
 MATRIX_KEYS = (
     "name",
     "requirements",
@@ -64,7 +81,7 @@ MATRIX_KEYS = (
     "index_strategy",
     "envs_dir",
 )
-ENV_KEYS = ("name", "requirements", "python", "device", "vars")
+ENV_KEYS = ("name", "requirements", "python", "device", "vars", "runs", "checks", "no_deps")
 
 
 class MatrixError(ValueError):
@@ -73,17 +90,23 @@ class MatrixError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
-    """What every environment runs (``torchport run`` options)."""
+    """One run's ``torchport run`` options: [run] (every environment's), or one of an
+    environment's [[env.runs]] (``name`` pairs it with the baseline's run of that name)."""
 
+    name: str = DEFAULT_RUN
     suite: str = "smoke"
     cases: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("eager", "compile")
-    device: str = "cpu"
+    device: str | None = "cpu"  # None in an environment's run: the environment's device
     probes: str | None = None
     args: tuple[str, ...] = ()
+    workload: str | None = None  # MODULE:FUNCTION (torchport run --workload) instead of a suite
+    cwd: str | None = None  # where the child runs (a workload's module is found there)
+    vars: dict[str, str] = field(default_factory=dict)  # over the environment's vars
 
     def command(self, device: str) -> list[str]:
-        cmd = ["run", "--suite", self.suite, "--modes", ",".join(self.modes), "--device", device]
+        what = ["--workload", self.workload] if self.workload else ["--suite", self.suite]
+        cmd = ["run", *what, "--modes", ",".join(self.modes), "--device", device]
         if self.cases:
             cmd += ["--cases", ",".join(self.cases)]
         if self.probes:
@@ -102,6 +125,11 @@ class Matrix:
     indexes: Indexes = field(default_factory=Indexes)
     requirements: tuple[str, ...] = ()  # installed in every environment
     envs_dir: str | None = None
+    # an environment's own runs ([[env.runs]]; device None: the environment's), by its name;
+    # an environment not named runs [run] alone
+    env_runs: dict[str, tuple[RunOptions, ...]] = field(default_factory=dict)
+    checks: dict[str, tuple[Check, ...]] = field(default_factory=dict)  # [[env.checks]]
+    here: str = "."  # the matrix file's folder ({here} in a check)
 
     def __post_init__(self) -> None:
         if len(self.envs) < 2:
@@ -112,6 +140,22 @@ class Matrix:
         names = [e.name for e in self.envs]
         if len(set(names)) != len(names):
             raise MatrixError(f"environment names must differ: {', '.join(names)}")
+        for env, runs in self.env_runs.items():
+            run_names = [r.name for r in runs]
+            if len(set(run_names)) != len(run_names):
+                raise MatrixError(
+                    f"environment {env}: run names must differ: {', '.join(run_names)}"
+                )
+
+    def runs_of(self, spec: EnvSpec) -> tuple[RunOptions, ...]:
+        """The runs of ``spec``'s environment, each with its device resolved (the run's own,
+        else the environment's, else [run]'s)."""
+        if spec.name not in self.env_runs:
+            return (replace(self.run, device=spec.device or self.run.device),)
+        return tuple(
+            replace(r, device=r.device or spec.device or self.run.device)
+            for r in self.env_runs[spec.name]
+        )
 
 
 @dataclass
@@ -120,6 +164,7 @@ class Side:
 
     name: str
     env: BuiltEnv | None = None
+    run_name: str | None = None  # which of the environment's runs (None: it ran none)
     run_id: str | None = None
     run_reused: bool = False
     problem: str | None = None
@@ -128,6 +173,8 @@ class Side:
     # one was there already (the same torch, transformers and case in an earlier environment)
     references_added: int | None = None
     interrupted: bool = False  # its run was stopped by SIGINT / SIGTERM: the matrix stops too
+    # the environment's checks, on its last side (they run after its runs)
+    checks: list[CheckOutcome] = field(default_factory=list)
 
 
 def _references(folder: str) -> set[str]:
@@ -174,6 +221,18 @@ def parse_env(text: str) -> EnvSpec:
         raise MatrixError(str(exc)) from None
 
 
+def _vars(where: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise MatrixError(f"{where}: vars must map names to strings")
+    return dict(value)
+
+
+def _tables(where: str, value: Any, what: str) -> list:
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise MatrixError(f"{where}: {what} are [[{what}]] tables (or [] for none)")
+    return value
+
+
 def load_matrix(path: str) -> Matrix:
     """Read a matrix file (TOML; the module's docstring shows one)."""
     try:
@@ -189,30 +248,44 @@ def load_matrix(path: str) -> Matrix:
     envs = data.get("env", [])
     if not isinstance(envs, list):
         raise MatrixError(f"{path}: environments are [[env]] tables")
-    specs = []
+    base = os.path.dirname(os.path.abspath(path))
+    common_run = _run_options(f"{path} [run]", run, base)
+    specs, env_runs, checks = [], {}, {}
     for i, env in enumerate(envs):
-        env = _check_keys(f"{path} [[env]] #{i + 1}", env, ENV_KEYS)
-        env_vars = env.get("vars", {})
-        if not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values()):
-            raise MatrixError(f"{path} [[env]] #{i + 1}: vars must map names to strings")
+        where = f"{path} [[env]] #{i + 1}"
+        env = _check_keys(where, env, ENV_KEYS)
         try:
-            specs.append(
-                EnvSpec(
-                    name=str(env.get("name", "")),
-                    requirements=_strings(f"{path} env requirements", env.get("requirements", [])),
-                    python=env.get("python"),
-                    device=env.get("device"),
-                    vars=dict(env_vars),
-                )
+            spec = EnvSpec(
+                name=str(env.get("name", "")),
+                requirements=_strings(f"{path} env requirements", env.get("requirements", [])),
+                python=env.get("python"),
+                device=env.get("device"),
+                vars=_vars(where, env.get("vars", {})),
+                no_deps=_strings(f"{where} no_deps", env.get("no_deps", [])),
             )
         except EnvError as exc:
             raise MatrixError(f"{path}: {exc}") from None
-    base = os.path.dirname(os.path.abspath(path))
+        specs.append(spec)
+        where = f"{path} [[env]] {spec.name}"
+        if "runs" in env:
+            runs = []
+            for j, table in enumerate(_tables(where, env["runs"], "env.runs")):
+                table = _check_keys(f"{where} [[env.runs]] #{j + 1}", table, ENV_RUN_KEYS)
+                # every key not given is [run]'s, but the device: the environment's first
+                own = _run_options(f"{where} [[env.runs]] #{j + 1}", table, base)
+                given = {k: getattr(own, k) for k in table if k in ENV_RUN_KEYS}
+                runs.append(replace(common_run, **{"device": None, "name": DEFAULT_RUN, **given}))
+            env_runs[spec.name] = tuple(runs)
+        if "checks" in env:
+            checks[spec.name] = tuple(
+                _check(f"{where} [[env.checks]] #{j + 1}", table, base)
+                for j, table in enumerate(_tables(where, env["checks"], "env.checks"))
+            )
     envs_dir = top.get("envs_dir")
     return Matrix(
         name=str(top.get("name") or os.path.splitext(os.path.basename(path))[0]),
         envs=tuple(specs),
-        run=_run_options(path, run),
+        run=common_run,
         indexes=Indexes(
             find_links=_strings("find_links", top.get("find_links", [])),
             index_url=top.get("index_url"),
@@ -221,30 +294,106 @@ def load_matrix(path: str) -> Matrix:
         ),
         requirements=_strings("requirements", top.get("requirements", [])),
         envs_dir=os.path.join(base, envs_dir) if envs_dir else None,
+        env_runs=env_runs,
+        checks=checks,
+        here=base,
     )
 
 
-def _run_options(where: str, run: dict) -> RunOptions:
+def _name(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or not all(c.isalnum() or c in "._-" for c in value):
+        raise MatrixError(f"{where}: name {value!r} must be letters, digits, '.', '_' or '-'")
+    return value
+
+
+def _run_options(where: str, run: dict, base: str) -> RunOptions:
     kwargs: dict[str, Any] = {}
-    for key in ("suite", "device", "probes"):
+    for key in ("suite", "device", "probes", "workload", "cwd"):
         if key in run:
             if not isinstance(run[key], str):
-                raise MatrixError(f"{where} [run] {key} must be a string")
+                raise MatrixError(f"{where} {key} must be a string")
             kwargs[key] = run[key]
     for key in ("cases", "modes", "args"):
         if key in run:
             kwargs[key] = (
-                _strings(f"[run] {key}", run[key])
+                _strings(f"{where} {key}", run[key])
                 if key != "args"
                 else tuple(str(a) for a in run[key])
             )
+    if "name" in run:
+        kwargs["name"] = _name(where, run["name"])
+    if "vars" in run:
+        kwargs["vars"] = _vars(where, run["vars"])
+    if "cwd" in kwargs:
+        kwargs["cwd"] = os.path.join(base, kwargs["cwd"])
     return RunOptions(**kwargs)
 
 
+def _check(where: str, table: dict, base: str) -> Check:
+    table = _check_keys(where, table, CHECK_KEYS)
+    command = table.get("command")
+    if not command or not isinstance(command, list):
+        raise MatrixError(f"{where}: command must be a list, e.g. ['torchport', 'doctor']")
+    timeout = table.get("timeout", 1800)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise MatrixError(f"{where}: timeout must be a positive number of seconds")
+    cwd = table.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise MatrixError(f"{where}: cwd must be a string")
+    return Check(
+        name=_name(where, table.get("name")),
+        command=tuple(str(a) for a in command),
+        cwd=os.path.join(base, cwd) if cwd else None,
+        vars=_vars(where, table.get("vars", {})),
+        timeout_s=float(timeout),
+    )
+
+
 def with_overrides(matrix: Matrix, **changes: Any) -> Matrix:
-    """The matrix with the run options given on the command line (None: keep the file's)."""
+    """The matrix with the run options given on the command line (None: keep the file's),
+    for [run] and every environment's own runs (but the device, where an environment or its
+    run names its own)."""
     given = {k: v for k, v in changes.items() if v not in (None, ())}
-    return replace(matrix, run=replace(matrix.run, **given)) if given else matrix
+    if not given:
+        return matrix
+    own = {k: v for k, v in given.items() if k != "device"}
+    env_runs = {
+        env: tuple(replace(r, **own) for r in runs) for env, runs in matrix.env_runs.items()
+    }
+    return replace(matrix, run=replace(matrix.run, **given), env_runs=env_runs)
+
+
+def select_runs(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
+    """Only the runs named (``--runs``): every environment keeps those of its runs; an
+    unknown name is a MatrixError."""
+    known = {r.name for spec in matrix.envs for r in matrix.runs_of(spec)}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise MatrixError(
+            f"--runs: no run named {unknown[0]!r} in matrix {matrix.name}; "
+            f"its runs: {', '.join(sorted(known))}"
+        )
+    env_runs = {
+        spec.name: tuple(r for r in matrix.runs_of(spec) if r.name in names) for spec in matrix.envs
+    }
+    return replace(matrix, env_runs=env_runs)
+
+
+def select_checks(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
+    """Only the checks named (``--checks``), in every environment; an unknown name is a
+    MatrixError."""
+    known = {c.name for checks in matrix.checks.values() for c in checks}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise MatrixError(
+            f"--checks: no check named {unknown[0]!r} in matrix {matrix.name}; "
+            f"its checks: {', '.join(sorted(known)) or 'none'}"
+        )
+    checks = {
+        env: tuple(c for c in env_checks if c.name in names)
+        for env, env_checks in matrix.checks.items()
+    }
+    return replace(matrix, checks=checks)
 
 
 def default_envs_dir() -> str:
@@ -253,23 +402,43 @@ def default_envs_dir() -> str:
     return cache_root("envs")
 
 
-def side_labels(matrix: Matrix, spec: EnvSpec, env: BuiltEnv) -> dict[str, str]:
-    device = spec.device or matrix.run.device
+def side_labels(matrix: Matrix, spec: EnvSpec, env: BuiltEnv, run: RunOptions) -> dict[str, str]:
+    """What finds a run again (resume, reuse): the matrix, the environment and its lock,
+    which of its runs, and the digest of that run's options."""
     return {
         "matrix": matrix.name,
         "matrix_env": spec.name,
+        "matrix_run": run.name,
         "env_lock": env.lock_digest,
-        "matrix_plan": matrix.run.digest(device),
+        "matrix_plan": run.digest(run.device or "cpu"),
         "matrix_baseline": matrix.envs[0].name,  # the dashboard's page compares with it
     }
 
 
-def _child_environ(spec: EnvSpec, env: BuiltEnv, reference_cache: str) -> dict[str, str]:
+COMPILE_CACHE = "compile-cache"  # inside each environment: its own Inductor / Triton caches
+
+
+def compile_cache_state(env: BuiltEnv) -> str:
+    """'empty' when the environment's compile cache holds no file yet, else 'warm'."""
+    for _root, _dirs, files in os.walk(os.path.join(env.path, COMPILE_CACHE)):
+        if files:
+            return "warm"
+    return "empty"
+
+
+def child_environ(spec: EnvSpec, env: BuiltEnv, reference_cache: str) -> dict[str, str]:
+    """The environment of a command run in ``env``: its bin first, the shared float64
+    references, its own compile caches, then the spec's vars."""
     environ = dict(os.environ)
     environ.pop("PYTHONPATH", None)  # this process's paths would shadow the environment's
     environ["VIRTUAL_ENV"] = env.path
     environ["PATH"] = os.path.join(env.path, "bin") + os.pathsep + environ.get("PATH", "")
     environ["TORCHPORT_REFERENCE_CACHE"] = reference_cache
+    # Both sides of a comparison compile from a cache of their own, never from what another
+    # torch (or the user's other work) left in /tmp/torchinductor_<user>.
+    cache = os.path.join(env.path, COMPILE_CACHE)
+    environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
     environ.update(spec.vars)
     return environ
 
@@ -311,32 +480,40 @@ def run_side(
     db: str,
     *,
     reference_cache: str,
+    run: RunOptions | None = None,
     log=print,
     timeout_s: float | None = None,
 ) -> Side:
-    """Run (or reuse, or resume) the evaluation of ``spec`` in its environment."""
-    labels = side_labels(matrix, spec, env)
-    side = Side(name=spec.name, env=env, labels=labels)
+    """Run (or reuse, or resume) ``run`` (default: the environment's first) of ``spec`` in
+    its environment."""
+    run = run or matrix.runs_of(spec)[0]
+    labels = side_labels(matrix, spec, env, run)
+    named = run.name != DEFAULT_RUN
+    tag = f"[{spec.name}/{run.name}]" if named else f"[{spec.name}]"
+    what = f"'torchport run' {run.name}" if named else "'torchport run'"
+    side = Side(name=spec.name, env=env, run_name=run.name, labels=labels)
     done = store.find_runs(labels=labels, complete=True)
     if done:
         side.run_id, side.run_reused = done[0], True
-        log(f"[{spec.name}] run {done[0]} is complete: reused")
+        log(f"{tag} run {done[0]} is complete: reused")
         return side
     unfinished = store.find_runs(labels=labels, complete=False)
     cmd = [env.torchport]
     if unfinished:
         cmd += ["run", "--resume", unfinished[0], "--db", db]
-        log(f"[{spec.name}] resuming run {unfinished[0]}")
+        log(f"{tag} resuming run {unfinished[0]}")
     else:
-        cmd += matrix.run.command(spec.device or matrix.run.device) + ["--db", db]
-        cmd += [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
-    log(f"[{spec.name}] $ {' '.join(cmd)}")
+        cmd += run.command(run.device or "cpu") + ["--db", db]
+        given = {**labels, "compile_cache": compile_cache_state(env)}  # not a finding key
+        cmd += [a for k, v in given.items() for a in ("--label", f"{k}={v}")]
+    log(f"{tag} $ {' '.join(cmd)}")
     before = _references(reference_cache)
     # The child's tables and progress go to our stderr: stdout is the matrix's own.
     code: int | str = _supervise(
         subprocess.Popen(
             cmd,
-            env=_child_environ(spec, env, reference_cache),
+            env={**child_environ(spec, env, reference_cache), **run.vars},
+            cwd=run.cwd,
             stdout=sys.stderr,
             stderr=sys.stderr,
         ),
@@ -344,7 +521,7 @@ def run_side(
     )
     side.references_added = len(_references(reference_cache) - before)
     log(
-        f"[{spec.name}] float64 references: {side.references_added} computed and added to "
+        f"{tag} float64 references: {side.references_added} computed and added to "
         f"{reference_cache}, {len(before)} there before"
     )
     runs = store.find_runs(labels=labels, complete=False)
@@ -353,11 +530,11 @@ def run_side(
     side.interrupted = code in (128 + signal.SIGINT, 128 + signal.SIGTERM)
     if code != 0:
         ended = f"ended with exit code {code}" if isinstance(code, int) else f"{code}: stopped"
-        side.problem = f"'torchport run' in environment {spec.name} {ended}" + (
+        side.problem = f"{what} in environment {spec.name} {ended}" + (
             f" (run {side.run_id} keeps what it recorded)" if side.run_id else ""
         )
     elif side.run_id is None:
-        side.problem = f"'torchport run' in environment {spec.name} recorded no run"
+        side.problem = f"{what} in environment {spec.name} recorded no run"
     return side
 
 
@@ -371,14 +548,17 @@ def run_matrix(
     log=print,
     run_timeout_s: float | None = None,
     build_only: bool = False,
+    checks_dir: str | None = None,
 ) -> list[Side]:
-    """Build every environment, then run the evaluation in each, in the matrix's order
-    (``build_only``: only build them)."""
+    """Build every environment, then run its runs, then its checks (into ``checks_dir``;
+    None: no checks), in the matrix's order (``build_only``: only build them). One side per
+    run; an environment that runs nothing (or could not be built) has one side, with no run.
+    """
     from torchport.execution.reference import cache_dir
 
     envs_dir = matrix.envs_dir or default_envs_dir()
     reference_cache = reference_cache or cache_dir()
-    sides = []
+    sides: list[Side] = []
     for spec in matrix.envs:
         try:
             env = build_env(
@@ -400,18 +580,56 @@ def run_matrix(
         if build_only:
             sides.append(Side(name=spec.name, env=env))
             continue
-        side = run_side(
-            matrix,
-            spec,
-            env,
-            store,
-            db,
-            reference_cache=reference_cache,
-            log=log,
-            timeout_s=run_timeout_s,
-        )
-        sides.append(side)
-        if side.interrupted:  # Ctrl-C: stop here; the next invocation resumes this run
-            log(f"[{spec.name}] interrupted: the other environments are left for the next run")
+        mine: list[Side] = []
+        for run in matrix.runs_of(spec):
+            side = run_side(
+                matrix,
+                spec,
+                env,
+                store,
+                db,
+                reference_cache=reference_cache,
+                run=run,
+                log=log,
+                timeout_s=run_timeout_s,
+            )
+            mine.append(side)
+            if side.interrupted:
+                break
+        if not mine:
+            mine.append(Side(name=spec.name, env=env))
+        sides += mine
+        if mine[-1].interrupted:  # Ctrl-C: stop here; the next invocation resumes this run
+            log(f"[{spec.name}] interrupted: the rest is left for the next run")
             break
+        if checks_dir is not None and matrix.checks.get(spec.name):
+            mine[-1].checks = run_checks(
+                spec,
+                env,
+                matrix.checks[spec.name],
+                environ=child_environ(spec, env, reference_cache),
+                out_dir=os.path.join(checks_dir, spec.name),
+                fill={
+                    "db": db,
+                    "here": matrix.here,
+                    "out": os.path.dirname(os.path.abspath(checks_dir)),
+                    "run": {s.run_name: s.run_id for s in mine if s.run_id},
+                },
+                log=log,
+            )
     return sides
+
+
+def run_groups(matrix: Matrix, sides: list[Side]) -> list[tuple[str, list[Side]]]:
+    """(run name, [the baseline's side, each other environment's side of that run]) for
+    every run the baseline environment has: what the release note compares."""
+    base = matrix.envs[0].name
+    names = [s.run_name for s in sides if s.name == base and s.run_name is not None]
+    return [
+        (
+            name,
+            [s for s in sides if s.name == base and s.run_name == name]
+            + [s for s in sides if s.name != base and s.run_name == name],
+        )
+        for name in names
+    ]

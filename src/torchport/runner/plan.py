@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from torchport.cases.registry import load_suite, select
 from torchport.config import ConfigError, RunConfig
@@ -13,7 +14,10 @@ from torchport.execution import child
 @dataclass(frozen=True, kw_only=True)
 class Task:
     """One (case, mode) of a run. ``cold``: run it in a fresh worker whose compile caches start
-    empty, so its first compiled step is a cold compile (``Probe.cold_worker``)."""
+    empty, so its first compiled step is a cold compile (``Probe.cold_worker``). ``changes``:
+    the fields of the run's config this task runs with instead (``Case.run_options``, e.g. a
+    longer ``timeout_s``), only those that differ: a worker holds the run's config once and
+    rebuilds each task's from it (``RunConfig.with_changes``)."""
 
     case: str
     mode: str
@@ -21,6 +25,7 @@ class Task:
     tags: tuple[str, ...] = ()
     skip_reason: str | None = None
     cold: bool = False
+    changes: dict[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -41,6 +46,7 @@ def cold_worker_modes(config: RunConfig) -> tuple[str, ...]:
 def expand(config: RunConfig) -> list[Task]:
     cases = select(load_suite(config.suite, workload=config.workload), config.cases, config.exclude)
     cold = cold_worker_modes(config)
+    changes = {c.id: _changes(config, c) for c in cases}
     tasks = [
         Task(
             case=c.id,
@@ -49,6 +55,7 @@ def expand(config: RunConfig) -> list[Task]:
             tags=tuple(c.tags),
             skip_reason=c.skip_reason,
             cold=mode in cold,
+            changes=changes[c.id],
         )
         for c in cases
         for mode in config.modes
@@ -61,6 +68,11 @@ def expand(config: RunConfig) -> list[Task]:
             f"{', '.join(config.modes)}; pass --modes {','.join(can)}"
         )
     return tasks
+
+
+def _changes(config: RunConfig, case) -> dict[str, Any]:
+    options = getattr(case, "run_options", None)
+    return config.changes(options, who=f"case {case.id}") if options else {}
 
 
 def worker_env(config: RunConfig, adapter, workload_path: str | None = None) -> dict[str, str]:

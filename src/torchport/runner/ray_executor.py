@@ -226,8 +226,9 @@ class RayExecutor(SlotLoop):
 
     def _run(self, slot: _Slot) -> None:
         assert slot.actor is not None and slot.task is not None
-        slot.ref, slot.starting = slot.actor.run.remote(slot.task, self.deadline), False
-        slot.wake_at = clock() + self.deadline.case_s + CALL_MARGIN_S
+        deadline = self.deadline.of(slot.task)
+        slot.ref, slot.starting = slot.actor.run.remote(slot.task, deadline), False
+        slot.wake_at = clock() + deadline.case_s + CALL_MARGIN_S
 
     # -- what comes back -----------------------------------------------------------------
     def _collect(self, slot: _Slot, ref) -> None:
@@ -313,7 +314,8 @@ class RayExecutor(SlotLoop):
                 f"{self.placement_timeout_s:g} s: no live node offers it",
             )
             return
-        seconds = self.deadline.case_s + CALL_MARGIN_S
+        assert slot.task is not None
+        seconds = self.deadline.of(slot.task).case_s + CALL_MARGIN_S
         self._finish(
             slot,
             self._failure(

@@ -1,24 +1,60 @@
-"""The one stage runner every ladder (model, op, kernel, generate) is built on.
+"""The one stage runner every ladder (model, op, kernel, generate, dist) is built on.
 
-A ladder writes ``climb``: its stages in order, each run through ``require`` (the stage's
-failure is recorded, classified by records/result.py ``classify``, and ends the climb) or
-``stage`` (recorded, the caller decides whether to go on). ``stop`` ends the climb with a
-status of the closed set; ``skip`` replaces the result with a skip. ``run`` is the same for
-every ladder: climb until done or stopped, then ``finish`` (a ladder may add its verdict
-there) returns the result as a dict.
+A ladder declares its stages as data (``STAGES``, a tuple of ``Stage``): each names a stage of
+records/status.py (its place in the stage order, and the status its failure gets,
+``STAGE_STATUS``), the ladder's method that runs it, the modes it runs in, whether its failure
+ends the climb, and the methods run before it (outside its capture: choosing a compile
+backend may stop the climb) and after it passed (a verdict on its value). ``climb`` walks
+them: ``begin``, every stage through ``require`` (the failure is recorded, classified by
+records/result.py ``classify``, and ends the climb) or ``stage`` (recorded, the climb goes
+on), then ``end`` (the probes). ``stop`` ends the climb with a status of the closed set;
+``skip`` replaces the result with a skip. ``run`` is the same for every ladder: climb until
+done or stopped, then ``finish`` (a ladder may add its verdict there) returns the result as a
+dict. A ladder whose stages are not one captured call each (the op ladder's samples, the
+kernel ladder's A/B, a dist world) writes ``climb`` itself, on ``require``/``stage``.
 
-To add a ladder: subclass ``StageRunner``, write ``climb``, and name it in
-``runner/ladders.py: LADDERS`` (one line).
+To add a ladder: subclass ``StageRunner``, declare ``STAGES`` (or write ``climb``), and name
+it in ``runner/ladders.py: LADDERS`` (one line).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from torchport.config import RunConfig
 from torchport.records.result import Result, capture
+from torchport.records.status import STAGE_STATUS
 from torchport.timing import clock
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a ladder, declared.
+
+    name:     a stage of records/status.py: its order (``STAGES``) and the status a failure
+              at it gets (``STAGE_STATUS``, ``fails_with``);
+    run:      the ladder's method that runs it (no arguments: it reads what the stages
+              before it left on the ladder); its value is kept in ``StageRunner.got``;
+    modes:    the modes it runs in (None: every mode);
+    required: its failure ends the climb; else the failure is recorded and the climb goes on;
+    before:   the ladder's method run before it, outside its capture (may ``stop``);
+    then:     the ladder's method given its value once it passed (a verdict: may ``stop``);
+    synchronise: the device is waited on after it.
+    """
+
+    name: str
+    run: str
+    modes: tuple[str, ...] | None = None
+    required: bool = True
+    before: str | None = None
+    then: str | None = None
+    synchronise: bool = True
+
+    @property
+    def fails_with(self) -> str:
+        return STAGE_STATUS[self.name]
 
 
 class Stop(Exception):
@@ -27,6 +63,8 @@ class Stop(Exception):
 
 class StageRunner:
     """Runs one (case, mode) up its ladder; ``run() -> result dict``."""
+
+    STAGES: tuple[Stage, ...] = ()
 
     def __init__(
         self,
@@ -40,6 +78,7 @@ class StageRunner:
         self.case, self.mode, self.config, self.adapter = case, mode, config, adapter
         self.emit, self.reference_cache = emit, reference_cache
         self.out = Result(case=case.id, case_version=case.version, mode=mode)
+        self.got: dict[str, Any] = {}  # each declared stage's value, by name
 
     def run(self) -> dict:
         try:
@@ -49,7 +88,31 @@ class StageRunner:
         return self.finish()
 
     def climb(self) -> None:
-        raise NotImplementedError
+        """``begin``, the declared stages in order, ``end``."""
+        if not self.STAGES:
+            raise NotImplementedError("a ladder declares STAGES or writes climb")
+        self.begin()
+        for declared in self.STAGES:
+            if declared.modes is not None and self.mode not in declared.modes:
+                continue
+            if declared.before:
+                getattr(self, declared.before)()
+            fn = getattr(self, declared.run)
+            if declared.required:
+                ok, value = True, self.require(declared.name, fn, synchronise=declared.synchronise)
+            else:
+                ok, value = self.stage(declared.name, fn, synchronise=declared.synchronise)
+            if ok:
+                self.got[declared.name] = value
+                if declared.then:
+                    getattr(self, declared.then)(value)
+        self.end()
+
+    def begin(self) -> None:
+        """Before the first declared stage (a skip decided from the case)."""
+
+    def end(self) -> None:
+        """After the last declared stage, unless the climb stopped (the probes)."""
 
     def finish(self) -> dict:
         return self.out.to_dict()

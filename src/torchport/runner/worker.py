@@ -1,7 +1,9 @@
 """Worker process: runs (case, mode) tasks sent by the supervisor, one at a time.
 
-Protocol: tasks arrive as JSON lines on stdin (the run's config with the first, then only
-when it changes: a task carries case, mode and its deadline); events go back as JSON lines
+Protocol: JSON lines on stdin: the run's config on a line of its own (``{"config": ...}``,
+once, before the first task), then tasks, each with case, mode, its deadline and only the
+fields of the run's config it changes (``changes``; the worker rebuilds the task's config
+from the run's and those); events go back as JSON lines
 on the file descriptor given by ``--fd`` (stdout and stderr stay free for user code and go
 to a log).
 Events: ready (with the environment fingerprint), fatal, stage (the stage now running), result.
@@ -61,14 +63,21 @@ def main(argv=None) -> int:
         return 3
 
     reference_cache: dict = {}
-    config = None  # the run's config: sent with the first task, kept for the next ones
+    run_config: RunConfig | Exception = RuntimeError("a task came before the run's config")
     for line in sys.stdin:
         task = json.loads(line)
+        if "case" not in task:  # the run's config: sent once, before the first task
+            try:
+                run_config = RunConfig.from_dict(task["config"])
+            except Exception as exc:  # each task says so, as a result
+                run_config = exc
+            continue
         watchdog.arm(task.get("watchdog_s"))
         _reset_compiler()
         try:
-            if "config" in task or config is None:
-                config = RunConfig.from_dict(task["config"])
+            if isinstance(run_config, Exception):
+                raise run_config
+            config = run_config.with_changes(task.get("changes") or {})
             case = find_case(config.suite, task["case"], workload=config.workload)
             ladder = ladders.ladder_class(ladders.ladder_name(case, config))
             result = ladder(

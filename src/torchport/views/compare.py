@@ -6,9 +6,14 @@ matrix and lists), placement changes per host op, parity drift, step-time change
 measured noise (views/noise.py), compile-time changes past PyTorch HUD's 1.15x line, and peak
 memory. Interrupted runs compare on what they recorded; the denominators say so.
 
-``compare`` walks two result streams in (case, mode) order side by side; ``compare_runs`` lets
-the store join two stored runs and decides only the pairs that may have changed (two runs of
-100 000 results never sit in memory, and most pairs never leave SQLite).
+One path: each pair's decisions (which lists it shows in: the status lists, the placement
+candidate, each FigureRule of records/figures.py past its line, the step-time verdict) are
+made from the declared rules, and ``_show`` only formats a pair into the lists its decisions
+name. ``compare_runs`` has the store decide, in SQL made from those rules (records/queries.py
+``decisions``): every pair that may have changed, or each list's first pairs and every list's
+count (a page); two runs of 100 000 results never sit in memory, and most pairs never leave
+the database. ``compare`` walks two result streams in (case, mode) order side by side and
+decides each pair with the Python predicates made from the same rules (``decide``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from torchport.records.figures import COMPILE_FIGURES, FIGURE_RULES, PARITY_FIGURES
+from torchport.records.figures import (
+    COMPILE_FIGURES,
+    FIGURE_RULES,
+    PARITY_FIGURES,
+    STATUS_RULES,
+)
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.compare_dist import dist_changes, dist_summary
 from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
@@ -28,7 +38,7 @@ from torchport.views.noise import (
     NOT_JUDGED,
     SLOWER,
     WITHIN,
-    PerfJudgement,
+    change,
     judge,
 )
 
@@ -73,12 +83,14 @@ ENV_ORDER = (
 )
 RUN_FIELDS = ("id", "suite", "device", "state", "labels", "started_at")
 STATUS_LISTS = ("newly_failing", "newly_passing", "failure_changed")
+PLACEMENT = "placement_candidate"  # both graded: the host-op sets are compared in _placement
+VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # a timed pair with none of them: WITHIN
 # The lists a comparison shows, in its order, and the store's decisions each is read from.
 LIST_READS = {
     "newly_failing": ("newly_failing",),
     "newly_passing": ("newly_passing",),
     "failure_changed": ("failure_changed",),
-    "host_ops": ("placement_candidate",),
+    "host_ops": (PLACEMENT,),
     "parity": PARITY_FIGURES,
     "perf": ("perf",),
     "compile": COMPILE_FIGURES,
@@ -218,16 +230,6 @@ def _count(out: Comparison, before: str, after: str, n: int = 1) -> None:
     row[after] = row.get(after, 0) + n
 
 
-def _statuses(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
-    before, after = a["status"], b["status"]
-    if before != "pass" and after == "pass":
-        out.newly_passing.append(_status_entry(case, mode, a, b))
-    elif before == "pass" and after != "pass":
-        out.newly_failing.append(_status_entry(case, mode, a, b))
-    elif before != "pass" and (before, a.get("stage")) != (after, b.get("stage")):
-        out.failure_changed.append(_status_entry(case, mode, a, b))
-
-
 def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     if a.get("grade") is None or b.get("grade") is None:
         return  # placement measured in one run only: nothing to compare
@@ -261,41 +263,70 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
                 entry["class"] = min(entry.get("class", "e"), classes[op])
 
 
-def _figures(out: Comparison, case: str, mode: str, ma: dict, mb: dict, both_pass: bool) -> bool:
-    """Record what changed in the figures; returns whether a step time was judged."""
+def both_timed(a: dict, b: dict) -> bool:
+    """A step time is comparable only when both runs ran the whole ladder and timed it."""
+    return (
+        a["status"] == b["status"] == "pass"
+        and bool(metrics(a).get("perf_median_ms"))
+        and bool(metrics(b).get("perf_median_ms"))
+    )
+
+
+def decide(a: dict, b: dict) -> frozenset[str]:
+    """What holds of one pair, decided in Python from the declared rules: the names the
+    store's SQL decides (records/queries.py decided_names; a timed pair within the noise
+    says WITHIN). tests/views/test_compare.py holds the two equal on random runs."""
+    statuses = (a["status"], a.get("stage"), b["status"], b.get("stage"))
+    holds = {rule.name for rule in STATUS_RULES if rule.holds(*statuses)}
+    if a.get("grade") is not None and b.get("grade") is not None:
+        holds.add(PLACEMENT)  # a superset: _placement compares the host-op sets
+    ma, mb = metrics(a), metrics(b)
+    holds.update(
+        rule.figure
+        for rule in FIGURE_RULES
+        if rule.past(ma.get(rule.figure), mb.get(rule.figure), LINES[rule.option])
+    )
+    if both_timed(a, b):
+        judged = judge(ma, mb)
+        holds.add(judged.verdict if judged is not None else WITHIN)
+    return frozenset(holds)
+
+
+def _show(out: Comparison, a: dict, b: dict, decided: frozenset[str]) -> None:
+    """Format one pair into each list its decisions name (nothing is decided here)."""
+    case, mode = a["case"], a["mode"]
+    for name in STATUS_LISTS:
+        if name in decided:
+            getattr(out, name).append(_status_entry(case, mode, a, b))
+    if PLACEMENT in decided:
+        _placement(out, case, mode, a, b)
+    ma, mb = metrics(a), metrics(b)
     for rule in FIGURE_RULES:
-        x, y = ma.get(rule.figure), mb.get(rule.figure)
-        if x is None or y is None:  # most pairs lack most figures: past() would say no
-            continue
-        if rule.past(x, y, LINES[rule.option]):
+        if rule.figure in decided:
+            x, y = ma[rule.figure], mb[rule.figure]
             entry = FIGURE_ENTRIES[rule.shows_in](rule.figure, x, y)
             getattr(out, rule.shows_in).append({"case": case, "mode": mode, **entry})
-    judged: PerfJudgement | None = None
-    if both_pass:  # a step time is comparable only when both runs ran the whole ladder
-        judged = judge(ma, mb)
-        if judged is not None:
-            out.perf_verdicts[judged.verdict] = out.perf_verdicts.get(judged.verdict, 0) + 1
-            if judged.verdict in ("slower", "faster"):
-                out.perf.append(
-                    PerfChange(
-                        case,
-                        mode,
-                        judged.before_ms,
-                        judged.after_ms,
-                        judged.ratio,
-                        judged.verdict,
-                        judged.test,
-                    )
+    for verdict in (SLOWER, FASTER):
+        if verdict in decided:
+            judged = change(ma, mb, verdict)
+            out.perf.append(
+                PerfChange(
+                    case,
+                    mode,
+                    judged.before_ms,
+                    judged.after_ms,
+                    judged.ratio,
+                    judged.verdict,
+                    judged.test,
                 )
-    return judged is not None
+            )
 
 
-def _pair(out: Comparison, a: dict, b: dict) -> bool:
-    """Everything one pair changed; returns whether its step time was judged."""
-    case, mode = a["case"], a["mode"]
-    _statuses(out, case, mode, a, b)
-    _placement(out, case, mode, a, b)
-    return _figures(out, case, mode, metrics(a), metrics(b), a["status"] == b["status"] == "pass")
+def _tally(out: Comparison, decided: frozenset[str]) -> None:
+    """Count a pair's step-time verdict (WITHIN only where the decider names it)."""
+    for verdict in (*VERDICTS_COUNTED, WITHIN):
+        if verdict in decided:
+            out.perf_verdicts[verdict] = out.perf_verdicts.get(verdict, 0) + 1
 
 
 def compare(
@@ -337,7 +368,9 @@ def compare(
             continue
         out.common += 1
         _count(out, a["status"], b["status"])
-        _pair(out, a, b)
+        decided = decide(a, b)
+        _show(out, a, b, decided)
+        _tally(out, decided)
     out.remarks = _remarks(out, run_a, run_b)
     out.placement_summary = summarize(run_a, run_b, placed_a, placed_b)
     out.remarks += out.placement_summary["remarks"]
@@ -435,7 +468,10 @@ def _transitions(out: Comparison, counts: dict) -> int:
 def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
     joined = store.compare_pairs(run_a, run_b, **LINES)
     timed = _transitions(out, joined["counts"])
-    judged = sum(_pair(out, x, y) for x, y in joined["pairs"])
+    for a, b, decided in joined["pairs"]:
+        _show(out, a, b, decided)
+        _tally(out, decided)
+    judged = sum(out.perf_verdicts.values())
     if timed > judged:  # outside the superset: the medians sat inside each other's spread
         out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
     return joined
@@ -444,33 +480,25 @@ def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
 def _first_pairs(
     store, out: Comparison, run_a: str, run_b: str, limit: int, rows: str | None, after
 ) -> dict:
-    """The database counts every list and picks the first ``limit`` pairs of each (of list
-    ``rows`` alone); those are decided here as ``compare`` decides them and each list keeps
-    the pairs picked for it."""
+    """The database decides every pair, counts every list and picks the first ``limit``
+    pairs of each (of list ``rows`` alone); each pair picked is shown in the lists it was
+    picked for, in (case, mode) order."""
     only = LIST_READS[rows] if rows else None
     got = store.compare_lists(run_a, run_b, **LINES, limit=limit, only=only, after=after)
     timed = _transitions(out, got["counts"])
-    decided, listed = got["decided"], got["lists"]
+    decided = got["decided"]
+    picked: dict[tuple[str, str], tuple[dict, dict, set[str]]] = {}
     # A pair in a status list and another list: the status list's read carries the error line
-    by_status_last = sorted(listed.items(), key=lambda item: item[0] in STATUS_LISTS)
-    pairs = {(x["case"], x["mode"]): (x, y) for _, read in by_status_last for x, y in read}
-    scratch = Comparison(run_a=out.run_a, run_b=out.run_b)
-    for key in sorted(pairs):
-        _pair(scratch, *pairs[key])
-    picked = {name: {(x["case"], x["mode"]) for x, _ in read} for name, read in listed.items()}
-
-    def keep(entries: list, name: str | None = None) -> list:
-        return [e for e in entries if (e["case"], e["mode"]) in picked.get(name or e["metric"], ())]
-
-    out.newly_passing = keep(scratch.newly_passing, "newly_passing")
-    out.newly_failing = keep(scratch.newly_failing, "newly_failing")
-    out.failure_changed = keep(scratch.failure_changed, "failure_changed")
-    out.placement, out.host_ops = scratch.placement, scratch.host_ops  # every candidate
-    out.parity = keep(scratch.parity)[:limit]
-    out.compile = keep(scratch.compile)[:limit]
-    out.memory = keep(scratch.memory, "perf_peak_bytes")
-    out.perf = [p for p in scratch.perf if (p.case, p.mode) in picked.get("perf", ())]
-    counted = {v: decided[v] for v in (SLOWER, FASTER, NOT_JUDGED)}
+    for name, read in sorted(got["lists"].items(), key=lambda item: item[0] not in STATUS_LISTS):
+        for a, b, holds in read:
+            shown_for = {SLOWER, FASTER} if name == "perf" else {name}
+            entry = picked.setdefault((a["case"], a["mode"]), (a, b, set()))
+            entry[2].update(holds & shown_for)
+    for key in sorted(picked):
+        a, b, shown_for = picked[key]
+        _show(out, a, b, frozenset(shown_for))
+    del out.parity[limit:], out.compile[limit:]  # two figures' first pairs each: the first
+    counted = {v: decided[v] for v in VERDICTS_COUNTED}
     counted[WITHIN] = timed - sum(counted.values())
     out.perf_verdicts = {v: n for v, n in counted.items() if n}
     figures = {name: sum(decided[m] for m in LIST_READS[name]) for name in FIGURE_ENTRIES}

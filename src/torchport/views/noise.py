@@ -23,6 +23,7 @@ __all__ = [
     "SLOWER",
     "WITHIN",
     "PerfJudgement",
+    "change",
     "judge",
 ]
 
@@ -86,16 +87,15 @@ def judge(
     sa, sb = _spread(before), _spread(after)
     if sa is None or sb is None:
         return PerfJudgement(a, b, ratio, NOT_JUDGED, lambda: "no p10-p90 spread recorded")
-    low_a, high_a, low_b, high_b = sa[0], sa[1], sb[0], sb[1]
+
+    spread_a: tuple[float, float] = sa  # narrowed: a closure below reads them
+    spread_b: tuple[float, float] = sb
 
     def ranges() -> str:
-        return (
-            f"{names[0]} p10-p90 {low_a:.3g}-{high_a:.3g}, "
-            f"{names[1]} p10-p90 {low_b:.3g}-{high_b:.3g} ms"
-        )
+        return _ranges(spread_a, spread_b, names)
 
-    outside_up = b > high_a and a < low_b
-    outside_down = b < low_a and a > high_b
+    outside_up = b > sa[1] and a < sb[0]
+    outside_down = b < sa[0] and a > sb[1]
     if not (outside_up or outside_down):
         return verdict(
             False, False, lambda: f"a median lies inside the other run's p10-p90 ({ranges()})"
@@ -106,8 +106,23 @@ def judge(
             False,
             lambda: f"outside both spreads ({ranges()}) but under the {MIN_CHANGE:.0%} floor",
         )
-    return verdict(
-        outside_up,
-        outside_down,
-        lambda: f"each median lies outside the other run's p10-p90 ({ranges()})",
+    return verdict(outside_up, outside_down, lambda: OUTSIDE.format(ranges=ranges()))
+
+
+OUTSIDE = "each median lies outside the other run's p10-p90 ({ranges})"
+
+
+def _ranges(sa: tuple[float, float], sb: tuple[float, float], names: tuple[str, str]) -> str:
+    return (
+        f"{names[0]} p10-p90 {sa[0]:.3g}-{sa[1]:.3g}, {names[1]} p10-p90 {sb[0]:.3g}-{sb[1]:.3g} ms"
     )
+
+
+def change(before: dict, after: dict, verdict: str) -> PerfJudgement:
+    """A step-time change already judged ``verdict`` (slower or faster, by ``judge`` or by
+    the store's SQL twin of it, records/queries.py step_time_verdict), worded as ``judge``
+    words it; nothing is decided again here."""
+    a, b = before["perf_median_ms"], after["perf_median_ms"]
+    sa, sb = _spread(before), _spread(after)
+    ranges = _ranges(sa, sb, ("A", "B")) if sa and sb else "no p10-p90 spread recorded"
+    return PerfJudgement(a, b, b / a, verdict, lambda: OUTSIDE.format(ranges=ranges))

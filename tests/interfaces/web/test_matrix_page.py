@@ -49,3 +49,32 @@ def test_matrix_page_shows_the_note_and_links_every_list(client):
 def test_unknown_matrix_is_404(client):
     page = client.get("/matrix/nothing", headers={"accept": "application/json"})
     assert page.status_code == 404 and "no runs of a matrix 'nothing'" in page.json()["error"]
+
+
+def test_each_named_run_is_compared_with_the_baselines_run_of_that_name(tmp_path):
+    """Environments with several runs ([[env.runs]]): each run the baseline made is compared
+    with the other environments' run of the same name; a run only another environment made
+    is not paired."""
+    path = tmp_path / "kb.db"
+    labels = {"matrix": "multi", "matrix_baseline": "cpu"}
+    broken = kb.results()
+    broken[0] = dict(broken[0], status="eager_fail", stage="eager", error={"type": "E"})
+    for run_id, env, run, results in (
+        ("c1", "cpu", "smoke", None),
+        ("c2", "cpu", "xglm", None),
+        ("x1", "xla", "smoke", broken),
+        ("x2", "xla", "forward", None),
+    ):
+        kb.build(
+            path,
+            run_id=run_id,
+            labels={**labels, "matrix_env": env, "matrix_run": run},
+            results_=results,
+        )
+    with open_store(path, write=False) as store:
+        client = TestClient(create_app(store), base_url=LOCAL)
+        data = client.get("/matrix/multi", headers={"accept": "application/json"}).json()
+    [pair] = data["pairs"]
+    assert (pair["baseline"], pair["other"], pair["run_name"]) == ("cpu", "xla", "smoke")
+    assert pair["headline"].startswith("cpu -> xla, run smoke, on cpu, suite smoke: 1 newly")
+    assert data["views"]["release-note"]["rows"][0][:4] == ["cpu", "xla", "c1", "x1"]

@@ -47,6 +47,21 @@ REGRESSED_EXIT = 1
     help="Folder for the locks, the release note and the baseline (default "
     "./torchport-matrix/NAME).",
 )
+@click.option(
+    "--runs",
+    "run_names",
+    multiple=True,
+    help="Only these of the environments' runs ([[env.runs]] names), comma-separated.",
+)
+@click.option(
+    "--checks",
+    "check_names",
+    multiple=True,
+    help="Only these of the environments' checks ([[env.checks]] names), comma-separated.",
+)
+@click.option(
+    "--no-checks", is_flag=True, help="Run no [[env.checks]] (doctor, scripts) this time."
+)
 @click.option("--rebuild", is_flag=True, help="Build every environment again.")
 @click.option(
     "--build-only", is_flag=True, help="Only build the environments (and write their locks)."
@@ -81,6 +96,9 @@ def command(
     index_strategy,
     envs_dir,
     out_dir,
+    run_names,
+    check_names,
+    no_checks,
     rebuild,
     build_only,
     use_gate,
@@ -94,6 +112,8 @@ def command(
     environments on the command line. A second invocation reuses the built environments and
     the complete runs; an interrupted run is resumed.
     """
+    from dataclasses import replace
+
     from torchport.records.base import default_db_path
     from torchport.runner.envs import Indexes
     from torchport.runner.matrix import (
@@ -102,6 +122,8 @@ def command(
         load_matrix,
         parse_env,
         run_matrix,
+        select_checks,
+        select_runs,
         with_overrides,
     )
 
@@ -109,14 +131,7 @@ def command(
         if matrix_file:
             matrix = load_matrix(matrix_file)
             if env_texts:
-                matrix = Matrix(
-                    name=matrix.name,
-                    envs=matrix.envs + tuple(parse_env(t) for t in env_texts),
-                    run=matrix.run,
-                    indexes=matrix.indexes,
-                    requirements=matrix.requirements,
-                    envs_dir=matrix.envs_dir,
-                )
+                matrix = replace(matrix, envs=matrix.envs + tuple(parse_env(t) for t in env_texts))
         else:
             if not env_texts:
                 raise MatrixError(
@@ -134,7 +149,7 @@ def command(
                 ),
             )
         if name:
-            matrix = Matrix(**{**matrix.__dict__, "name": name})
+            matrix = replace(matrix, name=name)
         matrix = with_overrides(
             matrix,
             suite=suite,
@@ -144,7 +159,11 @@ def command(
             probes=probes,
         )
         if envs_dir:
-            matrix = Matrix(**{**matrix.__dict__, "envs_dir": os.path.abspath(envs_dir)})
+            matrix = replace(matrix, envs_dir=os.path.abspath(envs_dir))
+        if run_names:
+            matrix = select_runs(matrix, tuple(split_csv(run_names)))
+        if check_names:
+            matrix = select_checks(matrix, tuple(split_csv(check_names)))
     except MatrixError as exc:
         raise UsageProblem(str(exc)) from None
 
@@ -166,16 +185,18 @@ def command(
         log=log,
         run_timeout_s=run_timeout_s,
         build_only=build_only,
+        checks_dir=None if no_checks else os.path.join(out_dir, "checks"),
     )
     locks: dict[str, str | None] = {}
     for side in sides:
-        locks[side.name] = None
-        if side.env is not None:
+        locks.setdefault(side.name, None)
+        if side.env is not None and locks[side.name] is None:
             with open(side.env.lock_path) as f:
                 locks[side.name] = f.read()
             with open(os.path.join(out_dir, "locks", f"{side.name}.txt"), "w") as f:
                 f.write(locks[side.name] or "")
 
+    checks = [c for side in sides for c in side.checks]
     if build_only:
         for side in sides:
             click.echo(
@@ -185,30 +206,31 @@ def command(
         if any(s.problem for s in sides):
             raise SystemExit(1)
         return
-    from torchport.views.release_note import release_note
+    from torchport.views.release_note import run_counts, run_wall_s
 
-    note = release_note(
-        store,
-        matrix.name,
-        [(s.name, s.run_id, locks[s.name]) for s in sides],
-        [s.problem for s in sides if s.problem],
-    )
-    gate_reports = _gate(store, sides, out_dir)
+    note = _note(store, matrix, sides, locks)
+    note.problems += [c.problem for c in checks if c.problem]
+    gate_reports = _gate(store, matrix, sides, out_dir)
     data = note.to_dict()
     data["environments"] = [
         {
             "name": s.name,
+            "run_name": s.run_name,
             "path": s.env.path if s.env else None,
             "lock_digest": s.env.lock_digest if s.env else None,
             "env_reused": s.env.reused if s.env else None,
+            "env_build_s": s.env.build_s if s.env else None,
             "run_id": s.run_id,
             "run_reused": s.run_reused,
+            "run_wall_s": run_wall_s(store.get_run(s.run_id)) if s.run_id else None,
+            "results": run_counts(store, s.run_id)[0] if s.run_id else None,
             "references_added": s.references_added,
             "labels": s.labels,
         }
         for s in sides
     ]
     data["gate"] = gate_reports
+    data["checks"] = [c.to_dict() for c in checks]
     with open(os.path.join(out_dir, "release-note.json"), "w") as f:
         json.dump(data, f, indent=1, default=str)
     from torchport.interfaces.release_note_md import release_note_markdown
@@ -227,7 +249,7 @@ def command(
     if as_json:
         echo_json(data)
     else:
-        _print(note, data, out_dir)
+        _print(store, note, data, out_dir)
     failed = [r for r in gate_reports if not r["ok"]]
     if note.problems:
         raise click.ClickException("; ".join(note.problems))
@@ -235,39 +257,107 @@ def command(
         raise SystemExit(REGRESSED_EXIT)
 
 
-def _gate(store, sides, out_dir: str) -> list[dict]:
-    """The baseline's expected file (for 'torchport gate' in CI), and each other run held to
-    it."""
+def _note(store, matrix, sides, locks):
+    """The release note: each run the baseline made, compared with the same run elsewhere."""
+    from torchport.runner.matrix import DEFAULT_RUN, run_groups
+    from torchport.views.release_note import ReleaseNote, release_note
+
+    note = ReleaseNote(matrix=matrix.name, problems=[s.problem for s in sides if s.problem])
+    for name, group in run_groups(matrix, sides):
+        part = release_note(
+            store,
+            matrix.name,
+            [(s.name, s.run_id, locks[s.name]) for s in group],
+            run_name=None if name == DEFAULT_RUN else name,
+        )
+        note.pairs += part.pairs
+        note.problems += part.problems
+    if not note.pairs and not any(s.run_name for s in sides if s.name == matrix.envs[0].name):
+        note.problems.append(f"the baseline {matrix.envs[0].name} has no run: nothing to compare")
+    return note
+
+
+def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
+    """The baseline's expected file of each of its runs (for 'torchport gate' in CI:
+    ``baseline.json``, or ``baseline-<run>.json`` for a named run), and each other run of
+    that name held to it."""
+    from torchport.runner.matrix import DEFAULT_RUN, run_groups
     from torchport.views.baseline import gate, make_baseline
 
-    base = sides[0]
-    if base.run_id is None:
-        return []
-    baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
-    with open(os.path.join(out_dir, "baseline.json"), "w") as f:
-        json.dump(baseline, f, indent=1)
     reports = []
-    for side in sides[1:]:
-        if side.run_id is None:
+    for name, (base, *others) in run_groups(matrix, sides):
+        if base.run_id is None:
             continue
-        report = gate(baseline, store.get_run(side.run_id), store.iter_outcomes(side.run_id))
-        reports.append({"env": side.name, "run": side.run_id, **report.to_dict()})
+        baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
+        file = "baseline.json" if name == DEFAULT_RUN else f"baseline-{name}.json"
+        with open(os.path.join(out_dir, file), "w") as f:
+            json.dump(baseline, f, indent=1)
+        for side in others:
+            if side.run_id is None:
+                continue
+            report = gate(baseline, store.get_run(side.run_id), store.iter_outcomes(side.run_id))
+            reports.append(
+                {"env": side.name, "run_name": name, "run": side.run_id, **report.to_dict()}
+            )
     return reports
 
 
-def _print(note, data: dict, out_dir: str) -> None:
+def _gate_hint(data: dict, out_dir: str) -> str:
+    """The 'torchport gate' command for CI: with named runs, one run of the environment
+    (``--label matrix_run=RUN``) against that run's baseline file."""
+    for report in data["gate"]:
+        if report["run_name"] != "run":
+            name = report["run_name"]
+            path = os.path.join(out_dir, f"baseline-{name}.json")
+            return f"matrix_env=NAME --label matrix_run={name} --baseline {path}"
+    return f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}"
+
+
+def checks_view(checks: list[dict]):
+    """The environments' checks: exit code, wall time, the first line of the output."""
+    from torchport.views.base import Column, View
+
+    return View(
+        "Checks",
+        (
+            Column("environment"),
+            Column("check"),
+            Column("exit", "int"),
+            Column("wall", "s"),
+            Column("first line of its output"),
+            Column("kept in"),
+        ),
+        [
+            [
+                c["env"],
+                c["name"],
+                c["exit_code"],
+                c["wall_s"],
+                c["problem"] or c["first_line"],
+                c["path"],
+            ]
+            for c in checks
+        ],  # fmt: skip
+    )
+
+
+def _print(store, note, data: dict, out_dir: str) -> None:
     from torchport.interfaces.formats import safe
     from torchport.interfaces.render import make_console, print_views
     from torchport.views.compare_tables import comparison_views
-    from torchport.views.release_note import packages_view
+    from torchport.views.release_note import packages_view, runs_view
 
     console = make_console()
     for env in data["environments"]:
+        if env["run_name"] is None:
+            run = "no run"
+        else:
+            named = f"{env['run_name']} " if env["run_name"] != "run" else ""
+            run = f"run {named}{env['run_id']} " + ("reused" if env["run_reused"] else "made")
         console.print(
             f"{safe(env['name'])}: environment "
             + ("reused" if env["env_reused"] else "built")
-            + f" (lock {env['lock_digest']}), run {env['run_id']} "
-            + ("reused" if env["run_reused"] else "made")
+            + f" (lock {env['lock_digest']}), {run}"
             + (
                 f", {env['references_added']} float64 references computed"
                 if env["references_added"] is not None
@@ -277,16 +367,24 @@ def _print(note, data: dict, out_dir: str) -> None:
             highlight=False,
         )
     for pair in note.pairs:
-        console.rule(f"{pair.baseline} -> {pair.other}")
+        which = f" ({pair.run_name})" if pair.run_name else ""
+        console.rule(f"{pair.baseline} -> {pair.other}{which}")
         views = [v for v in [packages_view(pair)] if v is not None]
         views += comparison_views(pair.comparison)
         print_views(console, {str(i): v for i, v in enumerate(views)})
+    summary = {"runs": runs_view(store, [(e["name"], e["run_name"], e["run_id"]) for e in
+                                          data["environments"]])}  # fmt: skip
+    if data["checks"]:
+        summary["checks"] = checks_view(data["checks"])
+    print_views(console, summary)
     console.print("Release note:", markup=False, highlight=False)
     for pair in note.pairs:
         console.print(f"  {safe(pair.headline)}", markup=False, highlight=False)
     for report in data["gate"]:
         console.print(
-            f"  gate {safe(report['env'])}: {len(report['regressions'])} regressions, "
+            f"  gate {safe(report['env'])}"
+            + (f" ({safe(report['run_name'])})" if report["run_name"] != "run" else "")
+            + f": {len(report['regressions'])} regressions, "
             f"{len(report['improvements'])} improvements against the baseline",
             markup=False,
             highlight=False,
@@ -296,7 +394,8 @@ def _print(note, data: dict, out_dir: str) -> None:
     console.print(
         f"locks, release note (.md, .html, .json) and baseline in {out_dir}/; dashboard: "
         f"torchport serve, then /matrix/{data['matrix']}; CI: torchport gate "
-        f"matrix_env=NAME --baseline {os.path.join(out_dir, 'baseline.json')}",
+        f"{_gate_hint(data, out_dir)}"
+        + (f"; checks' output in {os.path.join(out_dir, 'checks')}/" if data["checks"] else ""),
         markup=False,
         highlight=False,
     )

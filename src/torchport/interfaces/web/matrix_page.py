@@ -10,23 +10,46 @@ from torchport.views.base import Column, View
 from torchport.views.compare_tables import LISTS, comparison_views, list_length
 from torchport.views.release_note import release_note
 
+DEFAULT_RUN = "run"  # runner/matrix.py: the one run [run] describes
 
-def matrix_sides(store, name: str) -> list[tuple[str, str | None, str | None]]:
-    """(environment, its newest run, no lock) for the matrix ``name``, the baseline first."""
+
+def matrix_groups(
+    store, name: str
+) -> list[tuple[str | None, list[tuple[str, str | None, str | None]]]]:
+    """(run name or None, [(environment, its newest run of that name, no lock)]) for the
+    matrix ``name``: each run the baseline made, the baseline first."""
     runs = [r for r in store.list_runs() if (r.get("labels") or {}).get("matrix") == name]
     if not runs:
         raise NotFound(f"no runs of a matrix '{name}' (labels matrix={name})")
-    newest: dict[str, dict] = {}
+    newest: dict[tuple[str, str], dict] = {}
     for run in runs:  # newest first
-        newest.setdefault(run["labels"].get("matrix_env", "?"), run)
+        labels = run["labels"]
+        key = (labels.get("matrix_run", DEFAULT_RUN), labels.get("matrix_env", "?"))
+        newest.setdefault(key, run)
     baseline = runs[0]["labels"].get("matrix_baseline")
-    order = sorted(newest, key=lambda env: (env != baseline, env))
-    return [(env, newest[env]["id"], None) for env in order]
+    groups: list[tuple[str | None, list[tuple[str, str | None, str | None]]]] = []
+    for run_name in sorted({r for r, _env in newest}):
+        envs = sorted(
+            (env for r, env in newest if r == run_name), key=lambda env: (env != baseline, env)
+        )
+        if envs and envs[0] == baseline:
+            sides: list[tuple[str, str | None, str | None]] = [
+                (env, newest[(run_name, env)]["id"], None) for env in envs
+            ]
+            groups.append((None if run_name == DEFAULT_RUN else run_name, sides))
+    return groups
 
 
 def matrix_page(store, name: str, links: Links) -> Page:
-    note = release_note(store, name, matrix_sides(store, name))
-    rows = [[p.baseline, p.other, p.run_a, p.run_b, p.headline] for p in note.pairs]
+    from torchport.views.release_note import ReleaseNote
+
+    note = ReleaseNote(matrix=name)
+    for run_name, sides in matrix_groups(store, name):
+        part = release_note(store, name, sides, run_name=run_name)
+        note.pairs += part.pairs
+        note.problems += part.problems
+    rows = [[p.baseline, p.other, p.run_a, p.run_b, p.headline, p.run_name or "-"]
+            for p in note.pairs]  # fmt: skip
     summary = View(
         "Release note",
         (
@@ -35,6 +58,7 @@ def matrix_page(store, name: str, links: Links) -> Page:
             Column("run"),
             Column("compared run"),
             Column("what changed"),
+            Column("which run"),
         ),
         rows,
         list(note.problems),
@@ -47,6 +71,7 @@ def matrix_page(store, name: str, links: Links) -> Page:
             {
                 "baseline": pair.baseline,
                 "other": pair.other,
+                "run_name": pair.run_name,
                 "headline": pair.headline,
                 "compare": links.compare(pair.run_a, pair.run_b),
                 "lists": [
@@ -60,6 +85,7 @@ def matrix_page(store, name: str, links: Links) -> Page:
             }
         )
         for j, view in enumerate(comparison_views(cmp)):
-            view.title = f"{pair.other}: {view.title}"
+            which = f" ({pair.run_name})" if pair.run_name else ""
+            view.title = f"{pair.other}{which}: {view.title}"
             tables.append(table(f"pair-{i}-{j}", view, links))
     return Page("matrix", f"Matrix {name}", tables, data={"matrix": name, "pairs": pairs})
