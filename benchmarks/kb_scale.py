@@ -18,6 +18,15 @@ With a PostgreSQL URL the database is dropped and created again on its server (t
 must be allowed to), the one-by-one rate and the import use scratch databases beside it, and
 the size is the server's pg_database_size.
 
+``--fill-only`` fills the knowledge base and stops; ``--reuse`` times the reads on one filled
+before (a million results take minutes of CPU to write: fill once, measure many times). A
+file of an older schema is migrated first (one write open), as a user's first write would.
+
+Besides the commands, figures inside the process: the search's first page, the run headline
+(counts of every run, one run's medians, the placement summary of a comparison, the host-op
+search), and the dashboard's compare page at its first look (each request another pair of
+100 000-result runs, through the ASGI app in-process, as ``web_pages.py`` times every page).
+
 The machine is shared: the 1-minute load average is printed next to every figure.
 """
 
@@ -63,6 +72,14 @@ def _pg_url(url: str, name: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+@contextlib.contextmanager
+def psycopg_autocommit(url: str):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield conn
 
 
 def reset(url: str) -> None:
@@ -133,17 +150,22 @@ def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
 
 
 _RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
 
 
-def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int]:
-    """(wall s, peak RSS bytes, stdout lines, exit code) of one run of the installed script."""
+def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]:
+    """(wall s, peak RSS bytes, stdout lines, exit code, CPU s) of one run of the installed
+    script. The CPU time (user + system, from /usr/bin/time -v) is what the process itself
+    spent: on a loaded machine its wall time is mostly waiting for a core, its CPU time is
+    not (the PostgreSQL server's own CPU is not in it)."""
     start = time.perf_counter()
     proc = subprocess.run(
         ["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True, text=True, cwd=cwd
     )
     wall = time.perf_counter() - start
     rss = int(_RSS.search(proc.stderr).group(1)) * 1024
-    return wall, rss, proc.stdout.count("\n"), proc.returncode
+    cpu = sum(float(x) for x in _CPU.findall(proc.stderr))
+    return wall, rss, proc.stdout.count("\n"), proc.returncode, cpu
 
 
 def time_command(label: str, args: list[str], repeats: int, cwd: str) -> list:
@@ -162,6 +184,7 @@ def time_command(label: str, args: list[str], repeats: int, cwd: str) -> list:
         samples[-1][2],
         samples[-1][3],
         statistics.median(loads),
+        statistics.median(s[4] for s in samples),
     ]
 
 
@@ -214,7 +237,200 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
             f"{len(cmp.newly_failing)} newly failing, {len(cmp.newly_passing)} newly "
             f"passing, {len(cmp.perf)} step-time changes beyond noise)"
         )
+        lines += headline_figures(store, run_a, run_b)
     return lines
+
+
+def timed(fn, repeats: int = 3) -> tuple[float, float, float]:
+    """(median s, max s, median CPU s of this process) of ``repeats`` calls after one
+    warm-up."""
+    fn()
+    times, cpus = [], []
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        fn()
+        times.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), max(times), statistics.median(cpus)
+
+
+def headline_figures(store, run_a: str, run_b: str) -> list[str]:
+    """The run headline's reads (views/headline.py, compare_placement.py, search_more.py)."""
+    from torchport.views.compare_placement import placement_summary
+    from torchport.views.headline import run_headlines
+    from torchport.views.search_more import more_hits
+
+    runs = store.list_runs()
+    a, b = (store.get_run(r, plan=False) for r in (run_a, run_b))
+    reads = [
+        ("headline counts of every run (store.headline_counts)", store.headline_counts),
+        ("every run's headline (views.headline.run_headlines)", lambda: run_headlines(store, runs)),
+        (f"medians of {run_b} (store.headline_figures)", lambda: store.headline_figures(run_b)),
+        (f"placement summary {run_a} -> {run_b}", lambda: placement_summary(store, a, b)),
+        (
+            "host-op and label search 'cumsum' (views.search_more)",
+            lambda: more_hits(store, "cumsum", 50),
+        ),
+    ]
+    lines = []
+    for label, fn in reads:
+        median, worst, cpu = timed(fn)
+        lines.append(
+            f"{label}: median {median * 1e3:.0f} ms, max {worst * 1e3:.0f} ms, this process's "
+            f"CPU {cpu * 1e3:.0f} ms (load {os.getloadavg()[0]:.1f})"
+        )
+    return lines
+
+
+def compare_page(url: str, run_ids: list[str]) -> list[str]:
+    """The dashboard's compare page at its first look: each request compares another older
+    run with the newest (the server's memo misses), 3 as HTML and 3 as JSON."""
+    from starlette.testclient import TestClient
+    from web_pages import compare_path, first_look_row
+
+    from torchport.interfaces.web.app import create_app
+
+    newest = run_ids[-1]
+    firsts = [compare_path(r, newest) for r in run_ids[-8:-2]]
+    with open_store(url, write=False) as store:
+        client = TestClient(create_app(store), base_url="http://localhost")
+        client.get("/")  # templates loaded, as on a server that has shown a page
+        row = first_look_row(f"compare A {newest}, first look", firsts, client)
+    return [
+        "",
+        "| page | HTML median ms | HTML max ms | JSON median ms | JSON max ms | bytes (HTML) "
+        "| status | < 300 ms | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        row,
+        "the compare page through the ASGI app in-process (Starlette's TestClient: routing, "
+        "store reads, views, templates; no socket or browser), each request another pair of "
+        "100 000-result runs",
+    ]
+
+
+def copy_runs(source: str, url: str) -> tuple[list[str], int]:
+    """Copy the complete runs of the SQLite knowledge base ``source`` into the PostgreSQL one
+    at ``url`` (made if it is empty), with COPY: the same rows, ids included, loaded in
+    seconds where inserting them one by one from a loaded machine takes hours. The server's
+    row triggers fire for every copied result as for an insert (full text, run tallies).
+    Runs already there are skipped. Returns (the runs copied, the results copied)."""
+    import sqlite3
+
+    import psycopg
+
+    with open_store(url, write=True):
+        pass  # the schema, migrated to this torchport's
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    src.row_factory = sqlite3.Row
+    copied, results = [], 0
+    with psycopg.connect(url) as pg:
+        # Row triggers off while copying (the URL's user must be a superuser): the full text
+        # and the run tallies are then made for every copied result in one statement each,
+        # the statements the triggers run, set-based (per-row triggers under a loaded
+        # machine's server take an hour for a million rows).
+        pg.execute("SET session_replication_role = replica")
+
+        def columns(table: str) -> list[str]:
+            here = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
+            there = pg.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+                " AND is_generated = 'NEVER' AND identity_generation IS DISTINCT FROM 'ALWAYS'"
+                " ORDER BY ordinal_position",
+                (table,),
+            )
+            return [c for (c,) in there if c in here]
+
+        have = {r[0] for r in pg.execute("SELECT id FROM runs")}
+        runs = src.execute("SELECT * FROM runs WHERE state = 'complete' ORDER BY rowid").fetchall()
+        run_cols, env_cols = columns("runs"), columns("environments")
+        result_cols, op_cols = columns("results"), columns("result_ops")
+        for run in runs:
+            if run["id"] in have:
+                continue
+            with pg.transaction():
+                envs = src.execute(
+                    "SELECT e.* FROM environments e JOIN run_environments r ON r.environment_id"
+                    " = e.id WHERE r.run_id = ?",
+                    (run["id"],),
+                ).fetchall()
+                for env in envs:
+                    pg.execute(
+                        f"INSERT INTO environments({', '.join(env_cols)}) VALUES"
+                        f" ({', '.join(['%s'] * len(env_cols))}) ON CONFLICT DO NOTHING",
+                        [env[c] for c in env_cols],
+                    )
+                pg.execute(
+                    f"INSERT INTO runs({', '.join(run_cols)}) VALUES"
+                    f" ({', '.join(['%s'] * len(run_cols))})",
+                    [run[c] for c in run_cols],
+                )
+                for row in src.execute(
+                    "SELECT run_id, environment_id, recorded_at FROM run_environments"
+                    " WHERE run_id = ?",
+                    (run["id"],),
+                ):
+                    pg.execute(
+                        "INSERT INTO run_environments(run_id, environment_id, recorded_at)"
+                        " VALUES (%s, %s, %s)",
+                        tuple(row),
+                    )
+                with pg.cursor().copy(f"COPY results({', '.join(result_cols)}) FROM STDIN") as copy:
+                    for row in src.execute(
+                        f"SELECT {', '.join(result_cols)} FROM results WHERE run_id = ?"
+                        " ORDER BY id",
+                        (run["id"],),
+                    ):
+                        copy.write_row(tuple(row))
+                        results += 1
+                with pg.cursor().copy(f"COPY result_ops({', '.join(op_cols)}) FROM STDIN") as copy:
+                    for row in src.execute(
+                        f"SELECT {', '.join('o.' + c for c in op_cols)} FROM result_ops o"
+                        " JOIN results r ON r.id = o.result_id WHERE r.run_id = ? ORDER BY o.rowid",
+                        (run["id"],),
+                    ):
+                        copy.write_row(tuple(row))
+            copied.append(run["id"])
+            print(f"  copied {run['id']}", file=sys.stderr, flush=True)
+        pg.execute("SELECT setval(pg_get_serial_sequence('results', 'id'), max(id)) FROM results")
+        pg.execute("SET session_replication_role = DEFAULT")
+        pg.execute("DROP INDEX IF EXISTS results_fts_document")  # built once, after
+        pg.execute(FTS_FILL)
+        pg.execute("CREATE INDEX results_fts_document ON results_fts USING GIN (document)")
+        if copied:
+            pg.execute("DELETE FROM run_tallies WHERE run_id = ANY(%s)", (copied,))
+            pg.execute(TALLY_FILL, (copied,))
+        pg.commit()
+    return copied, results
+
+
+# What migrations_pg/0001's results_fts_insert and 0008's torchport_tally do per row, for every
+# copied result at once.
+FTS_FILL = (
+    "INSERT INTO results_fts(id, document) SELECT r.id,"
+    " setweight(to_tsvector('simple', torchport_words(r.case_id)), 'A')"
+    " || setweight(to_tsvector('simple', torchport_words(r.error_message)), 'B')"
+    " || setweight(to_tsvector('simple', torchport_words(r.traceback)), 'D')"
+    " FROM results r WHERE NOT EXISTS (SELECT 1 FROM results_fts f WHERE f.id = r.id)"
+)
+TALLY_FILL = (
+    "INSERT INTO run_tallies(run_id, status, stage, grade, signature, host_ops, n)"
+    " SELECT run_id, status, COALESCE(stage, ''), COALESCE(grade, ''), COALESCE(signature, ''),"
+    " CASE WHEN grade IN ('fallback', 'host') THEN COALESCE(host_ops, '') ELSE '' END, COUNT(*)"
+    " FROM results WHERE run_id = ANY(%s) GROUP BY 1, 2, 3, 4, 5, 6"
+)
+
+
+def migrate(url: str) -> str | None:
+    """Open ``url`` for writing once (a file of an older schema is migrated, as by a user's
+    first write); what it took, or None when nothing was to do."""
+    with open_store(url, write=False) as store:
+        before = store.schema_version()
+    start = time.perf_counter()
+    with open_store(url, write=True) as store:
+        after = store.schema_version()
+    if after == before:
+        return None
+    return f"migrated schema v{before} -> v{after} in {time.perf_counter() - start:.1f} s"
 
 
 def main(argv=None) -> None:
@@ -225,6 +441,13 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=5000, help="Results per transaction.")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="Keep an existing --db.")
+    parser.add_argument("--fill-only", action="store_true", help="Fill --db, time nothing.")
+    parser.add_argument(
+        "--copy-from",
+        default=None,
+        metavar="SQLITE",
+        help="PostgreSQL --db: COPY the complete runs of this filled SQLite file, time nothing.",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     cases = case_ids(args.cases)
@@ -235,12 +458,25 @@ def main(argv=None) -> None:
         f"{engine_line(args.db)}; load average (1 min) at start "
         f"{os.getloadavg()[0]:.2f}",
     ]
-    rate = one_by_one_rate(args.db, cases)
-    lines.append(
-        f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
-        f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
-        f"{args.batch} per transaction"
-    )
+    if args.copy_from:
+        start = time.perf_counter()
+        copied, n = copy_runs(args.copy_from, args.db)
+        with psycopg_autocommit(args.db) as conn:
+            conn.execute("VACUUM ANALYZE")  # visibility maps and statistics, as autovacuum would
+        lines.append(
+            f"copied {n} results in {len(copied)} runs ({', '.join(copied)}) from "
+            f"{args.copy_from} with COPY in {time.perf_counter() - start:.0f} s, then VACUUM "
+            f"ANALYZE; load average at end {os.getloadavg()[0]:.2f}"
+        )
+        emit(lines, args.out)
+        return
+    if not args.fill_only:
+        rate = one_by_one_rate(args.db, cases)
+        lines.append(
+            f"add_result one by one (a commit each): {rate:.0f} results/s, so 1 000 000 "
+            f"would take {1e6 / rate / 3600:.1f} h; the fill uses add_results, "
+            f"{args.batch} per transaction"
+        )
     if not args.reuse:
         reset(args.db)
         start = time.perf_counter()
@@ -252,10 +488,16 @@ def main(argv=None) -> None:
             f"({n / took:.0f} results/s), load average at end "
             f"{os.getloadavg()[0]:.2f}"
         )
+        if args.fill_only:
+            emit(lines, args.out)
+            return
     else:
         with open_store(args.db, write=False) as store:
             run_ids = [r["id"] for r in reversed(store.list_runs())]
-        lines.append("fill: reused the existing file")
+        lines.append("fill: reused the existing knowledge base")
+        migrated = migrate(args.db)
+        if migrated:
+            lines.append(migrated)
     size = size_bytes(args.db)
     with open_store(args.db, write=False) as store:
         total = store.count_results()
@@ -282,13 +524,15 @@ def main(argv=None) -> None:
         ),
         (f"results --run {run_b} (first page)", ["results", "--run", run_b, *db], args.repeats),
         ("cases hf", ["cases", "hf", *db], 3),
+        ("cases smoke", ["cases", "smoke", *db], 3),
         (f"compare {run_a} {run_b}", ["compare", run_a, run_b, *db], 3),
         (f"compare {run_a} {run_b} --json", ["compare", run_a, run_b, "--json", *db], 3),
         (f"baseline save {run_b}", ["baseline", "save", run_b, "-o", expected, *db], 3),
         (f"gate {run_b} --baseline", ["gate", run_b, "--baseline", expected, *db], 3),
         (f"export {run_b} ({per_run} results)", ["export", run_b, "-o", exported, *db], 3),
     ]
-    rows = [time_command(label, argv_, repeats, cwd) for label, argv_, repeats in commands]
+    rows = [time_command("--help (start-up)", ["--help"], args.repeats, cwd)]
+    rows += [time_command(label, argv_, repeats, cwd) for label, argv_, repeats in commands]
     # The suite listing alone (no knowledge base): what 'cases hf' costs before any lookup.
     empty = os.path.join(cwd, "none")
     os.makedirs(empty)
@@ -303,28 +547,32 @@ def main(argv=None) -> None:
             ]
         )
     lines.append("")
-    lines.append("| command | median s | max s | peak RSS MB | output lines | exit | load |")
-    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for label, median, worst, rss, out_lines, code, load in rows:
+    lines.append(
+        "| command | median s | max s | CPU s (median) | peak RSS MB | output lines | exit | load |"
+    )
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, median, worst, rss, out_lines, code, load, cpu in rows:
         lines.append(
-            f"| `{label}` | {median:.2f} | {worst:.2f} | {rss / 2**20:.0f} | "
+            f"| `{label}` | {median:.2f} | {worst:.2f} | {cpu:.2f} | {rss / 2**20:.0f} | "
             f"{out_lines} | {code} | {load:.1f} |"
         )
     lines.append("")
     lines.append(
         f"median and max of {args.repeats} timed runs after one warm-up (3 for the "
         "slower commands, 1 for writes), wall time around the process, peak RSS from "
-        "/usr/bin/time -v; the gate holds a run to its own baseline (exit 0)"
+        "/usr/bin/time -v, CPU s the process's user + system time (the server's not in it); "
+        "the gate holds a run to its own baseline (exit 0)"
     )
     lines.extend(store_figures(args.db, run_a, run_b, hf_ids))
+    lines.extend(compare_page(args.db, run_ids))
     lines.append(f"load average (1 min) at end {os.getloadavg()[0]:.2f}")
     shutil.rmtree(cwd)
     emit(lines, args.out)
 
 
 def _once(args: list[str], cwd: str) -> list:
-    wall, rss, out_lines, code = run_command(args, cwd)
-    return [wall, wall, rss, out_lines, code, os.getloadavg()[0]]
+    wall, rss, out_lines, code, cpu = run_command(args, cwd)
+    return [wall, wall, rss, out_lines, code, os.getloadavg()[0], cpu]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Synthetic knowledge bases at the field's volume, shared by the scale benchmarks
-(``benchmarks/kb_scale.py``, ``web_pages.py``, ``compare_pg.py``) and the tests that check a
+(``benchmarks/kb_scale.py``, ``web_pages.py``) and the tests that check a
 figure those benchmarks measure (the report of a 200-case run): results written through the real
 schema, with realistic statuses, error messages, tracebacks, metrics, host-op tables and
 run-to-run changes, deterministic from the case, mode and run.

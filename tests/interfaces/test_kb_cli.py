@@ -89,6 +89,9 @@ def test_baseline_and_gate_exit_codes(two_runs, tmp_path):
         "status": "eager_fail",
         "stage": "run",
     }
+    # One entry a line (written by the C encoder, interfaces/json_text.py), readable in a diff
+    lines = [line.strip().rstrip(",") for line in expected.read_text().splitlines()]
+    assert '"hf/llama|eager": {"status": "eager_fail", "stage": "run"}' in lines
     assert "0 regressions" in _ok(
         torchport("gate", "r1", "--baseline", expected, "--db", two_runs, cwd=tmp_path)
     )

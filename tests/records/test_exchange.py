@@ -45,10 +45,38 @@ def _body(text: str) -> list[dict]:
     ]  # the header carries the export time
 
 
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True)
+
+
 def _write(tmp_path, text, name="x.jsonl"):
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+def test_lines_the_database_builds_read_as_each_stored_result(tmp_path, kb_url):
+    """An export line made by the database (queries.result_lines) parses to what
+    ``result_line`` makes of the stored result, op table included, on each engine; a result
+    whose metrics hold NaN (JSON to Python, not to the database) is written from its row."""
+    from torchport.records.exchange import result_line
+
+    results = kb.results()
+    results[1]["metrics"]["perf_cv"] = float("nan")
+    results[2]["artifacts"] = [str(tmp_path / "gone.json")]
+    kb.build(kb_url, results_=results)
+    with open_store(kb_url, write=False) as store:
+        got = list(store.iter_result_lines("r1"))
+        want = list(store.iter_results(run_id="r1", with_ops=True))
+    assert len(got) == len(want) == len(results)
+    built = [line for line, _, _ in got if line is not None]
+    assert len(built) == len(results) - 1  # the NaN one from its row
+    for (line, result, artifacts), stored in zip(got, want, strict=True):
+        text = line if line is not None else json.dumps(result_line("r1", result))
+        # compared as canonical text: NaN is not equal to itself
+        assert _canonical(json.loads(text)) == _canonical(result_line("r1", stored))
+        assert artifacts == stored["artifacts"]
+    assert any(stored["ops"] for stored in want) and any(a for _, _, a in got)
 
 
 def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path, kb_url):

@@ -75,6 +75,26 @@ def test_a_narrower_run_is_checked_on_what_it_planned_and_a_clean_run_passes():
     assert report.ok and report.checked == 1 and report.not_planned == 7
 
 
+def test_the_plan_is_read_only_when_a_baseline_entry_has_no_result():
+    """``gate`` reads a run without its plan (100 000 entries in a large sweep) and asks for
+    it only when an expected (case, mode) was not recorded."""
+    baseline = make_baseline(RUN, BASE)
+    asked = []
+
+    def plan():
+        asked.append(1)
+        return [[c, "eager"] for c in "abc"]
+
+    report = gate(baseline, {"id": "r4"}, [dict(r) for r in BASE], plan=plan)
+    assert report.ok and report.checked == 8 and asked == []
+    report = gate(baseline, {"id": "r4"}, [_r("a", median=10.0)], plan=plan)
+    assert asked == [1] and report.not_planned == 5
+    assert [(i["case"], i["kind"]) for i in report.regressions] == [
+        ("b", "missing (not recorded)"),
+        ("c", "missing (not recorded)"),
+    ]
+
+
 @pytest.mark.parametrize(
     "old,new,kind",
     [

@@ -165,10 +165,16 @@ class Store(Protocol):
         """The same results streamed (never all in memory). ``order``: "id" or "case" (case,
         mode); ``with_ops``: each carries its op table as ``ops``."""
 
-    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def iter_result_lines(
+        self, run_id: str
+    ) -> Iterator[tuple[str | None, dict[str, Any] | None, list[Any]]]:
+        """A run's results for an export file in recorded order: (line, None, artifacts)
+        where the database built the line, else (None, the result with ``ops``, artifacts)."""
+
+    def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict[str, Any]]:
         """A run's results in (case, mode) order, lean (compare, baseline, gate): ``case, mode,
         status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
-        (dict or None), ``error_line``."""
+        (dict or None), ``error_line``; ``lean``: those two None (from an index alone)."""
 
     def compare_pairs(
         self,

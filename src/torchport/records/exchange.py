@@ -152,9 +152,14 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
                 written_envs.add(env_id)
         write(run_line(run))
         paths: dict[str, None] = {}
-        for result in store.iter_results(run_id=run["id"], order="case", with_ops=True):
-            write(result_line(run["id"], result))
-            paths.update(dict.fromkeys(str(p) for p in result.get("artifacts") or []))
+        # Each line as the database built it (no parse and encode per result), or written here
+        for line, result, artifacts in store.iter_result_lines(run["id"]):
+            if line is not None:
+                out.write(line + "\n")
+            else:
+                write(result_line(run["id"], result))
+            if artifacts:
+                paths.update(dict.fromkeys(str(p) for p in artifacts))
             counts["results"] += 1
         known = {a["path"]: a for a in store.artifacts(run["id"])}
         for path in dict.fromkeys([*known, *paths]):

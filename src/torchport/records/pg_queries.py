@@ -81,11 +81,54 @@ def select_results(*, with_ops: bool = False, **flags: Any) -> str:
     return sql
 
 
+# Export lines (queries.result_lines) with PostgreSQL's JSON functions. Its json type refuses
+# NaN and Infinity, which Python writes: a row whose JSON columns hold either word is exported
+# from its row instead (line NULL). Any other text that is not JSON stops the export with the
+# server's error.
+_PG_OPS_ARRAY = (
+    "(SELECT coalesce(json_agg(json_build_object('op', op, 'device', device, 'count', count,"
+    " 'fallback', fallback = 1) ORDER BY seq), '[]'::json) FROM result_ops"
+    " WHERE result_id = results.id)"
+)
+_PG_LINE_ERROR = (
+    "CASE WHEN error_type IS NULL AND error_message IS NULL THEN NULL ELSE"
+    " json_build_object('message', error_message, 'traceback', traceback, 'type', error_type) END"
+)
+
+
+def _pg_line_json(column: str) -> str:
+    empty = "[]" if column == "artifacts" else "{}"
+    kind = "array" if empty == "[]" else "object"
+    value = f"COALESCE({column}, '{empty}')::json"
+    return f"CASE WHEN json_typeof({value}) = '{kind}' THEN {value} ELSE '{empty}'::json END"
+
+
+def result_lines() -> str:
+    plain = " AND ".join(
+        f"strpos(COALESCE({c}, ''), '{word}') = 0"
+        for c in q.LINE_JSON_COLUMNS
+        for word in ("NaN", "Infinity")
+    )
+    line = q.line_pairs(_pg_line_json, _PG_OPS_ARRAY, _PG_LINE_ERROR)
+    return (
+        f"SELECT id, CASE WHEN {plain} THEN json_build_object({line})::text END AS line,"
+        " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
+        " FROM results WHERE run_id = %s ORDER BY id"
+    )
+
+
 _WRITTEN = {
     name: value
     for name, value in dict(globals()).items()
-    if name.isupper() or name == "select_results"
+    if name.isupper() or name in ("select_results", "result_lines")
 }
+
+
+# The comparisons decide whether two results ran the same ops on the host by the md5 key the
+# outcomes index holds (migrations_pg/0008), from schema v8 on: never a table row a pair.
+_BY_KEY = ("compare_lists", "pairs_that_may_differ")
+_HOST_OPS_CHANGED = "a.host_ops IS DISTINCT FROM b.host_ops"
+HOST_OPS_KEY_FROM = 8
 
 
 class Dialect:
@@ -98,9 +141,23 @@ class Dialect:
         value = getattr(q, name)
         if isinstance(value, str):
             return translate(value)
+        if name in _BY_KEY:
+            return _by_key(_translated(value))
         if callable(value):
             return _translated(value)
         return value
+
+
+def _by_key(build: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        sql = build(*args, **kwargs)
+        if kwargs.get("version", 0) < HOST_OPS_KEY_FROM:
+            return sql
+        assert _HOST_OPS_CHANGED in sql, "queries.compare_decisions changed: update pg_queries"
+        return sql.replace(_HOST_OPS_CHANGED, "a.host_ops_key IS DISTINCT FROM b.host_ops_key")
+
+    return wrapper
 
 
 def _translated(build: Callable[..., str]) -> Callable[..., str]:

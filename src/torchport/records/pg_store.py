@@ -148,6 +148,14 @@ class PGStore(SQLStore):
             if own:
                 self._forget(conn)
 
+    def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
+        """Two runs' pairs joined by key: the planner picks a hash join over both runs' rows
+        (it reckons the few pairs a page reads back as a hundred thousand); without hash joins
+        it walks both runs on the outcomes index in order and finds each pair shown by key."""
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_hashjoin = off")
+            return conn.execute(sql, params).fetchall()
+
     def _insert_id(self, conn: psycopg.Connection, sql: str, args) -> int:
         row = conn.execute(sql, args).fetchone()  # the statement ends RETURNING id
         return int(row[0]) if row else 0

@@ -114,10 +114,16 @@ ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
-def outcomes(*, version: int) -> str:
+def outcomes(*, version: int, lean: bool = False) -> str:
     """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
-    host ops from v4; an older file reads them out of the JSON)."""
+    host ops from v4; an older file reads them out of the JSON). ``lean``: no host ops and no
+    error line (NULL), what a baseline and a gate read: the outcomes index alone answers."""
     figures = ", ".join(_figure("results", name, version) for name in KEY_FIGURES)
+    if lean:
+        return (
+            f"SELECT case_id, mode, status, stage, grade, {figures}, NULL, NULL AS error_line"
+            f" FROM results{_covering(version)} WHERE run_id = ? ORDER BY case_id, mode"
+        )
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
         f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"
@@ -132,6 +138,77 @@ OPS_JSON = (
     "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
     " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
     " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json"
+)
+
+
+# -- export: each result's line built inside the database --------------------------------------
+# An export line (records/exchange.py result_line: the result's keys, sorted, with its op table)
+# made by the database's JSON functions, so 100 000 results are never parsed and encoded again
+# in Python. A line is NULL where a JSON column holds what the database does not read as JSON
+# (NaN, which Python writes and reads): that result is exported as before, from its row.
+LINE_JSON_COLUMNS = ("artifacts", "durations", "findings", "metrics", "probe_versions")
+_OPS_ARRAY = (
+    "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
+    " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
+    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid))"
+)
+# A missing error is null; a recorded one has its three keys.
+_LINE_ERROR = (
+    "CASE WHEN error_type IS NULL AND error_message IS NULL THEN NULL ELSE"
+    " json_object('message', error_message, 'traceback', traceback, 'type', error_type) END"
+)
+LINES_FROM = 2  # schema version: probe_versions, the last of the JSON columns
+
+
+def _line_json(column: str) -> str:
+    """A JSON column as _result_dict reads it: its value, or an empty one of its kind."""
+    empty = "[]" if column == "artifacts" else "{}"
+    kind = "array" if empty == "[]" else "object"
+    value = f"COALESCE({column}, '{empty}')"
+    return f"json(CASE WHEN json_type({value}) = '{kind}' THEN {value} ELSE '{empty}' END)"
+
+
+def line_pairs(json_of, ops: str, error: str) -> str:
+    """json_object's arguments for an export line: each key (sorted, as result_line's
+    canonical text) and its SQL; ``json_of(column)``: a JSON column's value."""
+    pairs = {
+        "artifacts": json_of("artifacts"),
+        "case": "case_id",
+        "case_version": "case_version",
+        "durations": json_of("durations"),
+        "error": error,
+        "findings": json_of("findings"),
+        "finished_at": "finished_at",
+        "grade": "grade",
+        "kind": "'result'",
+        "metrics": json_of("metrics"),
+        "mode": "mode",
+        "ops": ops,
+        "probe_versions": json_of("probe_versions"),
+        "run_id": "run_id",
+        "stage": "stage",
+        "started_at": "started_at",
+        "status": "status",
+    }
+    return ", ".join(f"'{k}', {v}" for k, v in pairs.items())
+
+
+def result_lines() -> str:
+    """Parameter: run_id. Rows: id, the export line (NULL: export the row as before), the
+    artifacts (NULL when none), in recorded order (the run's rows one after another in the
+    file: read in (case, mode) order they are scattered, and the read costs twice as much)."""
+    valid = " AND ".join(f"json_valid(COALESCE({c}, '{{}}'))" for c in LINE_JSON_COLUMNS)
+    line = line_pairs(_line_json, f"json({_OPS_ARRAY})", f"json({_LINE_ERROR})")
+    return (
+        f"SELECT id, CASE WHEN {valid} THEN json_object({line}) END AS line,"
+        " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
+        " FROM results WHERE run_id = ? ORDER BY id"
+    )
+
+
+# One result's op table, for the lines the database does not build.
+OPS_OF_RESULT = (
+    "SELECT op, device, count, fallback FROM result_ops WHERE result_id = ? ORDER BY rowid"
 )
 
 
@@ -197,6 +274,17 @@ RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? 
 RUN_STATUS_COUNTS_BY_RUN = (
     "SELECT run_id, status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY run_id, status"
 )
+# From schema v8 a run's counts are kept as its results are recorded (migrations/0008: the
+# run_tallies table, '' for NULL): the same answers from a few hundred rows a run.
+TALLIES_FROM = 8
+_TALLY_N = "CAST(SUM(n) AS BIGINT) AS n"
+TALLY_STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
+TALLY_RUN_STATUS_COUNTS = (
+    f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
+)
+TALLY_RUN_STATUS_COUNTS_BY_RUN = (
+    f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
+)
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -204,24 +292,32 @@ RUN_SELECTORS = (
 FAILURES = f" run_id = ? AND status NOT IN {sql_list(NOT_FAILURES)}"
 
 
-def failure_groups(*, signature: str, severity: tuple[str, ...]) -> str:
+def failure_groups(*, signature: str, severity: tuple[str, ...], tallies: bool = False) -> str:
     """Failure groups of one run, (status, stage, signature) with a count, worst first when
     ``severity`` is given (a status order), else most common first. Parameters: run_id, limit.
-    ``signature`` is the column, or the expression that computes it on an older schema."""
+    ``signature`` is the column, or the expression that computes it on an older schema;
+    ``tallies``: counted from run_tallies (schema v8)."""
     order = "n DESC, status, stage"
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
+    if tallies:
+        return (
+            "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
+            f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
+            f" ORDER BY {order} LIMIT ?"
+        )
     return (
         f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
         f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
     )
 
 
-def failure_group_count(signature: str) -> str:
+def failure_group_count(signature: str, tallies: bool = False) -> str:
+    table, sig = ("run_tallies", "signature") if tallies else ("results", signature)
     return (
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM results WHERE{FAILURES}"
-        f" GROUP BY status, stage, {signature}) AS groups"
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE{FAILURES}"
+        f" GROUP BY status, stage, {sig}) AS groups"
     )
 
 
@@ -600,6 +696,12 @@ HEADLINE_INDEX_FROM = 7  # schema version: the results_grades index
 def headline_groups(*, version: int, one_run: bool) -> str:
     """Graded results by (run, grade, host-op table). Parameter (``one_run``): run_id. Rows:
     run_id, grade, ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
+    if version >= TALLIES_FROM:
+        return (
+            f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
+            f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
+            " GROUP BY run_id, grade, host_ops"
+        )
     index = " INDEXED BY results_grades" if version >= HEADLINE_INDEX_FROM else ""
     return (
         f"SELECT run_id, grade, {_host_ops('results', version)} AS ops, COUNT(*) AS n"
@@ -622,9 +724,17 @@ def headline_compile_wait(*, version: int) -> str:
     """Parameter: run_id. Median cold first compiled step of a run's compiled results."""
     cold = _figure("results", "compile_cold_first_step_s", version)
     return _median(
-        f"SELECT {cold} AS v FROM results WHERE run_id = ? AND mode = 'compile'"
-        f" AND {cold} IS NOT NULL"
+        f"SELECT {cold} AS v FROM results{_covering(version)} WHERE run_id = ?"
+        f" AND mode = 'compile' AND {cold} IS NOT NULL"
     )
+
+
+def _covering(version: int) -> str:
+    """The outcomes index, named where the file has it: it holds every column the headline's
+    medians read, so they never read a result row (SQLite's planner may pick the narrower
+    unique index and read 100 000 rows of JSON and tracebacks around them)."""
+    index = _outcomes_index(version)
+    return f" INDEXED BY {index}" if index == "results_outcomes" else ""
 
 
 def headline_speedup(*, version: int) -> str:
@@ -632,7 +742,8 @@ def headline_speedup(*, version: int) -> str:
     cases that passed in both modes with a step time."""
     e, c = (_figure(x, "perf_median_ms", version) for x in "ec")
     return _median(
-        f"SELECT {e} * 1.0 / {c} AS v FROM results e JOIN results c ON c.run_id = e.run_id"
+        f"SELECT {e} * 1.0 / {c} AS v FROM results e{_covering(version)}"
+        f" JOIN results c{_covering(version)} ON c.run_id = e.run_id"
         " AND c.case_id = e.case_id AND c.mode = 'compile' WHERE e.run_id = ?"
         " AND e.mode = 'eager' AND e.status = 'pass' AND c.status = 'pass'"
         f" AND {e} > 0 AND {c} > 0"

@@ -51,6 +51,7 @@ class KnowledgeBase:
     _connect: Any
     _forget: Any
     _result_dict: Any
+    _json: Any
     _explain: Any
     _fts_query: Any
     _glob: Any
@@ -188,16 +189,42 @@ class KnowledgeBase:
             )
         )
 
-    def iter_outcomes(self, run_id: str) -> Iterator[dict]:
+    def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict]:
         """A run's results in (case, mode) order, lean: ``case, mode, status, stage, grade,
         figures`` (the key figures, records/figures.py), ``host_ops`` (the host-op table where
-        placement found one, else None) and ``error_line``."""
-        return self._guard_iter(self._iter_outcomes(run_id))
+        placement found one, else None) and ``error_line``. ``lean``: ``host_ops`` and
+        ``error_line`` None (a baseline, a gate): read from the outcomes index alone."""
+        return self._guard_iter(self._iter_outcomes(run_id, lean))
 
-    def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
-        sql = self.q.outcomes(version=self._version)
+    def _iter_outcomes(self, run_id: str, lean: bool = False) -> Iterator[dict]:
+        sql = self.q.outcomes(version=self._version, lean=lean)
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
+
+    def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+        """A run's results for an export file, in recorded order, never all in memory:
+        (line, None, artifact paths) where the database built the line (records/exchange.py
+        ``result_line``'s JSON: queries.result_lines), else (None, result with its ``ops``,
+        its artifacts) for the caller to write."""
+        return self._guard_iter(self._iter_result_lines(run_id))
+
+    def _iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+        if self._version < queries.LINES_FROM:
+            for result in self._iter_results(run_id=run_id, with_ops=True):
+                yield None, result, result.get("artifacts") or []
+            return
+        conn = self._conn()
+        for result_id, line, artifacts in self._stream(self.q.result_lines(), (run_id,)):
+            if line is not None:
+                yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
+                continue
+            row = conn.execute(self.q.results_by_id(1), (result_id,)).fetchone()
+            result = self._result_dict(row)
+            result["ops"] = [
+                {"op": o[0], "device": o[1], "count": o[2], "fallback": bool(o[3])}
+                for o in conn.execute(self.q.OPS_OF_RESULT, (result_id,))
+            ]
+            yield None, result, result.get("artifacts") or []
 
     @guarded
     def compare_pairs(
@@ -329,7 +356,7 @@ class KnowledgeBase:
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         width = 7 + len(KEY_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
-        for row in conn.execute(sql, params):
+        for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
             decided = {name: n or 0 for name, n in zip(names, row[6 + 2 * width :], strict=True)}
             if kind == "transition":
@@ -343,9 +370,14 @@ class KnowledgeBase:
                 lists.setdefault(kind, []).append(pair)
         return counts, decided, lists
 
+    def _compare_rows(self, conn, sql: str, params: dict):
+        """The rows of one of the comparison's joins (an engine may set its planner first)."""
+        return conn.execute(sql, params)
+
     def _pair_counts(self, params: dict) -> dict[tuple[str, str], list[int]]:
         sql = self.q.pair_counts(version=self._version)
-        return {(r[0], r[1]): [r[2], r[3] or 0] for r in self._conn().execute(sql, params)}
+        rows = self._compare_rows(self._conn(), sql, params)
+        return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
 
     def _only_in(
         self, run_a: str, run_b: str, counts: dict, sizes: dict | None = None
@@ -465,10 +497,18 @@ class KnowledgeBase:
         return int(self._conn().execute(self.q.SEARCH_COUNT, (query,)).fetchone()[0])
 
     # -- one run in summary ------------------------------------------------------------------------
+    def _tallied(self) -> bool:
+        """Whether the run's counts are kept in run_tallies (schema v8)."""
+        return self._version >= queries.TALLIES_FROM
+
+    def _status_counts_sql(self) -> str:
+        return self.q.TALLY_STATUS_COUNTS if self._tallied() else self.q.STATUS_COUNTS
+
     @guarded
     def status_counts(self, run_id: str) -> dict[str, int]:
-        rows = self._conn().execute(self.q.RUN_STATUS_COUNTS, (run_id,))
-        return {r["status"]: r["n"] for r in rows}
+        sql = self.q.TALLY_RUN_STATUS_COUNTS if self._tallied() else self.q.RUN_STATUS_COUNTS
+        rows = self._conn().execute(sql, (run_id,))
+        return {r["status"]: int(r["n"]) for r in rows}
 
     def _signature_sql(self) -> str:
         return (
@@ -486,7 +526,9 @@ class KnowledgeBase:
         names its first ``examples`` results and the first one's message."""
         sig = self._signature_sql()
         conn = self._conn()
-        sql = self.q.failure_groups(signature=sig, severity=FAILURE_SEVERITY if worst_first else ())
+        sql = self.q.failure_groups(
+            signature=sig, severity=FAILURE_SEVERITY if worst_first else (), tallies=self._tallied()
+        )
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
             first = conn.execute(
@@ -508,7 +550,7 @@ class KnowledgeBase:
 
     @guarded
     def count_failure_groups(self, run_id: str) -> int:
-        sql = self.q.failure_group_count(self._signature_sql())
+        sql = self.q.failure_group_count(self._signature_sql(), tallies=self._tallied())
         return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
 
     # -- a run's headline ----------------------------------------------------------------------
@@ -533,10 +575,15 @@ class KnowledgeBase:
                 },
             )
 
+        one_run = (
+            self.q.TALLY_RUN_STATUS_COUNTS_BY_RUN
+            if self._tallied()
+            else self.q.RUN_STATUS_COUNTS_BY_RUN
+        )
         counts = (
-            conn.execute(self.q.STATUS_COUNTS)
+            conn.execute(self._status_counts_sql())
             if run_id is None
-            else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
+            else conn.execute(one_run, (run_id,))
         )
         for row in counts:
             entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])

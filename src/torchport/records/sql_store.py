@@ -287,7 +287,7 @@ class SQLStore(KnowledgeBase):
         sql = self.q.list_runs(version=self._version)
         runs = [self._run_dict(row) for row in conn.execute(sql).fetchall()]
         counts: dict[str, dict[str, int]] = {}
-        for row in conn.execute(self.q.STATUS_COUNTS):
+        for row in conn.execute(self._status_counts_sql()):
             counts.setdefault(row["run_id"], {})[row["status"]] = row["n"]
         for run in runs:
             run["counts"] = counts.get(run["id"], {})

@@ -13,7 +13,7 @@ should then be saved again, as upstream expected-failure lists are updated.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from torchport.records.status import depth
@@ -158,11 +158,17 @@ def _judge_status(report: GateReport, case: str, mode: str, expected: dict, got:
     return True
 
 
-def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
-    """Hold ``run``'s ``results`` (streamed) to the baseline."""
+def gate(
+    baseline: dict,
+    run: dict,
+    results: Iterable[dict],
+    plan: Callable[[], list | None] | None = None,
+) -> GateReport:
+    """Hold ``run``'s ``results`` (streamed) to the baseline. The run's plan is ``run["plan"]``
+    or, when the run was read without it, what ``plan()`` gives: read only when a baseline
+    entry has no result (a plan holds 100 000 entries in a large sweep)."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
     entries = baseline["entries"]
-    planned = {f"{c}|{m}" for c, m in run.get("plan") or []}
     seen: set[str] = set()
     for got in results:
         key = _key(got["case"], got["mode"])
@@ -192,7 +198,10 @@ def gate(baseline: dict, run: dict, results: Iterable[dict]) -> GateReport:
                 )
                 continue
         report.unchanged += 1
-    for key in sorted(entries.keys() - seen):
+    missing = sorted(entries.keys() - seen)
+    items = (run["plan"] if "plan" in run else plan() if plan else None) if missing else None
+    planned = {f"{c}|{m}" for c, m in items or []}
+    for key in missing:
         case, _, mode = key.partition("|")
         if key not in planned:
             report.not_planned += 1

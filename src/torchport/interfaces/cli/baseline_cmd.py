@@ -42,9 +42,8 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
 
     RUN is a run id, 'latest' or a selector (device=cpu,release=a); default the latest run.
     """
-    import json
-
     from torchport.interfaces.cli import UsageProblem
+    from torchport.interfaces.json_text import iter_json
     from torchport.views.baseline import make_baseline
 
     if perf_tolerance is not None and perf_tolerance < 0:
@@ -52,15 +51,19 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     store = open_db(db)
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
-        run = store.get_run(run_id)
+        run = store.get_run(run_id, plan=False)  # the plan (100 000 entries) is not kept
         baseline = make_baseline(
-            run, store.iter_outcomes(run_id), perf=not no_perf, perf_tolerance=perf_tolerance
+            run,
+            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
+            perf=not no_perf,
+            perf_tolerance=perf_tolerance,
         )
     from torchport.interfaces.output import OutputError, output_file
 
     try:
         with output_file(output) as f:
-            json.dump(baseline, f, indent=1, sort_keys=False)
+            # One entry a line, each encoded in C (json.dump with an indent is pure Python).
+            f.writelines(iter_json(baseline, indent=1, flat_from=2))
             f.write("\n")
     except OutputError as exc:
         raise UsageProblem(str(exc)) from None

@@ -38,7 +38,7 @@ def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
     with store_problems():
         comparison = compare_runs(store, a, b, limit=None if every else LIST_ROWS)
     if as_json:
-        echo_json(comparison.to_dict())
+        echo_json(comparison.to_dict(), flat_from=2)  # a list's entry per line
         return
     from torchport.interfaces.render import make_console, print_views
 

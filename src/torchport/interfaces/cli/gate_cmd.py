@@ -62,8 +62,13 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     store = open_db(db)
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
-        run = store.get_run(run_id)
-        report = gate(baseline, run, store.iter_outcomes(run_id))
+        run = store.get_run(run_id, plan=False)  # the plan is read only if it is needed
+        report = gate(
+            baseline,
+            run,
+            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
+            plan=lambda: store.get_run(run_id)["plan"],
+        )
     if as_json:
         echo_json(report.to_dict())
     else:

@@ -1,0 +1,106 @@
+"""JSON text for large documents (``compare --json`` of two 100 000-result runs, a baseline
+file): indented down to ``flat_from`` levels, each value deeper on one line of its own.
+
+Python's ``json`` module encodes in C only without ``indent``: an indented document of
+100 000 entries is encoded in pure Python, several times slower. Here the outer levels are
+indented by hand and every deeper value (a list entry, a baseline entry) is written by one
+C encoder made once: the same value when parsed, readable line by line, and fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from json import encoder as _encoder
+from typing import Any
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _one_line(default: Callable[[Any], Any] | None, allow_nan: bool) -> Callable[[Any], str]:
+    """A value on one line, as ``json.dumps(value, default=..., allow_nan=...)`` writes it."""
+    make = getattr(_encoder, "c_make_encoder", None)
+    plain = json.JSONEncoder(default=default or _no_default, allow_nan=allow_nan)
+    if make is None:  # a Python built without the C accelerator
+        return plain.encode
+    # The encoder json.dumps makes on every call, made once (markers None: no cycle check;
+    # a value torchport writes holds no cycle).
+    fast = make(
+        None,
+        plain.default,
+        _encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        allow_nan,
+    )
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return _encoder.encode_basestring_ascii(value)
+        return "".join(fast(value, 0))
+
+    return encode
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def iter_json(
+    data: Any,
+    *,
+    indent: int = 2,
+    flat_from: int = 2,
+    default: Callable[[Any], Any] | None = None,
+    allow_nan: bool = True,
+) -> Iterator[str]:
+    """Pieces of ``data``'s JSON text: dicts and lists above depth ``flat_from`` indented by
+    ``indent``, anything at that depth or deeper on one line (``default``, ``allow_nan``: as
+    ``json.dumps``)."""
+    encode = _one_line(default, allow_nan)
+
+    def walk(value: Any, depth: int) -> Iterator[str]:
+        if depth >= flat_from or isinstance(value, _SCALARS):
+            yield encode(value)
+            return
+        if not isinstance(value, dict | list | tuple):
+            if default is None:
+                yield encode(value)  # the encoder's own TypeError
+                return
+            yield from walk(default(value), depth)
+            return
+        if not value:
+            yield "{}" if isinstance(value, dict) else "[]"
+            return
+        pad = "\n" + " " * (indent * (depth + 1))
+        is_dict = isinstance(value, dict)
+        yield "{" if is_dict else "["
+        flat = depth + 1 >= flat_from
+        items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        for k, (key, item) in enumerate(items):
+            head = (pad if k == 0 else "," + pad) + (encode(_key(key)) + ": " if is_dict else "")
+            if flat or isinstance(item, _SCALARS):
+                yield head + encode(item)  # one piece a line: no generator per entry
+            else:
+                yield head
+                yield from walk(item, depth + 1)
+        yield "\n" + " " * (indent * depth) + ("}" if is_dict else "]")
+
+    return walk(data, 0)
+
+
+def _key(key: Any) -> str:
+    """A dict key as ``json.dumps`` writes it (numbers, booleans and None become text)."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    return str(key) if isinstance(key, int) else json.dumps(key)
+
+
+def dumps(data: Any, **options: Any) -> str:
+    """``iter_json``'s pieces joined."""
+    return "".join(iter_json(data, **options))
