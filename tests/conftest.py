@@ -132,6 +132,7 @@ def xdist_group(nodeid: str) -> str:
     return XDIST_GROUPS.get(path, path)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist: pytest without it runs the suite serially
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 

@@ -363,16 +363,20 @@ def with_overrides(matrix: Matrix, **changes: Any) -> Matrix:
     return replace(matrix, run=replace(matrix.run, **given), env_runs=env_runs)
 
 
-def select_runs(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
-    """Only the runs named (``--runs``): every environment keeps those of its runs; an
-    unknown name is a MatrixError."""
-    known = {r.name for spec in matrix.envs for r in matrix.runs_of(spec)}
+def _known_names(matrix: Matrix, kind: str, names: tuple[str, ...], known: set[str]) -> None:
+    """A MatrixError naming the first of ``names`` the matrix has no ``kind`` of, and its own."""
     unknown = sorted(set(names) - known)
     if unknown:
         raise MatrixError(
-            f"--runs: no run named {unknown[0]!r} in matrix {matrix.name}; "
-            f"its runs: {', '.join(sorted(known))}"
+            f"--{kind}s: no {kind} named {unknown[0]!r} in matrix {matrix.name}; "
+            f"its {kind}s: {', '.join(sorted(known)) or 'none'}"
         )
+
+
+def select_runs(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
+    """Only the runs named (``--runs``): every environment keeps those of its runs; an
+    unknown name is a MatrixError."""
+    _known_names(matrix, "run", names, {r.name for e in matrix.envs for r in matrix.runs_of(e)})
     env_runs = {
         spec.name: tuple(r for r in matrix.runs_of(spec) if r.name in names) for spec in matrix.envs
     }
@@ -382,13 +386,7 @@ def select_runs(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
 def select_checks(matrix: Matrix, names: tuple[str, ...]) -> Matrix:
     """Only the checks named (``--checks``), in every environment; an unknown name is a
     MatrixError."""
-    known = {c.name for checks in matrix.checks.values() for c in checks}
-    unknown = sorted(set(names) - known)
-    if unknown:
-        raise MatrixError(
-            f"--checks: no check named {unknown[0]!r} in matrix {matrix.name}; "
-            f"its checks: {', '.join(sorted(known)) or 'none'}"
-        )
+    _known_names(matrix, "check", names, {c.name for cs in matrix.checks.values() for c in cs})
     checks = {
         env: tuple(c for c in env_checks if c.name in names)
         for env, env_checks in matrix.checks.items()
