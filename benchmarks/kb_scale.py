@@ -308,6 +308,17 @@ def compare_page(url: str, run_ids: list[str]) -> list[str]:
     ]
 
 
+def _copy_rows(pg, target: str, rows) -> int:
+    """COPY ``rows`` (an SQLite cursor) into PostgreSQL's ``target`` (``table(cols)``); the
+    number of rows copied."""
+    n = 0
+    with pg.cursor().copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(tuple(row))
+            n += 1
+    return n
+
+
 def copy_runs(source: str, url: str) -> tuple[list[str], int]:
     """Copy the complete runs of the SQLite knowledge base ``source`` into the PostgreSQL one
     at ``url`` (made if it is empty), with COPY: the same rows, ids included, loaded in
@@ -374,21 +385,24 @@ def copy_runs(source: str, url: str) -> tuple[list[str], int]:
                         " VALUES (%s, %s, %s)",
                         tuple(row),
                     )
-                with pg.cursor().copy(f"COPY results({', '.join(result_cols)}) FROM STDIN") as copy:
-                    for row in src.execute(
+                results += _copy_rows(
+                    pg,
+                    f"results({', '.join(result_cols)})",
+                    src.execute(
                         f"SELECT {', '.join(result_cols)} FROM results WHERE run_id = ?"
                         " ORDER BY id",
                         (run["id"],),
-                    ):
-                        copy.write_row(tuple(row))
-                        results += 1
-                with pg.cursor().copy(f"COPY result_ops({', '.join(op_cols)}) FROM STDIN") as copy:
-                    for row in src.execute(
+                    ),
+                )
+                _copy_rows(
+                    pg,
+                    f"result_ops({', '.join(op_cols)})",
+                    src.execute(
                         f"SELECT {', '.join('o.' + c for c in op_cols)} FROM result_ops o"
                         " JOIN results r ON r.id = o.result_id WHERE r.run_id = ? ORDER BY o.rowid",
                         (run["id"],),
-                    ):
-                        copy.write_row(tuple(row))
+                    ),
+                )
             copied.append(run["id"])
             print(f"  copied {run['id']}", file=sys.stderr, flush=True)
         pg.execute("SELECT setval(pg_get_serial_sequence('results', 'id'), max(id)) FROM results")
