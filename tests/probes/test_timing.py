@@ -137,6 +137,40 @@ def test_calls_already_long_are_timed_one_by_one(monkeypatch):
     assert calls_per_block({"a": clock.work(0.0)}, StepTimer(), max_calls=64) == 64
 
 
+def test_a_lazy_backends_graph_is_cut_between_the_calls_of_a_block(monkeypatch):
+    clock = WorkClock()
+    monkeypatch.setattr(timing, "clock", clock)
+    events = []
+    work = clock.work(0.004)
+
+    def call():
+        events.append("call")
+        work()
+
+    timer = StepTimer(boundary=lambda: events.append("cut"))
+    samples, calls = sample_blocked({"a": call}, timer, budget_s=0.0, min_samples=2)
+    assert calls == 4 and samples["a"] == [pytest.approx(0.004)] * 2
+    # every call but a block's last is followed by the cut (the block ends with the timer's
+    # sync): blocks of 1, 2, 4 calls to size them, 3 warm-up blocks and 2 timed ones of 4
+    assert events[-7:] == ["call", "cut", "call", "cut", "call", "cut", "call"]
+    assert events.count("call") == 1 + 2 + 4 + 5 * 4
+    assert events.count("cut") == events.count("call") - 8
+
+
+def test_step_timer_takes_the_adapters_step_boundary():
+    cuts = []
+
+    class Lazy:
+        def synchronize(self):
+            pass
+
+        def step_boundary(self):
+            cuts.append(1)
+
+    step_timer(Lazy()).boundary()
+    assert cuts == [1]
+
+
 def test_summary_of_known_samples():
     samples = [float(x) for x in range(1, 11)]  # 1..10 s, shuffled order must not matter
     s = Summary.of(list(reversed(samples)))

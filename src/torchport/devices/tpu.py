@@ -133,6 +133,9 @@ class TPUAdapter(DeviceAdapter):
 
         torch.tpu.synchronize()
 
+    def step_boundary(self):
+        self.synchronize()  # its only way to end the deferred graph
+
     @property
     def sync_method(self) -> str:
         return "torch.tpu.synchronize() (eager ops are deferred and fused until then)"

@@ -84,6 +84,12 @@ class XLAAdapter(DeviceAdapter):
         sync()
         xm.wait_device_ops()
 
+    def step_boundary(self):
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        (getattr(torch_xla, "sync", None) or xm.mark_step)()  # the graph cut, no wait
+
     @property
     def sync_method(self) -> str:
         return "torch_xla.sync() + xm.wait_device_ops()"
