@@ -143,6 +143,8 @@ def calls_per_block(
     (as ``torch.utils.benchmark``'s ``blocked_autorange`` sizes its blocks). The same count for
     every side keeps the per-round ratio a ratio of like blocks; 1 for calls already that long.
     The calibration calls double as warm-up."""
+    for fn in sides.values():  # a first call pays for compiles and lazy set-up: not sized by it
+        timer(fn)
     calls = 1
     while calls < max_calls:
         longest = max(timer(repeated(fn, calls, timer.boundary))[1] for fn in sides.values())

@@ -151,10 +151,11 @@ def test_a_lazy_backends_graph_is_cut_between_the_calls_of_a_block(monkeypatch):
     samples, calls = sample_blocked({"a": call}, timer, budget_s=0.0, min_samples=2)
     assert calls == 4 and samples["a"] == [pytest.approx(0.004)] * 2
     # every call but a block's last is followed by the cut (the block ends with the timer's
-    # sync): blocks of 1, 2, 4 calls to size them, 3 warm-up blocks and 2 timed ones of 4
+    # sync): one first call, blocks of 1, 2, 4 calls to size them, 3 warm-up blocks and 2 timed
+    # ones of 4
     assert events[-7:] == ["call", "cut", "call", "cut", "call", "cut", "call"]
-    assert events.count("call") == 1 + 2 + 4 + 5 * 4
-    assert events.count("cut") == events.count("call") - 8
+    assert events.count("call") == 1 + 1 + 2 + 4 + 5 * 4
+    assert events.count("cut") == events.count("call") - 9
 
 
 def test_step_timer_takes_the_adapters_step_boundary():
