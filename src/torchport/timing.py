@@ -43,10 +43,10 @@ class StepTimer:
         sync: Callable[[], None] = lambda: None,
         wait: Callable[[object], None] | None = None,
         method: str | None = None,
-        boundary: Callable[[], None] | None = None,
+        defers_ops: bool = False,
     ):
         self.sync, self.wait = sync, wait
-        self.boundary = boundary  # between calls of one timed block (lazy backends)
+        self.defers_ops = defers_ops  # ops deferred and fused until a sync: no blocks of calls
         if method and wait is not None:
             self.kind = f"host clock; device waited on by {method}"
         elif method:
@@ -102,7 +102,7 @@ def step_timer(adapter) -> StepTimer:
         adapter.synchronize,
         wait=adapter.wait_for if reads_back else None,
         method=getattr(adapter, "sync_method", None),
-        boundary=getattr(adapter, "step_boundary", None),
+        defers_ops=getattr(adapter, "defers_ops", False),
     )
 
 
@@ -112,20 +112,15 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def repeated(
-    fn: Callable[[], object], calls: int, between: Callable[[], None] | None = None
-) -> Callable[[], object]:
+def repeated(fn: Callable[[], object], calls: int) -> Callable[[], object]:
     """``fn`` called ``calls`` times in a row (one timed block); returns the last value (a
     backend that is waited on by reading a result back reads that one). Earlier values are
     dropped at once, as a timeit loop drops them, so no call runs beside its predecessor's
-    output. ``between`` runs between two calls (``StepTimer.boundary``: a lazy backend's graph
-    cut)."""
+    output."""
 
     def block():
         for _ in range(calls - 1):
             fn()
-            if between is not None:
-                between()
         return fn()
 
     return block
@@ -143,11 +138,16 @@ def calls_per_block(
     (as ``torch.utils.benchmark``'s ``blocked_autorange`` sizes its blocks). The same count for
     every side keeps the per-round ratio a ratio of like blocks; 1 for calls already that long.
     The calibration calls double as warm-up."""
+    if timer.defers_ops:
+        # a backend that defers and fuses ops until a synchronisation (lazy tensors) would
+        # fuse a block's calls into one graph, or drop the ones whose outputs died: one
+        # synchronised call per sample there
+        return 1
     for fn in sides.values():  # a first call pays for compiles and lazy set-up: not sized by it
         timer(fn)
     calls = 1
     while calls < max_calls:
-        longest = max(timer(repeated(fn, calls, timer.boundary))[1] for fn in sides.values())
+        longest = max(timer(repeated(fn, calls))[1] for fn in sides.values())
         if longest >= min_block_s:
             break
         calls *= 2
@@ -211,7 +211,7 @@ def sample_blocked(
     """``sample_interleaved`` for short calls: each sample is one block of ``calls`` calls
     (``calls_per_block``), returned as the time per call (the block's mean), with ``calls``."""
     calls = calls_per_block(sides, timer, min_block_s=min_block_s)
-    blocks = {name: repeated(fn, calls, timer.boundary) for name, fn in sides.items()}
+    blocks = {name: repeated(fn, calls) for name, fn in sides.items()}
     samples = sample_interleaved(blocks, timer, budget_s=budget_s, min_samples=min_samples)
     return {name: [s / calls for s in block] for name, block in samples.items()}, calls
 

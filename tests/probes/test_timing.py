@@ -6,6 +6,7 @@ import pytest
 
 from tests.probes.perf_helpers import RecordingAdapter
 from torchport import timing
+from torchport.devices.cpu import CPUAdapter
 from torchport.timing import (
     StepTimer,
     Summary,
@@ -137,39 +138,32 @@ def test_calls_already_long_are_timed_one_by_one(monkeypatch):
     assert calls_per_block({"a": clock.work(0.0)}, StepTimer(), max_calls=64) == 64
 
 
-def test_a_lazy_backends_graph_is_cut_between_the_calls_of_a_block(monkeypatch):
+def test_a_backend_that_defers_ops_is_timed_one_synchronised_call_a_sample(monkeypatch):
     clock = WorkClock()
     monkeypatch.setattr(timing, "clock", clock)
-    events = []
-    work = clock.work(0.004)
+    calls = []
+    work = clock.work(0.001)
 
     def call():
-        events.append("call")
+        calls.append(1)
         work()
 
-    timer = StepTimer(boundary=lambda: events.append("cut"))
-    samples, calls = sample_blocked({"a": call}, timer, budget_s=0.0, min_samples=2)
-    assert calls == 4 and samples["a"] == [pytest.approx(0.004)] * 2
-    # every call but a block's last is followed by the cut (the block ends with the timer's
-    # sync): one first call, blocks of 1, 2, 4 calls to size them, 3 warm-up blocks and 2 timed
-    # ones of 4
-    assert events[-7:] == ["call", "cut", "call", "cut", "call", "cut", "call"]
-    assert events.count("call") == 1 + 1 + 2 + 4 + 5 * 4
-    assert events.count("cut") == events.count("call") - 9
+    samples, per_sample = sample_blocked(
+        {"a": call}, StepTimer(defers_ops=True), budget_s=0.0, min_samples=2
+    )
+    # no blocks (a lazy backend would fuse them, or drop the calls whose outputs died)
+    assert per_sample == 1 and len(calls) == 3 + 2
+    assert samples["a"] == [pytest.approx(0.001)] * 2
 
 
-def test_step_timer_takes_the_adapters_step_boundary():
-    cuts = []
-
+def test_step_timer_takes_the_adapters_deferral():
     class Lazy:
+        defers_ops = True
+
         def synchronize(self):
             pass
 
-        def step_boundary(self):
-            cuts.append(1)
-
-    step_timer(Lazy()).boundary()
-    assert cuts == [1]
+    assert step_timer(Lazy()).defers_ops and not step_timer(CPUAdapter()).defers_ops
 
 
 def test_summary_of_known_samples():

@@ -92,11 +92,9 @@ class DeviceAdapter:
         if mod is not None and hasattr(mod, "synchronize"):
             mod.synchronize()
 
-    def step_boundary(self) -> None:
-        """Between two calls timed in one block. Nothing where each op runs as it is issued; a
-        backend that defers and fuses ops until a synchronisation (lazy tensors) ends the
-        call's graph here, so a block of calls runs the graphs single calls would, not one
-        graph of every call fused."""
+    # True for a backend that defers and fuses ops until a synchronisation (lazy tensors):
+    # short calls are then timed one synchronised call per sample, never in blocks.
+    defers_ops: bool = False
 
     # True for a backend with no synchronise call: timing then waits on each step's results.
     waits_by_reading_back: bool = False

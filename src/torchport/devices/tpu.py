@@ -128,13 +128,12 @@ class TPUAdapter(DeviceAdapter):
         """Every ``<TorchTpu/...>`` warning heard in this process (first 200)."""
         return list(self.warnings_heard)
 
+    defers_ops = True  # ops are traced and fused until a synchronisation
+
     def synchronize(self):
         import torch
 
         torch.tpu.synchronize()
-
-    def step_boundary(self):
-        self.synchronize()  # its only way to end the deferred graph
 
     @property
     def sync_method(self) -> str:

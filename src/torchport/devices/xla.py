@@ -76,6 +76,8 @@ class XLAAdapter(DeviceAdapter):
     def device(self):
         return "xla"
 
+    defers_ops = True  # ops are traced and fused until a synchronisation
+
     def synchronize(self):
         import torch_xla
         import torch_xla.core.xla_model as xm
@@ -83,12 +85,6 @@ class XLAAdapter(DeviceAdapter):
         sync = getattr(torch_xla, "sync", None) or xm.mark_step  # torch_xla.sync: 2.6+
         sync()
         xm.wait_device_ops()
-
-    def step_boundary(self):
-        import torch_xla
-        import torch_xla.core.xla_model as xm
-
-        (getattr(torch_xla, "sync", None) or xm.mark_step)()  # the graph cut, no wait
 
     @property
     def sync_method(self) -> str:
