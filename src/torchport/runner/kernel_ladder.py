@@ -28,7 +28,6 @@ is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model e
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable
 
 from torchport.cases.base import Size
@@ -112,14 +111,21 @@ class KernelLadder(StageRunner):
         if rep.op is not None and rep.op_samples is not None:
             self._registration(rep)
         dtype = getattr(torch, config.dtype)
-        placed = self._stage(
-            "place", lambda: place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-        )
+
+        def place_twice():
+            # the replaced side is a second placement of the same host model, not a copy of the
+            # device one: a device copy goes through the backend (torchax has no lowering for
+            # the storage swap deepcopy makes), which would be a verdict torchport caused
+            return tuple(
+                place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
+                for _ in range(2)
+            )
+
+        placed = self._stage("place", place_twice)
         if not placed.ok:
             self.out.fail_from(placed)
             return
-        original = placed.value
-        replaced = dataclasses.replace(original, model=copy.deepcopy(original.model))
+        original, replaced = placed.value
         from torchport.cases.kernels import swap_modules
 
         swap_modules(replaced.model, rep)
@@ -150,7 +156,8 @@ class KernelLadder(StageRunner):
 
         rep = self.case.replacement()
         workload = self.case.build(seed=self.config.seed, size=size)
-        probe = copy.deepcopy(workload.model)
+        with self.adapter.host_scope():  # host work, out of a backend's global modes
+            probe = copy.deepcopy(workload.model)
         swapped = swap_modules(probe, rep)
         if not swapped:
             raise LookupError(
@@ -368,7 +375,7 @@ class KernelLadder(StageRunner):
         sides_op: dict = {}
         if seen is not None:
             x, module = seen
-            new_module = rep.make(copy.deepcopy(module))
+            new_module = rep.make(module)  # shares the module's parameters: both sides time the same
             cot = torch.randn_like(module(x)) if rep.trains else None
             for name, mod in (("original", module), ("replacement", new_module)):
                 sides_op[name] = self._op_call(mod, x, cot)
