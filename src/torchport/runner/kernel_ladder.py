@@ -375,7 +375,7 @@ class KernelLadder(StageRunner):
         sides_op: dict = {}
         if seen is not None:
             x, module = seen
-            new_module = rep.make(module)  # shares the module's parameters: both sides time the same
+            new_module = rep.make(module)  # shares its parameters: both sides time the same
             cot = torch.randn_like(module(x)) if rep.trains else None
             for name, mod in (("original", module), ("replacement", new_module)):
                 sides_op[name] = self._op_call(mod, x, cot)
