@@ -256,13 +256,15 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
         assert "USING INDEX" in plan and "(run_id=?)" in plan and "TEMP B-TREE" not in plan, plan
     for sql in (  # a baseline, a gate, the headline's medians: never a result row
         q.outcomes(version=SCHEMA_VERSION, lean=True),
+        q.statuses(version=SCHEMA_VERSION),
         q.headline_compile_wait(version=SCHEMA_VERSION),
         q.headline_speedup(version=SCHEMA_VERSION),
     ):
         plan = _plan(store, sql, ("r1",))
         assert "COVERING INDEX results_outcomes" in plan and "SCAN results" not in plan, plan
-    plan = _plan(store, q.outcomes(version=SCHEMA_VERSION, lean=True), ("r1",))
-    assert "TEMP B-TREE" not in plan, plan
+    for sql in (q.outcomes(version=SCHEMA_VERSION, lean=True), q.statuses(version=SCHEMA_VERSION)):
+        plan = _plan(store, sql, ("r1",))
+        assert "TEMP B-TREE" not in plan, plan
     for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
         plan = _plan(store, sql, ("a", None, None))
         assert "results_case_mode" in plan and "SCAN r" not in plan, plan
@@ -288,11 +290,16 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
         q.compare_lists(version=SCHEMA_VERSION),
         q.pair_counts(version=SCHEMA_VERSION, bounds=(True, True)),  # a part of the pairs
         q.compare_lists(version=SCHEMA_VERSION, bounds=(True, False)),
+        q.compare_lists(version=SCHEMA_VERSION, bounds=(False, True), every=True),
     ):
         plan = _plan(store, sql, params)  # A walked on an index, B found by one
         assert "SEARCH a USING" in plan and "SCAN a" not in plan and "SCAN b" not in plan, plan
         assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
-    for sql in (q.pair_counts(version=SCHEMA_VERSION), q.compare_lists(version=SCHEMA_VERSION)):
+    for sql in (
+        q.pair_counts(version=SCHEMA_VERSION),
+        q.compare_lists(version=SCHEMA_VERSION),
+        q.compare_lists(version=SCHEMA_VERSION, every=True),
+    ):
         plan = _plan(store, sql, params)  # every pair decided from the index alone
         assert plan.count("COVERING INDEX results_outcomes") >= 2, plan
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))

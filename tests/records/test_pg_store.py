@@ -58,6 +58,10 @@ def test_a_newer_schema_is_refused_and_a_read_only_store_writes_nothing(pg_url):
 
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # the server refuses it too
             reader._conn().execute("DELETE FROM notes")
+        # No JIT on a store's connections: it compiled a comparison for longer than it ran.
+        assert reader._conn().execute("SHOW jit").fetchone()[0] == "off"
+    with open_store(pg_url, write=True) as writer:
+        assert writer._conn().execute("SHOW jit").fetchone()[0] == "off"
     with pg.admin(pg_url) as conn:
         conn.execute("UPDATE torchport_schema SET version = 99")
     for write in (False, True):

@@ -140,3 +140,52 @@ def test_a_bad_baseline_file_names_the_fix(tmp_path, text, needle):
         load_baseline(str(path))
     with pytest.raises(BaselineError, match="no baseline file"):
         load_baseline(str(tmp_path / "missing.json"))
+
+
+def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url):
+    """``baseline save`` and ``gate`` read the store's plain rows (``iter_statuses``, from the
+    outcomes index): the same expected file and the same report as from the whole results,
+    on SQLite and PostgreSQL."""
+    from torchport.records import open_store
+    from torchport.views.baseline import baseline_of_rows, gate_rows
+
+    base = [*BASE, _r("a", median=4.0, mode="compile"), _r("z", "pass", "run", median=0.0)]
+    base.append({**_r("y", median=8.0), "metrics": {"perf_median_ms": 8.0}})  # no spread
+    new = [
+        _r("a", median=13.0),
+        _r("b"),
+        _r("c", "compiled_run_fail", "compiled_run"),
+        _r("d", median=10.2),
+        _r("e", "crash", "run"),
+        _r("g", median=7.0),
+        _r("a", median=9.0, mode="compile"),
+        _r("new"),
+    ]
+    with open_store(kb_url, write=True) as store:
+        for run_id, results in (("base", base), ("next", new)):
+            store.create_run(
+                run_id=run_id,
+                command="c",
+                suite="smoke",
+                device="cpu",
+                config={},
+                plan=RUN["plan"],
+                labels={},
+            )
+            store.add_results(run_id, results)
+            store.finish_run(run_id, "complete")
+    with open_store(kb_url, write=False) as store:
+        run = store.get_run("base", plan=False)
+        for perf, tolerance in ((True, None), (False, None), (True, 0.05)):
+            want = make_baseline(run, store.iter_results(run_id="base"), perf=perf)
+            want["perf_tolerance"] = tolerance
+            got = baseline_of_rows(
+                run, store.iter_statuses("base"), perf=perf, perf_tolerance=tolerance
+            )
+            assert got == want and list(got["entries"]) == list(want["entries"])
+            nxt = store.get_run("next")
+            report = gate_rows(got, nxt, store.iter_statuses("next"))
+            assert report == gate(got, nxt, store.iter_results(run_id="next", order="case"))
+        assert not report.ok and report.regressions and report.improvements and report.new
+    assert got["entries"]["a|eager"]["perf_p90_ms"] == pytest.approx(10.5)
+    assert got["entries"]["b|eager"] == {"status": "eager_fail", "stage": "run"}

@@ -176,6 +176,10 @@ class Store(Protocol):
         status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
         (dict or None), ``error_line``; ``lean``: those two None (from an index alone)."""
 
+    def iter_statuses(self, run_id: str) -> Iterator[tuple]:
+        """A run's results in (case, mode) order as plain rows (baseline, gate): ``(case,
+        mode, status, stage, perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)``."""
+
     def compare_pairs(
         self,
         run_a: str,
@@ -204,16 +208,18 @@ class Store(Protocol):
         memory_ratio: float,
         min_samples: int,
         min_change: float,
-        limit: int,
+        limit: int | None,
         only: tuple[str, ...] | None = None,
         after: dict | None = None,
+        every: bool = False,
     ) -> dict:
         """A comparison's counts and the first ``limit`` pairs of each of its lists, decided
         by the database: ``counts`` as compare_pairs', ``decided`` {decision: pairs},
         ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B, decisions)]} (every
         placement candidate is listed; host-op sets are compared by the caller); ``only``:
         just these lists (decision names, ``perf``); ``after``: each list from the pair after
-        this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``)."""
+        this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``);
+        ``every``: one list, ``every``, of each pair with a decision, in (case, mode) order."""
 
     def count_results(
         self,

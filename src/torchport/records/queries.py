@@ -133,6 +133,21 @@ def outcomes(*, version: int, lean: bool = False) -> str:
     )
 
 
+# What a baseline and a gate read of each result (views/baseline.py): its status, failing stage
+# and step time with its spread and sample count, in (case, mode) order from the outcomes index
+# alone, as plain rows (no dict a result: 100 000 a run).
+STATUS_FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
+
+
+def statuses(*, version: int) -> str:
+    """Parameter: run_id. Rows: case_id, mode, status, stage, then STATUS_FIGURES."""
+    figures = ", ".join(_figure("results", name, version) for name in STATUS_FIGURES)
+    return (
+        f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering(version)}"
+        " WHERE run_id = ? ORDER BY case_id, mode"
+    )
+
+
 # A result's op table as one JSON array (export), built inside SQLite.
 OPS_JSON = (
     "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
@@ -459,8 +474,12 @@ def pairs_that_may_differ(*, version: int) -> str:
         version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
     )
     shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
+    # Only the status lists show an error line, and a pair is in one only when a side failed:
+    # the other pairs are read from the index alone (SQLite seeks a row only for its text).
+    errors = "(a.status != 'pass' OR b.status != 'pass') AND "
     return (
-        f"SELECT {_outcome_columns('a', version)}, {_outcome_columns('b', version)},"
+        f"SELECT {_outcome_columns('a', version, errors)},"
+        f" {_outcome_columns('b', version, errors)},"
         f" {decisions(version=version)}{_JOIN}"
         f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     )
@@ -589,6 +608,7 @@ def compare_lists(
     bounds: tuple[bool, bool] = (False, False),
     only: tuple[str, ...] | None = None,
     after: bool = False,
+    every: bool = False,
 ) -> str:
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
@@ -605,7 +625,9 @@ def compare_lists(
     the lists read out (decision names, ``perf`` for the step-time changes); None: all.
     ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
     figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
-    a later page of one list, at the cost of the first."""
+    a later page of one list, at the cost of the first. ``every``: instead of the lists,
+    every pair with a decision once (list ``every``, in no order): the whole comparison
+    (``torchport compare --json``); ``:limit`` is not read."""
     listed = compare_decisions(version=version)
     names = decided_names(version=version)
     medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
@@ -644,15 +666,23 @@ def compare_lists(
         f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs GROUP BY status_a, status_b",
         f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
     ]
-    chosen += [
-        first(name, holds(name), limit=name != "placement_candidate")
-        for name in listed
-        if only is None or name in only
-    ]
-    if only is None or "perf" in only:
+    if every:
+        chosen.append(
+            f"SELECT 'every', case_id, mode, {_NO_COUNT}, {_NO_COUNT}, decided FROM shown"
+        )
+    else:
+        chosen += [
+            first(name, holds(name), limit=name != "placement_candidate")
+            for name in listed
+            if only is None or name in only
+        ]
+    if not every and (only is None or "perf" in only):
         chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", by_gap=True))
     # Only the status lists show an error line; the other pairs are read from the index alone.
     errors = f"chosen.list IN ({', '.join(repr(n) for n in STATUS_DECISIONS)}) AND "
+    if every:
+        status_bits = sum(1 << names.index(n) for n in STATUS_DECISIONS)
+        errors = f"(chosen.decided & {status_bits}) != 0 AND "
     index = _outcomes_index(version)
     indexed = f" INDEXED BY {index}" if index else ""
     return (

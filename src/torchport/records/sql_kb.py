@@ -201,6 +201,13 @@ class KnowledgeBase:
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
+    def iter_statuses(self, run_id: str) -> Iterator[tuple]:
+        """A run's results in (case, mode) order as plain rows: ``(case, mode, status, stage,
+        perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)`` (queries.statuses), what a
+        baseline and a gate read, from the outcomes index alone."""
+        sql = self.q.statuses(version=self._version)
+        return self._guard_iter(self._stream(sql, (run_id,), plain=True))
+
     def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
         (line, None, artifact paths) where the database built the line (records/exchange.py
@@ -271,9 +278,10 @@ class KnowledgeBase:
         memory_ratio: float,
         min_samples: int,
         min_change: float,
-        limit: int,
+        limit: int | None,
         only: tuple[str, ...] | None = None,
         after: dict | None = None,
+        every: bool = False,
     ) -> dict:
         """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
         ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
@@ -282,14 +290,16 @@ class KnowledgeBase:
         every placement candidate (queries.compare_lists); ``decisions`` as
         compare_pairs'; ``only``: just these lists; ``after``: each list
         from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
-        its list, ``gap``: the step-time list's order)."""
+        its list, ``gap``: the step-time list's order). ``every``: no lists but ``every``,
+        each pair with a decision once, in (case, mode) order (``limit`` unread): the whole
+        comparison, decided as a page is."""
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
         params["limit"] = limit
         if after:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
-        reads = {"only": only, "after": bool(after)}
+        reads = {"only": only, "after": bool(after), "every": every}
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
         ranges = self._case_ranges(run_a, sizes[run_a])
         if len(ranges) == 1:
@@ -319,7 +329,9 @@ class KnowledgeBase:
             for name, rows in part_lists.items():
                 lists.setdefault(name, []).extend(rows)
         for name, rows in lists.items():  # the first pairs of each part: the first of all
-            if len(parts) > 1 and name != "placement_candidate":
+            if name == "every":
+                rows.sort(key=_in_case_order)
+            elif len(parts) > 1 and name != "placement_candidate":
                 rows.sort(key=_largest_change_first if name == "perf" else _in_case_order)
                 del rows[limit:]
         return {
@@ -358,7 +370,8 @@ class KnowledgeBase:
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
-            decided = {name: n or 0 for name, n in zip(names, row[6 + 2 * width :], strict=True)}
+            if not decided:  # every row carries the same counts
+                decided = {n: k or 0 for n, k in zip(names, row[6 + 2 * width :], strict=True)}
             if kind == "transition":
                 counts[(row[1], row[2])] = [row[3], row[4] or 0]
             elif kind != "decided":

@@ -147,8 +147,13 @@ class SQLiteStore(SQLStore):
             raise
         conn.execute(q.COMMIT)
 
-    def _stream(self, sql: str, args):
-        return self._conn().execute(sql, args)  # an SQLite cursor steps row by row
+    def _stream(self, sql: str, args, *, plain: bool = False):
+        """An SQLite cursor steps row by row; ``plain``: rows as tuples (no sqlite3.Row)."""
+        if not plain:
+            return self._conn().execute(sql, args)
+        cursor = self._conn().cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, args)
 
     def _insert_id(self, conn: sqlite3.Connection, sql: str, args) -> int:
         return int(conn.execute(sql, args).lastrowid or 0)

@@ -28,8 +28,17 @@ class BaselineError(ValueError):
     """A baseline file that cannot be used, with what to fix."""
 
 
-def _key(case: str, mode: str) -> str:
-    return f"{case}|{mode}"
+def status_row(result: dict) -> tuple:
+    """A result (or outcome row) as the store's ``iter_statuses`` gives it: (case, mode,
+    status, stage, then PERF_KEYS' values)."""
+    m = metrics(result)
+    return (
+        result["case"],
+        result["mode"],
+        result["status"],
+        result.get("stage"),
+        *(m.get(k) for k in PERF_KEYS),
+    )
 
 
 def make_baseline(
@@ -37,15 +46,27 @@ def make_baseline(
 ) -> dict:
     """The expected file for ``run`` (``results`` streamed; only their statuses and perf
     figures are kept)."""
+    rows = (status_row(r) for r in results)
+    return baseline_of_rows(run, rows, perf=perf, perf_tolerance=perf_tolerance)
+
+
+def baseline_of_rows(
+    run: dict, rows: Iterable[tuple], *, perf: bool = True, perf_tolerance: float | None = None
+) -> dict:
+    """``make_baseline`` from the store's plain rows (``store.iter_statuses``): a run of
+    100 000 results makes no dict a result but its entry."""
     entries: dict[str, dict] = {}
-    for r in results:
-        entry: dict = {"status": r["status"]}
-        if r.get("stage") and r["status"] != "pass":
-            entry["stage"] = r["stage"]
-        m = metrics(r) if perf and r["status"] == "pass" else {}
-        if m.get("perf_median_ms"):
-            entry.update({k: m[k] for k in PERF_KEYS if m.get(k) is not None})
-        entries[_key(r["case"], r["mode"])] = entry
+    for case, mode, status, stage, median, *spread in rows:
+        entry: dict = {"status": status}
+        if status != "pass":
+            if stage:
+                entry["stage"] = stage
+        elif perf and median:
+            entry["perf_median_ms"] = median
+            for k, v in zip(PERF_KEYS[1:], spread, strict=True):
+                if v is not None:
+                    entry[k] = v
+        entries[f"{case}|{mode}"] = entry
     return {
         "format": FORMAT,
         "from_run": run["id"],
@@ -167,26 +188,43 @@ def gate(
     """Hold ``run``'s ``results`` (streamed) to the baseline. The run's plan is ``run["plan"]``
     or, when the run was read without it, what ``plan()`` gives: read only when a baseline
     entry has no result (a plan holds 100 000 entries in a large sweep)."""
+    return gate_rows(baseline, run, (status_row(r) for r in results), plan)
+
+
+def gate_rows(
+    baseline: dict,
+    run: dict,
+    rows: Iterable[tuple],
+    plan: Callable[[], list | None] | None = None,
+) -> GateReport:
+    """``gate`` from the store's plain rows (``store.iter_statuses``)."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
     entries = baseline["entries"]
+    file_tolerance = baseline.get("perf_tolerance")
     seen: set[str] = set()
-    for got in results:
-        key = _key(got["case"], got["mode"])
+    for case, mode, status, stage, median, p10, p90, samples in rows:
+        key = f"{case}|{mode}"
         expected = entries.get(key)
         if expected is None:
-            report.new.append({"case": got["case"], "mode": got["mode"], "got": got["status"]})
+            report.new.append({"case": case, "mode": mode, "got": status})
             continue
         seen.add(key)
         report.checked += 1
-        if _judge_status(report, got["case"], got["mode"], expected, got):
+        if _judge_status(report, case, mode, expected, {"status": status, "stage": stage}):
             continue
-        if got["status"] == "pass" and expected.get("perf_median_ms"):
-            tol = expected.get("perf_tolerance", baseline.get("perf_tolerance"))
-            judged = judge(expected, metrics(got), tolerance=tol, names=("baseline", "run"))
+        if status == "pass" and expected.get("perf_median_ms"):
+            got = {
+                "perf_median_ms": median,
+                "perf_p10_ms": p10,
+                "perf_p90_ms": p90,
+                "perf_samples": samples,
+            }
+            tol = expected.get("perf_tolerance", file_tolerance)
+            judged = judge(expected, got, tolerance=tol, names=("baseline", "run"))
             if judged is not None and judged.verdict in (SLOWER, FASTER):
                 item = {
-                    "case": got["case"],
-                    "mode": got["mode"],
+                    "case": case,
+                    "mode": mode,
                     "kind": f"step {judged.verdict}",
                     "expected": judged.before_ms,
                     "got": judged.after_ms,

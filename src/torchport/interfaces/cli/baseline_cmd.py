@@ -44,7 +44,7 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     """
     from torchport.interfaces.cli import UsageProblem
     from torchport.interfaces.json_text import iter_json
-    from torchport.views.baseline import make_baseline
+    from torchport.views.baseline import baseline_of_rows
 
     if perf_tolerance is not None and perf_tolerance < 0:
         raise UsageProblem("--perf-tolerance must be a fraction >= 0 (0.1 for 10%)")
@@ -52,9 +52,9 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id, plan=False)  # the plan (100 000 entries) is not kept
-        baseline = make_baseline(
+        baseline = baseline_of_rows(
             run,
-            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
+            store.iter_statuses(run_id),  # statuses and step times only, plain rows
             perf=not no_perf,
             perf_tolerance=perf_tolerance,
         )

@@ -53,7 +53,7 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     """Hold RUN to the baseline: exit 1 on any regression; improvements are listed (update
     the expected file then). RUN as for 'compare'; default the latest run."""
     from torchport.interfaces.cli import UsageProblem
-    from torchport.views.baseline import BaselineError, gate, load_baseline
+    from torchport.views.baseline import BaselineError, gate_rows, load_baseline
 
     try:
         baseline = load_baseline(baseline_path)
@@ -63,10 +63,10 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id, plan=False)  # the plan is read only if it is needed
-        report = gate(
+        report = gate_rows(
             baseline,
             run,
-            store.iter_outcomes(run_id, lean=True),  # statuses and figures only
+            store.iter_statuses(run_id),  # statuses and step times only, plain rows
             plan=lambda: store.get_run(run_id)["plan"],
         )
     if as_json:
