@@ -66,6 +66,7 @@ def test_lines_the_database_builds_read_as_each_stored_result(tmp_path, kb_url):
     results[2]["artifacts"] = [str(tmp_path / "gone.json")]
     kb.build(kb_url, results_=results)
     with open_store(kb_url, write=False) as store:
+        store.line_span = 3  # several spans of ids, each read on a thread of its own, in order
         got = list(store.iter_result_lines("r1"))
         want = list(store.iter_results(run_id="r1", with_ops=True))
     assert len(got) == len(want) == len(results)

@@ -103,7 +103,7 @@ def _pg_line_json(column: str) -> str:
     return f"CASE WHEN json_typeof({value}) = '{kind}' THEN {value} ELSE '{empty}'::json END"
 
 
-def result_lines() -> str:
+def result_lines(span: bool = False) -> str:
     plain = " AND ".join(
         f"strpos(COALESCE({c}, ''), '{word}') = 0"
         for c in q.LINE_JSON_COLUMNS
@@ -113,7 +113,7 @@ def result_lines() -> str:
     return (
         f"SELECT id, CASE WHEN {plain} THEN json_build_object({line})::text END AS line,"
         " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        " FROM results WHERE run_id = %s ORDER BY id"
+        f" FROM results WHERE run_id = %s{translate(q.SPAN) if span else ''} ORDER BY id"
     )
 
 

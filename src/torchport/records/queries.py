@@ -208,16 +208,23 @@ def line_pairs(json_of, ops: str, error: str) -> str:
     return ", ".join(f"'{k}', {v}" for k, v in pairs.items())
 
 
-def result_lines() -> str:
-    """Parameter: run_id. Rows: id, the export line (NULL: export the row as before), the
-    artifacts (NULL when none), in recorded order (the run's rows one after another in the
-    file: read in (case, mode) order they are scattered, and the read costs twice as much)."""
+# A run's first and last result id: an export reads the ids between in spans.
+FIRST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1"
+LAST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id DESC LIMIT 1"
+SPAN = " AND id >= ? AND id < ?"  # parameters after run_id: the span's first id, the next's
+
+
+def result_lines(span: bool = False) -> str:
+    """Parameter: run_id (``span``: and SPAN's two ids). Rows: id, the export line (NULL:
+    export the row as before), the artifacts (NULL when none), in recorded order (the run's
+    rows one after another in the file: read in (case, mode) order they are scattered, and
+    the read costs twice as much)."""
     valid = " AND ".join(f"json_valid(COALESCE({c}, '{{}}'))" for c in LINE_JSON_COLUMNS)
     line = line_pairs(_line_json, f"json({_OPS_ARRAY})", f"json({_LINE_ERROR})")
     return (
         f"SELECT id, CASE WHEN {valid} THEN json_object({line}) END AS line,"
         " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        " FROM results WHERE run_id = ? ORDER BY id"
+        f" FROM results WHERE run_id = ?{SPAN if span else ''} ORDER BY id"
     )
 
 

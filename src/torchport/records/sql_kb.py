@@ -9,13 +9,14 @@ computed on the fly.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import fnmatch
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any, TypeVar
 
 from torchport.records import queries
@@ -36,6 +37,9 @@ class KnowledgeBase:
     # this many pairs.
     compare_parts = max(1, min(os.cpu_count() or 1, 4))
     pairs_per_part = 25_000
+    # An export reads a run's lines in spans of this many ids, this many spans at a time.
+    line_span = 5000
+    line_threads = max(1, min(os.cpu_count() or 1, 4))
     # Provided by SQLStore and its engine.
     url: str
     q: Any
@@ -221,7 +225,7 @@ class KnowledgeBase:
                 yield None, result, result.get("artifacts") or []
             return
         conn = self._conn()
-        for result_id, line, artifacts in self._stream(self.q.result_lines(), (run_id,)):
+        for result_id, line, artifacts in self._line_spans(run_id):
             if line is not None:
                 yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
                 continue
@@ -232,6 +236,41 @@ class KnowledgeBase:
                 for o in conn.execute(self.q.OPS_OF_RESULT, (result_id,))
             ]
             yield None, result, result.get("artifacts") or []
+
+    def _line_spans(self, run_id: str) -> Iterator[Any]:
+        """A run's export rows (queries.result_lines) in recorded order, read in spans of
+        ``line_span`` ids, each on a connection and a thread of its own, ``line_threads``
+        ahead: the database builds the next spans' lines while the caller writes this one's
+        (the lines are most of an export's work). A run is exported once it is finished: no
+        result of it is added between the spans' reads."""
+        conn = self._conn()
+        first = conn.execute(self.q.FIRST_ID_OF_RUN, (run_id,)).fetchone()
+        if first is None:
+            return
+        last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()
+        lows = iter(range(first[0], last[0] + 1, self.line_span))
+        sql = self.q.result_lines(span=True)
+        idle = [self._connect() for _ in range(self.line_threads)]
+
+        def read(low: int) -> list:
+            own = idle.pop()
+            try:
+                return own.execute(sql, (run_id, low, low + self.line_span)).fetchall()
+            finally:
+                idle.append(own)
+
+        try:
+            with concurrent.futures.ThreadPoolExecutor(self.line_threads) as pool:
+                ahead = collections.deque(
+                    pool.submit(read, low) for low in islice(lows, self.line_threads)
+                )
+                while ahead:
+                    rows = ahead.popleft().result()
+                    ahead.extend(pool.submit(read, low) for low in islice(lows, 1))
+                    yield from rows
+        finally:
+            for own in idle:
+                self._forget(own)
 
     @guarded
     def compare_pairs(

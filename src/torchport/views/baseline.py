@@ -100,6 +100,7 @@ def load_baseline(path: str) -> dict:
             f"'{path}' is not a torchport baseline (format {FORMAT}); make it "
             "with 'torchport baseline save RUN -o FILE'"
         )
+    file_tolerance = data.get("perf_tolerance")
     for key, entry in data["entries"].items():
         if (
             "|" not in key
@@ -109,7 +110,7 @@ def load_baseline(path: str) -> dict:
             raise BaselineError(
                 f"baseline '{path}': entry {key!r} needs the form 'case|mode': {{\"status\": ...}}"
             )
-        tol = entry.get("perf_tolerance", data.get("perf_tolerance"))
+        tol = entry.get("perf_tolerance", file_tolerance)
         if tol is not None and (
             isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0
         ):
@@ -150,13 +151,15 @@ def _status_change(case: str, mode: str, was: str, was_stage, got: dict) -> dict
     }
 
 
+def _same_status(was: str, was_stage, now: str, now_stage) -> bool:
+    """The same status, and for a failure the same stage (a pass has no stage)."""
+    return was == now and (was == "pass" or was_stage == now_stage)
+
+
 def _judge_status(report: GateReport, case: str, mode: str, expected: dict, got: dict) -> bool:
     """Record a status change; True when there was one."""
     was, was_stage, now = expected["status"], expected.get("stage"), got["status"]
-    if (was, was_stage if was != "pass" else None) == (
-        now,
-        got.get("stage") if now != "pass" else None,
-    ):
+    if _same_status(was, was_stage, now, got.get("stage")):
         return False
     entry = _status_change(case, mode, was, was_stage, got)
     before, after = depth(was, was_stage), depth(now, got.get("stage"))
@@ -210,7 +213,8 @@ def gate_rows(
             continue
         seen.add(key)
         report.checked += 1
-        if _judge_status(report, case, mode, expected, {"status": status, "stage": stage}):
+        if not _same_status(expected["status"], expected.get("stage"), status, stage):
+            _judge_status(report, case, mode, expected, {"status": status, "stage": stage})
             continue
         if status == "pass" and expected.get("perf_median_ms"):
             got = {
