@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torchport.views.baseline import BaselineError, gate, load_baseline, make_baseline
 
@@ -189,3 +191,27 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url):
         assert not report.ok and report.regressions and report.improvements and report.new
     assert got["entries"]["a|eager"]["perf_p90_ms"] == pytest.approx(10.5)
     assert got["entries"]["b|eager"] == {"status": "eager_fail", "stage": "run"}
+
+
+@given(
+    status=st.text(),
+    stage=st.one_of(st.none(), st.text()),
+    figures=st.lists(
+        st.one_of(st.floats(), st.integers(), st.booleans(), st.none(), st.text()),
+        min_size=4,
+        max_size=4,
+    ),
+)
+def test_an_entry_is_written_as_json_dumps_writes_it(status, stage, figures):
+    """The baseline file's entries are written without the encoder in their usual shapes
+    (views/baseline.py entry_text): the text is json.dumps' for any entry, hostile ones too."""
+    from torchport.views.baseline import PERF_KEYS, entry_text
+
+    shapes = [
+        {"status": status},
+        {"status": status, "stage": stage},
+        {"status": status, **dict(zip(PERF_KEYS, figures, strict=True))},
+        {"status": status, **dict(zip(PERF_KEYS[:2], figures, strict=False))},
+    ]
+    for entry in shapes:
+        assert entry_text(entry) == json.dumps(entry)

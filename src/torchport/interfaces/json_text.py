@@ -17,6 +17,10 @@ from typing import Any
 _SCALARS = (str, int, float, bool, type(None))
 
 
+class Raw(str):
+    """A value's JSON text, made by the caller: written as it is (one line)."""
+
+
 def _one_line(default: Callable[[Any], Any] | None, allow_nan: bool) -> Callable[[Any], str]:
     """A value on one line, as ``json.dumps(value, default=..., allow_nan=...)`` writes it."""
     make = getattr(_encoder, "c_make_encoder", None)
@@ -59,10 +63,13 @@ def iter_json(
 ) -> Iterator[str]:
     """Pieces of ``data``'s JSON text: dicts and lists above depth ``flat_from`` indented by
     ``indent``, anything at that depth or deeper on one line (``default``, ``allow_nan``: as
-    ``json.dumps``)."""
+    ``json.dumps``); a ``Raw`` value is the caller's text, written as it is."""
     encode = _one_line(default, allow_nan)
 
     def walk(value: Any, depth: int) -> Iterator[str]:
+        if type(value) is Raw:
+            yield value
+            return
         if depth >= flat_from or isinstance(value, _SCALARS):
             yield encode(value)
             return
@@ -82,7 +89,9 @@ def iter_json(
         items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         for k, (key, item) in enumerate(items):
             head = (pad if k == 0 else "," + pad) + (encode(_key(key)) + ": " if is_dict else "")
-            if flat or isinstance(item, _SCALARS):
+            if type(item) is Raw:
+                yield head + item
+            elif flat or isinstance(item, _SCALARS):
                 yield head + encode(item)  # one piece a line: no generator per entry
             else:
                 yield head

@@ -227,7 +227,10 @@ class KnowledgeBase:
         conn = self._conn()
         for result_id, line, artifacts in self._line_spans(run_id):
             if line is not None:
-                yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
+                if artifacts is None:  # most results: no artifact
+                    yield line, None, []
+                else:
+                    yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
                 continue
             row = conn.execute(self.q.results_by_id(1), (result_id,)).fetchone()
             result = self._result_dict(row)

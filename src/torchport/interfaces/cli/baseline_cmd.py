@@ -43,8 +43,8 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     RUN is a run id, 'latest' or a selector (device=cpu,release=a); default the latest run.
     """
     from torchport.interfaces.cli import UsageProblem
-    from torchport.interfaces.json_text import iter_json
-    from torchport.views.baseline import baseline_of_rows
+    from torchport.interfaces.json_text import Raw, iter_json
+    from torchport.views.baseline import baseline_of_rows, entry_text
 
     if perf_tolerance is not None and perf_tolerance < 0:
         raise UsageProblem("--perf-tolerance must be a fraction >= 0 (0.1 for 10%)")
@@ -62,8 +62,10 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
 
     try:
         with output_file(output) as f:
-            # One entry a line, each encoded in C (json.dump with an indent is pure Python).
-            f.writelines(iter_json(baseline, indent=1, flat_from=2))
+            # One entry a line, each written as json.dumps writes it (views/baseline.py
+            # entry_text: json.dump with an indent is pure Python, and slower).
+            entries = {key: Raw(entry_text(e)) for key, e in baseline["entries"].items()}
+            f.writelines(iter_json({**baseline, "entries": entries}, indent=1, flat_from=2))
             f.write("\n")
     except OutputError as exc:
         raise UsageProblem(str(exc)) from None
