@@ -13,6 +13,7 @@ import collections
 import concurrent.futures
 import contextlib
 import fnmatch
+import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -748,7 +749,13 @@ def _line_params(run_a, run_b, parity, compile_ratio, memory, min_samples, min_c
 
 
 def _holds(names: list[str], bits: int) -> frozenset[str]:
-    """The decisions a pair's bits (queries.decisions) name."""
+    """The decisions a pair's bits (queries.decisions) name (a few distinct sets among the
+    pairs of two runs: each made once)."""
+    return _named_bits(tuple(names), bits)
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_bits(names: tuple[str, ...], bits: int) -> frozenset[str]:
     return frozenset(name for k, name in enumerate(names) if bits >> k & 1)
 
 

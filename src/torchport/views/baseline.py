@@ -23,6 +23,8 @@ from torchport.views.noise import FASTER, SLOWER, judge
 
 FORMAT = "torchport-baseline/1"
 PERF_KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
+_TIMED = ("status", *PERF_KEYS)
+_NUMBERS = {int, float}  # written by JSON as Python's repr when finite (a bool is not one)
 
 
 class BaselineError(ValueError):
@@ -57,14 +59,17 @@ def baseline_of_rows(
     """``make_baseline`` from the store's plain rows (``store.iter_statuses``): a run of
     100 000 results makes no dict a result but its entry."""
     entries: dict[str, dict] = {}
-    for case, mode, status, stage, median, *spread in rows:
-        entry: dict = {"status": status}
+    for case, mode, status, stage, median, p10, p90, samples in rows:
+        entry: dict
         if status != "pass":
-            if stage:
-                entry["stage"] = stage
-        elif perf and median:
-            entry["perf_median_ms"] = median
-            for k, v in zip(PERF_KEYS[1:], spread, strict=True):
+            entry = {"status": status, "stage": stage} if stage else {"status": status}
+        elif not (perf and median):
+            entry = {"status": status}
+        elif p10 is not None and p90 is not None and samples is not None:  # most: all four
+            entry = dict(zip(_TIMED, (status, median, p10, p90, samples), strict=True))
+        else:
+            entry = {"status": status, "perf_median_ms": median}
+            for k, v in zip(PERF_KEYS[1:], (p10, p90, samples), strict=True):
                 if v is not None:
                     entry[k] = v
         entries[f"{case}|{mode}"] = entry
@@ -79,22 +84,19 @@ def baseline_of_rows(
     }
 
 
-_TIMED = ("status", *PERF_KEYS)
-
-
-def _plain(value) -> bool:
-    """A number JSON writes as Python's repr: an int, or a finite float (not a bool)."""
-    kind = type(value)
-    return kind is int or (kind is float and value - value == 0)
-
-
 def entry_text(entry: dict) -> str:
     """``json.dumps(entry)`` of a baseline entry, written for its usual shapes without the
     encoder (a file of 100 000 entries: half the time); any other entry by ``json.dumps``."""
     keys = tuple(entry)
     if keys == _TIMED:
         status, median, p10, p90, samples = entry.values()
-        if type(status) is str and all(_plain(v) for v in (median, p10, p90, samples)):
+        kinds = {type(median), type(p10), type(p90), type(samples)}
+        if (
+            type(status) is str
+            and kinds <= _NUMBERS
+            # finite: x - x is 0 (NaN and infinities give NaN)
+            and median - median == p10 - p10 == p90 - p90 == samples - samples == 0
+        ):
             return (
                 f'{{"status": {_string(status)}, "perf_median_ms": {median!r}, "perf_p10_ms":'
                 f' {p10!r}, "perf_p90_ms": {p90!r}, "perf_samples": {samples!r}}}'
