@@ -208,18 +208,16 @@ class Store(Protocol):
         memory_ratio: float,
         min_samples: int,
         min_change: float,
-        limit: int | None,
+        limit: int,
         only: tuple[str, ...] | None = None,
         after: dict | None = None,
-        every: bool = False,
     ) -> dict:
         """A comparison's counts and the first ``limit`` pairs of each of its lists, decided
         by the database: ``counts`` as compare_pairs', ``decided`` {decision: pairs},
         ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B, decisions)]} (every
         placement candidate is listed; host-op sets are compared by the caller); ``only``:
         just these lists (decision names, ``perf``); ``after``: each list from the pair after
-        this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``);
-        ``every``: one list, ``every``, of each pair with a decision, in (case, mode) order."""
+        this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``)."""
 
     def count_results(
         self,

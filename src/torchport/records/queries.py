@@ -615,7 +615,6 @@ def compare_lists(
     bounds: tuple[bool, bool] = (False, False),
     only: tuple[str, ...] | None = None,
     after: bool = False,
-    every: bool = False,
 ) -> str:
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
@@ -632,9 +631,7 @@ def compare_lists(
     the lists read out (decision names, ``perf`` for the step-time changes); None: all.
     ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
     figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
-    a later page of one list, at the cost of the first. ``every``: instead of the lists,
-    every pair with a decision once (list ``every``, in no order): the whole comparison
-    (``torchport compare --json``); ``:limit`` is not read."""
+    a later page of one list, at the cost of the first."""
     listed = compare_decisions(version=version)
     names = decided_names(version=version)
     medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
@@ -673,23 +670,15 @@ def compare_lists(
         f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs GROUP BY status_a, status_b",
         f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
     ]
-    if every:
-        chosen.append(
-            f"SELECT 'every', case_id, mode, {_NO_COUNT}, {_NO_COUNT}, decided FROM shown"
-        )
-    else:
-        chosen += [
-            first(name, holds(name), limit=name != "placement_candidate")
-            for name in listed
-            if only is None or name in only
-        ]
-    if not every and (only is None or "perf" in only):
+    chosen += [
+        first(name, holds(name), limit=name != "placement_candidate")
+        for name in listed
+        if only is None or name in only
+    ]
+    if only is None or "perf" in only:
         chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", by_gap=True))
     # Only the status lists show an error line; the other pairs are read from the index alone.
     errors = f"chosen.list IN ({', '.join(repr(n) for n in STATUS_DECISIONS)}) AND "
-    if every:
-        status_bits = sum(1 << names.index(n) for n in STATUS_DECISIONS)
-        errors = f"(chosen.decided & {status_bits}) != 0 AND "
     index = _outcomes_index(version)
     indexed = f" INDEXED BY {index}" if index else ""
     return (

@@ -321,10 +321,9 @@ class KnowledgeBase:
         memory_ratio: float,
         min_samples: int,
         min_change: float,
-        limit: int | None,
+        limit: int,
         only: tuple[str, ...] | None = None,
         after: dict | None = None,
-        every: bool = False,
     ) -> dict:
         """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
         ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
@@ -333,16 +332,14 @@ class KnowledgeBase:
         every placement candidate (queries.compare_lists); ``decisions`` as
         compare_pairs'; ``only``: just these lists; ``after``: each list
         from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
-        its list, ``gap``: the step-time list's order). ``every``: no lists but ``every``,
-        each pair with a decision once, in (case, mode) order (``limit`` unread): the whole
-        comparison, decided as a page is."""
+        its list, ``gap``: the step-time list's order)."""
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
         params["limit"] = limit
         if after:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
-        reads = {"only": only, "after": bool(after), "every": every}
+        reads = {"only": only, "after": bool(after)}
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
         ranges = self._case_ranges(run_a, sizes[run_a])
         if len(ranges) == 1:
@@ -372,9 +369,7 @@ class KnowledgeBase:
             for name, rows in part_lists.items():
                 lists.setdefault(name, []).extend(rows)
         for name, rows in lists.items():  # the first pairs of each part: the first of all
-            if name == "every":
-                rows.sort(key=_in_case_order)
-            elif len(parts) > 1 and name != "placement_candidate":
+            if len(parts) > 1 and name != "placement_candidate":
                 rows.sort(key=_largest_change_first if name == "perf" else _in_case_order)
                 del rows[limit:]
         return {

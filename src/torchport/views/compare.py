@@ -466,11 +466,9 @@ def _transitions(out: Comparison, counts: dict) -> int:
 
 
 def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
-    """Every pair with a decision, decided by the database as a page is (one pass, in parts
-    on threads of their own for two large runs), each shown here in (case, mode) order."""
-    joined = store.compare_lists(run_a, run_b, **LINES, limit=None, every=True)
+    joined = store.compare_pairs(run_a, run_b, **LINES)
     timed = _transitions(out, joined["counts"])
-    for a, b, decided in joined["lists"].get("every", ()):
+    for a, b, decided in joined["pairs"]:
         _show(out, a, b, decided)
         _tally(out, decided)
     judged = sum(out.perf_verdicts.values())
