@@ -182,6 +182,30 @@ class KernelLadder(StageRunner):
         import torch
 
         samples = rep.op_samples(torch.float32, self.device)
+        # the op called plainly first: opcheck's own instruments (SchemaCheckMode's aliasing
+        # checks) need ops a backend may lack, so an op that cannot run on the device at all
+        # would read as a wrong registration; it is a failure to run, named as such
+        done = self._stage("op_call", lambda: kernel_checks.runs(rep.op, samples))
+        if not done.ok:
+            self._fail_once("crash", "op_call", error_value(_exc(done)), "error")
+            return
+        ran, first_exc = done.value
+        if ran["failed"]:
+            first = ran["failures"][0]
+            self.kernel["op_call"] = ran
+            self.kernel["opcheck"] = self.kernel["gradcheck"] = "not run: the op does not run"
+            explained = first_exc is not None and self.adapter.explain_failure("eager", first_exc)
+            self._fail_once(
+                "eager_fail",
+                "op_call",
+                error_note(
+                    type(first_exc).__name__,
+                    f"the op does not run on {self.device} (sample {first['sample']}): "
+                    f"{first['message']}" + (f"; {explained}" if explained else ""),
+                ),
+                "does_not_run",
+            )
+            return
         done = self._stage("opcheck", lambda: kernel_checks.opcheck(rep.op, samples))
         if not done.ok:
             self._fail_once("crash", "opcheck", error_value(_exc(done)), "error")
