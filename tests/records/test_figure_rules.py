@@ -132,7 +132,8 @@ def test_a_figure_read_from_the_metrics_decides_as_its_python_does(version):
 
 _METRIC_VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(10**20), max_value=10**20),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.sampled_from((10**23, 10**24 - 1, 10**24, -(10**24), 10**400)),
     st.booleans(),
     st.text(alphabet='a", \\:{}1', max_size=12),
 )

@@ -74,6 +74,10 @@ def _number(value) -> bool:
 
 
 METRIC_NAME = re.compile(r"[a-z0-9_]+")
+# The longest number read out of a metrics document, in characters after its sign: Python
+# writes any finite float in at most 23 (-1.7976931348623157e+308); a longer integer is
+# no figure.
+METRIC_DIGITS = 24
 
 
 def metric_value(metrics_text: str | None, name: str) -> float | None:
@@ -85,8 +89,10 @@ def metric_value(metrics_text: str | None, name: str) -> float | None:
         value = json.loads(metrics_text).get(name) if metrics_text else None
     except (ValueError, AttributeError, TypeError):
         return None
-    if not _number(value) or value != value:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
         return None
+    if isinstance(value, int) and len(str(abs(value))) > METRIC_DIGITS:
+        return None  # past a double's range, or near it: no figure (as PostgreSQL reads it)
     return float(value)
 
 

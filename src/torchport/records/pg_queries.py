@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchport.records import queries as q
+from torchport.records.figures import METRIC_DIGITS
 
 _RENAMES = (
     ("json_array_length(plan)", "json_array_length(plan::json)"),
@@ -54,8 +55,10 @@ def metric_sql(alias: str, name: str) -> str:
     records/sql_common.py ``to_json`` writes (``{"a": 1.5, "b": NaN}``: Python's JSON, which
     PostgreSQL's json type refuses for its NaN and Infinity, so it is not parsed as JSON). The
     key is a structural one: preceded by ``{`` or by the space of ``, `` (a quote inside a
-    string is escaped); NaN, and anything not a number, reads as NULL."""
-    number = f'[{{ ]"{name}": (-{{0,1}}(Infinity|[0-9][0-9.eE+-]*))[,}}]'
+    string is escaped); NaN, anything not a number, and an integer of more digits than
+    ``METRIC_DIGITS`` (past a double's range, or near it) read as NULL."""
+    more = METRIC_DIGITS - 1
+    number = f'[{{ ]"{name}": (-{{0,1}}(Infinity|[0-9][0-9.eE+-]{{0,{more}}}))[,}}]'
     return f"CAST(substring({alias}.metrics from '{number}') AS DOUBLE PRECISION)"
 
 
