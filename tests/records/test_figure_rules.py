@@ -31,10 +31,10 @@ COLUMNS, JSON = queries.FIGURE_COLUMNS_FROM, queries.FIGURE_COLUMNS_FROM - 1  # 
 
 def _sql_decides(conn, rule, version: int, x, y, line: float) -> bool:
     cond = queries.figure_past(rule, version=version)
-    if version >= queries.FIGURE_COLUMNS_FROM:  # the figure's own column
+    if rule.column and version >= queries.FIGURE_COLUMNS_FROM:  # the figure's own column
         sides = f"(SELECT :x AS {rule.figure}) AS a, (SELECT :y AS {rule.figure}) AS b"
         params = {"x": x, "y": y}
-    else:  # an older schema: the figure read out of the metrics JSON (NaN is not JSON)
+    else:  # an older schema, or a figure without a column: read out of the metrics JSON
         sides = "(SELECT :x AS metrics) AS a, (SELECT :y AS metrics) AS b"
         params = {
             side: json.dumps({} if v is None or v != v else {rule.figure: v})
@@ -47,7 +47,10 @@ def _sql_decides(conn, rule, version: int, x, y, line: float) -> bool:
 @pytest.mark.parametrize("rule", FIGURE_RULES, ids=lambda r: r.figure)
 @pytest.mark.parametrize("version", [COLUMNS, JSON], ids=["columns", "json"])
 def test_the_sql_and_the_python_of_a_rule_agree(rule, version):
+    from torchport.records.sqlite_schema import register_functions
+
     conn = sqlite3.connect(":memory:")
+    register_functions(conn)  # as every store connection: torchport_metric
     decided = 0
     for x, y, line in itertools.product(VALUES, VALUES, (rule.default, 1.0, 2.0)):
         python = rule.past(x, y, line)
