@@ -107,7 +107,6 @@ MEMORY_LINE: Line = ("memory", "memory_ratio", 1.10, True)  # peak memory, 10% e
 FIGURE_RULES = (
     FigureRule("parity_rmse_ratio", "parity", *PARITY_LINE),
     FigureRule("parity_max_rel_err", "parity", *PARITY_LINE),
-    FigureRule("parity_max_abs_err", "parity", *PARITY_LINE),  # read from the metrics
     FigureRule("compile_cold_first_step_s", "compile", *COMPILE_LINE),
     FigureRule("compile_warm_first_step_s", "compile", *COMPILE_LINE),
     FigureRule("perf_peak_bytes", "memory", *MEMORY_LINE),
