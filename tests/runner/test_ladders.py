@@ -180,6 +180,7 @@ def test_the_op_kernel_and_dist_ladders_declare_their_stages():
         "op": ["build", "run"],
         "kernel": [
             "build",
+            "op_call",
             "opcheck",
             "gradcheck",
             "place",

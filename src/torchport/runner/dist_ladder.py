@@ -44,7 +44,8 @@ def merge_rows(ranks: list[dict]) -> list[dict]:
     order = {"error": 0, "fail": 1, "skip": 2, "pass": 3}
     merged: dict[tuple, dict] = {}
     for record in ranks:
-        for row in (record.get("outcome") or {}).get("rows", []):
+        outcome = record.get("outcome") or {}
+        for row in outcome.get("rows") or record.get("rows_before_death", []):
             key = (row["collective"], row["op"], row["dtype"], row["size"], row["layout"])
             into = merged.setdefault(
                 key, {k: row[k] for k in ("collective", "op", "dtype", "size", "layout")}
@@ -220,6 +221,10 @@ class DistLadder(StageRunner):
             # the hang at exit is recorded
             info["hung_after_reporting"] = True
         elif world.timed_out:
+            before = merge_rows(ranks)  # what the ranks finished before the hang
+            if before:
+                out.findings["dist_rows"] = before
+                info["rows_before_death"] = len(before)
             where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
             out.fail(
                 "timeout",
@@ -246,6 +251,10 @@ class DistLadder(StageRunner):
         # a rank that died on its own before those the supervisor ended
         dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
         if dead:
+            before = merge_rows(ranks)  # what the ranks finished before one died
+            if before:
+                out.findings["dist_rows"] = before
+                info["rows_before_death"] = len(before)
             first = dead[0]
             how = (
                 f"signal {first['signal']}"

@@ -2,7 +2,9 @@
 
 build      the replacement and the model with the ORIGINAL modules; the replaced copy is made
            from it (``swap_modules``), with every target swapped
-opcheck    ``torch.library.opcheck`` on the op's samples (custom ops only)
+op_call    the op called plainly on the device on its samples (custom ops only): an op that
+           cannot run is ``eager_fail`` @op_call, not a wrong registration
+opcheck    ``torch.library.opcheck`` on the op's samples (custom ops that run)
 gradcheck  ``torch.autograd.gradcheck`` in float64 (custom ops that train)
 samples    replacement module vs original module, OpInfo-like inputs, every claimed dtype
 model      whole-model A/B: the replaced model (eager, or compiled in compile mode) against the
@@ -79,11 +81,20 @@ class KernelLadder(StageRunner):
     STAGES = (
         Stage("build", "_build_stage", synchronise=False, failed="_build_failed", then="_built"),
         Stage(
-            "opcheck",
-            "_opcheck_stage",
+            "op_call",
+            "_op_call_stage",
             synchronise=False,
             when="_has_custom_op",
             before="_opcheck_samples",
+            required=False,
+            failed="_check_crashed",
+            then="_op_called",
+        ),
+        Stage(
+            "opcheck",
+            "_opcheck_stage",
+            synchronise=False,
+            when="_op_runs",
             required=False,
             failed="_check_crashed",
             then="_opchecked",
@@ -241,6 +252,34 @@ class KernelLadder(StageRunner):
         import torch
 
         self.op_samples = self.rep.op_samples(torch.float32, self.device)
+
+    def _op_call_stage(self):
+        # the op called plainly first: opcheck's own instruments (SchemaCheckMode's aliasing
+        # checks) need ops a backend may lack, so an op that cannot run on the device at all
+        # would read as a wrong registration; it is a failure to run, named as such
+        return kernel_checks.runs(self.rep.op, self.op_samples)
+
+    def _op_called(self, value) -> None:
+        ran, first_exc = value
+        if ran["failed"]:
+            first = ran["failures"][0]
+            self.kernel["op_call"] = ran
+            self.kernel["opcheck"] = self.kernel["gradcheck"] = "not run: the op does not run"
+            explained = first_exc is not None and self.adapter.explain_failure("eager", first_exc)
+            self._fail_once(
+                "eager_fail",
+                "op_call",
+                error_note(
+                    type(first_exc).__name__,
+                    f"the op does not run on {self.device} (sample {first['sample']}): "
+                    f"{first['message']}" + (f"; {explained}" if explained else ""),
+                ),
+                "does_not_run",
+            )
+
+    def _op_runs(self) -> bool:
+        """The op ran on the device (opcheck checks a registration of an op that runs)."""
+        return "op_call" in self.got and not self.got["op_call"][0]["failed"]
 
     def _opcheck_stage(self) -> dict:
         return kernel_checks.opcheck(self.rep.op, self.op_samples)
