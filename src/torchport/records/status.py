@@ -52,7 +52,6 @@ STATUS = {
         Status(name="compile_timeout", depth=3, severity=6, look="warn"),
         Status(name="compiled_run_fail", depth=4, severity=8, look="fail"),
         Status(name="accuracy_fail", depth=5, severity=9, look="fail", label="accuracy"),
-        Status(name="rank_mismatch", depth=5, severity=8, look="fail", label="ranks"),
         Status(name="oom", depth=None, severity=2, look="warn"),
         Status(name="timeout", depth=None, severity=1, look="warn"),
         Status(name="crash", depth=None, severity=0, look="dead"),
