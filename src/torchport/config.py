@@ -190,7 +190,6 @@ class Measurement:
         show_default=True,
         help="Seconds of timed steps per side (eager/compiled) in the perf probe.",
     )  # time budget per side of the perf probe
-    perf_warmup: int = option(3, show_default=True, help="Untimed steps before the perf probe.")
     artifacts_dir: str = "artifacts"
 
 
