@@ -147,7 +147,7 @@ _METRIC_KEYS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.dictionaries(_METRIC_KEYS, _METRIC_VALUES, max_size=5))
 def test_postgresql_reads_a_metric_as_sqlite_does(pg_server, metrics):
     """PostgreSQL reads a figure out of the stored text (records/pg_queries.py
@@ -183,7 +183,7 @@ _FINDINGS = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_GRADES, _FINDINGS, _GRADES, _FINDINGS)
 def test_the_placement_candidate_decides_in_sql_as_in_python(grade_a, found_a, grade_b, found_b):
     """The placement candidate (records/figures.py PLACEMENT_RULE) is declared once: its SQL
