@@ -73,6 +73,15 @@ def main(argv=None) -> None:
         ["git", "-C", ROOT, "archive", args.ref, "src"], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", src_a], input=archive.stdout, check=True)
+    src_a = os.path.join(src_a, "src")
+    found = subprocess.run(
+        [sys.executable, "-c", "import torchport; print(torchport.__file__)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src_a},
+        check=True,
+    ).stdout
+    assert found.startswith(src_a), f"A's code is not the one imported: {found}"
     sha = [
         subprocess.run(
             ["git", "-C", ROOT, "rev-parse", "--short", ref],
