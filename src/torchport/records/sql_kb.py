@@ -531,10 +531,13 @@ class KnowledgeBase:
         )
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
-            first = conn.execute(
-                self.q.failure_examples(sig),
-                (run_id, row["status"], row["stage"], row["signature"], examples),
-            ).fetchall()
+            stage, signature = row["stage"], row["signature"]
+            sql = self.q.failure_examples(
+                sig, no_stage=stage is None, no_signature=signature is None
+            )
+            args = [run_id, row["status"], stage, signature, examples]
+            args = [a for i, a in enumerate(args) if not (i in (2, 3) and a is None)]
+            first = conn.execute(sql, args).fetchall()
             message = (first[0]["error_message"] or "").strip() if first else ""
             groups.append(
                 {
