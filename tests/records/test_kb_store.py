@@ -219,6 +219,15 @@ def test_results_that_ran_an_op_on_the_host_page_and_count_by_run(store):
     assert [r["case"] for r in store.results(run_id="r2", limit=1, offset=1)] == ["e"]
     assert [r["case"] for r in store.results(run_id="r1", offset=7)] == ["d", "f"]
     assert store.count_results_by_run(fallback_op="aten._index_put_impl_") == {"r1": 1}
+    # Runs recorded at the same time (their id spans overlap): counted by the result rows.
+    store.add_results("r1", [row("g", "aten.cumsum.default")])
+    store.add_results("r2", [row("h", "aten.sort.default")])
+    assert store.count_results_by_run(fallback_op="aten.cumsum") == {"r1": 7, "r2": 1}
+    assert store.count_results_by_run(fallback_op="aten.sort") == {"r2": 1}
+    assert store.count_results_by_run(fallback_op="aten.cumsum", status="pass") == {
+        "r1": 7,
+        "r2": 1,
+    }
 
 
 def test_notes_on_runs_and_cases_are_searchable(store):

@@ -481,6 +481,10 @@ class KnowledgeBase:
         fallback_op: str | None = None,
     ) -> dict[str, int]:
         flags, args, exact = self._filters(None, status, case_glob, fallback_op)
+        if fallback_op and not (status or case_glob) and self._version >= queries.RUN_ORDER_FROM:
+            spans = self._conn().execute(self.q.COUNT_OP_RESULTS_BY_RUN_SPAN, args).fetchall()
+            if not any(row["overlaps"] for row in spans):
+                return {row["run_id"]: row["n"] for row in spans}
         if exact:
             rows = self._conn().execute(self.q.count_results_by_run(**flags), args)
             return {row["run_id"]: row["n"] for row in rows}
