@@ -27,7 +27,9 @@ _RENAMES = (
     # An op's overloads (queries.where_results) by the prefix operator: the planner reckons
     # its rows from the op column's statistics and reads it from the (op, fallback) index,
     # where it guessed 400 rows of 29 000 for substr() and sorted them all for a page. The
-    # length parameter stays (the prefix carries it), so the parameters are the same.
+    # length parameter stays (the prefix carries it), so the parameters are the same. A
+    # B-tree serves ^@ from PostgreSQL 15 (C collation, as op's); an older server reads the
+    # op table whole, with the same answer.
     ("substr(op, 1, ?) = ?)", "(? >= 0 AND op ^@ ?))"),
 )
 _INSERT_OR_IGNORE = re.compile(r"^INSERT OR IGNORE (INTO .*)$", re.DOTALL)
