@@ -1,7 +1,7 @@
 """Issue 31's PostgreSQL reads at a million results, each command timed inside the process with
 every statement it sends, on a knowledge base filled by ``kb_scale.py``.
 
-    python benchmarks/pg_reads.py --db 'postgresql://...' --trial-v9 --out docs/results/pg_reads.txt
+    python benchmarks/pg_reads.py --db 'postgresql://...' --trial-v9 --out FILE
 
 ``--trial-v9``: a knowledge base still at schema v8 is read as v9 reads it without migrating
 it (a migration would make the file unreadable to an older torchport sharing the server):
@@ -80,7 +80,10 @@ def main_(argv: list[str]) -> int:
 
     psycopg.Cursor.execute = traced  # type: ignore[method-assign]
     lines.append(f"load average (1 min) at start {load()}")
-    lines.append("| command | median s | max s | CPU s | statements | SQL s | lines | load |")
+    lines.append(
+        "| command | median s | max s | CPU s | statements (last run) | SQL s (last run)"
+        " | lines | load |"
+    )
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     slowest: list[str] = []
     for command in COMMANDS:
