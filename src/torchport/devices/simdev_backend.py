@@ -826,6 +826,18 @@ def _donate(t: torch.Tensor) -> None:
     weakref.finalize(old, _donated.discard, old._cdata)
 
 
+def _opaque(kernel):
+    """``kernel`` as torch.compile sees a C++ backend's kernel: never traced.
+
+    The dispatcher calls simdev's kernels as Python functions. While a compiled function runs
+    (its eager stretches between graphs included), dynamo sees every Python frame that starts
+    and compiles it, so without this it compiled simdev's own kernels, frame by frame and shape
+    by shape, handing their graphs to the compile backend under test: work a real backend's
+    compiled model never does (for compiled tensor parallel qwen3_moe it ended in a
+    RecursionError in AOT autograd's tracing of symbolic sizes)."""
+    return torch.compiler.disable(kernel, recursive=True)
+
+
 def _register_compile_backend(name: str) -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 
@@ -886,7 +898,7 @@ def install(
                 _state["native_lib"]._destroy()
             lib = torch.library.Library("aten", "IMPL")
             for overload, kernel in kernels:
-                lib.impl(overload, kernel, "PrivateUse1")
+                lib.impl(overload, _opaque(kernel), "PrivateUse1")
             _state["native_lib"], _state["native"] = lib, names
 
 
@@ -912,9 +924,11 @@ def _setup_device() -> None:
         )
     setup(_state["name"], backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
-    fallback_lib.fallback(_fallback, "PrivateUse1")
+    fallback_lib.fallback(_opaque(_fallback), "PrivateUse1")
     device_lib = torch.library.Library("aten", "IMPL")
-    device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
+    device_lib.impl(
+        "_has_compatible_shallow_copy_type", _opaque(_shallow_copy_compatible), "PrivateUse1"
+    )
     _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
     if _ADDRESSES:
         _patch_storage_resize()
