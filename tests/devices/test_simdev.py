@@ -313,6 +313,24 @@ def parity() -> dict:
         scenario(lambda: compare(mlp(), {"input": torch.randn(8, 16)}, compile=True),
                  "mlp_compiled")
 
+        @scenario
+        def kernels_not_compiled():
+            # an eager stretch inside a compiled function (its own frame not compiled, the
+            # frames it starts are): its ops run simdev's kernels while dynamo watches; dynamo
+            # must not compile them (a C++ backend's kernels are no Python frames)
+            import torch._dynamo
+            torch._dynamo.reset()
+            @torch.compiler.disable(recursive=False)
+            def eager(x):
+                return torch.cumsum(x * 2, 0)   # mul: native kernel; cumsum: CPU fallback
+            def fn(x):
+                y = eager(x)
+                return (y + 1).sum(), y.view(2, 3).t().contiguous()
+            x = torch.arange(6.0).to("simdev")
+            got = torch.compile(fn, backend="simdev")(x)
+            files = {m.co_filename for m in torch._dynamo.utils.get_compilation_metrics()}
+            return {"files": sorted(str(f) for f in files), "values": got[1].cpu().tolist()}
+
         if importlib.util.find_spec("transformers"):
             from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -334,6 +352,14 @@ def test_small_models_match_cpu_on_device(parity, name):
     assert r["err"] < 1e-5
     assert r["placed"]
     assert r["fallback"] == {}  # the on-device baseline: no deliberately missing op here
+
+
+def test_simdev_kernels_are_not_compiled_by_dynamo(parity):
+    """simdev's kernels are Python functions; torch.compile must see them as it sees a C++
+    backend's kernels (never traced): only the compiled function's own frames compile."""
+    r = found(parity, "kernels_not_compiled")
+    assert r["files"] and not [f for f in r["files"] if "simdev" in f], r["files"]
+    assert r["values"] == [[0.0, 12.0], [2.0, 20.0], [6.0, 30.0]]
 
 
 def test_llama_forward_backward_matches_cpu(parity):
