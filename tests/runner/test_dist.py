@@ -252,7 +252,9 @@ def test_a_timed_round_holds_only_the_calls_and_averages_the_ranks(monkeypatch, 
         monkeypatch.setattr(dist, "all_reduce", other_rank_took_5s)
         monkeypatch.setattr(dist, "get_world_size", lambda: 2)
         got = dc.collective_round(
-            lambda: events.append("call"), device="cpu", sync=lambda: events.append("sync"),
+            lambda: events.append("call"),
+            device="cpu",
+            sync=lambda: events.append("sync"),
             iters=3,
         )
         first, last = events.index("clock"), len(events) - 1 - events[::-1].index("clock")
