@@ -43,7 +43,7 @@ from _report import emit  # noqa: E402
 
 SIZES = (1024, 16_384, 262_144, 1_048_576, 4_194_304)
 WORLD = 2
-MAX_ROUNDS, MIN_ROUNDS, BUDGET_S = 401, 11, 6.0  # per size and world: both sides' timed calls
+MAX_ROUNDS, MIN_ROUNDS, BUDGET_S = 401, 41, 6.0  # per size and world: both sides' timed calls
 NOOP_ROUNDS = 201
 
 
@@ -57,6 +57,15 @@ def _quantile(values: list[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def median_ci(values: list[float]) -> tuple[float, float]:
+    """A distribution-free 95 % interval for the median: the order statistics n/2 -+
+    0.98 sqrt(n) (the binomial's normal approximation)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 0.98 * n**0.5
+    return ordered[max(0, int(n / 2 - half))], ordered[min(n - 1, int(n / 2 + half))]
 
 
 def paired_rank(out: str, sizes: list[int], iters: int, warmup: int) -> None:
@@ -224,6 +233,8 @@ def main() -> None:
     started = time.monotonic()
     pairs: dict[int, list[list[float]]] = {n: [] for n in sizes}
     per_world: dict[int, list[float]] = {n: [] for n in sizes}
+    # the ratios of the rounds where the hand loop ran first, and where torchport did
+    by_order: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in sizes}
     noop: list[list[float]] = []
     threads = set()
     for _ in range(args.worlds):
@@ -232,11 +243,15 @@ def main() -> None:
         for n, got in data["pairs"].items():
             pairs[int(n)] += got
             per_world[int(n)].append(statistics.median(h / t for h, t in got))
+            for r, (h, t) in enumerate(got):  # round_order: even rounds run the hand loop first
+                by_order[int(n)][r % 2].append(h / t)
         noop += data["noop"]
     lines.append(f"torch threads per rank: {sorted(threads)} (one process runs both sides)")
     lines.append(
         f"{'elements':>10} {'bytes':>10} {'hand busbw':>11} {'tp busbw':>9} {'pairs':>6} "
-        f"{'torchport/hand':>15} {'p10':>6} {'p90':>6} {'per world':>14}"
+        f"{'torchport/hand':>15} {'95% CI':>13} {'p10':>6} {'p90':>6} {'per world':>14} "
+        f"{'hand 1st':>9} "
+        f"{'tp 1st':>7}"
     )
     worst = 0.0
     for n in sizes:
@@ -250,8 +265,10 @@ def main() -> None:
         worlds = ", ".join(f"{r:.3f}" for r in per_world[n])
         lines.append(
             f"{n:>10} {nbytes:>10} {hand_bw:>11.3f} {our_bw:>9.3f} {len(ratios):>6} "
-            f"{median:>15.3f} {_quantile(ratios, 0.1):>6.3f} {_quantile(ratios, 0.9):>6.3f} "
-            f"{worlds:>14}"
+            f"{median:>15.3f} {'{:.3f}-{:.3f}'.format(*median_ci(ratios)):>13} "
+            f"{_quantile(ratios, 0.1):>6.3f} {_quantile(ratios, 0.9):>6.3f} "
+            f"{worlds:>14} {statistics.median(by_order[n][0]):>9.3f} "
+            f"{statistics.median(by_order[n][1]):>7.3f}"
         )
     hand_ns = statistics.median(h for h, _ in noop) * 1e9
     our_ns = statistics.median(t for _, t in noop) * 1e9
@@ -264,7 +281,9 @@ def main() -> None:
     verdict = "met" if worst <= 0.10 else "not met"
     lines.append(
         f"largest |median - 1|: {worst * 100:.1f} % (target: within 10 %: {verdict}); "
-        f"busbw columns: each side's median time over the same rounds (GB/s); "
+        f"busbw columns: each side's median time over the same rounds (GB/s); hand 1st / "
+        f"tp 1st: the median ratio of the rounds each side ran first in; 95% CI: of the "
+        f"median, from order statistics; "
         f"{time.monotonic() - started:.0f} s wall; {load()} at end"
     )
     emit(lines, args.out)

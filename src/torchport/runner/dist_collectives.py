@@ -305,9 +305,10 @@ BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 3, 3.0
 
 def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     """name -> (call, bytes) for ``n`` float32 elements per rank; bytes is the largest
-    buffer, as nccl-tests counts it (the gathered output, the scattered input). Values are
-    1/world: a sum over the ranks stays 1 however many calls are timed (no overflow, no
-    denormals to slow the arithmetic)."""
+    buffer, as nccl-tests counts it (the gathered output, the scattered input). Values start
+    at 1/world; the in-place all_reduce multiplies its buffer by the world size with every call
+    (inf after about 128 calls on two ranks, and inf stays inf): never a denormal, the one
+    kind of value that slows float arithmetic."""
     fill = 1.0 / world
     buf = torch.full((n,), fill, dtype=torch.float32, device=device)
     big = torch.full((n * world,), fill, dtype=torch.float32, device=device)
