@@ -85,6 +85,7 @@ def paired_rank(out: str, sizes: list[int], iters: int, warmup: int) -> None:
     adapter = get_adapter("cpu")
     adapter.prepare()  # as torchport's rank does
     register_simccl()
+    adapter.register_collectives()
     dist.init_process_group(backend_for(adapter, None), timeout=timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     sync = adapter.synchronize
