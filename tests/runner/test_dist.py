@@ -274,6 +274,49 @@ def test_a_slow_collective_is_timed_within_its_budget(monkeypatch, tmp_path):
         dist.destroy_process_group()
 
 
+def test_a_timed_round_holds_only_the_calls_and_averages_the_ranks(monkeypatch, tmp_path):
+    """Between its two clock reads a round makes the calls and one device synchronisation,
+    nothing per call (as nccl-tests' timed block); the figure is the mean over the ranks
+    (nccl-tests' default ``-a 1``), not the slowest rank's."""
+    from torchport.runner import dist_collectives as dc
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        events: list[str] = []
+        ticks = iter(range(100))
+
+        def clock():
+            events.append("clock")
+            return float(next(ticks)) * 3.0  # 3 s between two reads
+
+        barrier, all_reduce = dist.barrier, dist.all_reduce
+        monkeypatch.setattr(dc, "clock", clock)
+        monkeypatch.setattr(dist, "barrier", lambda: (events.append("barrier"), barrier()))
+
+        def other_rank_took_5s(t, op=None):
+            events.append(f"all_reduce {op}")
+            all_reduce(t, op=op)
+            t += 5.0  # a second rank's 5 s per call
+
+        monkeypatch.setattr(dist, "all_reduce", other_rank_took_5s)
+        monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+        got = dc.collective_round(
+            lambda: events.append("call"),
+            device="cpu",
+            sync=lambda: events.append("sync"),
+            iters=3,
+        )
+        first, last = events.index("clock"), len(events) - 1 - events[::-1].index("clock")
+        assert events[first + 1 : last] == ["call"] * 3 + ["sync"]
+        assert events[:first] == ["barrier", "sync"]
+        assert events[last + 1 :] == [f"all_reduce {dist.ReduceOp.SUM}"]
+        assert got == pytest.approx((3.0 / 3 + 5.0) / 2)  # mean of 1 s and 5 s per call
+    finally:
+        dist.destroy_process_group()
+
+
 def test_training_reference_is_computed_once_in_a_clean_child(monkeypatch, tmp_path):
     """One float64 process on the global batch, computed in the reference child (backend
     autoload off) into the disk cache; the next strategy or run reads the same file."""

@@ -49,10 +49,19 @@ class SimdevAdapter(DeviceAdapter):
         return None
 
     def device_info(self):
+        from torchport.devices import simdev_backend
+
         return {
             "device_type": "simdev",
             "device_name": "simdev (python reference device)",
             "device_count": 1,
+            # storages with data pointers and resize_ (FSDP2 needs both): see simdev_backend
+            "storage_addresses": (
+                "virtual (one address per storage)"
+                if simdev_backend.device_addresses()
+                else "none: this torch lacks _construct_storage_from_data_pointer or "
+                "UntypedStorage._swap_data_ptr_ (data_ptr() and storage.resize_ raise)"
+            ),
         }
 
     # Its own op accounting, the TorchNeuron API: {"aten::cumsum": 2, ...}

@@ -247,6 +247,7 @@ def _record(name: str, fallback: bool) -> None:
 
 _META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset
+_as_strided_ = torch.ops.aten.as_strided_.default
 
 
 class _Entry:
@@ -260,30 +261,89 @@ class _Entry:
 _table: dict[int, _Entry] = {}  # device storage _cdata -> entry
 _by_host: dict[int, int] = {}  # host storage _cdata -> device storage _cdata
 
+# Device addresses. A real backend's allocator gives every storage a data pointer (device
+# memory the host cannot read), and torch code compares storages by it: FSDP2's
+# ``reset_sharded_param`` reads ``untyped_storage().data_ptr()``. torch's Python PrivateUse1
+# API allocates nothing (``create_empty_tensor`` leaves the pointer null, and ``data_ptr()``
+# then raises "invalid python storage"), so simdev gives each device storage an address of its
+# own in a virtual device address space: one slot of ``_SLOT_BYTES`` per live storage, reused
+# after it dies; never dereferenced (the bytes stay in the side table). A storage's size is
+# then set by swapping in a fresh storage with the same address and the new size (``_resize``)
+# instead of growing through the Meta ``set_`` kernel, which refuses a storage made from a
+# pointer. Both are private torch APIs: without them storages keep no address, as before.
+_SLOT_BYTES = 1 << 36  # 64 GiB of addresses per storage: far more than a CPU-backed device holds
+_ADDRESSES = hasattr(torch._C, "_construct_storage_from_data_pointer") and hasattr(
+    torch.UntypedStorage, "_swap_data_ptr_"
+)
+_free_slots: list[int] = []
+_slot_count = [0]
 
-def _forget(device_key: int, host_key: int) -> None:
+
+def device_addresses() -> bool:
+    """Whether simdev storages have device addresses (``data_ptr()``) in this torch."""
+    return _ADDRESSES
+
+
+def _new_slot() -> int:
+    if _free_slots:
+        return _free_slots.pop()
+    _slot_count[0] += 1
+    return _slot_count[0]
+
+
+def _is_addressed(device: torch.UntypedStorage) -> bool:
+    try:
+        return device.data_ptr() != 0
+    except RuntimeError:  # a null pointer with bytes: "invalid python storage"
+        return False
+
+
+def _resize(device: torch.UntypedStorage, nbytes: int, address: int | None = None) -> None:
+    """``device`` holds ``nbytes`` from now on (grown or shrunk), at ``address`` (default: the
+    one it has). The storage object and every tensor on it stay the same."""
+    if address is None:
+        address = device.data_ptr()
+    make = torch._C._construct_storage_from_data_pointer
+    if device.nbytes() not in (0, nbytes):  # a swap needs equal sizes or one empty side
+        device._swap_data_ptr_(make(address, device.device, 0))  # type: ignore[attr-defined]
+    device._swap_data_ptr_(make(address, device.device, nbytes))  # type: ignore[attr-defined]
+
+
+def _forget(device_key: int, host_key: int, slot: int | None = None) -> None:
     _table.pop(device_key, None)
     _by_host.pop(host_key, None)
+    if slot is not None:
+        _free_slots.append(slot)
 
 
 def _set_metadata(t: torch.Tensor, storage, offset: int | torch.SymInt, size, stride) -> None:
-    # The Meta kernel of set_ only swaps storage and metadata and grows the storage's byte
-    # count; it never touches the (null) data pointer, so it works on a simdev tensor.
-    _set_storage.redispatch(_META, t, storage, offset, list(size), list(stride))
+    # The Meta kernels of set_ and as_strided_ only swap storage and metadata; they never
+    # touch the data pointer, so they work on a simdev tensor. set_ with no elements first:
+    # with elements it would grow the storage, and refuses one made from a pointer.
+    _set_storage.redispatch(_META, t, storage, offset, [0], [1])
+    _as_strided_.redispatch(_META, t, list(size), list(stride), offset)
 
 
 def _grow(device: torch.UntypedStorage, nbytes: int) -> None:
-    if device.nbytes() < nbytes:
-        empty = torch._C._acc.create_empty_tensor([0], torch.uint8)  # type: ignore[arg-type]
-        _set_metadata(empty, device, 0, [nbytes], [1])
+    if device.nbytes() >= nbytes:
+        return
+    if _ADDRESSES and _is_addressed(device):
+        _resize(device, nbytes)
+        return
+    empty = torch._C._acc.create_empty_tensor([0], torch.uint8)  # type: ignore[arg-type]
+    _set_storage.redispatch(_META, empty, device, 0, [nbytes], [1])  # grows the storage
 
 
 def _register(host: torch.UntypedStorage, device: torch.UntypedStorage) -> _Entry:
+    slot = None
+    if _ADDRESSES and not _is_addressed(device):
+        slot = _new_slot()
+        _resize(device, device.nbytes(), slot * _SLOT_BYTES)
     entry = _table[device._cdata] = _Entry(host, device)
     _by_host[host._cdata] = device._cdata
     # Storage Python objects are preserved while the StorageImpl lives (views, autograd graph),
     # so this runs when the last user of the device memory is gone.
-    weakref.finalize(device, _forget, device._cdata, host._cdata)
+    weakref.finalize(device, _forget, device._cdata, host._cdata, slot)
     return entry
 
 
@@ -318,6 +378,29 @@ def _host_storage(device: torch.UntypedStorage) -> torch.UntypedStorage:
     if entry.host.nbytes() < device.nbytes():
         entry.host.resize_(device.nbytes())
     return entry.host
+
+
+def _resize_storage(device: torch.UntypedStorage, nbytes: int) -> torch.UntypedStorage:
+    """``storage.resize_(nbytes)`` on a simdev storage (FSDP2 frees and re-allocates each
+    unsharded parameter this way): the host bytes keep their first ``min(old, new)`` bytes and
+    the device storage its address. A C++ backend answers this in its PrivateUse1 hooks
+    (``resizePrivateUse1Bytes``), which torch's Python backend hooks cannot define."""
+    host = _host_storage(device)
+    host.resize_(nbytes)
+    _resize(device, nbytes)
+    return device
+
+
+def _patch_storage_resize() -> None:
+    original = torch.UntypedStorage.resize_
+
+    @functools.wraps(original)
+    def resize_(self, size):
+        if self.device.type == _state["name"]:
+            return _resize_storage(self, int(size))
+        return original(self, size)
+
+    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
 
 
 def _host_view(t: torch.Tensor) -> torch.Tensor:
@@ -743,6 +826,18 @@ def _donate(t: torch.Tensor) -> None:
     weakref.finalize(old, _donated.discard, old._cdata)
 
 
+def _opaque(kernel):
+    """``kernel`` as torch.compile sees a C++ backend's kernel: never traced.
+
+    The dispatcher calls simdev's kernels as Python functions. While a compiled function runs
+    (its eager stretches between graphs included), dynamo sees every Python frame that starts
+    and compiles it, so without this it compiled simdev's own kernels, frame by frame and shape
+    by shape, handing their graphs to the compile backend under test: work a real backend's
+    compiled model never does (for compiled tensor parallel qwen3_moe it ended in a
+    RecursionError in AOT autograd's tracing of symbolic sizes)."""
+    return torch.compiler.disable(kernel, recursive=True)
+
+
 def _register_compile_backend(name: str) -> None:
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 
@@ -803,7 +898,7 @@ def install(
                 _state["native_lib"]._destroy()
             lib = torch.library.Library("aten", "IMPL")
             for overload, kernel in kernels:
-                lib.impl(overload, kernel, "PrivateUse1")
+                lib.impl(overload, _opaque(kernel), "PrivateUse1")
             _state["native_lib"], _state["native"] = lib, names
 
 
@@ -829,10 +924,14 @@ def _setup_device() -> None:
         )
     setup(_state["name"], backend_module=_device_module())
     fallback_lib = torch.library.Library("_", "IMPL")
-    fallback_lib.fallback(_fallback, "PrivateUse1")
+    fallback_lib.fallback(_opaque(_fallback), "PrivateUse1")
     device_lib = torch.library.Library("aten", "IMPL")
-    device_lib.impl("_has_compatible_shallow_copy_type", _shallow_copy_compatible, "PrivateUse1")
+    device_lib.impl(
+        "_has_compatible_shallow_copy_type", _opaque(_shallow_copy_compatible), "PrivateUse1"
+    )
     _state["fallback_lib"], _state["device_lib"] = fallback_lib, device_lib
+    if _ADDRESSES:
+        _patch_storage_resize()
     _register_compile_backend(_state["name"])
 
 

@@ -12,10 +12,10 @@ Bandwidth: nccl-tests' definitions. algbw = bytes / time, busbw = algbw · facto
 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast;
 bytes is the size of the largest buffer (the gathered output, the scattered input). As in
 nccl-tests, each collective and size is timed on its own: warm-up calls, then rounds of
-``iters`` calls between a barrier and a device synchronisation; the slowest rank's time counts
-(an all_reduce MAX outside the timed region). The collectives are not compared with each
-other, so nothing is interleaved: another collective between two rounds would only disturb
-the one being timed.
+``iters`` calls between a barrier and a device synchronisation; a round's time is the mean of
+the ranks' times (nccl-tests' default, its ``-a 1``; an all_reduce outside the timed region).
+The collectives are not compared with each other, so nothing is interleaved: another
+collective between two rounds would only disturb the one being timed.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import traceback
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -309,9 +310,10 @@ BANDWIDTH_MIN_ROUNDS, BANDWIDTH_BUDGET_S = 3, 3.0
 
 def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     """name -> (call, bytes) for ``n`` float32 elements per rank; bytes is the largest
-    buffer, as nccl-tests counts it (the gathered output, the scattered input). Values are
-    1/world: a sum over the ranks stays 1 however many calls are timed (no overflow, no
-    denormals to slow the arithmetic)."""
+    buffer, as nccl-tests counts it (the gathered output, the scattered input). Values start
+    at 1/world; the in-place all_reduce multiplies its buffer by the world size with every call
+    (inf after about 128 calls on two ranks, and inf stays inf): never a denormal, the one
+    kind of value that slows float arithmetic."""
     fill = 1.0 / world
     buf = torch.full((n,), fill, dtype=torch.float32, device=device)
     big = torch.full((n * world,), fill, dtype=torch.float32, device=device)
@@ -319,13 +321,51 @@ def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     source = big.clone()
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    # partials, not lambdas: the timed loop adds one C-level call per collective, the least a
+    # loop over a given call can (benchmarks/dist_bandwidth.py measures it)
     return {
-        "all_reduce": (lambda: dist.all_reduce(buf), n * 4),
-        "all_gather_into_tensor": (lambda: gather(big, small), n * world * 4),
-        "reduce_scatter_tensor": (lambda: scatter(small, big), n * world * 4),
-        "broadcast": (lambda: dist.broadcast(buf, src=0), n * 4),
-        "all_to_all_single": (lambda: dist.all_to_all_single(big, source), n * world * 4),
+        "all_reduce": (partial(dist.all_reduce, buf), n * 4),
+        "all_gather_into_tensor": (partial(gather, big, small), n * world * 4),
+        "reduce_scatter_tensor": (partial(scatter, small, big), n * world * 4),
+        "broadcast": (partial(dist.broadcast, buf, src=0), n * 4),
+        "all_to_all_single": (partial(dist.all_to_all_single, big, source), n * world * 4),
     }
+
+
+def collective_round(fn, *, device: str, sync, iters: int) -> float:
+    """One timed round of nccl-tests' loop: a barrier, a device synchronisation, the clock,
+    ``iters`` calls, a device synchronisation, the clock. Returns the per-call seconds averaged
+    over the ranks, as nccl-tests reports them by default (its ``-a 1``): each rank's time
+    goes through an all_reduce outside the timed region. Nothing else runs between the two
+    clock reads: no barrier or synchronisation per call, no clock read per call."""
+    dist.barrier()
+    sync()
+    start = clock()
+    for _ in range(iters):
+        fn()
+    sync()
+    elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
+    shared = elapsed.to(device) if device != "cpu" else elapsed
+    dist.all_reduce(shared, op=dist.ReduceOp.SUM)  # AVG is not offered by every backend
+    return float(shared.to("cpu")) / dist.get_world_size()
+
+
+def warm_up(fn, *, device: str, sync, warmup: int, budget_s: float) -> int:
+    """``warmup`` calls, or one when ``warmup`` of them would take more than ``budget_s``:
+    judged from the first call's slowest-rank time, so every rank makes the same calls.
+    Returns the calls made."""
+    started = clock()
+    fn()
+    sync()
+    first = torch.tensor([clock() - started], dtype=torch.float64)
+    first = first.to(device) if device != "cpu" else first
+    dist.all_reduce(first, op=dist.ReduceOp.MAX)
+    if float(first.to("cpu")) * warmup > budget_s:
+        return 1
+    for _ in range(warmup - 1):
+        fn()
+    sync()
+    return warmup
 
 
 def time_collective(
@@ -339,41 +379,19 @@ def time_collective(
     min_rounds: int = BANDWIDTH_MIN_ROUNDS,
     budget_s: float = BANDWIDTH_BUDGET_S,
 ) -> list[float]:
-    """nccl-tests' loop, in rounds: ``warmup`` calls, then per round a barrier, the clock,
-    ``iters`` calls, a device synchronisation, the clock; a round's time per call is the
-    slowest rank's (an all_reduce MAX, outside the timed region). Python's garbage collector
-    is kept out of the timed calls (as ``timing.sample_interleaved`` does). After
-    ``min_rounds``, the rounds stop once the timed calls took ``budget_s``: every rank decides
-    from the same slowest-rank times, so all stop at the same round. The warm-up is one call
-    when ``warmup`` of them would take more than ``budget_s`` (decided the same way)."""
-    # warm-up: one call, then the rest unless they would take more than the budget, judged
-    # from the first call's slowest-rank time (every rank makes the same calls)
-    started = clock()
-    fn()
-    sync()
-    first = torch.tensor([clock() - started], dtype=torch.float64)
-    first = first.to(device) if device != "cpu" else first
-    dist.all_reduce(first, op=dist.ReduceOp.MAX)
-    if float(first.to("cpu")) * warmup <= budget_s:
-        for _ in range(warmup - 1):
-            fn()
-        sync()
+    """nccl-tests' loop, in rounds: ``warm_up``, then up to ``rounds`` of ``collective_round``
+    (per-call time, mean over the ranks). Python's garbage collector is kept out of the timed
+    calls (as ``timing.sample_interleaved`` does). After ``min_rounds``, the rounds stop once
+    the timed calls took ``budget_s``: every rank decides from the same shared times, so all
+    stop at the same round."""
+    warm_up(fn, device=device, sync=sync, warmup=warmup, budget_s=budget_s)
     samples = []
     gc_was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         for _ in range(rounds):
-            dist.barrier()
-            sync()
-            start = clock()
-            for _ in range(iters):
-                fn()
-            sync()
-            elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
-            slowest = elapsed.to(device) if device != "cpu" else elapsed
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            samples.append(float(slowest.to("cpu")))
+            samples.append(collective_round(fn, device=device, sync=sync, iters=iters))
             if len(samples) >= min_rounds and sum(samples) * iters >= budget_s:
                 break
     finally:
@@ -420,6 +438,7 @@ def bandwidth(
                     "samples": summary.n,
                     "iters": iters,
                     "warmup": warmup,
+                    "over_ranks": "mean",  # nccl-tests' -a 1 (rows without it: slowest rank)
                     "algbw_gbps": algbw,
                     "busbw_gbps": algbw * BUS_FACTORS[name](world),
                 }

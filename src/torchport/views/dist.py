@@ -127,8 +127,9 @@ def bandwidth(run: dict, results: list[dict]) -> View | None:
         [
             "algbw = bytes / time; busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, "
             "reduce_scatter, all_to_all), 1 (broadcast), as nccl-tests; time: median per call "
-            "of the slowest rank over rounds of calls, each collective and size on its own; "
-            "spread (p90-p10)/median"
+            "over rounds of calls, each round's time the mean over the ranks (nccl-tests' "
+            "default; results recorded by older torchport: the slowest rank's), each collective "
+            "and size on its own; spread (p90-p10)/median"
         ],
     )
 
