@@ -110,6 +110,40 @@ def test_jax_names_why_training_cannot_run(fake_torchax):
     assert note.startswith("torchax: the training backward cannot run through torch autograd")
 
 
+def test_jax_names_a_custom_op_torchax_cannot_run(fake_torchax):
+    """The traceback torchax gives when a torch.library op's Python implementation reaches its
+    tensor with the modes off: raised in torchax's ``__torch_dispatch__``, under torch/_library
+    (frames compiled with those file names, as the real call stack has them)."""
+    import os
+
+    ns: dict = {}
+    exec(
+        compile(
+            "def __torch_dispatch__():\n    raise AssertionError('only within the environment')\n",
+            os.path.join("site-packages", "torchax", "tensor.py"),
+            "exec",
+        ),
+        ns,
+    )
+    exec(
+        compile(
+            "def autograd_impl(f):\n    return f()\n",
+            os.path.join("site-packages", "torch", "_library", "autograd.py"),
+            "exec",
+        ),
+        ns,
+    )
+    try:
+        ns["autograd_impl"](ns["__torch_dispatch__"])
+    except AssertionError as exc:
+        note = JaxAdapter().explain_failure("eager", exc)
+    assert note.startswith("torchax: a torch.library custom op reaches torchax's tensor")
+    try:  # the same refusal outside a custom op is not explained as one
+        ns["__torch_dispatch__"]()
+    except AssertionError as exc:
+        assert JaxAdapter().explain_failure("eager", exc) is None
+
+
 def test_jax_waits_by_reading_the_results_back(fake_torchax):
     log, _ = fake_torchax
     adapter = JaxAdapter()

@@ -155,6 +155,57 @@ def test_a_rank_that_died_is_a_crash_before_the_ranks_ended_after_it():
     assert ladder.out.error["message"].startswith("rank 1 died (signal SIGSEGV) in broadcast")
 
 
+def test_rows_finished_before_a_rank_died_are_kept(tmp_path):
+    from torchport.runner.dist_launch import _read_lines
+
+    row = {"collective": "barrier", "op": "", "dtype": "", "size": 0, "layout": ""}
+    path = tmp_path / "rank0.rows.jsonl"
+    path.write_text(
+        '{"collective": "barrier", "op": "", "dtype": "", "size": 0, "layout": "", '
+        '"rank": 0, "status": "pass", "max_abs_err": 0.0}\n{"collective": "all_re'
+    )
+    kept = _read_lines(str(path))  # the torn last line of a process killed mid-write is left out
+    assert [r["collective"] for r in kept] == ["barrier"]
+    assert _read_lines(str(tmp_path / "none.jsonl")) == []
+    ranks = [
+        _rank(0, None, killed=True, signal="SIGTERM", rows_before_death=kept),
+        _rank(
+            1,
+            None,
+            last="send_recv float32 n=7",
+            signal="SIGABRT",
+            rows_before_death=[{**row, "rank": 1, "status": "pass", "max_abs_err": 0.0}],
+        ),
+    ]
+    ladder = _ladder()
+    ladder._judge(World(launcher="procs", ranks=ranks))
+    assert ladder.out.status == "crash"
+    assert "rank 1 died (signal SIGABRT) in send_recv" in ladder.out.error["message"]
+    assert ladder.out.findings["dist_rows"] == [{**row, "status": "pass", "max_abs_err": 0.0}]
+    assert ladder.out.findings["dist"]["rows_before_death"] == 1
+
+
+def test_the_backend_is_found_by_its_capability_when_the_device_map_lacks_it(monkeypatch):
+    """torch_xla 2.9 registers "xla" with devices="xla" (a string): torch's default map then
+    holds "x", "l" and "a", and only the capability table names the device."""
+    import types
+
+    from torchport.runner.dist_rank import backend_for, check_collective_world
+
+    monkeypatch.setitem(dist.Backend.backend_capability, "tpx_ccl", ["tpx"])
+    adapter = types.SimpleNamespace(torch_type="tpx", collective_world=lambda: 1)
+    assert "tpx" not in dist.Backend.default_device_backend_map
+    assert backend_for(adapter, None) == "tpx_ccl"
+    assert backend_for(adapter, "gloo") == "gloo"
+    monkeypatch.setitem(dist.Backend.backend_capability, "tpx_other", ["tpx"])
+    with pytest.raises(RuntimeError, match="name one with --dist-backend"):
+        backend_for(adapter, None)  # two serve it: not guessed
+    check_collective_world(adapter, 1)
+    with pytest.raises(RuntimeError, match="across 1 process.*the process group has 2"):
+        check_collective_world(adapter, 2)
+    check_collective_world(get_adapter("cpu"), 2)  # the process group's world is the world
+
+
 def test_a_wrong_collective_is_named_with_its_ranks():
     row = {"collective": "all_reduce", "op": "sum", "dtype": "float32", "size": 7}
     row["layout"] = "contiguous"
@@ -319,6 +370,8 @@ def test_planted_hang_ends_the_world_within_the_timeout():
     assert time.monotonic() - start < 60 + 5
     assert result["status"] == "timeout"
     assert "in all_reduce(sum) float32 n=1" in result["error"]["message"]
+    # what the ranks finished before the hang stays in the record
+    assert {r["collective"] for r in result["findings"]["dist_rows"]} >= {"barrier"}
     _no_rank_left()
 
 

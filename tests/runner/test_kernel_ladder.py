@@ -267,3 +267,44 @@ def test_a_module_class_replacement_and_an_op_named_through_torch_ops():
         KernelCase("kernels/by_name", by_name), "eager", config, CPUAdapter(), lambda e: None, {}
     ).run()
     assert (r["status"], r["stage"]) == ("eager_fail", "opcheck")
+
+
+@torch.library.custom_op("torchport_test::cuda_only_rms_norm", mutates_args=(), device_types="cuda")
+def _cuda_only_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+@_cuda_only_rms_norm.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x)
+
+
+def test_an_op_with_no_kernel_for_the_device_does_not_run_and_is_not_called_a_bad_registration():
+    """A kernel written for another device (here CUDA only, run on the CPU): the plain call
+    fails before opcheck, whose own instruments would otherwise fail first and read as a
+    wrong registration (as on torchax, where SchemaCheckMode needs aten::as_strided_)."""
+    from torchport.cases.kernels import fused_rms_norm_module, rms_norm_samples
+
+    def make():
+        return Replacement(
+            name="cuda_only",
+            target="TinyRMSNorm",
+            make=fused_rms_norm_module(_cuda_only_rms_norm),
+            op=_cuda_only_rms_norm,
+            op_samples=rms_norm_samples,
+            model=tiny_model,
+        )
+
+    config = RunConfig(suite="kernels", device="cpu", perf_budget_s=0.2)
+    case = KernelCase("kernels/cuda_only", make)
+    r = KernelLadder(case, "eager", config, CPUAdapter(), lambda e: None, {}).run()
+    k = r["findings"]["kernel"]
+    assert (r["status"], r["stage"], k["verdict"]) == ("eager_fail", "op_call", "does_not_run")
+    assert r["error"]["message"].startswith("the op does not run on cpu (sample 0)")
+    assert k["op_call"]["failed"] == k["op_call"]["checked"] == 3
+    assert k["opcheck"].startswith("not run") and k["gradcheck"].startswith("not run")
+    # later stages still record what they saw: the model with the op cannot run either
+    assert k["timing"].startswith("not timed")
+    Result.from_dict(r)
+    json.dumps(r)

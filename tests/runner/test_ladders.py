@@ -168,3 +168,105 @@ def test_the_stage_runner_walks_the_declared_stages():
     toy, result, _ = _toy(fail=("build",))  # required: recorded, the climb ends
     assert toy.seen == ["begin", "build"]
     assert (result["status"], result["stage"]) == ("build_fail", "build")
+
+
+def test_the_op_kernel_and_dist_ladders_declare_their_stages():
+    """Every ladder declares its stages to the one runner (none writes ``climb``): the
+    ladder's stages of records/status.py in that module's order, each run, guarded and decided
+    by methods the ladder has."""
+    from torchport.records.status import STAGES
+
+    expected = {
+        "op": ["build", "run"],
+        "kernel": [
+            "build",
+            "op_call",
+            "opcheck",
+            "gradcheck",
+            "place",
+            "samples",
+            "compile",
+            "model",
+            "timing",
+        ],
+        "dist": ["reference", "run"],
+    }
+    for name, stages in expected.items():
+        ladder = ladders.ladder_class(name)
+        assert "climb" not in vars(ladder), name
+        assert [s.name for s in ladder.STAGES] == stages, name
+        ordered = [s for s in stages if s in STAGES]
+        assert ordered == [s for s in STAGES if s in ordered], name
+        for stage in ladder.STAGES:
+            for method in (stage.run, stage.before, stage.then, stage.when, stage.failed):
+                assert method is None or callable(getattr(ladder, method, None)), (name, method)
+
+
+class _Checks(StageRunner):
+    """A ladder of checks (as the kernel ladder's): a stage that runs only when asked, one
+    whose failure the ladder takes (the first failure decides), and one that records its own
+    outcome and may stop from inside."""
+
+    STAGES = (
+        Stage("build", "_build", synchronise=False),
+        Stage("opcheck", "_check", when="_wanted", required=False, failed="_took"),
+        Stage("model", "_model", captured=False, then="_modelled"),
+        Stage("timing", "_timing", captured=False),
+    )
+    want, stop_in_model, skip_in_build = True, False, False
+
+    def _build(self):
+        if self.skip_in_build:  # a stop inside a captured stage is not its failure
+            self.stop("skip", "build", {"type": "Skip", "message": "nothing to check"})
+        return "built"
+
+    def _wanted(self):
+        return self.want
+
+    def _check(self):
+        raise ValueError("the check broke")
+
+    def _took(self, done):
+        self.out.fail("crash", done.stage, {"type": "E", "message": str(done.exc)})
+
+    def _model(self):
+        if self.stop_in_model:
+            self.stop("accuracy_fail", "model", {"type": "M", "message": "differs"})
+        return "modelled"
+
+    def _modelled(self, value):
+        self.out.findings["model"] = value
+
+    def _timing(self):
+        self.out.findings["timed"] = True
+
+
+def _checks(**kw):
+    case = types.SimpleNamespace(id="toy/k", version=1)
+    events: list[dict] = []
+    adapter = types.SimpleNamespace(
+        synchronize=lambda: pytest.fail("a stage declared synchronise=False waited"),
+        explain_failure=lambda *a: "the adapter's reading",
+    )
+    ladder = _Checks(case, "eager", _config(), adapter, events.append, {})
+    for k, v in kw.items():
+        setattr(ladder, k, v)
+    return ladder.run(), [e["stage"] for e in events]
+
+
+def test_a_stage_runs_when_asked_hands_its_failure_over_or_records_itself():
+    result, events = _checks()
+    assert events == ["build", "opcheck", "model", "timing"]
+    assert (result["status"], result["stage"]) == ("crash", "opcheck")
+    assert result["error"]["message"] == "the check broke"  # the ladder's, not explained
+    assert result["findings"] == {"model": "modelled", "timed": True}  # the climb went on
+    assert set(result["durations"]) == {"build_s", "opcheck_s"}  # uncaptured: its own time
+    result, events = _checks(want=False)
+    assert events == ["build", "model", "timing"] and result["status"] == "pass"
+    result, events = _checks(want=False, stop_in_model=True)  # a stop inside a stage
+    assert events == ["build", "model"] and (result["status"], result["stage"]) == (
+        "accuracy_fail",
+        "model",
+    )
+    result, events = _checks(skip_in_build=True)
+    assert events == ["build"] and result["status"] == "skip" and not result["durations"]

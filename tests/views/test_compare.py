@@ -363,3 +363,83 @@ def test_host_op_changes_rank_by_evidence_class_from_the_store(kb_url):
     assert cmp.host_ops["aten.gather.default"]["class"] == "b"
     rows = host_ops_view(cmp, None).rows
     assert [r[0] for r in rows] == ["aten.cumsum.default [a]", "aten.gather.default [b]"]
+
+
+def _declare(monkeypatch, rule) -> None:
+    """Add ``rule`` to records/figures.py FIGURE_RULES as if declared there: every module
+    name (and list read) bound to the declared tuples, or made from them, is rebound."""
+    import sys
+
+    from torchport.records import figures
+
+    made = {
+        "FIGURE_RULES": (*figures.FIGURE_RULES, rule),
+        "OUTCOME_FIGURES": figures.OUTCOME_FIGURES + ((rule.figure,) if not rule.column else ()),
+        "PARITY_FIGURES": figures.PARITY_FIGURES + (rule.figure,),
+    }
+    old = {name: getattr(figures, name) for name in made}
+    for module in [m for n, m in sys.modules.items() if n.startswith("torchport.")]:
+        for attr, value in list(vars(module).items()):
+            for name, was in old.items():
+                # (OUTCOME_FIGURES is KEY_FIGURES itself while every figure has a column)
+                if value is was and (attr == name or name != "OUTCOME_FIGURES"):
+                    monkeypatch.setattr(module, attr, made[name])
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if item is old["PARITY_FIGURES"]:
+                        monkeypatch.setitem(value, key, made["PARITY_FIGURES"])
+
+
+def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeypatch):
+    """A compared figure with no column (records/figures.py: read out of the stored metrics)
+    is one declaration: the store decides it in SQL, on SQLite and PostgreSQL, beside a NaN
+    metric that neither engine's JSON functions read, as the Python walk does, whole and in
+    pages."""
+    import math
+
+    from torchport.records import open_store
+    from torchport.records.figures import PARITY_LINE, FigureRule
+    from torchport.views.compare import compare_runs
+
+    rule = FigureRule("parity_max_abs_err", "parity", *PARITY_LINE)
+    assert not rule.column
+    _declare(monkeypatch, rule)
+    errors = {
+        "c1": (1e-6, 1e-3),
+        "c2": (1e-6, 2e-6),
+        "c3": (None, 1.0),
+        "c4": (1e-6, math.inf),
+        "c5": (1e-6, 1e-3),
+        "c6": (1e-6, math.nan),
+    }
+    with open_store(kb_url, write=True) as store:
+        for side, run_id in enumerate("AB"):
+            store.create_run(
+                run_id=run_id,
+                command="c",
+                suite="s",
+                device="cpu",
+                config={},
+                plan=[[c, "eager"] for c in errors],
+                labels={},
+            )
+            results = []
+            for case, values in errors.items():
+                metrics = {"loss": math.nan if case == "c5" else 1.0}
+                if values[side] is not None:
+                    metrics[rule.figure] = values[side]
+                results.append(
+                    {"case": case, "mode": "eager", "status": "pass", "metrics": metrics}
+                )
+            store.add_results(run_id, results)
+            store.finish_run(run_id, "complete")
+    with open_store(kb_url, write=False) as store:
+        joined = compare_runs(store, "A", "B").to_dict()
+        paged = compare_runs(store, "A", "B", limit=1)
+        a, b = store.get_run("A"), store.get_run("B")
+        walked = compare(a, store.iter_outcomes("A"), b, store.iter_outcomes("B")).to_dict()
+        whole = compare(a, store.results(run_id="A"), b, store.results(run_id="B")).to_dict()
+    listed = [(p["case"], p["metric"]) for p in joined["parity"]]
+    assert listed == [(c, rule.figure) for c in ("c1", "c4", "c5")]
+    assert joined == walked and whole["parity"] == joined["parity"]
+    assert paged.totals["parity"] == 3 and len(paged.parity) == 1

@@ -42,6 +42,24 @@ class DeviceAdapter:
     # "<instrument>" -> reason. The probe skips them and records the reason (placement's
     # "nested_profiler": one step under torch.profiler).
     instrument_skips: dict[str, str] = {}
+    # Modules whose import registers the backend's collective backend for its device type
+    # (torch_xla's ``xla`` process group is registered only when
+    # ``torch_xla.distributed.xla_backend`` is imported): imported before a rank, or doctor,
+    # looks the device's backend up.
+    collective_modules: tuple[str, ...] = ()
+
+    def collective_world(self) -> int | None:
+        """How many processes the backend's own runtime runs collectives across, where its
+        collectives go through that runtime rather than the process group's store (torch_xla's
+        PJRT runtime); None: the process group's world is the collectives' world."""
+        return None
+
+    def register_collectives(self) -> None:
+        """Import ``collective_modules``; an import error is the backend's own, and raises."""
+        import importlib
+
+        for module in self.collective_modules:
+            importlib.import_module(module)
 
     def availability(self) -> tuple[bool, str]:
         """(usable, reason). The reason says why not, or what was found."""

@@ -20,6 +20,7 @@ mode is on; the ladder then records "not compiled: all frames skipped" with dyna
 from __future__ import annotations
 
 import contextlib
+import os
 
 from torchport.devices.base import DeviceAdapter
 
@@ -163,6 +164,18 @@ class JaxAdapter(DeviceAdapter):
         if OperatorNotFound and isinstance(exc, OperatorNotFound):
             return "torchax has no lowering for this op and no CPU fallback (OperatorNotFound)"
         frames = traceback.extract_tb(exc.__traceback__)
+        if (
+            isinstance(exc, AssertionError)
+            and frames
+            and frames[-1].name == "__torch_dispatch__"
+            and "torchax" in frames[-1].filename
+            and any(f"torch{os.sep}_library" in f.filename for f in frames)
+        ):
+            return (
+                "torchax: a torch.library custom op reaches torchax's tensor below the autograd "
+                "key with torchax's modes off, where its tensors refuse to compute: the op needs "
+                "an implementation torchax itself runs"
+            )
         if any(f.name == "backward" and "torch" in f.filename for f in frames) and isinstance(
             exc, RuntimeError
         ):

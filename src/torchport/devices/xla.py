@@ -35,6 +35,7 @@ class XLAAdapter(DeviceAdapter):
     name = torch_type = "xla"
     default_compile_backend = "openxla"
     backend_packages = ("torch_xla", "libtpu", "jax")
+    collective_modules = ("torch_xla.distributed.xla_backend",)  # registers "xla" for "xla"
     cache_env_var = "XLA_PERSISTENT_CACHE_PATH"
     # One process per TPU chip needs TPU_VISIBLE_CHIPS plus process bounds that depend on the
     # slice's topology: not split here (``--jobs`` > 1 is refused); Ray schedules whole hosts.
@@ -59,6 +60,14 @@ class XLAAdapter(DeviceAdapter):
         if not info.get("device_count"):
             return False, f"torch_xla found no device: {info.get('error', 'set PJRT_DEVICE')}"
         return True, f"torch_xla {info.get('device_name')} x{info['device_count']}"
+
+    def collective_world(self):
+        """torch_xla's process group ignores its store: every collective runs over the PJRT
+        runtime's devices, ``xr.world_size()`` processes (1 unless torch_xla's own launcher or
+        runtime set up the processes as one world)."""
+        import torch_xla.runtime as xr
+
+        return xr.world_size()
 
     def prepare(self):
         super().prepare()

@@ -1,10 +1,18 @@
 """The key figures a comparison, a baseline and a gate read of every result: copied out of
 ``metrics`` into columns of their own at insert (schema v3), so comparing two runs of 100 000
-results reads numbers, not 200 000 JSON documents. ``metrics`` stays the full record."""
+results reads numbers, not 200 000 JSON documents. ``metrics`` stays the full record.
+
+Every rule a comparison decides by is declared here once, and both its SQL
+(records/queries.py) and its Python predicate (views/compare.py) are made from it: the figures
+past a line (``FIGURE_RULES``), the status lists (``STATUS_RULES``) and the placement
+candidate (``PLACEMENT_RULE``). A compared figure that is not a key figure is read out of the
+recorded ``metrics`` (``metric_value``; no column, no migration)."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 
 KEY_FIGURES = (
@@ -26,7 +34,9 @@ class FigureRule:
     (records/queries.py ``figure_past``) and the Python predicate (``past``) that
     views/compare.py applies are both made from it.
 
-    figure:    the key figure (a column of its own, KEY_FIGURES) of two paired results;
+    figure:    the figure of two paired results: a key figure (a column of its own,
+               KEY_FIGURES), else a metric read out of the recorded ``metrics`` (a name of
+               lower-case letters, digits and underscores);
     shows_in:  the comparison list a pair past the line is shown in;
     line:      the line's name: the SQL parameter ``:line`` and, with ``option``, the
                keyword the store's compare methods and views/compare.py LINES take;
@@ -41,6 +51,15 @@ class FigureRule:
     default: float
     both_ways: bool
 
+    def __post_init__(self) -> None:
+        if not METRIC_NAME.fullmatch(self.figure):  # it is written into the SQL
+            raise ValueError(f"a figure is named in [a-z0-9_], not {self.figure!r}")
+
+    @property
+    def column(self) -> bool:
+        """Whether the figure has a column of its own (else it is read from ``metrics``)."""
+        return self.figure in KEY_FIGURES
+
     def past(self, before, after, line: float) -> bool:
         """Whether the pair (A's figure, B's figure) is past ``line``."""
         if not (_number(before) and _number(after)):
@@ -54,9 +73,32 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+METRIC_NAME = re.compile(r"[a-z0-9_]+")
+# The longest number read out of a metrics document, in characters after its sign: Python
+# writes any finite float in at most 23 (-1.7976931348623157e+308); a longer integer is
+# no figure.
+METRIC_DIGITS = 24
+
+
+def metric_value(metrics_text: str | None, name: str) -> float | None:
+    """One figure out of a stored ``metrics`` document (Python's JSON, NaN and Infinity
+    included), as SQL reads it: a number, else None (missing, NaN, not a number, not a
+    document). SQLite calls it as ``torchport_metric`` (records/sqlite_schema.py); PostgreSQL
+    reads the same from the text (records/pg_queries.py ``metric_sql``)."""
+    try:
+        value = json.loads(metrics_text).get(name) if metrics_text else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        return None
+    if isinstance(value, int) and len(str(abs(value))) > METRIC_DIGITS:
+        return None  # past a double's range, or near it: no figure (as PostgreSQL reads it)
+    return float(value)
+
+
 # The figures compared against a line (views/compare.py) in the order a comparison decides
-# them (the store's decision bits follow it). A new compared figure is one line here (and,
-# when it is not yet a key figure, its column in KEY_FIGURES).
+# them (the store's decision bits follow it). A new compared figure is one line here: a key
+# figure is read from its column, any other recorded metric from the metrics document.
 # A line: (name, option, default, both_ways), shared by the figures it judges.
 Line = tuple[str, str, float, bool]
 PARITY_LINE: Line = ("parity", "parity_factor", 10.0, False)  # the error grew tenfold
@@ -105,6 +147,37 @@ STATUS_RULES = (
     StatusRule("failure_changed", a_passed=False, b_passed=False, moved=True),
 )
 COMPILE_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "compile")
+# What an outcome row (records/queries.py ``select_outcomes``) carries: the key figures, then
+# each compared figure read from the metrics document.
+OUTCOME_FIGURES = KEY_FIGURES + tuple(r.figure for r in FIGURE_RULES if not r.column)
+
+
+@dataclass(frozen=True)
+class PlacementRule:
+    """The placement candidate, declared once: a pair whose placement may have changed, both
+    graded and with different grades or host-op sets. The SQL condition (``sql``, over the
+    stored ``host_ops`` column) and the Python predicate (``holds``, over the same text,
+    ``host_ops_key``) are both made from it; views/compare.py lists the ops added and removed
+    of each pair it holds for."""
+
+    name: str = "placement_candidate"
+
+    def holds(self, a_grade, a_host_ops: str | None, b_grade, b_host_ops: str | None) -> bool:
+        return (
+            a_grade is not None
+            and b_grade is not None
+            and (a_grade != b_grade or a_host_ops != b_host_ops)
+        )
+
+    def sql(self, a_host_ops: str, b_host_ops: str) -> str:
+        """The condition over the pair (a, b), given each side's host-op SQL expression."""
+        return (
+            "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade"
+            f" OR {a_host_ops} IS NOT {b_host_ops})"
+        )
+
+
+PLACEMENT_RULE = PlacementRule()
 # The step-time verdicts (views/noise.py): named here, below both the views and the SQL.
 SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
 

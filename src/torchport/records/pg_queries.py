@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchport.records import queries as q
+from torchport.records.figures import METRIC_DIGITS
 
 _RENAMES = (
     ("json_array_length(plan)", "json_array_length(plan::json)"),
@@ -28,6 +29,7 @@ _INSERT_OR_IGNORE = re.compile(r"^INSERT OR IGNORE (INTO .*)$", re.DOTALL)
 _IS_NOT = re.compile(r"\bIS NOT (?!NULL\b|DISTINCT\b)")
 _IS = re.compile(r"\bIS (?!NOT\b|NULL\b|DISTINCT\b)")
 _NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+_METRIC = re.compile(r"torchport_metric\((\w+)\.metrics, '([a-z0-9_]+)'\)")
 _INDEXED_BY = re.compile(r" INDEXED BY \w+")
 
 
@@ -43,7 +45,21 @@ def translate(sql: str) -> str:
     sql = _INDEXED_BY.sub("", sql)
     sql = re.sub(r"\browid\b", "seq", sql)
     sql = _NAMED.sub(r"%(\1)s", sql)
+    sql = _METRIC.sub(lambda m: metric_sql(m[1], m[2]), sql)
     return sql.replace("?", "%s")
+
+
+def metric_sql(alias: str, name: str) -> str:
+    """SQLite's ``torchport_metric(alias.metrics, 'name')`` (records/figures.py
+    ``metric_value``) in PostgreSQL: the number after the key in the stored text, which
+    records/sql_common.py ``to_json`` writes (``{"a": 1.5, "b": NaN}``: Python's JSON, which
+    PostgreSQL's json type refuses for its NaN and Infinity, so it is not parsed as JSON). The
+    key is a structural one: preceded by ``{`` or by the space of ``, `` (a quote inside a
+    string is escaped); NaN, anything not a number, and an integer of more digits than
+    ``METRIC_DIGITS`` (past a double's range, or near it) read as NULL."""
+    more = METRIC_DIGITS - 1
+    number = f'[{{ ]"{name}": (-{{0,1}}(Infinity|[0-9][0-9.eE+-]{{0,{more}}}))[,}}]'
+    return f"CAST(substring({alias}.metrics from '{number}') AS DOUBLE PRECISION)"
 
 
 # -- written out: what PostgreSQL does differently ----------------------------------------------

@@ -8,7 +8,9 @@ from torchport.records.figures import (
     FIGURE_RULES,
     KEY_FIGURES,
     NOT_JUDGED,
+    OUTCOME_FIGURES,
     PARITY_FIGURES,
+    PLACEMENT_RULE,
     SLOWER,
     STATUS_RULES,
     WITHIN,
@@ -118,7 +120,7 @@ def outcomes(*, version: int, lean: bool = False) -> str:
     """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
     host ops from v4; an older file reads them out of the JSON). ``lean``: no host ops and no
     error line (NULL), what a baseline and a gate read: the outcomes index alone answers."""
-    figures = ", ".join(_figure("results", name, version) for name in KEY_FIGURES)
+    figures = ", ".join(_figure("results", name, version) for name in OUTCOME_FIGURES)
     if lean:
         return (
             f"SELECT case_id, mode, status, stage, grade, {figures}, NULL, NULL AS error_line"
@@ -413,6 +415,12 @@ STATUS_DECISIONS = tuple(rule.name for rule in STATUS_RULES)
 
 
 def _figure(alias: str, name: str, version: int) -> str:
+    """A figure of a result row: its column (a key figure, records/figures.py KEY_FIGURES),
+    read from the metrics document in a schema before the columns, or, for any other
+    compared figure, always (``torchport_metric``: records/figures.py ``metric_value`` on
+    SQLite, records/pg_queries.py ``metric_sql`` on PostgreSQL)."""
+    if name not in KEY_FIGURES:
+        return f"torchport_metric({alias}.metrics, '{name}')"
     return (
         f"{alias}.{name}"
         if version >= FIGURE_COLUMNS_FROM
@@ -431,7 +439,7 @@ def _host_ops(alias: str, version: int) -> str:
 def _outcome_columns(alias: str, version: int, error_when: str = "") -> str:
     """An outcome row's columns; ``error_when``: the condition (and a trailing AND) under
     which its error line is read: SQLite reads the row itself, not only an index, for it."""
-    figures = ", ".join(_figure(alias, n, version) for n in KEY_FIGURES)
+    figures = ", ".join(_figure(alias, n, version) for n in OUTCOME_FIGURES)
     return (
         f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
         f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
@@ -545,10 +553,7 @@ def compare_decisions(*, version: int) -> dict[str, str]:
         return _figure(alias, name, s)
 
     decisions = {rule.name: rule.sql() for rule in STATUS_RULES}
-    decisions["placement_candidate"] = (
-        "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade !="
-        f" b.grade OR {_host_ops('a', s)} IS NOT {_host_ops('b', s)})"
-    )
+    decisions[PLACEMENT_RULE.name] = PLACEMENT_RULE.sql(_host_ops("a", s), _host_ops("b", s))
     for rule in FIGURE_RULES:
         decisions[rule.figure] = figure_past(rule, version=s)
     return decisions
@@ -645,7 +650,7 @@ def compare_lists(
         f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
     ]
     chosen += [
-        first(name, holds(name), limit=name != "placement_candidate")
+        first(name, holds(name), limit=name != PLACEMENT_RULE.name)
         for name in listed
         if only is None or name in only
     ]

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from torchport.records import queries
 from torchport.records.base import StoreError
-from torchport.records.figures import KEY_FIGURES
+from torchport.records.figures import OUTCOME_FIGURES, PLACEMENT_RULE
 from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso
 from torchport.records.status import FAILURE_SEVERITY
@@ -248,7 +248,7 @@ class KnowledgeBase:
         )
         counts = self._pair_counts(params)
         rows = self._stream(self.q.pairs_that_may_differ(version=self._version), params)
-        width = 7 + len(KEY_FIGURES)
+        width = 7 + len(OUTCOME_FIGURES)
         names = queries.decided_names(version=self._version)
         pairs = (
             (_outcome(row[:width]), _outcome(row[width : 2 * width]), _holds(names, row[-1]))
@@ -319,7 +319,7 @@ class KnowledgeBase:
             for name, rows in part_lists.items():
                 lists.setdefault(name, []).extend(rows)
         for name, rows in lists.items():  # the first pairs of each part: the first of all
-            if len(parts) > 1 and name != "placement_candidate":
+            if len(parts) > 1 and name != PLACEMENT_RULE.name:
                 rows.sort(key=_largest_change_first if name == "perf" else _in_case_order)
                 del rows[limit:]
         return {
@@ -354,7 +354,7 @@ class KnowledgeBase:
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
-        width = 7 + len(KEY_FIGURES)
+        width = 7 + len(OUTCOME_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
@@ -710,7 +710,7 @@ def _largest_change_first(pair: tuple) -> tuple[float, str, str]:
 
 def _outcome(row) -> dict:
     """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
-    first, n = 5, len(KEY_FIGURES)
+    first, n = 5, len(OUTCOME_FIGURES)
     host_ops, error_line = row[first + n], row[first + n + 1]
     return {
         "case": row[0],
@@ -720,7 +720,7 @@ def _outcome(row) -> dict:
         "grade": row[4],
         "figures": {
             name: v
-            for name, v in zip(KEY_FIGURES, row[first : first + n], strict=True)
+            for name, v in zip(OUTCOME_FIGURES, row[first : first + n], strict=True)
             if v is not None
         },
         "host_ops": json.loads(host_ops) if host_ops else None,

@@ -17,6 +17,7 @@ from pathlib import Path
 from torchport.records import queries as q
 from torchport.records import schema
 from torchport.records.base import StoreError
+from torchport.records.figures import metric_value
 from torchport.records.schema import SCHEMA_VERSION
 from torchport.records.signature import error_signature
 
@@ -139,8 +140,10 @@ def statements(script: str) -> list[str]:
 
 def register_functions(conn: sqlite3.Connection) -> None:
     """SQL functions the schema uses (migration 0003 fills ``signature`` with this one, and
-    reads of an older file group failures with it)."""
+    reads of an older file group failures with it; a compared figure that is not a key
+    figure is read out of ``metrics`` with ``torchport_metric``)."""
     conn.create_function("torchport_signature", 2, error_signature, deterministic=True)
+    conn.create_function("torchport_metric", 2, metric_value, deterministic=True)
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> int:

@@ -110,10 +110,15 @@ def float_bound(values: list[torch.Tensor], dtype: str) -> torch.Tensor | None:
 class Conformance:
     """Runs every (collective, op, dtype, size, layout) row on this rank."""
 
-    def __init__(self, *, rank: int, world: int, device: str, seed: int, sync, progress):
+    def __init__(
+        self, *, rank: int, world: int, device: str, seed: int, sync, progress, record=None
+    ):
         self.rank, self.world, self.device, self.seed = rank, world, device, seed
         self.sync, self.progress = sync, progress
         self.rows: list[dict] = []
+        # each finished row as it ends (the rank writes it to disk): a later collective that
+        # kills the process (a backend's abort) does not take the rows before it along
+        self.record = record or (lambda row: None)
 
     def _dev(self, values: torch.Tensor, dtype: str, *, strided: bool = False) -> torch.Tensor:
         """``values`` (float64 or bool/int64 on the CPU) as a ``dtype`` tensor on the device;
@@ -149,10 +154,10 @@ class Conformance:
                 row.update(status="error", reason=reason, traceback=traceback.format_exc()[-3000:])
             else:
                 row.update(status="skip", reason=f"the backend refused it: {reason}")
-            self.rows.append(row)
-            return
-        row.update(status="pass" if ok else "fail", max_abs_err=worst)
+        else:
+            row.update(status="pass" if ok else "fail", max_abs_err=worst)
         self.rows.append(row)
+        self.record(row)
 
     def inputs(self, n: int, dtype: str, *, positive: bool = False) -> list[torch.Tensor]:
         return [make_input(self.seed, r, n, dtype, positive=positive) for r in range(self.world)]

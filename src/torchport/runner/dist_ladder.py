@@ -25,7 +25,7 @@ import tempfile
 
 from torchport.records.result import error_note
 from torchport.runner.dist_launch import launch_world
-from torchport.runner.stages import StageRunner
+from torchport.runner.stages import Stage, StageRunner
 from torchport.timing import clock
 
 VERSION = 2  # 2: the training reference comes from a clean child
@@ -44,7 +44,8 @@ def merge_rows(ranks: list[dict]) -> list[dict]:
     order = {"error": 0, "fail": 1, "skip": 2, "pass": 3}
     merged: dict[tuple, dict] = {}
     for record in ranks:
-        for row in (record.get("outcome") or {}).get("rows", []):
+        outcome = record.get("outcome") or {}
+        for row in outcome.get("rows") or record.get("rows_before_death", []):
             key = (row["collective"], row["op"], row["dtype"], row["size"], row["layout"])
             into = merged.setdefault(
                 key, {k: row[k] for k in ("collective", "op", "dtype", "size", "layout")}
@@ -74,7 +75,14 @@ class DistLadder(StageRunner):
         self.started = clock()  # the case's deadline runs from here
         self.world_deadline_s = group_deadline_s(self.config.timeout_s)
 
-    def climb(self) -> None:
+    # Declared to the stage runner (runner/stages.py): the training reference (train cases),
+    # then the world: launched, waited on, and judged from what every rank reported.
+    STAGES = (
+        Stage("reference", "_reference_stage", when="_trains", synchronise=False),
+        Stage("run", "_world_stage", captured=False, then="_judge"),
+    )
+
+    def begin(self) -> None:
         spec, config = self.case.spec, self.config
         world_size = config.world_size
         launcher = "torchrun" if config.nnodes > 1 or config.rdzv_endpoint else "procs"
@@ -94,7 +102,7 @@ class DistLadder(StageRunner):
         if spec.strategy:
             self.out.findings["dist"]["strategy"] = spec.strategy
         if world_size % config.nnodes:
-            self.out.fail(
+            self.stop(
                 "build_fail",
                 "build",
                 error_note(
@@ -102,19 +110,19 @@ class DistLadder(StageRunner):
                     f"--world-size {world_size} is not a multiple of --nnodes {config.nnodes}",
                 ),
             )
-            return
-        reference_path = None
-        if spec.kind == "train":
-            reference_path = self.require(
-                "reference", lambda: self._train_reference(world_size), synchronise=False
-            )
-        self.emit({"event": "stage", "stage": "run"})
+
+    def _trains(self) -> bool:
+        return self.case.spec.kind == "train"
+
+    def _reference_stage(self) -> str:
+        return self._train_reference(self.config.world_size)
+
+    def _world_stage(self):
         out_dir = tempfile.mkdtemp(prefix="torchport-dist-")
         try:
-            world = self._launch(out_dir, reference_path)
+            return self._launch(out_dir, self.got.get("reference"))
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
-        self._judge(world)
 
     def _train_reference(self, world_size: int) -> str:
         """The float64 reference of one process on the global batch, from the clean child's
@@ -213,6 +221,10 @@ class DistLadder(StageRunner):
             # the hang at exit is recorded
             info["hung_after_reporting"] = True
         elif world.timed_out:
+            before = merge_rows(ranks)  # what the ranks finished before the hang
+            if before:
+                out.findings["dist_rows"] = before
+                info["rows_before_death"] = len(before)
             where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
             out.fail(
                 "timeout",
@@ -239,6 +251,10 @@ class DistLadder(StageRunner):
         # a rank that died on its own before those the supervisor ended
         dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
         if dead:
+            before = merge_rows(ranks)  # what the ranks finished before one died
+            if before:
+                out.findings["dist_rows"] = before
+                info["rows_before_death"] = len(before)
             first = dead[0]
             how = (
                 f"signal {first['signal']}"

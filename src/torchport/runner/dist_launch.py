@@ -99,6 +99,24 @@ def _read_json(path: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _read_lines(path: str) -> list[dict]:
+    """The JSON lines of ``path`` (a torn last line, from a process killed mid-write, is left
+    out); [] when there is no file."""
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+    except OSError:
+        return []
+    return rows
+
+
 def _tail(path: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -251,6 +269,9 @@ def _rank_records(out_dir, world_size, procs, rank_pids, killed) -> list[dict]:
         }
         pid = rank_pids.get(rank) or (outcome or {}).get("pid")
         record["pid"] = pid
+        if outcome is None:  # died before its outcome: the rows it finished, line by line
+            rows_path = os.path.join(out_dir, f"rank{rank}.rows.jsonl")
+            record["rows_before_death"] = _read_lines(rows_path)
         if rank in rank_pids:  # started directly: its exit status is ours to read
             code = procs[rank].returncode
             record["exit_code"] = code if code is None or code >= 0 else None

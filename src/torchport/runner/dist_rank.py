@@ -46,11 +46,35 @@ def backend_for(adapter, requested: str | None) -> str:
         return requested
     backend = dist.Backend.default_device_backend_map.get(adapter.torch_type)
     if backend is None:
+        # the one backend that declares the device as a capability: torch_xla 2.9 registers
+        # "xla" with devices="xla", a string, so the default map gets "x", "l" and "a"
+        serving = [
+            name
+            for name, devices in dist.Backend.backend_capability.items()
+            if adapter.torch_type in devices and name != "fake"
+        ]
+        backend = serving[0] if len(serving) == 1 else None
+    if backend is None:
         raise RuntimeError(
             f"no collective backend is registered for device type '{adapter.torch_type}'; "
             "name one with --dist-backend"
         )
     return backend
+
+
+def check_collective_world(adapter, world: int) -> None:
+    """Raise when the backend's own runtime runs collectives across another number of
+    processes than the process group's: they would reduce over the runtime's world and,
+    unchecked, read as wrong values (torch_xla on PJRT's CPU client: each rank's own tensor
+    back)."""
+    runtime_world = adapter.collective_world()
+    if runtime_world is not None and runtime_world != world:
+        raise RuntimeError(
+            f"the backend's runtime runs collectives across {runtime_world} process(es), "
+            f"the process group has {world}: its collectives cannot span this world as "
+            "launched (c10d env:// rendezvous); the backend's own launcher, or a runtime "
+            "that spans the processes, is needed"
+        )
 
 
 def main(argv=None) -> int:
@@ -70,6 +94,10 @@ def main(argv=None) -> int:
     def progress(label: str) -> None:
         _write(last_path, {"collective": label})
 
+    def record(row: dict) -> None:  # one line a finished row: kept if the process dies later
+        with open(os.path.join(out_dir, f"rank{rank}.rows.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+
     outcome: dict = {"rank": rank, "world_size": world, "pid": os.getpid()}
     stage = "build"
     try:
@@ -85,13 +113,15 @@ def main(argv=None) -> int:
         adapter = get_adapter(task["device"])
         adapter.prepare()
         register_simccl()  # simdev's backend; planted faults use it on any device
+        adapter.register_collectives()
         device = _device(adapter, local_rank)
         backend = backend_for(adapter, spec.backend or task.get("dist_backend"))
         # the host threads of torch's intra-op pool: ranks on one host share its cores
         outcome.update(device=device, backend=backend, torch_threads=torch.get_num_threads())
         progress("init_process_group")
-        stage = "run"
         dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
+        check_collective_world(adapter, world)
+        stage = "run"
         if task["mode"] == "compile" and backend == "simccl":
             from torchport.devices.simdev_dist import hide_from_dynamo
 
@@ -106,6 +136,7 @@ def main(argv=None) -> int:
                 seed=task["seed"],
                 sync=adapter.synchronize,
                 progress=progress,
+                record=record,
             )
             outcome["rows"] = conformance.run_all(spec.sizes, spec.dtypes, spec.layouts)
             if not device.startswith("cpu"):  # on the CPU, host memory is the device's

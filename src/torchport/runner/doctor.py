@@ -105,7 +105,7 @@ def collect() -> dict:
             ok, reason, versions = False, f"adapter error: {type(exc).__name__}: {exc}", {}
             warnings = []
         row = {"device": name, "usable": ok, "detail": reason, "versions": versions}
-        backends = _dist_backends(getattr(adapter, "torch_type", name)) if ok else []
+        backends = _dist_backends(adapter) if ok else []
         if backends:
             row["dist_backends"] = backends
         if warnings:
@@ -122,9 +122,10 @@ def collect() -> dict:
     }
 
 
-def _dist_backends(device_type: str) -> list[str]:
-    """The collective backends that serve ``device_type`` here, its default first (what
-    ``--suite dist`` uses without ``--dist-backend``); simdev's own (simccl) included."""
+def _dist_backends(adapter) -> list[str]:
+    """The collective backends that serve the adapter's device type here, its default first
+    (what ``--suite dist`` uses without ``--dist-backend``); simdev's own (simccl) included."""
+    device_type = getattr(adapter, "torch_type", "") or adapter.name
     try:
         import torch.distributed as dist
 
@@ -133,6 +134,7 @@ def _dist_backends(device_type: str) -> list[str]:
         from torchport.devices.simdev_dist import register
 
         register()
+        adapter.register_collectives()
         built_in = {
             "gloo": dist.is_gloo_available(),
             "nccl": dist.is_nccl_available(),

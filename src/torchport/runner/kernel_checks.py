@@ -3,6 +3,7 @@
 Each returns data (what was checked, what failed and why); none raises past its boundary except
 on a bug in torchport itself. Used by ``runner/kernel_ladder.py``.
 
+runs        the op called plainly on each sample (an op the device cannot run is named so)
 opcheck     ``torch.library.opcheck`` on the replacement's own samples (schema, fake tensor,
             autograd registration, AOT dispatch)
 gradcheck   ``torch.autograd.gradcheck`` in float64 on the same samples (where it trains)
@@ -34,6 +35,21 @@ MAX_KEPT = 10
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
+
+
+def runs(op, samples: list) -> tuple[dict, BaseException | None]:
+    """The op called plainly on each sample: ({"checked", "failures", "failed"}, the first
+    exception or None). An op the device cannot run fails here, before any checker's own
+    instruments (opcheck's SchemaCheckMode) could fail first and misname the cause."""
+    failures, checked, first = [], 0, None
+    for index, (args, kwargs) in enumerate(samples):
+        checked += 1
+        try:
+            op(*args, **kwargs)
+        except Exception as exc:  # the backend's own error: the data of this check
+            first = first or exc
+            failures.append({"sample": index, "message": _first_line(exc)})
+    return {"checked": checked, "failures": failures[:MAX_KEPT], "failed": len(failures)}, first
 
 
 def opcheck(op, samples: list) -> dict:

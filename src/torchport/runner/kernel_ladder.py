@@ -2,7 +2,9 @@
 
 build      the replacement and the model with the ORIGINAL modules; the replaced copy is made
            from it (``swap_modules``), with every target swapped
-opcheck    ``torch.library.opcheck`` on the op's samples (custom ops only)
+op_call    the op called plainly on the device on its samples (custom ops only): an op that
+           cannot run is ``eager_fail`` @op_call, not a wrong registration
+opcheck    ``torch.library.opcheck`` on the op's samples (custom ops that run)
 gradcheck  ``torch.autograd.gradcheck`` in float64 (custom ops that train)
 samples    replacement module vs original module, OpInfo-like inputs, every claimed dtype
 model      whole-model A/B: the replaced model (eager, or compiled in compile mode) against the
@@ -38,7 +40,7 @@ from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
 from torchport.records.result import capture, error_note, error_value
 from torchport.runner import kernel_checks
-from torchport.runner.stages import StageRunner
+from torchport.runner.stages import Stage, StageRunner, Stop
 from torchport.timing import Summary, clock, sample_blocked, sample_interleaved, step_timer
 
 # relative error (max abs err / max |reference|) the whole-model A/B allows, by the dtype it ran
@@ -71,12 +73,65 @@ class KernelLadder(StageRunner):
         self.backend: compile_backend.Choice | None = None
         self.device = adapter.device()
 
-    # -- helpers ----------------------------------------------------------------------------
-    def _stage(self, name: str, fn: Callable):
-        self.emit({"event": "stage", "stage": name})
-        done = capture(name, fn, clock)
-        self.out.durations[f"{name}_s"] = done.duration_s
-        return done
+    # -- the ladder -------------------------------------------------------------------------
+    # Declared to the stage runner (runner/stages.py). The checks (opcheck, gradcheck,
+    # samples) run only when there is something to check, and a check's failure does not end
+    # the climb: the first failure decides the status (``_fail_once``), later stages still
+    # record what they saw. The whole-model A/B and the timing record their own outcome.
+    STAGES = (
+        Stage("build", "_build_stage", synchronise=False, failed="_build_failed", then="_built"),
+        Stage(
+            "op_call",
+            "_op_call_stage",
+            synchronise=False,
+            when="_has_custom_op",
+            before="_opcheck_samples",
+            required=False,
+            failed="_check_crashed",
+            then="_op_called",
+        ),
+        Stage(
+            "opcheck",
+            "_opcheck_stage",
+            synchronise=False,
+            when="_op_runs",
+            required=False,
+            failed="_check_crashed",
+            then="_opchecked",
+        ),
+        Stage(
+            "gradcheck",
+            "_gradcheck_stage",
+            synchronise=False,
+            when="_checks_gradients",
+            before="_gradcheck_samples",
+            required=False,
+            failed="_check_crashed",
+            then="_gradchecked",
+        ),
+        Stage("place", "_place_stage", synchronise=False, then="_placed"),
+        Stage(
+            "samples",
+            "_samples_stage",
+            synchronise=False,
+            when="_has_module_input",
+            required=False,
+            failed="_check_crashed",
+            then="_sampled",
+        ),
+        # compiled once: its first call is the A/B's replaced side
+        Stage(
+            "compile",
+            "_compile_stage",
+            modes=("compile",),
+            synchronise=False,
+            failed="_compile_failed",
+            then="_compiled",
+        ),
+        Stage("model", "_model_stage", captured=False),
+        Stage("timing", "_timing_stage", captured=False, when="_correct"),
+    )
+    EXPLAINS = False  # the checks' failures are reported as they are
 
     def _fail_once(self, status: str, stage: str, error: dict, verdict: str) -> None:
         """The first failure decides the status; later stages still record what they saw."""
@@ -85,18 +140,23 @@ class KernelLadder(StageRunner):
             self.kernel["verdict"] = verdict
             self.kernel["reason"] = error["message"]
 
-    # -- the ladder -------------------------------------------------------------------------
-    def climb(self) -> None:
+    def _check_crashed(self, done) -> None:
+        """A check that raised (not one that found a fault): the first failure, as a crash."""
+        self._fail_once("crash", done.stage, error_value(_exc(done)), "error")
+
+    def _build_stage(self):
         import torch
 
-        config = self.config
-        size = Size(batch=config.batch, seq=config.seq)
-        built = self._stage("build", lambda: self._build(size))
-        if not built.ok:
-            self.out.fail_from(built)
-            self.kernel.update(verdict="error", reason=self.out.error["message"])  # type: ignore[index]
-            return
-        rep, workload, swapped = built.value
+        self.dtype = getattr(torch, self.config.dtype)
+        return self._build(Size(batch=self.config.batch, seq=self.config.seq))
+
+    def _build_failed(self, done) -> None:
+        self.out.fail_from(done)
+        self.kernel.update(verdict="error", reason=self.out.error["message"])  # type: ignore[index]
+
+    def _built(self, value) -> None:
+        rep, self.workload, swapped = value
+        self.rep = rep
         self.kernel.update(
             {
                 "replacement": rep.name,
@@ -106,49 +166,61 @@ class KernelLadder(StageRunner):
                 "trains": rep.trains,
             }
         )
-        if self.mode == "compile" and not self._choose_backend():
-            return
-        if rep.op is not None and rep.op_samples is not None:
-            self._registration(rep)
-        dtype = getattr(torch, config.dtype)
+        if self.mode == "compile":
+            self._choose_backend()
 
-        def place_twice():
-            # the replaced side is a second placement of the same host model, not a copy of the
-            # device one: a device copy goes through the backend (torchax has no lowering for
-            # the storage swap deepcopy makes), which would be a verdict torchport caused
-            return tuple(
-                place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-                for _ in range(2)
-            )
+    def _has_custom_op(self) -> bool:
+        return self.rep.op is not None and self.rep.op_samples is not None
 
-        placed = self._stage("place", place_twice)
-        if not placed.ok:
-            self.out.fail_from(placed)
-            return
-        original, replaced = placed.value
+    def _checks_gradients(self) -> bool:
+        return "opcheck" in self.got and self.rep.trains  # opcheck ran (a crash ends the checks)
+
+    def _place_stage(self):
+        # the replaced side is a second placement of the same host model, not a copy of the
+        # device one: a device copy goes through the backend (torchax has no lowering for
+        # the storage swap deepcopy makes), which would be a verdict torchport caused
+        return tuple(
+            place(self.workload, self.device, self.dtype, host_scope=self.adapter.host_scope)
+            for _ in range(2)
+        )
+
+    def _placed(self, value) -> None:
         from torchport.cases.kernels import swap_modules
 
-        swap_modules(replaced.model, rep)
-        x = self._module_input(original, rep)
-        if x is not None:
-            self._samples(rep, original, x)
-        steps = {
+        original, replaced = self.placed = value
+        swap_modules(replaced.model, self.rep)
+        self.module_input = self._module_input(original, self.rep)
+        self.steps = {
             "original": make_step(original.model, original.model, original),
             "replacement": make_step(replaced.model, replaced.model, replaced),
         }
-        got = None
-        if self.mode == "compile":  # compiled once: its first call is the A/B's replaced side
-            compiled = self._stage("compile", lambda: self._compiled_sides(original, replaced))
-            if not compiled.ok:
-                self._fail_once(compiled.status, "compile", error_value(compiled.exc), "error")
-                return
-            steps, got = compiled.value
-            if got is None:
-                return
-        self._model_ab(rep, workload, got)
-        if self.out.status == "pass":  # a wrong kernel's speed decides nothing
-            self._timing(rep, steps, x)
-        else:
+        self.first_out: dict | None = None  # the compiled replaced side's first step
+
+    def _has_module_input(self) -> bool:
+        return self.module_input is not None
+
+    def _compile_stage(self):
+        return self._compiled_sides(*self.placed)
+
+    def _compile_failed(self, done) -> None:
+        self._fail_once(done.status, "compile", error_value(_exc(done)), "error")
+
+    def _compiled(self, value) -> None:
+        self.steps, self.first_out = value
+        if self.first_out is None:  # a side failed to compile (recorded)
+            raise Stop
+
+    def _model_stage(self) -> None:
+        self._model_ab(self.rep, self.workload, self.first_out)
+
+    def _correct(self) -> bool:
+        return self.out.status == "pass"
+
+    def _timing_stage(self) -> None:
+        self._timing(self.rep, self.steps, self.module_input)
+
+    def end(self) -> None:
+        if not self._correct():  # a wrong kernel's speed decides nothing
             self.kernel["timing"] = "not timed: the replacement is not correct"
 
     def _build(self, size: Size):
@@ -166,27 +238,53 @@ class KernelLadder(StageRunner):
             )
         return rep, workload, swapped
 
-    def _choose_backend(self) -> bool:
+    def _choose_backend(self) -> None:
         try:
             self.backend = compile_backend.choose(
                 self.adapter, self.config.compile_backend, self.config.compile_mode
             )
         except compile_backend.NoCompileBackend as exc:
-            self.out.fail("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
             self.kernel.update(verdict="error", reason=str(exc))
-            return False
+            self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
-        return True
 
-    def _registration(self, rep) -> None:
+    def _opcheck_samples(self) -> None:
         import torch
 
-        samples = rep.op_samples(torch.float32, self.device)
-        done = self._stage("opcheck", lambda: kernel_checks.opcheck(rep.op, samples))
-        if not done.ok:
-            self._fail_once("crash", "opcheck", error_value(_exc(done)), "error")
-            return
-        report = done.value
+        self.op_samples = self.rep.op_samples(torch.float32, self.device)
+
+    def _op_call_stage(self):
+        # the op called plainly first: opcheck's own instruments (SchemaCheckMode's aliasing
+        # checks) need ops a backend may lack, so an op that cannot run on the device at all
+        # would read as a wrong registration; it is a failure to run, named as such
+        return kernel_checks.runs(self.rep.op, self.op_samples)
+
+    def _op_called(self, value) -> None:
+        ran, first_exc = value
+        if ran["failed"]:
+            first = ran["failures"][0]
+            self.kernel["op_call"] = ran
+            self.kernel["opcheck"] = self.kernel["gradcheck"] = "not run: the op does not run"
+            explained = first_exc is not None and self.adapter.explain_failure("eager", first_exc)
+            self._fail_once(
+                "eager_fail",
+                "op_call",
+                error_note(
+                    type(first_exc).__name__,
+                    f"the op does not run on {self.device} (sample {first['sample']}): "
+                    f"{first['message']}" + (f"; {explained}" if explained else ""),
+                ),
+                "does_not_run",
+            )
+
+    def _op_runs(self) -> bool:
+        """The op ran on the device (opcheck checks a registration of an op that runs)."""
+        return "op_call" in self.got and not self.got["op_call"][0]["failed"]
+
+    def _opcheck_stage(self) -> dict:
+        return kernel_checks.opcheck(self.rep.op, self.op_samples)
+
+    def _opchecked(self, report: dict) -> None:
         self.kernel["opcheck"] = report
         self.out.metrics["kernel_opcheck_failed"] = report["failed"]
         if report["failed"]:
@@ -201,14 +299,16 @@ class KernelLadder(StageRunner):
                 ),
                 "opcheck_fail",
             )
-        if not rep.trains:
-            return
-        samples64 = rep.op_samples(torch.float64, self.device)
-        done = self._stage("gradcheck", lambda: kernel_checks.gradcheck(rep.op, samples64))
-        if not done.ok:
-            self._fail_once("crash", "gradcheck", error_value(_exc(done)), "error")
-            return
-        report = done.value
+
+    def _gradcheck_samples(self) -> None:
+        import torch
+
+        self.op_samples = self.rep.op_samples(torch.float64, self.device)
+
+    def _gradcheck_stage(self) -> dict:
+        return kernel_checks.gradcheck(self.rep.op, self.op_samples)
+
+    def _gradchecked(self, report: dict) -> None:
         self.kernel["gradcheck"] = report
         self.out.metrics["kernel_gradcheck_failed"] = report["failed"]
         if report["failed"]:
@@ -249,16 +349,12 @@ class KernelLadder(StageRunner):
             handle.remove()
         return seen[0] if seen else None
 
-    def _samples(self, rep, original, seen) -> None:
-        x, module = seen
-        done = self._stage(
-            "samples",
-            lambda: kernel_checks.compare_samples(module, rep.make, x, rep.dtypes, rep.trains),
-        )
-        if not done.ok:
-            self._fail_once("crash", "samples", error_value(_exc(done)), "error")
-            return
-        report = done.value
+    def _samples_stage(self) -> dict:
+        x, module = self.module_input
+        rep = self.rep
+        return kernel_checks.compare_samples(module, rep.make, x, rep.dtypes, rep.trains)
+
+    def _sampled(self, report: dict) -> None:
         self.kernel["samples"] = report
         self.out.metrics["kernel_samples_checked"] = report["checked"]
         self.out.metrics["kernel_samples_failed"] = report["failed"]
@@ -282,7 +378,6 @@ class KernelLadder(StageRunner):
 
         from torchport.cases.kernels import swap_modules
 
-        self.emit({"event": "stage", "stage": "model"})
         start = clock()
         tensors: dict = {}
         for dtype_name in ("float64", "float32"):
@@ -364,7 +459,6 @@ class KernelLadder(StageRunner):
     def _timing(self, rep, sides_step: dict, seen) -> None:
         import torch
 
-        self.emit({"event": "stage", "stage": "timing"})
         start = clock()
         timer = step_timer(self.adapter)
         budget = self.config.perf_budget_s

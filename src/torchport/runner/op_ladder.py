@@ -27,11 +27,10 @@ from typing import NoReturn
 
 from torchport.config import RunConfig
 from torchport.probes import placement
-from torchport.records.result import classify, error_value, is_oom
+from torchport.records.result import error_value, is_oom
 from torchport.records.status import STAGE_STATUS
 from torchport.records.status import grade as grade_rule
-from torchport.runner.stages import StageRunner, Stop
-from torchport.timing import clock
+from torchport.runner.stages import Stage, StageRunner, Stop
 
 MAX_FAILURES_KEPT = 10
 
@@ -93,28 +92,35 @@ class OpLadder(StageRunner):
             self.failures.append(entry)
 
     # -- the ladder -----------------------------------------------------------------------
-    def climb(self) -> None:
-        import torch
+    # Declared to the stage runner (runner/stages.py): the op and its samples, then every
+    # sample (a failing sample is recorded and the next one runs), then the verdict.
+    STAGES = (
+        Stage("build", "_build_stage", synchronise=False, then="_built"),
+        Stage("run", "_run_stage", synchronise=False, then="_ran"),
+    )
+    EXPLAINS = False  # an op's failure is one sample's, named in the verdict
 
-        from torchport.cases import opinfo
-
+    def begin(self) -> None:
         case = self.case
         self.out.findings.update(
             {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
         )
         if self.mode != "eager":
             self._skip_mode()
-        self.emit({"event": "stage", "stage": "build"})
-        start = clock()
-        try:
-            op = case.opinfo()
-            device_type = self.target
-            decor = opinfo.decorations(op, device_type, case.dtype)
-            cpu_dtypes = opinfo.dtype_names(op, "cpu")
-            device_dtypes = opinfo.dtype_names(op, device_type)
-        except Exception as exc:
-            self.out.fail_at("build", error_value(exc))
-            return
+
+    def _build_stage(self) -> list:
+        """The OpInfo entry, its decorations and its samples (a skip when the op or the device
+        has no such dtype, or OpInfo skips it here)."""
+        import torch
+
+        from torchport.cases import opinfo
+
+        case = self.case
+        op = self.op = case.opinfo()
+        device_type = self.target
+        decor = opinfo.decorations(op, device_type, case.dtype)
+        cpu_dtypes = opinfo.dtype_names(op, "cpu")
+        device_dtypes = opinfo.dtype_names(op, device_type)
         self.out.findings["aten_name"] = op.aten_name
         if case.dtype not in cpu_dtypes:
             self._skip("op_dtype", f"{case.op_key} at {case.dtype}")
@@ -124,43 +130,51 @@ class OpLadder(StageRunner):
             self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
         if decor.expected_failure:
             self.out.findings["opinfo_expected_failure"] = True
-        tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
+        self.tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
         self.out.findings["tolerance"] = {
             "atol": decor.atol,
             "rtol": decor.rtol,
             "source": decor.tolerance_source
             or "default by output dtype (instruments/op_parity.py)",
         }
-        backward = (
+        self.backward = (
             op.supports_autograd
             and case.dtype in opinfo.backward_dtype_names(op, device_type)
             and case.dtype in opinfo.backward_dtype_names(op, "cpu")
         )
-        fp64 = getattr(torch, case.dtype).is_floating_point and "float64" in cpu_dtypes
+        self.fp64 = getattr(torch, case.dtype).is_floating_point and "float64" in cpu_dtypes
         self.out.findings.update(
-            {"backward": backward, "reference_dtype": "float64" if fp64 else case.dtype}
+            {
+                "backward": self.backward,
+                "reference_dtype": "float64" if self.fp64 else case.dtype,
+            }
         )
-        try:
-            samples = self._samples(op, backward)
-        except Exception as exc:
-            self.out.durations["build_s"] = clock() - start
-            self.out.fail(classify("build", exc), "build", error_value(exc))  # oom or build_fail
-            return
-        self.out.durations["build_s"] = clock() - start
+        return self._samples(op, self.backward)  # raises: oom or build_fail
+
+    def _built(self, samples: list) -> None:
         if not samples:
-            self._skip("no_samples", f"{case.op_key} at {case.dtype}")
-        self.emit({"event": "stage", "stage": "run"})
-        start = clock()
-        for index, sample in enumerate(samples):
+            self._skip("no_samples", f"{self.case.op_key} at {self.case.dtype}")
+        self.samples = samples
+
+    def _run_stage(self) -> int:
+        for index, sample in enumerate(self.samples):
             try:
-                self._sample(op, index, sample, backward=backward, fp64=fp64, tolerance=tolerance)
+                self._sample(
+                    self.op,
+                    index,
+                    sample,
+                    backward=self.backward,
+                    fp64=self.fp64,
+                    tolerance=self.tolerance,
+                )
             except Exception as exc:  # a bug outside one side's run: that sample fails
                 if is_oom(exc):
-                    self.out.fail("oom", "run", error_value(exc))
-                    return
+                    self.stop("oom", "run", error_value(exc))
                 self._fail(index, "harness", "error", _error(exc), [], exc)
-        self.out.durations["run_s"] = clock() - start
-        self._verdict(len(samples))
+        return len(self.samples)
+
+    def _ran(self, total: int) -> None:
+        self._verdict(total)
 
     def _skip_mode(self) -> NoReturn:
         self.out.status = "skip"

@@ -5,16 +5,20 @@ records/status.py (its place in the stage order, and the status its failure gets
 ``STAGE_STATUS``), the ladder's method that runs it, the modes it runs in, whether its failure
 ends the climb, and the methods run before it (outside its capture: choosing a compile
 backend may stop the climb) and after it passed (a verdict on its value). ``climb`` walks
-them: ``begin``, every stage through ``require`` (the failure is recorded, classified by
-records/result.py ``classify``, and ends the climb) or ``stage`` (recorded, the climb goes
-on), then ``end`` (the probes). ``stop`` ends the climb with a status of the closed set;
+them: ``begin``, every stage through ``stage`` (its failure recorded, classified by
+records/result.py ``classify``; a ``required`` stage's failure ends the climb), then ``end``
+(the probes). ``stop`` ends the climb with a status of the closed set;
 ``skip`` replaces the result with a skip. ``run`` is the same for every ladder: climb until
 done or stopped, then ``finish`` (a ladder may add its verdict there) returns the result as a
-dict. A ladder whose stages are not one captured call each (the op ladder's samples, the
-kernel ladder's A/B, a dist world) writes ``climb`` itself, on ``require``/``stage``.
+dict. Every ladder declares its stages; a stage that runs only when an earlier one left
+something to check says so (``when``: the kernel ladder's opcheck, for a custom op only), a
+check whose failure does not decide the status alone hands it to the ladder (``failed``: the
+kernel ladder's first failure decides), and a stage of many parts that records its own
+outcome and time is announced and called (``captured=False``: the kernel ladder's A/B, a
+dist world).
 
-To add a ladder: subclass ``StageRunner``, declare ``STAGES`` (or write ``climb``), and name
-it in ``runner/ladders.py: LADDERS`` (one line).
+To add a ladder: subclass ``StageRunner``, declare ``STAGES``, and name it in
+``runner/ladders.py: LADDERS`` (one line).
 """
 
 from __future__ import annotations
@@ -41,7 +45,12 @@ class Stage:
     required: its failure ends the climb; else the failure is recorded and the climb goes on;
     before:   the ladder's method run before it, outside its capture (may ``stop``);
     then:     the ladder's method given its value once it passed (a verdict: may ``stop``);
-    synchronise: the device is waited on after it.
+    synchronise: the device is waited on after it;
+    when:     the ladder's method that says whether it runs at all (None: it always runs);
+    failed:   the ladder's method given the failed capture (records/result.py ``Captured``)
+              instead of recording it as the status (the climb ends after it if ``required``);
+    captured: False for a stage that records its own outcome and time (a stage of many
+              parts): it is announced and called; its method may ``stop``.
     """
 
     name: str
@@ -51,20 +60,26 @@ class Stage:
     before: str | None = None
     then: str | None = None
     synchronise: bool = True
+    when: str | None = None
+    failed: str | None = None
+    captured: bool = True
 
     @property
     def fails_with(self) -> str:
         return STAGE_STATUS[self.name]
 
 
-class Stop(Exception):
-    """The climb ends here; the result already says why (a failed stage, a skip)."""
+class Stop(BaseException):
+    """The climb ends here; the result already says why (a failed stage, a skip). A
+    BaseException, so that a stage's capture (which records an Exception as the stage's
+    failure) lets a stop or a skip decided inside a stage through."""
 
 
 class StageRunner:
     """Runs one (case, mode) up its ladder; ``run() -> result dict``."""
 
     STAGES: tuple[Stage, ...] = ()
+    EXPLAINS = True  # a failure's message starts with the adapter's reading of it
 
     def __init__(
         self,
@@ -90,18 +105,26 @@ class StageRunner:
     def climb(self) -> None:
         """``begin``, the declared stages in order, ``end``."""
         if not self.STAGES:
-            raise NotImplementedError("a ladder declares STAGES or writes climb")
+            raise NotImplementedError("a ladder declares its STAGES")
         self.begin()
         for declared in self.STAGES:
             if declared.modes is not None and self.mode not in declared.modes:
                 continue
+            if declared.when and not getattr(self, declared.when)():
+                continue
             if declared.before:
                 getattr(self, declared.before)()
             fn = getattr(self, declared.run)
-            if declared.required:
-                ok, value = True, self.require(declared.name, fn, synchronise=declared.synchronise)
+            if not declared.captured:
+                self.emit({"event": "stage", "stage": declared.name})
+                ok, value = True, fn()
             else:
-                ok, value = self.stage(declared.name, fn, synchronise=declared.synchronise)
+                failed = getattr(self, declared.failed) if declared.failed else None
+                ok, value = self.stage(
+                    declared.name, fn, synchronise=declared.synchronise, failed=failed
+                )
+                if not ok and declared.required:
+                    raise Stop
             if ok:
                 self.got[declared.name] = value
                 if declared.then:
@@ -118,9 +141,17 @@ class StageRunner:
         return self.out.to_dict()
 
     # -- stages -----------------------------------------------------------------------------
-    def stage(self, name: str, fn: Callable[[], object], *, synchronise: bool = True):
+    def stage(
+        self,
+        name: str,
+        fn: Callable[[], object],
+        *,
+        synchronise: bool = True,
+        failed: Callable[[Any], None] | None = None,
+    ):
         """Run one stage (the device waited on after it unless ``synchronise`` is False); on
-        an exception record the failure and return (False, None), else (True, its value)."""
+        an exception record the failure (or hand it to ``failed``) and return (False, None),
+        else (True, its value)."""
         self.emit({"event": "stage", "stage": name})
 
         def synchronised():
@@ -132,17 +163,13 @@ class StageRunner:
         done = capture(name, synchronised, clock)
         self.out.durations[f"{name}_s"] = done.duration_s
         if not done.ok:
-            self.out.fail_from(done)
-            self._explain(done)
+            if failed is not None:
+                failed(done)
+            else:
+                self.out.fail_from(done)
+                self._explain(done)
             return False, None
         return True, done.value
-
-    def require(self, name: str, fn: Callable[[], Any], *, synchronise: bool = True) -> Any:
-        """A stage the climb cannot go on without: its value, or Stop once it failed."""
-        ok, value = self.stage(name, fn, synchronise=synchronise)
-        if not ok:
-            raise Stop
-        return value
 
     def stop(self, status: str, stage: str, error: dict) -> NoReturn:
         self.out.fail(status, stage, error)
@@ -159,6 +186,8 @@ class StageRunner:
 
     def _explain(self, done) -> None:
         """The adapter's reading of a failure, put first in the message a table shows."""
+        if not self.EXPLAINS:
+            return
         try:
             note = self.adapter.explain_failure(done.stage, done.exc)
         except Exception:

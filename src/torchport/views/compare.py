@@ -18,6 +18,7 @@ decides each pair with the Python predicates made from the same rules (``decide`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -26,9 +27,10 @@ from torchport.records.figures import (
     COMPILE_FIGURES,
     FIGURE_RULES,
     PARITY_FIGURES,
+    PLACEMENT_RULE,
     STATUS_RULES,
 )
-from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
+from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes, host_ops_text
 from torchport.views.compare_dist import dist_changes, dist_summary
 from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
 from torchport.views.noise import (
@@ -83,7 +85,7 @@ ENV_ORDER = (
 )
 RUN_FIELDS = ("id", "suite", "device", "state", "labels", "started_at")
 STATUS_LISTS = ("newly_failing", "newly_passing", "failure_changed")
-PLACEMENT = "placement_candidate"  # both graded: the host-op sets are compared in _placement
+PLACEMENT = PLACEMENT_RULE.name  # the ops added and removed are listed in _placement
 VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # a timed pair with none of them: WITHIN
 # The lists a comparison shows, in its order, and the store's decisions each is read from.
 LIST_READS = {
@@ -213,6 +215,16 @@ def _host_ops(result: dict) -> tuple[dict[str, Any], dict[str, str]]:
     return ops, classes
 
 
+def host_ops_key(result: dict) -> str | None:
+    """The host-op table as the store holds it (the ``host_ops`` column's text,
+    records/sql_common.py ``host_ops_text``): what the placement rule compares, from an
+    outcome row's cell or from a result's findings."""
+    if "host_ops" not in result:
+        return host_ops_text(result.get("findings") or {})
+    ops = result["host_ops"]
+    return json.dumps(ops, sort_keys=True, separators=(",", ":"), default=str) if ops else None
+
+
 def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
     return {
         "case": case,
@@ -233,9 +245,6 @@ def _count(out: Comparison, before: str, after: str, n: int = 1) -> None:
 def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     if a.get("grade") is None or b.get("grade") is None:
         return  # placement measured in one run only: nothing to compare
-    if a["grade"] == b["grade"] and "host_ops" in a and "host_ops" in b:
-        if a["host_ops"] == b["host_ops"]:  # outcome rows: the same ops, the same classes
-            return
     (ops_a, classes_a), (ops_b, classes_b) = _host_ops(a), _host_ops(b)
 
     def ranked(ops: set, classes: dict) -> list[str]:  # class first (a before b before c)
@@ -278,8 +287,9 @@ def decide(a: dict, b: dict) -> frozenset[str]:
     says WITHIN). tests/views/test_compare.py holds the two equal on random runs."""
     statuses = (a["status"], a.get("stage"), b["status"], b.get("stage"))
     holds = {rule.name for rule in STATUS_RULES if rule.holds(*statuses)}
-    if a.get("grade") is not None and b.get("grade") is not None:
-        holds.add(PLACEMENT)  # a superset: _placement compares the host-op sets
+    if a.get("grade") is not None and b.get("grade") is not None:  # (the keys read only then)
+        if PLACEMENT_RULE.holds(a["grade"], host_ops_key(a), b["grade"], host_ops_key(b)):
+            holds.add(PLACEMENT)
     ma, mb = metrics(a), metrics(b)
     holds.update(
         rule.figure
