@@ -500,7 +500,18 @@ def test_an_environment_is_built_with_its_bytecode_compiled(tmp_path, monkeypatc
     installs = [c for c in calls if c[:2] == ["pip", "install"]]
     assert len(installs) == 2 and all("--compile-bytecode" in c for c in installs)
     with open(os.path.join(built.path, MARKER)) as f:
-        assert json.load(f)["bytecode"] is True
+        marker = json.load(f)
+    assert marker["bytecode"] is True
+    logged: list[str] = []
+    assert build_env(spec, str(tmp_path), indexes=Indexes(), log=logged.append).reused
+    assert logged == []  # reused as it is
+    with open(os.path.join(built.path, MARKER), "w") as f:
+        json.dump({k: v for k, v in marker.items() if k != "bytecode"}, f)  # an older build
+    assert build_env(spec, str(tmp_path), indexes=Indexes(), log=logged.append).reused
+    assert logged == [
+        "[t] built without compiled bytecode: its processes compile torch from source where "
+        ".pyc files cannot be written; --rebuild compiles it"
+    ]
 
 
 def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):

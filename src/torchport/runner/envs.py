@@ -222,6 +222,11 @@ def build_env(
         try:
             with open(marker) as f:
                 done = json.load(f)
+            if not done.get("bytecode"):
+                log(
+                    f"[{spec.name}] built without compiled bytecode: its processes compile "
+                    "torch from source where .pyc files cannot be written; --rebuild compiles it"
+                )
             return BuiltEnv(
                 name=spec.name,
                 path=path,
