@@ -158,6 +158,78 @@ def test_failure_groups_most_common_and_worst_first(store):
     assert store.count_failure_groups("r1") == 2
 
 
+def test_a_group_with_no_stage_or_no_signature_names_its_examples(store):
+    """A group's examples are found by equalities, or IS NULL where the group has no stage
+    or no error (queries.failure_examples)."""
+    rows = [{"case": f"n{i}", "mode": "eager", "status": "crash", "stage": "run"} for i in range(2)]
+    rows += [
+        {
+            "case": f"s{i}",
+            "mode": "compile",
+            "status": "oom",
+            "error": {"type": "OutOfMemoryError", "message": f"tried {i} MiB"},
+        }
+        for i in range(3)
+    ]
+    store.add_results("r1", rows)
+    groups = {g["status"]: g for g in store.failure_groups("r1", examples=2)}
+    assert groups["crash"]["stage"] == "run" and groups["crash"]["signature"] is None
+    assert groups["crash"]["examples"] == [
+        {"case": "n0", "mode": "eager"},
+        {"case": "n1", "mode": "eager"},
+    ]
+    assert groups["oom"]["stage"] is None
+    assert groups["oom"]["signature"] == "OutOfMemoryError: tried N MiB"
+    assert [e["case"] for e in groups["oom"]["examples"]] == ["s0", "s1"]
+    assert groups["oom"]["message"] == "tried 0 MiB"
+
+
+def test_results_that_ran_an_op_on_the_host_page_and_count_by_run(store):
+    """Every overload of an op (a prefix with its dot), not an op whose name merely starts
+    the same nor one that ran on the device; pages in recorded order without overlap; counts
+    per run (PostgreSQL: the prefix operator, a page's ids first)."""
+    _run(store, "r2")
+
+    def row(case: str, *ops: str, fallback: bool = True) -> dict:
+        table = [{"op": op, "device": "cpu", "count": 1, "fallback": fallback} for op in ops]
+        return {"case": case, "mode": "eager", "status": "pass", "findings": {"ops": table}}
+
+    store.add_results(
+        "r1",
+        [row(f"a{i}", "aten.cumsum.default", "aten.cumsum.out") for i in range(5)]
+        + [row("b", "aten.cumsum_x.default"), row("c", "aten.cumsum")]
+        + [row("d", "aten._index_put_impl_.default")]
+        + [row("f", "aten.cumsum.default", fallback=False)],
+    )
+    store.add_results("r2", [row("a0", "aten.cumsum.out"), row("e")])
+    assert store.count_results_by_run(fallback_op="aten.cumsum") == {"r1": 6, "r2": 1}
+    assert store.count_results(fallback_op="aten::cumsum") == 7
+    pages = [
+        [
+            (r["run_id"], r["case"])
+            for r in store.results(fallback_op="aten.cumsum", limit=3, offset=o)
+        ]
+        for o in range(0, 9, 3)
+    ]
+    assert pages == [
+        [("r1", "a0"), ("r1", "a1"), ("r1", "a2")],
+        [("r1", "a3"), ("r1", "a4"), ("r1", "c")],
+        [("r2", "a0")],
+    ]
+    assert [r["case"] for r in store.results(run_id="r2", limit=1, offset=1)] == ["e"]
+    assert [r["case"] for r in store.results(run_id="r1", offset=7)] == ["d", "f"]
+    assert store.count_results_by_run(fallback_op="aten._index_put_impl_") == {"r1": 1}
+    # Runs recorded at the same time (their id spans overlap): counted by the result rows.
+    store.add_results("r1", [row("g", "aten.cumsum.default")])
+    store.add_results("r2", [row("h", "aten.sort.default")])
+    assert store.count_results_by_run(fallback_op="aten.cumsum") == {"r1": 7, "r2": 1}
+    assert store.count_results_by_run(fallback_op="aten.sort") == {"r2": 1}
+    assert store.count_results_by_run(fallback_op="aten.cumsum", status="pass") == {
+        "r1": 7,
+        "r2": 1,
+    }
+
+
 def test_notes_on_runs_and_cases_are_searchable(store):
     store.add_result("r1", {"case": "hf/llama", "mode": "eager", "status": "pass"})
     store.add_note("r1", "accepted: the fallback of cumsum costs 2%", author="ana")

@@ -170,9 +170,10 @@ def test_search_finds_host_ops_by_short_name_and_runs_by_label(two_runs):
         assert set(more_hits(store, "aten::cumsum", 5)) == {"host_op_runs", "host_op_results"}
 
 
-def test_medians_are_ranked_in_the_database(tmp_path):
+def test_medians_are_ranked_in_the_database(kb_url):
     """Even counts average the two middle values; a case timed in one mode or failed in one
-    is left out of the speedup; nothing timed gives None with a count of 0."""
+    is left out of the speedup; nothing timed gives None with a count of 0. On each engine
+    (PostgreSQL's by percentile_disc, pg_queries._pg_median)."""
 
     def result(case: str, mode: str, step: float, status: str = "pass", cold=None) -> dict:
         metrics = {"perf_median_ms": step}
@@ -191,9 +192,16 @@ def test_medians_are_ranked_in_the_database(tmp_path):
         result("d", "compile", 1.0, status="accuracy_fail", cold=40.0),  # not a pair
         result("e", "eager", 5.0),
     ]
-    path = kb.build(tmp_path / "kb.db", results_=rows)
+    path = kb.build(kb_url, results_=rows)
     kb.build(path, run_id="empty", results_=[])
+    kb.build(path, run_id="odd", results_=rows[:6])  # cold 10, 20, 30; speedups 1, 2, 4
     with open_store(path, write=False) as store:
+        assert store.headline_figures("odd") == {
+            "compile_wait_s": 20.0,
+            "compiled": 3,
+            "speedup": 2.0,
+            "timed_pairs": 3,
+        }
         assert store.headline_figures("r1") == {
             "compile_wait_s": 25.0,  # 10, 20, 30, 40
             "compiled": 4,

@@ -247,6 +247,27 @@ def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallbac
     return f"SELECT run_id, COUNT(*) AS n FROM results{where} GROUP BY run_id"
 
 
+# The results that ran an op on the host, counted by run without reading a result row: each
+# run's span of result ids (its first and last, two lookups on results_run, whose entries end
+# with the id: SQLite's rowid, PostgreSQL's from schema v9), and the op table's result ids
+# counted in each span. Exact where no two spans overlap (runs recorded one after another):
+# then every id in a span is that run's. ``overlaps`` says when they do (runs recorded at the
+# same time), and the caller counts by the result rows instead (count_results_by_run). One
+# statement: the spans and the counts are read from one snapshot.
+RUN_ORDER_FROM = 9
+_RUN_SPANS = (
+    "SELECT id AS run_id, (SELECT MIN(id) FROM results WHERE run_id = runs.id) AS lo,"
+    " (SELECT MAX(id) FROM results WHERE run_id = runs.id) AS hi FROM runs"
+)
+COUNT_OP_RESULTS_BY_RUN_SPAN = (
+    f"WITH spans AS ({_RUN_SPANS}) SELECT spans.run_id, COUNT(*) AS n,"
+    " (SELECT COUNT(*) FROM spans a JOIN spans b ON a.run_id < b.run_id AND a.lo <= b.hi"
+    " AND b.lo <= a.hi) AS overlaps FROM (SELECT DISTINCT result_id FROM result_ops"
+    " WHERE fallback = 1 AND (op = ? OR substr(op, 1, ?) = ?)) AS hits"
+    " JOIN spans ON hits.result_id BETWEEN spans.lo AND spans.hi GROUP BY spans.run_id"
+)
+
+
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
 HEARTBEAT_FROM, PLANNED_FROM = 5, 6  # schema versions: runs.heartbeat_at, runs.planned
@@ -323,11 +344,17 @@ def failure_group_count(signature: str, tallies: bool = False) -> str:
     )
 
 
-def failure_examples(signature: str) -> str:
-    """A group's first results. Parameters: run_id, status, stage, signature, limit."""
+def failure_examples(signature: str, *, no_stage: bool = False, no_signature: bool = False) -> str:
+    """A group's first results. Parameters: run_id, status, stage, signature, limit, less the
+    stage and the signature the group has none of (``no_stage``, ``no_signature``: ``IS NULL``
+    instead). Equalities, not ``IS ?``: PostgreSQL's ``IS NOT DISTINCT FROM`` is no index
+    condition, so its planner walked the whole table in id order (3.6 s at a million results);
+    ``=`` finds the group on (run_id, status, stage, signature)."""
+    stage = "stage IS NULL" if no_stage else "stage = ?"
+    sig = f"{signature} IS NULL" if no_signature else f"{signature} = ?"
     return (
         "SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
-        f" AND stage IS ? AND {signature} IS ? ORDER BY id LIMIT ?"
+        f" AND {stage} AND {sig} ORDER BY id LIMIT ?"
     )
 
 

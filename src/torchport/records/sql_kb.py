@@ -481,6 +481,10 @@ class KnowledgeBase:
         fallback_op: str | None = None,
     ) -> dict[str, int]:
         flags, args, exact = self._filters(None, status, case_glob, fallback_op)
+        if fallback_op and not (status or case_glob) and self._version >= queries.RUN_ORDER_FROM:
+            spans = self._conn().execute(self.q.COUNT_OP_RESULTS_BY_RUN_SPAN, args).fetchall()
+            if not any(row["overlaps"] for row in spans):
+                return {row["run_id"]: row["n"] for row in spans}
         if exact:
             rows = self._conn().execute(self.q.count_results_by_run(**flags), args)
             return {row["run_id"]: row["n"] for row in rows}
@@ -531,10 +535,13 @@ class KnowledgeBase:
         )
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
-            first = conn.execute(
-                self.q.failure_examples(sig),
-                (run_id, row["status"], row["stage"], row["signature"], examples),
-            ).fetchall()
+            stage, signature = row["stage"], row["signature"]
+            sql = self.q.failure_examples(
+                sig, no_stage=stage is None, no_signature=signature is None
+            )
+            args = [run_id, row["status"], stage, signature, examples]
+            args = [a for i, a in enumerate(args) if not (i in (2, 3) and a is None)]
+            first = conn.execute(sql, args).fetchall()
             message = (first[0]["error_message"] or "").strip() if first else ""
             groups.append(
                 {

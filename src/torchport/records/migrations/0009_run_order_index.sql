@@ -1,0 +1,3 @@
+-- 0009: nothing to change in SQLite. Its results_run index (0003) already holds each entry's
+-- rowid, the result id, after run_id: a run's results in recorded order are read from it
+-- alone. PostgreSQL's gains that order in its own 0009.
