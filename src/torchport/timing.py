@@ -163,6 +163,7 @@ def sample_interleaved(
     min_samples: int = 10,
     max_samples: int = 1000,
     warmup_budget_s: float | None = None,
+    record: dict | None = None,
 ) -> dict[str, list[float]]:
     """Warm every side up, then time them in alternating rounds until the budget is spent.
 
@@ -170,6 +171,8 @@ def sample_interleaved(
     of host time (after at least ``min_samples`` rounds) or after ``max_samples`` rounds.
     Warm-up runs ``warmup`` rounds, then more while under ``warmup_budget_s`` (default a fifth
     of the budget), so caches, allocators and autotuning settle before anything counts.
+    ``record``, when given, receives what was spent: warm-up rounds and seconds, timed rounds
+    and seconds (host clock, timer overhead included).
     """
     names = list(sides)
     warmup_budget_s = budget_s / 5 if warmup_budget_s is None else warmup_budget_s
@@ -179,6 +182,8 @@ def sample_interleaved(
         for name in round_order(names, rounds):
             timer(sides[name])
         rounds += 1
+    if record is not None:
+        record.update(warmup_rounds=rounds, warmup_s=clock() - start)
     samples: dict[str, list[float]] = {name: [] for name in names}
     # As timeit and torch.utils.benchmark do: collect once, then keep Python's cyclic garbage
     # collector out of the timed steps, so a collection triggered by earlier allocations is not
@@ -197,6 +202,8 @@ def sample_interleaved(
     finally:
         if gc_was_enabled:
             gc.enable()
+    if record is not None:
+        record.update(timed_rounds=rounds, timed_s=clock() - start)
     return samples
 
 

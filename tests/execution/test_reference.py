@@ -115,6 +115,63 @@ def test_a_child_failure_is_reported_not_raised_as_something_else(cache):
         reference.obtain(spec(case="smoke/none"))
 
 
+def test_one_child_serves_the_cases_and_a_case_that_kills_it_costs_only_itself(cache):
+    """One reference child per worker, fed case after case (one import of torch, not one per
+    case); a case whose reference fails gets its own failure and the child serves the next;
+    a case that kills the child fails alone, and the next case gets a fresh child."""
+    reference.obtain(spec())
+    first = reference._server.child.pid
+    with pytest.raises(reference.ReferenceFailed, match="no case"):
+        reference.obtain(spec(case="smoke/none"))
+    assert reference.obtain(spec(case="smoke/convnet"))["cache"] == "miss"
+    assert reference._server.child.pid == first  # three cases, one child
+    crash = spec(suite="planted", case="planted/segfault")
+    with pytest.raises(reference.ReferenceFailed, match=r"child died \(signal SIGSEGV\)"):
+        reference.obtain(crash)
+    assert not os.path.exists(reference.cache_path(crash))
+    assert reference.obtain(spec(case="smoke/bnnet"))["cache"] == "miss"
+    assert reference._server.child.pid != first
+    assert len(os.listdir(cache)) == 3
+
+
+def test_a_case_that_changes_torch_state_retires_the_child(tmp_path, monkeypatch, cache):
+    """The child's next case must find torch as a child of its own would: a case that leaves
+    the default dtype changed says so in its last event (the parent then starts a fresh
+    child)."""
+    from torchport.execution import reference_child
+
+    (tmp_path / "leaves_float64.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.set_default_dtype(torch.float64)\n"
+        "    return {'model': torch.nn.Linear(4, 4), 'inputs': torch.randn(2, 4)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    events: list[dict] = []
+
+    class Sink:
+        emit = staticmethod(events.append)
+
+    class NoWatch:
+        def arm(self, seconds):
+            pass
+
+    def request(made):
+        out = str(tmp_path / f"{made.case.replace('/', '_')}.pt")
+        return {"spec": made.to_json(), "out": out, "deadline_s": 60}
+
+    assert reference_child.serve_one(request(spec()), Sink(), NoWatch())
+    assert events[-1] == {"event": "result", "ok": True}
+    changer = "leaves_float64:make"
+    made = spec(suite="workload", case=f"workload/{changer}", workload=changer)
+    try:
+        kept = reference_child.serve_one(request(made), Sink(), NoWatch())
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert not kept and events[-1]["ok"] is True
+    assert "torch state changed by the case" in events[-1]["retire"]
+
+
 def test_workload_path_env_agrees_with_the_runner():
     from torchport.execution import reference_child
     from torchport.runner.plan import WORKLOAD_PATH_ENV

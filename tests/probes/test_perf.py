@@ -56,6 +56,11 @@ def test_compile_mode_times_both_sides_interleaved_and_reports_speedup():
     assert m["perf_speedup"] == pytest.approx(
         m["perf_eager_median_ms"] / m["perf_compiled_median_ms"]
     )
+    # where the probe's time went besides its timed rounds: recorded, the rounds counted
+    phases = info["phases_s"]
+    assert set(phases) == {"setup_s", "first_calls_s", "warmup_s", "timed_s", "flops_s", "memory_s"}
+    assert all(v >= 0 for v in phases.values()) and phases["timed_s"] > 0
+    assert info["rounds"]["timed"] == info["sides"]["eager"]["n"]
 
 
 def test_mfu_against_a_given_peak():

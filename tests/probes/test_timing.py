@@ -64,9 +64,18 @@ def test_interleaved_sampling_order_and_counts(monkeypatch):
     monkeypatch.setattr(timing, "clock", FakeClock(0.001))
     calls = []
     sides = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    spent: dict = {}
     samples = sample_interleaved(
-        sides, StepTimer(), budget_s=0.0, warmup=2, min_samples=4, warmup_budget_s=0.0
+        sides,
+        StepTimer(),
+        budget_s=0.0,
+        warmup=2,
+        min_samples=4,
+        warmup_budget_s=0.0,
+        record=spent,
     )
+    assert spent["warmup_rounds"] == 2 and spent["timed_rounds"] == 4
+    assert 0 < spent["warmup_s"] < spent["timed_s"]  # what was spent, as the clock read it
     # 2 warm-up rounds, then 4 timed rounds, every round in alternating order (ABBA...)
     assert calls == ["a", "b", "b", "a"] + ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert len(samples["a"]) == len(samples["b"]) == 4

@@ -474,6 +474,46 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         assert not third[-3].checks[2].reused and third[-3].checks[2].exit_code == 0
 
 
+def test_an_environment_is_built_with_its_bytecode_compiled(tmp_path, monkeypatch):
+    """uv compiles the packages' bytecode at build time (as pip does): a process in the
+    environment does not compile torch and transformers from source at every import where
+    .pyc files cannot be written (PYTHONDONTWRITEBYTECODE)."""
+    from torchport.runner import envs
+
+    calls = []
+
+    def fake_uv(uv, args, log, timeout_s):
+        calls.append(args)
+        if args[0] == "venv":
+            os.makedirs(args[-1])
+        return 0.5
+
+    class Frozen:
+        returncode, stdout, stderr = 0, "torch==2.13.0\n", ""
+
+    monkeypatch.setattr(envs, "_uv", fake_uv)
+    monkeypatch.setattr(envs, "find_uv", lambda: "uv")
+    monkeypatch.setattr(envs, "_install_torchport", lambda *a: 0.5)
+    monkeypatch.setattr(envs.subprocess, "run", lambda *a, **k: Frozen())
+    spec = EnvSpec(name="t", requirements=("torch==2.13.0",), no_deps=("extra==1",))
+    built = build_env(spec, str(tmp_path), indexes=Indexes(), log=lambda _: None)
+    installs = [c for c in calls if c[:2] == ["pip", "install"]]
+    assert len(installs) == 2 and all("--compile-bytecode" in c for c in installs)
+    with open(os.path.join(built.path, MARKER)) as f:
+        marker = json.load(f)
+    assert marker["bytecode"] is True
+    logged: list[str] = []
+    assert build_env(spec, str(tmp_path), indexes=Indexes(), log=logged.append).reused
+    assert logged == []  # reused as it is
+    with open(os.path.join(built.path, MARKER), "w") as f:
+        json.dump({k: v for k, v in marker.items() if k != "bytecode"}, f)  # an older build
+    assert build_env(spec, str(tmp_path), indexes=Indexes(), log=logged.append).reused
+    assert logged == [
+        "[t] built without compiled bytecode: its processes compile torch from source where "
+        ".pyc files cannot be written; --rebuild compiles it"
+    ]
+
+
 def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):
     """No build environment to resolve where the environment has setuptools; where it has
     none (torch 2.9's), uv's isolated build, resolved from the matrix's indexes."""

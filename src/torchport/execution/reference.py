@@ -6,7 +6,8 @@ test (DESIGN rule 8): a child with backend autoload off (``TORCH_DEVICE_BACKEND_
 builds the case from its suite, runs it on the CPU in float64 and at the run's dtype (the
 baseline: the noise the device is allowed), and writes both to a cache file named by case,
 case version, size, seed, dtype and torch version. The same file serves every device and every
-later run on this host.
+later run on this host. A worker keeps one such child and feeds it case after case (``in_child``:
+torch and transformers imported once per worker, not once per case).
 
 Each side runs the step the device runs (``steps.Compared``): a training step in training
 mode, dropout masks drawn the same way on every side, the running statistics the step changed
@@ -26,6 +27,7 @@ model, seed, global batch and steps, so every strategy of one model shares one f
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -374,48 +376,129 @@ def child_env() -> dict[str, str]:
 ALSO_WAIT_S = 120.0  # how long the values ``also`` asks for may add to a reference's wait
 
 
+class _Server:
+    """The reference child of this process (``reference_child``): started by the first
+    reference this process has to compute, then fed one case after another until the process
+    ends, so torch and transformers are imported once per worker, not once per case. A
+    request that dies or runs past its deadline takes the child with it (killed with its
+    group), and the next request starts a fresh one; a case that changed torch's global state
+    retires it the same way."""
+
+    def __init__(self, env: dict[str, str]):
+        from torchport.execution.child import Child, LogFolder
+
+        self.env = env
+        self.logs = LogFolder(prefix="torchport-reference-")
+        self.child = Child(
+            "torchport.execution.reference_child",
+            [],
+            env=env,
+            log_dir=self.logs.path,
+            name="reference",
+        )
+
+    def log_offset(self) -> int:
+        self.child.log.flush()
+        return os.path.getsize(self.child.log.name)
+
+    def log_since(self, offset: int, chars: int) -> str:
+        """What the child printed since ``offset`` (this request's part of its log)."""
+        self.child.log.flush()
+        with open(self.child.log.name, "rb") as f:
+            f.seek(max(offset, os.path.getsize(self.child.log.name) - chars))
+            return f.read().decode(errors="replace")
+
+    def next_of(self, kinds: tuple[str, ...], deadline: float) -> dict | None:
+        """The next event of one of ``kinds`` (the start-up's ``ready`` passes by); None at
+        the end of the stream or past ``deadline``. Raises BadEvent."""
+        while True:
+            event = self.child.next_event(deadline)
+            if event is None or event["event"] in kinds:
+                return event
+
+    def close(self) -> None:
+        self.child.close_stdin()
+        self.child.kill()
+        self.logs.close()
+
+
+_server: _Server | None = None
+
+
+def _serving(env: dict[str, str]) -> _Server:
+    """This process's reference child, started when there is none (or it has ended, or the
+    environment it must run in changed: another workload folder)."""
+    global _server
+    if _server is not None and (not _server.child.alive or _same(_server.env) != _same(env)):
+        _server.close()
+        _server = None
+    if _server is None:
+        _server = _Server(env)
+    return _server
+
+
+def _same(env: dict[str, str]) -> dict[str, str]:
+    """What must match for the child to serve a request: its environment, except the cache
+    folder (each request names the file to write)."""
+    return {k: v for k, v in env.items() if k != CACHE_ENV}
+
+
+def stop_server() -> None:
+    """End this process's reference child now (it also ends when the process does)."""
+    global _server
+    if _server is not None:
+        _server.close()
+        _server = None
+
+
+atexit.register(stop_server)
+
+
 def in_child(spec: ReferenceSpec, timeout_s: float = CHILD_TIMEOUT_S, also: tuple = ()) -> dict:
-    """Run the reference child for ``spec`` (it writes the cache file); its outcome event.
-    ``also``: more specs of the same case the child computes and caches after it (best effort,
-    within ALSO_WAIT_S and the deadline): one child per case instead of one per value."""
-    from torchport.execution.child import BadEvent, Child, LogFolder
+    """Compute ``spec`` in this process's reference child (it writes the cache file); its
+    outcome event. ``also``: more specs of the same case the child computes and caches after
+    it (best effort, within ALSO_WAIT_S and the deadline)."""
+    from torchport.execution.child import BadEvent
     from torchport.timing import clock
 
-    logs = LogFolder(prefix="torchport-reference-")
-    extra = [a for s in also for a in ("--also", s.to_json(), "--also-out", cache_path(s))]
-    child = Child(
-        "torchport.execution.reference_child",
-        ["--spec", spec.to_json(), "--out", cache_path(spec), "--deadline-s", str(timeout_s)]
-        + extra,
-        env=child_env(),
-        log_dir=logs.path,
-        name="reference",
-    )
+    server = _serving(child_env())
+    offset = server.log_offset()
+    deadline = clock() + timeout_s
+    request = {
+        "spec": spec.to_json(),
+        "out": cache_path(spec),
+        "deadline_s": timeout_s,
+        "also": [[s.to_json(), cache_path(s)] for s in also],
+    }
+    detail: str | None = None
+    event: dict | None = None
     try:
-        deadline = clock() + timeout_s
-        detail: str | None
+        if server.child.send(json.dumps(request)):
+            event = server.next_of(("result",), deadline)
+    except BadEvent as exc:
+        detail = str(exc)
+    if event is None:
+        late = clock() >= deadline
+        tail = server.log_since(offset, 800)
+        server.child.kill()
+        died = server.child.exit_description()
+        stop_server()
+        raise ReferenceFailed(
+            f"the reference child ran past {timeout_s:g} s"
+            if late
+            else f"the reference child died ({died}): {detail or tail.strip()[-500:]}"
+        )
+    done = event
+    if also and event.get("ok"):  # the rest of the case's values, then it waits for more
         try:
-            event = child.next_event(deadline)
+            done = server.next_of(("also_done",), min(clock() + ALSO_WAIT_S, deadline)) or {
+                "retire": "the extra values were not done in time"
+            }
         except BadEvent as exc:
-            event = None
-            detail = str(exc)
-        else:
-            detail = None
-        if event is None:
-            late = clock() >= deadline
-            child.kill()
-            raise ReferenceFailed(
-                f"the reference child ran past {timeout_s:g} s"
-                if late
-                else f"the reference child died ({child.exit_description()}): "
-                f"{detail or child.tail(800).strip()[-500:]}"
-            )
-        if also and event.get("ok"):  # the rest of the case's values, then it exits
-            child.wait_exit(max(0.0, min(ALSO_WAIT_S, deadline - clock())))
-        return event
-    finally:
-        child.kill()
-        logs.close()
+            done = {"retire": str(exc)}
+    if done.get("retire"):  # it is busy, gone or not clean: the next case gets a fresh one
+        stop_server()
+    return event
 
 
 def obtain(

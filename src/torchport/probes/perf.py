@@ -33,7 +33,7 @@ from typing import Any
 from torchport.cases.base import Size, Workload
 from torchport.instruments import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.timing import Summary, sample_interleaved, step_timer
+from torchport.timing import Summary, clock, sample_interleaved, step_timer
 
 # 2: FLOPs counted on the CPU reference; the timer's wait method. 3: noisy sides flagged,
 # training steps in training mode. 4: noise judged by the robust spread (p10-p90 / median)
@@ -225,7 +225,12 @@ class PerfProbe(Probe):
     def run(self, subject: Subject) -> ProbeReport:
         report = ProbeReport()
         config, adapter = subject.config, subject.adapter
+        # where the probe's time goes besides its timed rounds (the perf-size build and, in
+        # compile mode, its compile; the FLOP count's cache read; the peak-memory step)
+        phases: dict[str, float] = {}
+        start = clock()
         setup = perf_setup(subject)
+        phases["setup_s"] = clock() - start
         notes = setup.notes
         info: dict[str, Any] = {
             "step_kind": step_kind(setup.workload),
@@ -234,8 +239,11 @@ class PerfProbe(Probe):
             "notes": notes,
         }
         report.findings["perf"] = info
+        info["phases_s"] = phases
         with RecompileLimitWatch() as watch:
+            start = clock()
             failed = first_calls(setup)
+            phases["first_calls_s"] = clock() - start  # compile mode: the perf-size compile
             if failed:
                 info["failed_sides"] = failed
                 notes.extend(
@@ -244,9 +252,16 @@ class PerfProbe(Probe):
             if not setup.sides:
                 return report
             timer = step_timer(adapter)
+            spent: dict = {}
             samples = sample_interleaved(
-                setup.sides, timer, budget_s=config.perf_budget_s, warmup=WARMUP_ROUNDS
+                setup.sides,
+                timer,
+                budget_s=config.perf_budget_s,
+                warmup=WARMUP_ROUNDS,
+                record=spent,
             )
+            phases.update(warmup_s=spent["warmup_s"], timed_s=spent["timed_s"])
+            info["rounds"] = {"warmup": spent["warmup_rounds"], "timed": spent["timed_rounds"]}
         if watch.hits:
             info["recompile_limit_hits"] = watch.hits[:20]
             notes.append(
@@ -298,8 +313,12 @@ class PerfProbe(Probe):
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
             metrics["perf_samples_per_s"] = setup.workload.samples / main.median_s
+        start = clock()
         self._flops(subject, setup, main.median_s, metrics, info)
+        phases["flops_s"] = clock() - start
+        start = clock()
         self._memory(subject, setup, metrics, info)
+        phases["memory_s"] = clock() - start
         return report
 
     def _flops(self, subject, setup, median_s, metrics, info):
