@@ -270,6 +270,22 @@ def build(
     return str(path)
 
 
+def add_run(store, run_id, results, *, plan=None, suite="s", device="cpu") -> None:
+    """A finished run of ``results`` in an open writable store, with bare config and labels; its
+    plan is the results' (case, mode) pairs unless ``plan`` is given."""
+    store.create_run(
+        run_id=run_id,
+        command="c",
+        suite=suite,
+        device=device,
+        config={},
+        plan=[[r["case"], r["mode"]] for r in results] if plan is None else plan,
+        labels={},
+    )
+    store.add_results(run_id, results)
+    store.finish_run(run_id, "complete")
+
+
 def recorded_results(db: Path | str) -> int:
     """Results a run in another process has recorded so far: 0 while the file is missing or still
     being created (SQLite writes its header with the first transaction), without creating it."""

@@ -30,20 +30,8 @@ def _fill(url: str) -> None:
     cases = case_ids(150)
     with open_store(url, write=True) as store:
         for r, device in enumerate(("cpu", "cuda")):
-            run_id = f"s{r}"
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="hf",
-                device=device,
-                config={},
-                plan=[],
-                labels={},
-            )
-            store.add_results(
-                run_id, [result(c, m, r, device) for c in cases for m in ("eager", "compile")]
-            )
-            store.finish_run(run_id, "complete")
+            rows = [result(c, m, r, device) for c in cases for m in ("eager", "compile")]
+            kb.add_run(store, f"s{r}", rows, plan=[], suite="hf", device=device)
 
 
 def test_tallies_answer_as_the_result_rows_do(kb_url):

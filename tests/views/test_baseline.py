@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import kb
 from torchport.views.baseline import BaselineError, gate, load_baseline, make_baseline
 
 
@@ -165,17 +166,7 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url):
     ]
     with open_store(kb_url, write=True) as store:
         for run_id, results in (("base", base), ("next", new)):
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="smoke",
-                device="cpu",
-                config={},
-                plan=RUN["plan"],
-                labels={},
-            )
-            store.add_results(run_id, results)
-            store.finish_run(run_id, "complete")
+            kb.add_run(store, run_id, results, plan=RUN["plan"], suite="smoke")
     with open_store(kb_url, write=False) as store:
         run = store.get_run("base", plan=False)
         for perf, tolerance in ((True, None), (False, None), (True, 0.05)):

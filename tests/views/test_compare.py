@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests import kb
 from torchport.views.compare import compare
 from torchport.views.compare_tables import comparison_views
 from torchport.views.noise import judge
@@ -236,17 +237,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     with open_store(path, write=True) as store:
         for run_id in ("A", "B"):
             cases = [f"c{i:03d}" for i in range(300) if rng.random() < 0.95]
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="s",
-                device="cpu",
-                config={},
-                plan=[[c, "eager"] for c in cases],
-                labels={},
-            )
-            store.add_results(run_id, [result(c) for c in cases])
-            store.finish_run(run_id, "complete")
+            kb.add_run(store, run_id, [result(c) for c in cases])
     with open_store(path, write=False) as store:
         joined = compare_runs(store, "A", "B").to_dict()
         a, b = store.get_run("A"), store.get_run("B")
@@ -346,17 +337,7 @@ def test_host_op_changes_rank_by_evidence_class_from_the_store(kb_url):
     }
     with open_store(kb_url, write=True) as store:
         for run_id, ops in (("A", before), ("B", after)):
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="s",
-                device="cpu",
-                config={},
-                plan=[[c, "eager"] for c in ops],
-                labels={},
-            )
-            store.add_results(run_id, [result(c, o) for c, o in ops.items()])
-            store.finish_run(run_id, "complete")
+            kb.add_run(store, run_id, [result(c, o) for c, o in ops.items()])
     with open_store(kb_url, write=False) as store:
         cmp = compare_runs(store, "A", "B")
     assert cmp.host_ops["aten.cumsum.default"]["class"] == "a"
@@ -414,15 +395,6 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
     }
     with open_store(kb_url, write=True) as store:
         for side, run_id in enumerate("AB"):
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="s",
-                device="cpu",
-                config={},
-                plan=[[c, "eager"] for c in errors],
-                labels={},
-            )
             results = []
             for case, values in errors.items():
                 metrics = {"loss": math.nan if case == "c5" else 1.0}
@@ -431,8 +403,7 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
                 results.append(
                     {"case": case, "mode": "eager", "status": "pass", "metrics": metrics}
                 )
-            store.add_results(run_id, results)
-            store.finish_run(run_id, "complete")
+            kb.add_run(store, run_id, results)
     with open_store(kb_url, write=False) as store:
         joined = compare_runs(store, "A", "B").to_dict()
         paged = compare_runs(store, "A", "B", limit=1)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests import kb
 from tests.conftest import torchport
 from torchport.views import dist
 
@@ -132,18 +133,7 @@ def test_compare_runs_reads_the_dist_results_from_the_store(kb_url):
     }
     with open_store(kb_url, write=True) as store:
         for run_id, results in sides.items():
-            plan = [[r["case"], r["mode"]] for r in results]
-            store.create_run(
-                run_id=run_id,
-                command="c",
-                suite="dist",
-                device="cpu",
-                config={},
-                plan=plan,
-                labels={},
-            )
-            store.add_results(run_id, results)
-            store.finish_run(run_id, "complete")
+            kb.add_run(store, run_id, results, suite="dist")
     with open_store(kb_url, write=False) as store:
         cmp = compare_runs(store, "A", "B")
     assert [c["b"] for c in cmp.dist["collectives"]] == ["fail"]
