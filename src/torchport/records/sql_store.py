@@ -221,14 +221,11 @@ class SQLStore(KnowledgeBase):
         finished: str | None = None
         if isinstance(result, Recorded):
             value, finished, ops = result.value, result.finished_at, op_rows(result.ops)
-        else:
-            data = None if isinstance(result, Result) else result
-            value = result if isinstance(result, Result) else Result.from_dict(result)
-            recorded = data is not None and "ops" in data
-            ops = op_rows(
-                data["ops"] if data is not None and recorded else value.findings.get("ops")
-            )
-            finished = data.get("finished_at") if data is not None else None
+        elif isinstance(result, Result):
+            value, ops = result, op_rows(result.findings.get("ops"))
+        else:  # a dict: validated here
+            value, finished = Result.from_dict(result), result.get("finished_at")
+            ops = op_rows(result["ops"] if "ops" in result else value.findings.get("ops"))
         blobs = [to_json(getattr(value, col), col) for col in JSON_COLUMNS]
         error = value.error or {}
         finished = finished or now_iso()
