@@ -171,10 +171,10 @@ class Store(Protocol):
         """A run's results for an export file in recorded order: (line, None, artifacts)
         where the database built the line, else (None, the result with ``ops``, artifacts)."""
 
-    def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict[str, Any]]:
-        """A run's results in (case, mode) order, lean (compare, baseline, gate): ``case, mode,
-        status, stage, grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops``
-        (dict or None), ``error_line``; ``lean``: those two None (from an index alone)."""
+    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """A run's results in (case, mode) order, lean (compare): ``case, mode, status, stage,
+        grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops`` (dict or None),
+        ``error_line``."""
 
     def iter_statuses(self, run_id: str) -> Iterator[tuple]:
         """A run's results in (case, mode) order as plain rows (baseline, gate): ``(case,

@@ -116,16 +116,10 @@ ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
-def outcomes(*, version: int, lean: bool = False) -> str:
+def outcomes(*, version: int) -> str:
     """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
-    host ops from v4; an older file reads them out of the JSON). ``lean``: no host ops and no
-    error line (NULL), what a baseline and a gate read: the outcomes index alone answers."""
+    host ops from v4; an older file reads them out of the JSON)."""
     figures = ", ".join(_figure("results", name, version) for name in OUTCOME_FIGURES)
-    if lean:
-        return (
-            f"SELECT case_id, mode, status, stage, grade, {figures}, NULL, NULL AS error_line"
-            f" FROM results{_covering(version)} WHERE run_id = ? ORDER BY case_id, mode"
-        )
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
         f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"

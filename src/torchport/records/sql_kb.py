@@ -194,15 +194,15 @@ class KnowledgeBase:
             )
         )
 
-    def iter_outcomes(self, run_id: str, *, lean: bool = False) -> Iterator[dict]:
+    def iter_outcomes(self, run_id: str) -> Iterator[dict]:
         """A run's results in (case, mode) order, lean: ``case, mode, status, stage, grade,
         figures`` (the key figures, records/figures.py), ``host_ops`` (the host-op table where
-        placement found one, else None) and ``error_line``. ``lean``: ``host_ops`` and
-        ``error_line`` None (a baseline, a gate): read from the outcomes index alone."""
-        return self._guard_iter(self._iter_outcomes(run_id, lean))
+        placement found one, else None) and ``error_line`` (a baseline and a gate read
+        ``iter_statuses``, from the outcomes index alone)."""
+        return self._guard_iter(self._iter_outcomes(run_id))
 
-    def _iter_outcomes(self, run_id: str, lean: bool = False) -> Iterator[dict]:
-        sql = self.q.outcomes(version=self._version, lean=lean)
+    def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
+        sql = self.q.outcomes(version=self._version)
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
