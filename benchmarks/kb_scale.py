@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from _report import emit  # noqa: E402
+from _report import emit, time_v  # noqa: E402
 
 from torchport.records import open_store  # noqa: E402
 
@@ -149,10 +148,6 @@ def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
             return n / took
 
 
-_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
-_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
-
-
 def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]:
     """(wall s, peak RSS bytes, stdout lines, exit code, CPU s) of one run of the installed
     script. The CPU time (user + system, from /usr/bin/time -v) is what the process itself
@@ -163,8 +158,7 @@ def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]
         ["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True, text=True, cwd=cwd
     )
     wall = time.perf_counter() - start
-    rss = int(_RSS.search(proc.stderr).group(1)) * 1024
-    cpu = sum(float(x) for x in _CPU.findall(proc.stderr))
+    cpu, rss = time_v(proc.stderr)
     return wall, rss, proc.stdout.count("\n"), proc.returncode, cpu
 
 
