@@ -73,14 +73,6 @@ def _pg_url(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
-@contextlib.contextmanager
-def psycopg_autocommit(url: str):
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        yield conn
-
-
 def reset(url: str) -> None:
     """An empty knowledge base at ``url``: the file removed, or the database made again."""
     if not _is_pg(url):
@@ -469,7 +461,9 @@ def main(argv=None) -> None:
     if args.copy_from:
         start = time.perf_counter()
         copied, n = copy_runs(args.copy_from, args.db)
-        with psycopg_autocommit(args.db) as conn:
+        import psycopg
+
+        with psycopg.connect(args.db, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")  # visibility maps and statistics, as autovacuum would
         lines.append(
             f"copied {n} results in {len(copied)} runs ({', '.join(copied)}) from "
