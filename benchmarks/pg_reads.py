@@ -26,6 +26,7 @@ import sys
 import time
 
 import psycopg
+from _report import emit
 
 from torchport.interfaces.cli import main
 from torchport.records import open_store, pg_store
@@ -124,11 +125,7 @@ def main_(argv: list[str]) -> int:
     lines += slowest
     conn.execute("ROLLBACK")
     lines.append(f"load average (1 min) at end {load()}")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(lines, args.out)
     return 0
 
 
