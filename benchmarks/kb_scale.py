@@ -44,7 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from _report import emit, time_v  # noqa: E402
+from _report import emit, time_v, timed  # noqa: E402
 
 from torchport.records import open_store  # noqa: E402
 
@@ -225,19 +225,6 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
         )
         lines += headline_figures(store, run_a, run_b)
     return lines
-
-
-def timed(fn, repeats: int = 3) -> tuple[float, float, float]:
-    """(median s, max s, median CPU s of this process) of ``repeats`` calls after one
-    warm-up."""
-    fn()
-    times, cpus = [], []
-    for _ in range(repeats):
-        start, cpu = time.perf_counter(), time.process_time()
-        fn()
-        times.append(time.perf_counter() - start)
-        cpus.append(time.process_time() - cpu)
-    return statistics.median(times), max(times), statistics.median(cpus)
 
 
 def headline_figures(store, run_a: str, run_b: str) -> list[str]:
