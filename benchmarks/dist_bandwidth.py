@@ -51,14 +51,6 @@ def load() -> str:
     return "load {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def median_ci(values: list[float]) -> tuple[float, float]:
     """A distribution-free 95 % interval for the median: the order statistics n/2 -+
     0.98 sqrt(n) (the binomial's normal approximation)."""
@@ -216,6 +208,7 @@ def main() -> None:
         paired_rank(args.paired_rank, sizes, iters, warmup)
         return
     from torchport.runner import dist_collectives as dc
+    from torchport.timing import Summary
 
     iters, warmup = dc.BANDWIDTH_ITERS, dc.BANDWIDTH_WARMUP
     command = "python benchmarks/dist_bandwidth.py"
@@ -258,7 +251,8 @@ def main() -> None:
     for n in sizes:
         nbytes = n * 4
         ratios = [h / t for h, t in pairs[n]]
-        median = statistics.median(ratios)
+        summary = Summary.of(ratios)  # median, p10 and p90 of the per-round ratios
+        median = summary.median_s
         worst = max(worst, abs(median - 1))
         # busbw = algbw x 2(n-1)/n = algbw at n = 2; GB/s, 10^9 bytes/s as nccl-tests
         hand_bw = nbytes / statistics.median(h for h, _ in pairs[n]) / 1e9
@@ -267,7 +261,7 @@ def main() -> None:
         lines.append(
             f"{n:>10} {nbytes:>10} {hand_bw:>11.3f} {our_bw:>9.3f} {len(ratios):>6} "
             f"{median:>15.3f} {'{:.3f}-{:.3f}'.format(*median_ci(ratios)):>13} "
-            f"{_quantile(ratios, 0.1):>6.3f} {_quantile(ratios, 0.9):>6.3f} "
+            f"{summary.p10_s:>6.3f} {summary.p90_s:>6.3f} "
             f"{worlds:>14} {statistics.median(by_order[n][0]):>9.3f} "
             f"{statistics.median(by_order[n][1]):>7.3f}"
         )

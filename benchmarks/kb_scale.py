@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
-from _report import emit  # noqa: E402
+from _report import emit, time_v, timed  # noqa: E402
 
 from torchport.records import open_store  # noqa: E402
 
@@ -72,14 +71,6 @@ def _pg_url(url: str, name: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
-
-
-@contextlib.contextmanager
-def psycopg_autocommit(url: str):
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        yield conn
 
 
 def reset(url: str) -> None:
@@ -149,10 +140,6 @@ def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
             return n / took
 
 
-_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
-_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
-
-
 def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]:
     """(wall s, peak RSS bytes, stdout lines, exit code, CPU s) of one run of the installed
     script. The CPU time (user + system, from /usr/bin/time -v) is what the process itself
@@ -163,8 +150,7 @@ def run_command(args: list[str], cwd: str) -> tuple[float, int, int, int, float]
         ["/usr/bin/time", "-v", TORCHPORT, *args], capture_output=True, text=True, cwd=cwd
     )
     wall = time.perf_counter() - start
-    rss = int(_RSS.search(proc.stderr).group(1)) * 1024
-    cpu = sum(float(x) for x in _CPU.findall(proc.stderr))
+    cpu, rss = time_v(proc.stderr)
     return wall, rss, proc.stdout.count("\n"), proc.returncode, cpu
 
 
@@ -239,19 +225,6 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
         )
         lines += headline_figures(store, run_a, run_b)
     return lines
-
-
-def timed(fn, repeats: int = 3) -> tuple[float, float, float]:
-    """(median s, max s, median CPU s of this process) of ``repeats`` calls after one
-    warm-up."""
-    fn()
-    times, cpus = [], []
-    for _ in range(repeats):
-        start, cpu = time.perf_counter(), time.process_time()
-        fn()
-        times.append(time.perf_counter() - start)
-        cpus.append(time.process_time() - cpu)
-    return statistics.median(times), max(times), statistics.median(cpus)
 
 
 def headline_figures(store, run_a: str, run_b: str) -> list[str]:
@@ -475,7 +448,9 @@ def main(argv=None) -> None:
     if args.copy_from:
         start = time.perf_counter()
         copied, n = copy_runs(args.copy_from, args.db)
-        with psycopg_autocommit(args.db) as conn:
+        import psycopg
+
+        with psycopg.connect(args.db, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")  # visibility maps and statistics, as autovacuum would
         lines.append(
             f"copied {n} results in {len(copied)} runs ({', '.join(copied)}) from "

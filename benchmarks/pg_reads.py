@@ -21,11 +21,11 @@ import argparse
 import contextlib
 import io
 import os
-import statistics
 import sys
 import time
 
 import psycopg
+from _report import emit, timed
 
 from torchport.interfaces.cli import main
 from torchport.records import open_store, pg_store
@@ -87,48 +87,38 @@ def main_(argv: list[str]) -> int:
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     slowest: list[str] = []
     for command in COMMANDS:
-        walls, cpus = [], []
-        for _ in range(args.repeats + 1):
-            log.clear()
-            out = io.StringIO()
-            wall, cpu = time.perf_counter(), time.process_time()
+        out = io.StringIO()
+
+        def run_command(command=command, out=out) -> None:
+            log.clear()  # the statements and output of the last run only
+            out.seek(0)
+            out.truncate()
             with contextlib.redirect_stdout(out):
                 try:
                     main([*command, "--db", args.db])
                 except SystemExit as exc:
                     if exc.code:
                         raise RuntimeError(f"{command} exited {exc.code}") from None
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-        timed = walls[1:]
+
+        median, worst, cpu = timed(run_command, args.repeats)
         sql = sum(dt for dt, _ in log)
         lines.append(
-            f"| `{' '.join(command)}` | {statistics.median(timed):.3f} | {max(timed):.3f} |"
-            f" {statistics.median(cpus[1:]):.3f} | {len(log)} | {sql:.3f} |"
-            f" {out.getvalue().count(chr(10))} | {load()} |"
+            f"| `{' '.join(command)}` | {median:.3f} | {worst:.3f} | {cpu:.3f} | {len(log)} |"
+            f" {sql:.3f} | {out.getvalue().count(chr(10))} | {load()} |"
         )
         for dt, query in sorted(log, reverse=True)[:2]:
             slowest.append(f"- `{' '.join(command)}` {dt * 1000:.0f} ms: {query[:160]}")
     with open_store(args.db, write=False) as store:
-        times = []
-        for _ in range(args.repeats + 1):
-            start = time.perf_counter()
-            more_hits(store, "cumsum", 50)
-            times.append(time.perf_counter() - start)
+        median, worst, _ = timed(lambda: more_hits(store, "cumsum", 50), args.repeats)
     lines.append(
         f"host-op and label search 'cumsum' (views.search_more) in the store: median"
-        f" {statistics.median(times[1:]) * 1000:.0f} ms, max {max(times[1:]) * 1000:.0f} ms"
-        f" (load {load()})"
+        f" {median * 1000:.0f} ms, max {worst * 1000:.0f} ms (load {load()})"
     )
     lines.append("slowest statements of each command's last run:")
     lines += slowest
     conn.execute("ROLLBACK")
     lines.append(f"load average (1 min) at end {load()}")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(lines, args.out)
     return 0
 
 

@@ -23,10 +23,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE]
-from _report import emit  # noqa: E402
+from _report import emit, time_v  # noqa: E402
 
-_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
-_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
 _WALL = re.compile(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)")
 
 
@@ -46,8 +44,8 @@ def run(args: list[str], cwd: str, src: str | None) -> tuple[float, float, int, 
         raise SystemExit(f"torchport {' '.join(args)} failed:\n{err[-2000:]}")
     hours, minutes, seconds = _WALL.search(err).groups()
     wall = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
-    cpu = sum(float(x) for x in _CPU.findall(err))
-    return wall, cpu, int(_RSS.search(err).group(1)) // 1024, proc.stdout
+    cpu, rss = time_v(err)
+    return wall, cpu, rss // 2**20, proc.stdout
 
 
 def body(path: str) -> bytes:

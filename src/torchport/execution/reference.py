@@ -133,8 +133,8 @@ def dist_train_spec(model: str, *, seed: int, samples: int, steps: int) -> Refer
     the global batch of ``samples``. Strategy and device are not in it: they share it."""
     import torch
 
+    from torchport.cache import sources_digest
     from torchport.cases import dist_models
-    from torchport.execution import dist_reference
 
     return ReferenceSpec(
         suite="dist",
@@ -148,18 +148,10 @@ def dist_train_spec(model: str, *, seed: int, samples: int, steps: int) -> Refer
         dtype="float64",
         torch=torch.__version__,
         task="dist_train",
-        source=_files_digest(dist_models.__file__, dist_reference.__file__),
+        source=sources_digest(dist_models.__name__, "torchport.execution.dist_reference"),
         transformers=_version("transformers") if dist_models.seq_of(model) else None,
         steps=steps,
     )
-
-
-def _files_digest(*paths: str) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()[:16]
 
 
 def _version(package: str) -> str | None:

@@ -62,21 +62,19 @@ def serve_one(request: dict, channel: Channel, watchdog: Watchdog) -> bool:
         )
         reference.save(request["out"], reference.compute(spec, case))
     except Exception as exc:  # a failure is data for the worker, never a silent death
-        changed = _changed(before)
-        channel.emit(
+        return _answer(
+            channel,
             {
                 "event": "result",
                 "ok": False,
                 "type": type(exc).__name__,
                 "message": f"{type(exc).__name__}: {exc}"[:2000],
-                **({"retire": changed} if changed else {}),
-            }
+            },
+            before,
         )
-        return not changed
-    changed = _changed(before) if not also else None
-    channel.emit({"event": "result", "ok": True, **({"retire": changed} if changed else {})})
     if not also:
-        return not changed
+        return _answer(channel, {"event": "result", "ok": True}, before)
+    channel.emit({"event": "result", "ok": True})
     for text, out in also:
         try:
             extra = reference.ReferenceSpec.from_json(text)
@@ -89,8 +87,14 @@ def serve_one(request: dict, channel: Channel, watchdog: Watchdog) -> bool:
             reference.save(out, reference.compute(extra, of))
         except Exception:  # not written: computed again, with its error, where it is needed
             continue
+    return _answer(channel, {"event": "also_done"}, before)
+
+
+def _answer(channel: Channel, event: dict, before: tuple) -> bool:
+    """Send a request's last event, with ``retire`` when the request changed torch's state;
+    whether this process may serve another request."""
     changed = _changed(before)
-    channel.emit({"event": "also_done", **({"retire": changed} if changed else {})})
+    channel.emit({**event, **({"retire": changed} if changed else {})})
     return not changed
 
 
