@@ -95,10 +95,10 @@ class KernelLadder(StageRunner):
     # record what they saw. The whole-model A/B and the timing record their own outcome.
     STAGES = (
         Stage("build", "_build_stage", synchronise=False, failed="_build_failed", then="_built"),
-        _check("op_call", when="_has_custom_op", before="_opcheck_samples", then="_op_called"),
+        _check("op_call", when="_has_custom_op", before="_float32_samples", then="_op_called"),
         _check("opcheck", when="_op_runs", then="_opchecked"),
         _check(
-            "gradcheck", when="_checks_gradients", before="_gradcheck_samples", then="_gradchecked"
+            "gradcheck", when="_checks_gradients", before="_float64_samples", then="_gradchecked"
         ),
         Stage("place", "_place_stage", synchronise=False, then="_placed"),
         _check("samples", when="_has_module_input", then="_sampled"),
@@ -231,7 +231,7 @@ class KernelLadder(StageRunner):
             self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
 
-    def _opcheck_samples(self) -> None:
+    def _float32_samples(self) -> None:
         import torch
 
         self.op_samples = self.rep.op_samples(torch.float32, self.device)
@@ -283,7 +283,7 @@ class KernelLadder(StageRunner):
                 "opcheck_fail",
             )
 
-    def _gradcheck_samples(self) -> None:
+    def _float64_samples(self) -> None:
         import torch
 
         self.op_samples = self.rep.op_samples(torch.float64, self.device)
