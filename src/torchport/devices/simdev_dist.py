@@ -41,6 +41,28 @@ def _tensor(data: bytes) -> torch.Tensor:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
+def _post(store, name: str, data: bytes) -> None:
+    """``data`` under ``name`` in pieces of at most ``CHUNK_BYTES`` (``<name>/<i>``), their
+    count under ``name``, set last: a reader that sees the count finds every piece."""
+    pieces = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
+    for i, piece in enumerate(pieces):
+        store.set(f"{name}/{i}", piece)
+    store.set(name, str(len(pieces)).encode())
+
+
+def _read(store, name: str) -> tuple[bytes, int]:
+    """What ``_post`` put under ``name`` (waiting for it), and its number of pieces."""
+    count = int(store.get(name))
+    return b"".join(store.get(f"{name}/{i}") for i in range(count)), count
+
+
+def _delete(store, name: str, count: int) -> None:
+    """The ``count`` pieces ``_post`` put under ``name``, and their count."""
+    for i in range(count):
+        store.delete_key(f"{name}/{i}")
+    store.delete_key(name)
+
+
 class _Done(dist._Work):
     """An already-completed work item (every simccl collective is synchronous)."""
 
@@ -121,26 +143,19 @@ class SimcclProcessGroup(dist.ProcessGroup):
         tensor is more than that."""
         self._seq += 1
         seq = self._seq
-        data = _bytes(payload) if payload is not None else b""
-        pieces = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
-        for i, piece in enumerate(pieces):
-            self._store.set(f"{seq}/{self._rank}/{i}", piece)
-        self._store.set(f"{seq}/{self._rank}", str(len(pieces)).encode())
+        _post(self._store, f"{seq}/{self._rank}", _bytes(payload) if payload is not None else b"")
         counts: list[int] = []
         got: list[torch.Tensor | None] = []
         for rank in range(self._size):
-            count = int(self._store.get(f"{seq}/{rank}"))
+            raw, count = _read(self._store, f"{seq}/{rank}")
             counts.append(count)
-            raw = b"".join(self._store.get(f"{seq}/{rank}/{i}") for i in range(count))
             got.append(_tensor(raw) if raw else None)
         # The last rank to finish reading deletes the round's data and says so; every rank
         # waits for that word, so none leaves (and rank 0 cannot take the store down) while
         # another still reads. The one-byte "done" keys stay.
         if self._store.add(f"{seq}/read", 1) == self._size:
             for rank, count in enumerate(counts):
-                for i in range(count):
-                    self._store.delete_key(f"{seq}/{rank}/{i}")
-                self._store.delete_key(f"{seq}/{rank}")
+                _delete(self._store, f"{seq}/{rank}", count)
             self._store.delete_key(f"{seq}/read")
             self._store.set(f"{seq}/done", b"1")
         self._store.get(f"{seq}/done")
@@ -257,12 +272,7 @@ class SimcclProcessGroup(dist.ProcessGroup):
         n = self._p2p.get(key, 0)
         self._p2p[key] = n + 1
         for i, tensor in enumerate(tensors):
-            data = _bytes(tensor)
-            pieces = [data[j : j + CHUNK_BYTES] for j in range(0, len(data), CHUNK_BYTES)]
-            name = f"p2p/{self._rank}/{dst}/{n}/{i}"
-            for j, piece in enumerate(pieces):
-                self._store.set(f"{name}/{j}", piece)
-            self._store.set(name, str(len(pieces)).encode())  # last: the pieces are there
+            _post(self._store, f"p2p/{self._rank}/{dst}/{n}/{i}", _bytes(tensor))
         return _Done(tensors)
 
     def recv(self, tensors, src: int, tag: int):
@@ -271,12 +281,9 @@ class SimcclProcessGroup(dist.ProcessGroup):
         self._p2p[key] = n + 1
         for i, tensor in enumerate(tensors):
             name = f"p2p/{src}/{self._rank}/{n}/{i}"
-            count = int(self._store.get(name))
-            raw = b"".join(self._store.get(f"{name}/{j}") for j in range(count))
+            raw, count = _read(self._store, name)
             self._write(tensor, _tensor(raw))
-            for j in range(count):
-                self._store.delete_key(f"{name}/{j}")
-            self._store.delete_key(name)
+            _delete(self._store, name, count)
         return _Done(tensors)
 
 

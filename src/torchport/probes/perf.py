@@ -33,7 +33,7 @@ from typing import Any
 from torchport.cases.base import Size, Workload
 from torchport.instruments import flops as flops_mod
 from torchport.probes.base import Probe, ProbeReport, Subject
-from torchport.timing import Summary, clock, sample_interleaved, step_timer
+from torchport.timing import Summary, sample_interleaved, step_timer, timed
 
 # 2: FLOPs counted on the CPU reference; the timer's wait method. 3: noisy sides flagged,
 # training steps in training mode. 4: noise judged by the robust spread (p10-p90 / median)
@@ -228,9 +228,7 @@ class PerfProbe(Probe):
         # where the probe's time goes besides its timed rounds (the perf-size build and, in
         # compile mode, its compile; the FLOP count's cache read; the peak-memory step)
         phases: dict[str, float] = {}
-        start = clock()
-        setup = perf_setup(subject)
-        phases["setup_s"] = clock() - start
+        setup, phases["setup_s"] = timed(lambda: perf_setup(subject))
         notes = setup.notes
         info: dict[str, Any] = {
             "step_kind": step_kind(setup.workload),
@@ -241,9 +239,8 @@ class PerfProbe(Probe):
         report.findings["perf"] = info
         info["phases_s"] = phases
         with RecompileLimitWatch() as watch:
-            start = clock()
-            failed = first_calls(setup)
-            phases["first_calls_s"] = clock() - start  # compile mode: the perf-size compile
+            # compile mode: the perf-size compile
+            failed, phases["first_calls_s"] = timed(lambda: first_calls(setup))
             if failed:
                 info["failed_sides"] = failed
                 notes.extend(
@@ -313,12 +310,10 @@ class PerfProbe(Probe):
             metrics["perf_tokens_per_s"] = setup.workload.tokens / main.median_s
         if setup.workload.samples:
             metrics["perf_samples_per_s"] = setup.workload.samples / main.median_s
-        start = clock()
-        self._flops(subject, setup, main.median_s, metrics, info)
-        phases["flops_s"] = clock() - start
-        start = clock()
-        self._memory(subject, setup, metrics, info)
-        phases["memory_s"] = clock() - start
+        _, phases["flops_s"] = timed(
+            lambda: self._flops(subject, setup, main.median_s, metrics, info)
+        )
+        _, phases["memory_s"] = timed(lambda: self._memory(subject, setup, metrics, info))
         return report
 
     def _flops(self, subject, setup, median_s, metrics, info):

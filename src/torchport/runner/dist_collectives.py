@@ -332,6 +332,15 @@ def _bandwidth_calls(n: int, world: int, device: str) -> dict:
     }
 
 
+def _over_ranks(seconds: float, op, device: str) -> float:
+    """``seconds`` of this rank reduced over the world by ``op`` (an all_reduce on the device,
+    outside any timed region): every rank gets the same value back."""
+    shared = torch.tensor([seconds], dtype=torch.float64)
+    shared = shared.to(device) if device != "cpu" else shared
+    dist.all_reduce(shared, op=op)
+    return float(shared.to("cpu"))
+
+
 def collective_round(fn, *, device: str, sync, iters: int) -> float:
     """One timed round of nccl-tests' loop: a barrier, a device synchronisation, the clock,
     ``iters`` calls, a device synchronisation, the clock. Returns the per-call seconds averaged
@@ -344,10 +353,9 @@ def collective_round(fn, *, device: str, sync, iters: int) -> float:
     for _ in range(iters):
         fn()
     sync()
-    elapsed = torch.tensor([(clock() - start) / iters], dtype=torch.float64)
-    shared = elapsed.to(device) if device != "cpu" else elapsed
-    dist.all_reduce(shared, op=dist.ReduceOp.SUM)  # AVG is not offered by every backend
-    return float(shared.to("cpu")) / dist.get_world_size()
+    elapsed = (clock() - start) / iters
+    # SUM over the world: AVG is not offered by every backend
+    return _over_ranks(elapsed, dist.ReduceOp.SUM, device) / dist.get_world_size()
 
 
 def warm_up(fn, *, device: str, sync, warmup: int, budget_s: float) -> int:
@@ -357,10 +365,7 @@ def warm_up(fn, *, device: str, sync, warmup: int, budget_s: float) -> int:
     started = clock()
     fn()
     sync()
-    first = torch.tensor([clock() - started], dtype=torch.float64)
-    first = first.to(device) if device != "cpu" else first
-    dist.all_reduce(first, op=dist.ReduceOp.MAX)
-    if float(first.to("cpu")) * warmup > budget_s:
+    if _over_ranks(clock() - started, dist.ReduceOp.MAX, device) * warmup > budget_s:
         return 1
     for _ in range(warmup - 1):
         fn()

@@ -189,6 +189,13 @@ class DistLadder(StageRunner):
             rdzv_id="torchport-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{self.case.id}-{self.mode}"),
         )
 
+    def _rows_before_death(self, ranks: list[dict]) -> None:
+        """The rows the ranks finished before the world ended badly, kept when there are any."""
+        before = merge_rows(ranks)
+        if before:
+            self.out.findings["dist_rows"] = before
+            self.out.findings["dist"]["rows_before_death"] = len(before)
+
     def _judge(self, world) -> None:
         out = self.out
         info = out.findings["dist"]
@@ -221,10 +228,7 @@ class DistLadder(StageRunner):
             # the hang at exit is recorded
             info["hung_after_reporting"] = True
         elif world.timed_out:
-            before = merge_rows(ranks)  # what the ranks finished before the hang
-            if before:
-                out.findings["dist_rows"] = before
-                info["rows_before_death"] = len(before)
+            self._rows_before_death(ranks)  # what the ranks finished before the hang
             where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
             out.fail(
                 "timeout",
@@ -251,10 +255,7 @@ class DistLadder(StageRunner):
         # a rank that died on its own before those the supervisor ended
         dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
         if dead:
-            before = merge_rows(ranks)  # what the ranks finished before one died
-            if before:
-                out.findings["dist_rows"] = before
-                info["rows_before_death"] = len(before)
+            self._rows_before_death(ranks)  # what the ranks finished before one died
             first = dead[0]
             how = (
                 f"signal {first['signal']}"

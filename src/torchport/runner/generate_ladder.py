@@ -53,13 +53,8 @@ class GenerateLadder(Ladder):
     )
 
     def begin(self) -> None:
-        import torch
-
-        reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
-        if reason:
-            self._skip(reason)
-        self.dtype = getattr(torch, self.config.dtype)
-        self.size = Size(batch=self.config.batch)
+        super().begin()  # the case's skip, the dtype
+        self.size = Size(batch=self.config.batch)  # the build's: no sequence length
 
     def _built_generation(self, workload) -> None:
         try:

@@ -60,6 +60,21 @@ def _exc(captured) -> BaseException:
     return captured.exc
 
 
+def _check(name: str, *, when: str, then: str, before: str | None = None) -> Stage:
+    """A check stage (``_<name>_stage``): it runs only when there is something to check, and
+    its crash is recorded as the first failure (``_check_crashed``) without ending the climb."""
+    return Stage(
+        name,
+        f"_{name}_stage",
+        synchronise=False,
+        when=when,
+        before=before,
+        required=False,
+        failed="_check_crashed",
+        then=then,
+    )
+
+
 class KernelLadder(StageRunner):
     """Replacement kernels on the one stage runner (runner/stages.py)."""
 
@@ -80,45 +95,13 @@ class KernelLadder(StageRunner):
     # record what they saw. The whole-model A/B and the timing record their own outcome.
     STAGES = (
         Stage("build", "_build_stage", synchronise=False, failed="_build_failed", then="_built"),
-        Stage(
-            "op_call",
-            "_op_call_stage",
-            synchronise=False,
-            when="_has_custom_op",
-            before="_opcheck_samples",
-            required=False,
-            failed="_check_crashed",
-            then="_op_called",
-        ),
-        Stage(
-            "opcheck",
-            "_opcheck_stage",
-            synchronise=False,
-            when="_op_runs",
-            required=False,
-            failed="_check_crashed",
-            then="_opchecked",
-        ),
-        Stage(
-            "gradcheck",
-            "_gradcheck_stage",
-            synchronise=False,
-            when="_checks_gradients",
-            before="_gradcheck_samples",
-            required=False,
-            failed="_check_crashed",
-            then="_gradchecked",
+        _check("op_call", when="_has_custom_op", before="_float32_samples", then="_op_called"),
+        _check("opcheck", when="_op_runs", then="_opchecked"),
+        _check(
+            "gradcheck", when="_checks_gradients", before="_float64_samples", then="_gradchecked"
         ),
         Stage("place", "_place_stage", synchronise=False, then="_placed"),
-        Stage(
-            "samples",
-            "_samples_stage",
-            synchronise=False,
-            when="_has_module_input",
-            required=False,
-            failed="_check_crashed",
-            then="_sampled",
-        ),
+        _check("samples", when="_has_module_input", then="_sampled"),
         # compiled once: its first call is the A/B's replaced side
         Stage(
             "compile",
@@ -248,7 +231,7 @@ class KernelLadder(StageRunner):
             self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
 
-    def _opcheck_samples(self) -> None:
+    def _float32_samples(self) -> None:
         import torch
 
         self.op_samples = self.rep.op_samples(torch.float32, self.device)
@@ -300,7 +283,7 @@ class KernelLadder(StageRunner):
                 "opcheck_fail",
             )
 
-    def _gradcheck_samples(self) -> None:
+    def _float64_samples(self) -> None:
         import torch
 
         self.op_samples = self.rep.op_samples(torch.float64, self.device)

@@ -96,7 +96,7 @@ class OpLadder(StageRunner):
     # sample (a failing sample is recorded and the next one runs), then the verdict.
     STAGES = (
         Stage("build", "_build_stage", synchronise=False, then="_built"),
-        Stage("run", "_run_stage", synchronise=False, then="_ran"),
+        Stage("run", "_run_stage", synchronise=False, then="_verdict"),
     )
     EXPLAINS = False  # an op's failure is one sample's, named in the verdict
 
@@ -172,9 +172,6 @@ class OpLadder(StageRunner):
                     self.stop("oom", "run", error_value(exc))
                 self._fail(index, "harness", "error", _error(exc), [], exc)
         return len(self.samples)
-
-    def _ran(self, total: int) -> None:
-        self._verdict(total)
 
     def _skip_mode(self) -> NoReturn:
         self.out.status = "skip"

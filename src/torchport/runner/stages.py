@@ -29,7 +29,6 @@ from typing import Any, NoReturn
 
 from torchport.config import RunConfig
 from torchport.records.result import Result, capture
-from torchport.records.status import STAGE_STATUS
 from torchport.timing import clock
 
 
@@ -38,7 +37,7 @@ class Stage:
     """One stage of a ladder, declared.
 
     name:     a stage of records/status.py: its order (``STAGES``) and the status a failure
-              at it gets (``STAGE_STATUS``, ``fails_with``);
+              at it gets (``STAGE_STATUS``);
     run:      the ladder's method that runs it (no arguments: it reads what the stages
               before it left on the ladder); its value is kept in ``StageRunner.got``;
     modes:    the modes it runs in (None: every mode);
@@ -63,10 +62,6 @@ class Stage:
     when: str | None = None
     failed: str | None = None
     captured: bool = True
-
-    @property
-    def fails_with(self) -> str:
-        return STAGE_STATUS[self.name]
 
 
 class Stop(BaseException):
