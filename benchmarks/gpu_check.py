@@ -162,6 +162,7 @@ def smoke_sweep(
         command=f"gpu_check {name}",
         on_result=on_result,
         executor=executor,
+        workload_folder=workload_folder,
     )
     run_id, state = outcome.run_id, outcome.state
     views = write_views(store, run_id, os.path.join(args.out, f"{name}.txt"))
@@ -414,8 +415,18 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--ops-sample",
-        default="ops/softmax/*,ops/matmul/*,ops/addmm/*,ops/cumsum/*,ops/index_select/*",
-        help="case globs of suite ops run in the suites section",
+        default="ops/softmax/float32,ops/softmax/bfloat16,ops/matmul/float32,"
+        "ops/matmul/bfloat16,ops/cumsum/float32,ops/cumsum/int64,ops/index_select/float32,"
+        "ops/index_select/bfloat16",
+        help="case globs of suite ops run (eager) in the suites section",
+    )
+    parser.add_argument(
+        "--flex-sample",
+        default=",".join(
+            f"flex/{v}/b2h4s256d64/fwdbwd"
+            for v in ("causal", "sliding_window", "document", "alibi", "softcap", "block_full")
+        ),
+        help="case globs of suite flex run (compile, perf probe) in the suites section",
     )
     parser.add_argument(
         "--force-shim",
@@ -427,6 +438,7 @@ def main(argv=None) -> int:
     args.shapes = [s for s in args.shapes.split(",") if s]
     args.compile_modes = tuple(m for m in args.compile_modes.split(",") if m)
     args.ops_sample = [c for c in args.ops_sample.split(",") if c]
+    args.flex_sample = [c for c in args.flex_sample.split(",") if c]
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
     report = Report(

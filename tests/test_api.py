@@ -154,3 +154,32 @@ def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypa
         with open_store(str(path), write=False) as now:
             (run,) = now.list_runs()
             assert run["state"] != "complete" and len(now.results()) == 1
+
+
+WORKLOAD = """
+import torch
+
+def make(batch=2, seq=4):
+    return dict(model=torch.nn.Linear(4, 4), inputs=(torch.randn(batch, 4),))
+"""
+
+
+def test_a_workload_is_imported_from_the_folder_it_is_run_with_not_the_current_one(
+    tmp_path, monkeypatch
+):
+    from torchport import api
+    from torchport.config import RunConfig
+    from torchport.records import open_store
+
+    folder = tmp_path / "team_models"
+    folder.mkdir()
+    (folder / "tiny_linear.py").write_text(WORKLOAD)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the module is not importable from here
+    config = RunConfig(
+        suite="workload", workload="tiny_linear:make", modes=("eager",), device="cpu", probes=()
+    )
+    store = open_store(str(tmp_path / "kb.db"), write=True)
+    outcome = api.run(config, store, workload_folder=str(folder))
+    assert outcome.state == "complete" and outcome.counts == {"pass": 1}

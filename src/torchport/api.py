@@ -232,6 +232,7 @@ def run(
     labels: dict[str, str] | None = None,
     command: str | None = None,
     executor: Executor | None = None,
+    workload_folder: str | None = None,
     on_result: Callable[[Result], None] = lambda r: None,
     on_start: Callable[[Task], None] = lambda t: None,
     on_plan: Callable[[list[Task]], None] = lambda ts: None,
@@ -245,7 +246,8 @@ def run(
     (a cluster without the device is refused here). ``store`` is a store, or a function
     that opens one: it is called only once a new run's config is checked, so bad input makes
     no knowledge base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the
-    signal in the outcome); results already committed stay.
+    signal in the outcome); results already committed stay. ``workload_folder``: where a
+    ``--workload`` module is imported from (default the current folder), as the executor's.
     """
     if resume:
         store = store() if callable(store) else store
@@ -261,9 +263,9 @@ def run(
         check_device(config.device)
     tasks = expand(config)
     if not resume:
-        check_workload(config)
+        check_workload(config, workload_folder)
         store = store() if callable(store) else store
-    executor = executor or make_executor(config)
+    executor = executor or make_executor(config, workload_folder=workload_folder)
     try:
         done = store.done_items(run_id) if resume else set()
         todo = [t for t in tasks if t.key not in done]

@@ -82,3 +82,40 @@ def test_peak_from_override_table_or_a_stated_absence():
     peak, reason = flops.peak_for(RunConfig(), NamedAdapter("Some CPU"), "float32")
     assert peak is None
     assert reason == "no peak known for Some CPU in float32; pass --peak-tflops"
+
+
+def test_grouped_mm_is_counted_as_the_matmuls_of_its_groups():
+    # PyTorch's counter has no formula for it; transformers runs MoE experts through it on CUDA
+    a, b = torch.randn(24, 16, dtype=torch.bfloat16), torch.randn(3, 16, 8, dtype=torch.bfloat16)
+    offs = torch.tensor([8, 16, 24], dtype=torch.int32)
+    assert flops.count_flops(lambda: torch._grouped_mm(a, b, offs)) == 2 * 24 * 16 * 8
+    a3 = torch.randn(3, 5, 16, dtype=torch.bfloat16)  # batched: a group per leading index
+    assert flops.count_flops(lambda: torch._grouped_mm(a3, b)) == 2 * 3 * 5 * 16 * 8
+    a2, b2 = torch.randn(5, 24, dtype=torch.bfloat16), torch.randn(24, 8, dtype=torch.bfloat16)
+    # both 2-D: the groups split K (out is 3 x 5 x 8, the K of the groups summing to 24)
+    assert flops.count_flops(lambda: torch._grouped_mm(a2, b2, offs)) == 2 * 5 * 8 * 24
+
+
+def test_grouped_query_attention_counts_each_query_head_against_its_shared_key_head():
+    # torch 2.11's own formulas raise on fewer key/value heads than query heads; these are
+    # called by the counter with shapes, as here
+    aten = torch.ops.aten
+    formulas = flops.extra_flop_formulas()
+    q, kv = (2, 8, 64, 32), (2, 2, 64, 32)
+    per_bmm = 2 * 2 * 8 * 64 * 64 * 32  # (b·h_q) batched (64 x 32) @ (32 x 64)
+    forward = formulas[aten._scaled_dot_product_efficient_attention]
+    backward = formulas[aten._scaled_dot_product_flash_attention_backward]
+    assert forward(q, kv, kv) == 2 * per_bmm  # scores, then scores @ v
+    assert backward(q, q, kv, kv) == 5 * per_bmm  # recomputed scores and four gradients
+    # without grouping the count is the counter's own
+    assert forward(q, q, q) == torch.utils.flop_counter.sdpa_flop_count(q, q, q)
+
+
+def test_the_extra_formulas_degrade_to_none_where_the_counter_moved(monkeypatch):
+    import torch.utils.flop_counter as counter
+
+    monkeypatch.delattr(counter, "sdpa_backward_flop_count")
+    assert flops.extra_flop_formulas() == {}
+    layer, x = torch.nn.Linear(8, 16), torch.randn(4, 8)
+    with torch.no_grad():
+        assert flops.count_flops(lambda: layer(x)) == 2 * 4 * 8 * 16

@@ -188,3 +188,36 @@ def test_summary_of_one_sample_and_none():
     assert (s.median_s, s.p10_s, s.p90_s, s.cv) == (0.25, 0.25, 0.25, 0.0)
     with pytest.raises(ValueError):
         Summary.of([])
+
+
+class _Event:
+    """Stands in for torch.cuda.Event: records its place in the log."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def record(self):
+        self.log.append(f"record {self.name}")
+
+    def synchronize(self):
+        self.log.append(f"wait {self.name}")
+
+    def elapsed_time(self, other):
+        return 5.0  # ms
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_cuda_event_timer_launches_the_timed_call_behind_an_untimed_one_when_steady(
+    monkeypatch, steady
+):
+    import torch
+
+    log: list[str] = []
+    names = iter(["start", "end"])
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing: _Event(log, next(names)))
+    timer = timing.CudaEventTimer(lambda: log.append("sync"), steady=steady)
+    value, seconds = timer(lambda: log.append("call") or log.count("call"))
+    untimed = ["call"] if steady else []  # after the synchronisation, before the start event
+    assert log == ["sync", *untimed, "record start", "call", "record end", "wait end"]
+    assert value == 1 + len(untimed) and seconds == 0.005  # the timed call's value
+    assert ("steady" in timer.kind) is steady

@@ -25,12 +25,67 @@ def count_flops(step: Callable[[], object], key: tuple | None = None) -> int:
         return _COUNTED[key]
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=extra_flop_formulas()) as counter:
         step()
     flops = int(counter.get_total_flops())
     if key is not None:
         _COUNTED[key] = flops
     return flops
+
+
+def grouped_mm_flops(mat_a, mat_b, *args, out_shape=None, **kwargs) -> int:
+    """``aten._grouped_mm`` (mixture-of-experts layers: transformers runs its experts through
+    it on CUDA), which PyTorch's counter has no formula for: two FLOPs per multiply-add, each
+    output element a dot product over K, the contracted length; where both inputs are 2-D the
+    groups split K (out is groups x M x N, the K of all groups summing to mat_a's)."""
+    if out_shape is None:
+        return 0
+    out = 1
+    for size in out_shape:
+        out *= size
+    if len(mat_a) == 2 and len(mat_b) == 2:
+        return 2 * (out // max(out_shape[0], 1)) * mat_a[1]
+    return 2 * out * mat_a[-1]
+
+
+def extra_flop_formulas() -> dict:
+    """Formulas PyTorch's FLOP counter lacks: ``aten._grouped_mm`` (grouped_mm_flops), and
+    for the fused attention ops that count grouped-query attention (key and
+    value with fewer heads than the query) as the kernels run it, each key/value head serving
+    its group of query heads: what PyTorch's counter counts from 2.12 on; before, its formulas
+    raise "query/key/value shapes are incompatible" on such a model (torch 2.11 on the H200).
+    The counter's own formulas with the key/value heads broadcast; none where its private
+    functions moved (the counter's own formulas then stand)."""
+    try:
+        import torch
+        from torch.utils import flop_counter
+
+        forward, backward = flop_counter.sdpa_flop_count, flop_counter.sdpa_backward_flop_count
+    except (ImportError, AttributeError):
+        return {}
+    kinds = ("efficient", "flash", "cudnn")
+
+    def broadcast(shape, heads: int) -> tuple:
+        return (shape[0], heads, *shape[2:])
+
+    def fwd(query, key, value, *args, out_shape=None, **kwargs) -> int:
+        heads = query[1]
+        return forward(query, broadcast(key, heads), broadcast(value, heads))
+
+    def bwd(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+        heads = query[1]
+        return backward(grad_out, query, broadcast(key, heads), broadcast(value, heads))
+
+    formulas: dict = {}
+    grouped = getattr(torch.ops.aten, "_grouped_mm", None)
+    if grouped is not None:
+        formulas[grouped] = grouped_mm_flops
+    for kind in kinds:
+        for suffix, formula in (("", fwd), ("_backward", bwd)):
+            op = getattr(torch.ops.aten, f"_scaled_dot_product_{kind}_attention{suffix}", None)
+            if op is not None:
+                formulas[op] = formula
+    return formulas
 
 
 def params_6nt(model) -> tuple[int, str]:

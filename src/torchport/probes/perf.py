@@ -248,7 +248,7 @@ class PerfProbe(Probe):
                 )
             if not setup.sides:
                 return report
-            timer = step_timer(adapter)
+            timer = step_timer(adapter, steady=True)  # training steps repeat: a loop's timing
             spent: dict = {}
             samples = sample_interleaved(
                 setup.sides,

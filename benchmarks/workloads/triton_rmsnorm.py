@@ -1,0 +1,115 @@
+"""A Triton RMSNorm for the kernels ladder's A/B path on a GPU (benchmarks/gpu_check.py).
+
+    torchport run --workload-folder benchmarks/workloads \
+        --workload triton_rmsnorm:triton_rmsnorm --device cuda --dtype bfloat16
+
+The forward is one Triton program per row (``torch.library.triton_op``: torch.compile traces
+into it, no fake implementation to write); the backward is written with torch ops. It computes
+what transformers' LlamaRMSNorm computes: the row normalised in float32 (float64 stays float64),
+cast back to the input's dtype, then scaled by the weight. Importable without Triton: on a
+device Triton cannot compile for, the op fails when called, and the ladder records that.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from torchport.cases.kernels import Replacement, replacement
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton here: the op raises when called (a result, not a crash)
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def _rms_norm_rows(x_ptr, w_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, eps,
+                       BLOCK: tl.constexpr, FP64: tl.constexpr):  # fmt: skip
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
+        xf = x.to(tl.float64) if FP64 else x.to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(xf * xf, axis=0) / n_cols + eps)
+        normed = (xf * rstd).to(x_ptr.dtype.element_ty)
+        out_ty = y_ptr.dtype.element_ty
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(out_ty)
+        tl.store(y_ptr + row * y_row_stride + cols, w * normed.to(out_ty), mask=mask)
+
+
+@torch.library.triton_op("torchport_gpu::triton_rms_norm", mutates_args=())
+def triton_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if triton is None:
+        raise RuntimeError("triton_rms_norm needs Triton (pip install triton) and a GPU")
+    from torch.library import wrap_triton
+
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    out = torch.empty(rows.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
+    n_cols = rows.shape[-1]
+    wrap_triton(_rms_norm_rows)[(rows.shape[0],)](
+        rows,
+        weight.contiguous(),
+        out,
+        rows.stride(0),
+        out.stride(0),
+        n_cols,
+        eps,
+        BLOCK=triton.next_power_of_2(n_cols),
+        FP64=x.dtype == torch.float64,
+    )
+    return out.reshape(x.shape)
+
+
+def _setup(ctx, inputs, output):
+    x, weight, eps = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def _backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    compute = torch.promote_types(x.dtype, torch.float32)
+    xf = x.to(compute)
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + ctx.eps)
+    y = xf * rstd
+    gw = grad.to(compute) * weight.to(compute)
+    dx = rstd * (gw - y * (gw * y).mean(-1, keepdim=True))
+    dw = (grad.to(compute) * y).reshape(-1, x.shape[-1]).sum(0)
+    return dx.to(x.dtype), dw.to(weight.dtype), None
+
+
+triton_rms_norm.register_autograd(_backward, setup_context=_setup)
+
+
+class TritonRMSNorm(torch.nn.Module):
+    """Replaces LlamaRMSNorm, keeping its ``weight`` parameter and epsilon."""
+
+    def __init__(self, original):
+        super().__init__()
+        self.weight = original.weight
+        self.eps = float(original.variance_epsilon)
+
+    def forward(self, hidden_states):
+        return triton_rms_norm(hidden_states, self.weight, self.eps)
+
+
+def _samples(dtype, device):
+    x = torch.randn(3, 5, 64, dtype=dtype, device=device)
+    w = torch.randn(64, dtype=dtype, device=device)
+    # a non-contiguous input, and a row length that is not a power of two
+    y = torch.randn(4, 100, dtype=dtype, device=device)
+    return [((x, w, 1e-6), {}), ((x[:, 1:, :], w, 1e-5), {}), ((y, y[0].clone(), 1e-6), {})]
+
+
+@replacement
+def triton_rmsnorm():
+    return Replacement(
+        name="triton_rms_norm",
+        target="LlamaRMSNorm",
+        make=TritonRMSNorm,
+        op=triton_rms_norm,
+        op_samples=_samples,
+        dtypes=("float32", "float64", "bfloat16"),
+    )
