@@ -19,7 +19,7 @@ from json.encoder import encode_basestring_ascii as _string
 
 from torchport.records.status import depth
 from torchport.views.compare import metrics
-from torchport.views.noise import FASTER, SLOWER, judge
+from torchport.views.noise import FASTER, SLOWER, judge, step_verdict
 
 FORMAT = "torchport-baseline/1"
 PERF_KEYS = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
@@ -251,8 +251,13 @@ def gate_rows(
                 "perf_samples": samples,
             }
             tol = expected.get("perf_tolerance", file_tolerance)
-            judged = judge(expected, got, tolerance=tol, names=("baseline", "run"))
-            if judged is not None and judged.verdict in (SLOWER, FASTER):
+            # the verdict alone first: the wording only for the few that changed
+            judged = (
+                judge(expected, got, tolerance=tol, names=("baseline", "run"))
+                if step_verdict(expected, got, tolerance=tol) in (SLOWER, FASTER)
+                else None
+            )
+            if judged is not None:
                 item = {
                     "case": case,
                     "mode": mode,

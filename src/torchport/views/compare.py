@@ -41,7 +41,7 @@ from torchport.views.noise import (
     SLOWER,
     WITHIN,
     change,
-    judge,
+    step_verdict,
 )
 
 # Each figure's rule and line is declared once, in records/figures.py FIGURE_RULES.
@@ -297,8 +297,7 @@ def decide(a: dict, b: dict) -> frozenset[str]:
         if rule.past(ma.get(rule.figure), mb.get(rule.figure), LINES[rule.option])
     )
     if both_timed(a, b):
-        judged = judge(ma, mb)
-        holds.add(judged.verdict if judged is not None else WITHIN)
+        holds.add(step_verdict(ma, mb) or WITHIN)
     return frozenset(holds)
 
 

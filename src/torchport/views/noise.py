@@ -25,6 +25,7 @@ __all__ = [
     "PerfJudgement",
     "change",
     "judge",
+    "step_verdict",
 ]
 
 MIN_SAMPLES = 5
@@ -51,6 +52,41 @@ def _spread(m: dict) -> tuple[float, float] | None:
     return (low, high) if low is not None and high is not None else None
 
 
+# Why a verdict was reached: the branch of the rule that decided (``_decide``).
+_BY_TOLERANCE, _FEW_SAMPLES, _NO_SPREAD, _INSIDE, _UNDER_FLOOR, _OUTSIDE = range(6)
+
+
+def _decide(before: dict, after: dict, tolerance: float | None) -> tuple[str, int] | None:
+    """The rule, once: (verdict, which branch decided), or None when a side has no step time.
+    Lean (no text, no closure): a gate decides every timed result of a run with it."""
+    a, b = before.get("perf_median_ms"), after.get("perf_median_ms")
+    if not a or not b:
+        return None
+    ratio = b / a
+    if tolerance is not None:
+        slower, faster = ratio > 1 + tolerance, ratio < 1 / (1 + tolerance)
+        return (SLOWER if slower else FASTER if faster else WITHIN), _BY_TOLERANCE
+    n_a, n_b = before.get("perf_samples"), after.get("perf_samples")
+    if (n_a is not None and n_a < MIN_SAMPLES) or (n_b is not None and n_b < MIN_SAMPLES):
+        return NOT_JUDGED, _FEW_SAMPLES
+    sa, sb = _spread(before), _spread(after)
+    if sa is None or sb is None:
+        return NOT_JUDGED, _NO_SPREAD
+    outside_up = b > sa[1] and a < sb[0]
+    outside_down = b < sa[0] and a > sb[1]
+    if not (outside_up or outside_down):
+        return WITHIN, _INSIDE
+    if abs(ratio - 1) < MIN_CHANGE:
+        return WITHIN, _UNDER_FLOOR
+    return (SLOWER if outside_up else FASTER), _OUTSIDE
+
+
+def step_verdict(before: dict, after: dict, *, tolerance: float | None = None) -> str | None:
+    """``judge``'s verdict alone (None: no step time on a side), without its wording."""
+    decided = _decide(before, after, tolerance)
+    return decided[0] if decided is not None else None
+
+
 def judge(
     before: dict,
     after: dict,
@@ -61,53 +97,30 @@ def judge(
     """``before``/``after``: metrics with ``perf_median_ms`` (and p10/p90/samples); None when
     either has no step time. ``tolerance``: a fraction from a baseline file, used instead of
     the measured noise. ``names``: what the deciding test calls the two sides."""
-    a, b = before.get("perf_median_ms"), after.get("perf_median_ms")
-    if not a or not b:
+    decided = _decide(before, after, tolerance)
+    if decided is None:
         return None
-    ratio = b / a
-
-    def verdict(slower: bool, faster: bool, test: Callable[[], str]) -> PerfJudgement:
-        return PerfJudgement(a, b, ratio, SLOWER if slower else FASTER if faster else WITHIN, test)
-
-    if tolerance is not None:
-        return verdict(
-            ratio > 1 + tolerance,
-            ratio < 1 / (1 + tolerance),
-            lambda: f"against the baseline file's tolerance ±{tolerance:.0%}",
-        )
-    # (a gate judges every timed result of a run: no list or generator a call)
-    n_a, n_b = before.get("perf_samples"), after.get("perf_samples")
-    if (n_a is not None and n_a < MIN_SAMPLES) or (n_b is not None and n_b < MIN_SAMPLES):
-        return PerfJudgement(
-            a,
-            b,
-            ratio,
-            NOT_JUDGED,
-            lambda: f"too few samples (n = {n_a}, {n_b}; needs {MIN_SAMPLES}+)",
-        )
-    sa, sb = _spread(before), _spread(after)
-    if sa is None or sb is None:
-        return PerfJudgement(a, b, ratio, NOT_JUDGED, lambda: "no p10-p90 spread recorded")
-
-    spread_a: tuple[float, float] = sa  # narrowed: a closure below reads them
-    spread_b: tuple[float, float] = sb
+    verdict, why = decided
+    a, b = before["perf_median_ms"], after["perf_median_ms"]
 
     def ranges() -> str:
-        return _ranges(spread_a, spread_b, names)
+        return _ranges(_spread(before), _spread(after), names)  # type: ignore[arg-type]
 
-    outside_up = b > sa[1] and a < sb[0]
-    outside_down = b < sa[0] and a > sb[1]
-    if not (outside_up or outside_down):
-        return verdict(
-            False, False, lambda: f"a median lies inside the other run's p10-p90 ({ranges()})"
-        )
-    if abs(ratio - 1) < MIN_CHANGE:
-        return verdict(
-            False,
-            False,
-            lambda: f"outside both spreads ({ranges()}) but under the {MIN_CHANGE:.0%} floor",
-        )
-    return verdict(outside_up, outside_down, lambda: OUTSIDE.format(ranges=ranges()))
+    def test() -> str:  # written only when read
+        if why == _BY_TOLERANCE:
+            return f"against the baseline file's tolerance ±{tolerance:.0%}"
+        if why == _FEW_SAMPLES:
+            n_a, n_b = before.get("perf_samples"), after.get("perf_samples")
+            return f"too few samples (n = {n_a}, {n_b}; needs {MIN_SAMPLES}+)"
+        if why == _NO_SPREAD:
+            return "no p10-p90 spread recorded"
+        if why == _INSIDE:
+            return f"a median lies inside the other run's p10-p90 ({ranges()})"
+        if why == _UNDER_FLOOR:
+            return f"outside both spreads ({ranges()}) but under the {MIN_CHANGE:.0%} floor"
+        return OUTSIDE.format(ranges=ranges())
+
+    return PerfJudgement(a, b, b / a, verdict, test)
 
 
 OUTSIDE = "each median lies outside the other run's p10-p90 ({ranges})"
