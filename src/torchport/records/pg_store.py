@@ -156,6 +156,23 @@ class PGStore(SQLStore):
             if own:
                 self._forget(conn)
 
+    def _chunks(self, sql: str, args) -> Iterator[list]:
+        """Plain rows of ``sql`` through a server-side cursor, STREAM_ROWS at a time, on a
+        connection of their own (a read-ahead's thread, sql_common.read_ahead), closed when
+        they end."""
+        conn = self._connect()
+        try:
+            with (
+                conn.transaction(),
+                conn.cursor(name="read_ahead", row_factory=tuple_row) as cur,
+            ):
+                cur.itersize = STREAM_ROWS
+                cur.execute(sql, args)
+                while rows := cur.fetchmany(STREAM_ROWS):
+                    yield rows
+        finally:
+            self._forget(conn)
+
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
         """Two runs' pairs joined by key: the planner picks a hash join over both runs' rows
         (it reckons the few pairs a page reads back as a hundred thousand), or a merge join

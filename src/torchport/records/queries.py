@@ -516,7 +516,8 @@ def pairs_that_may_differ(*, version: int) -> str:
     return (
         f"SELECT {_outcome_columns('a', version, errors)},"
         f" {_outcome_columns('b', version, errors)},"
-        f" {decisions(version=version)}{_JOIN}"
+        f" {decisions(version=version)}"
+        f"{_indexed_join(version, _outcomes_index(version), (False, False))}"
         f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     )
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import queue
 import re
 import socket
+import threading
+import weakref
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -38,6 +42,60 @@ def redact(text: str) -> str:
     the value of every ``?password=`` (or ``&sslpassword=``) parameter replaced by ``***``,
     so a URL can be printed and a command line recorded."""
     return _QUERY_PASSWORD.sub(r"\g<head>***", _PASSWORD.sub(r"\g<head>@", text))
+
+
+AHEAD_CHUNKS = 4  # chunks a read-ahead holds ready for its reader
+_END = object()
+
+
+def read_ahead(chunks: Callable[[], Iterator[list]]) -> Iterator[Any]:
+    """The rows of ``chunks()`` (an iterator of row lists), made on a thread of their own,
+    started now, up to AHEAD_CHUNKS chunks ahead of the reader: the database steps the next
+    rows while the caller works (SQLite and psycopg let go of the GIL while the database works,
+    and a PostgreSQL server is a process of its own). An error on that thread is raised to the
+    reader; a reader that stops early, or never reads, stops the thread (which closes what it
+    opened)."""
+    ready: queue.Queue = queue.Queue(maxsize=AHEAD_CHUNKS)
+    stop = threading.Event()
+
+    def offer(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for rows in chunks():
+                if not offer(rows):
+                    return
+        except BaseException as exc:  # raised again on the reader's thread
+            offer(exc)
+            return
+        offer(_END)
+
+    thread = threading.Thread(target=produce, name="torchport-read-ahead", daemon=True)
+    thread.start()
+
+    def rows() -> Iterator[Any]:
+        try:
+            while True:
+                item = ready.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
+        finally:
+            stop.set()
+            thread.join()
+
+    reader = rows()
+    weakref.finalize(reader, stop.set)  # dropped before its first row: the thread ends too
+    return reader
 
 
 def guarded(method):

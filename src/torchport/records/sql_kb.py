@@ -24,7 +24,7 @@ from torchport.records import queries
 from torchport.records.base import StoreError
 from torchport.records.figures import OUTCOME_FIGURES, PLACEMENT_RULE
 from torchport.records.result import Recorded, Result
-from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso
+from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
 from torchport.records.status import FAILURE_SEVERITY
 
 T = TypeVar("T")
@@ -50,6 +50,7 @@ class KnowledgeBase:
     _writer: Any
     _transaction: Any
     _stream: Any
+    _chunks: Any
     _executemany: Any
     _insert_id: Any
     _insert_result: Any
@@ -211,7 +212,7 @@ class KnowledgeBase:
         perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)`` (queries.statuses), what a
         baseline and a gate read, from the outcomes index alone."""
         sql = self.q.statuses(version=self._version)
-        return self._guard_iter(self._stream(sql, (run_id,), plain=True))
+        return self._guard_iter(read_ahead(lambda: self._chunks(sql, (run_id,))))
 
     def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
@@ -296,8 +297,11 @@ class KnowledgeBase:
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
+        # the pairs read ahead on a thread of their own: the database finds them while the
+        # transitions are counted here, and the next ones while the caller shows these
+        sql = self.q.pairs_that_may_differ(version=self._version)
+        rows = read_ahead(lambda: self._chunks(sql, params))
         counts = self._pair_counts(params)
-        rows = self._stream(self.q.pairs_that_may_differ(version=self._version), params)
         width = 7 + len(OUTCOME_FIGURES)
         names = queries.decided_names(version=self._version)
         pairs = (

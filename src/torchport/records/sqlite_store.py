@@ -19,6 +19,8 @@ from torchport.records import sqlite_schema as schema
 from torchport.records.base import StoreError
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.sql_common import guarded
+
+CHUNK_ROWS = 2000  # rows a read-ahead hands over at a time
 from torchport.records.sql_store import SQLStore
 
 BUSY_TIMEOUT_S = 30.0
@@ -154,6 +156,19 @@ class SQLiteStore(SQLStore):
         cursor = self._conn().cursor()
         cursor.row_factory = None
         return cursor.execute(sql, args)
+
+    def _chunks(self, sql: str, args):
+        """Plain rows of ``sql`` in lists of CHUNK_ROWS, on a connection of their own (a
+        read-ahead's thread, sql_common.read_ahead), closed when they end."""
+        conn = self._connect()
+        try:
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            cursor.execute(sql, args)
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                yield rows
+        finally:
+            self._forget(conn)
 
     def _insert_id(self, conn: sqlite3.Connection, sql: str, args) -> int:
         return int(conn.execute(sql, args).lastrowid or 0)
