@@ -2,6 +2,7 @@
 verdict path (right, wrong fake, wrong backward, slower) in seconds, without transformers.
 The suite itself (reduced llama, through the CLI) is in the slow test at the end."""
 
+import importlib.util
 import json
 import os
 
@@ -308,3 +309,32 @@ def test_an_op_with_no_kernel_for_the_device_does_not_run_and_is_not_called_a_ba
     assert k["timing"].startswith("not timed")
     Result.from_dict(r)
     json.dumps(r)
+
+
+@pytest.mark.slow
+def test_the_gpu_checks_triton_kernel_does_not_run_where_triton_cannot_and_says_why(tmp_path):
+    """benchmarks/workloads/triton_rmsnorm.py (run on the H200 by the GPU check) imports
+    without Triton; on the CPU the op cannot run: a result (``eager_fail @op_call``), not a
+    crash of the tool, and never a wrong registration."""
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "workloads")
+    db = str(tmp_path / "kb.sqlite")
+    ran = torchport(
+        "run",
+        "--workload",
+        "triton_rmsnorm:triton_rmsnorm",
+        "--device",
+        "cpu",
+        "--modes",
+        "eager",
+        "--db",
+        db,
+        cwd=os.path.abspath(folder),
+        env={"PYTHONPATH": ""},
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    shown = json.loads(torchport("show", "--db", db, "--json", timeout=300).stdout)
+    (result,) = shown["results"]
+    assert (result["status"], result["stage"]) == ("eager_fail", "op_call")
+    if importlib.util.find_spec("triton") is None:
+        assert "needs Triton" in result["error"]["message"]
