@@ -55,29 +55,79 @@ def _write(tmp_path, text, name="x.jsonl"):
     return str(path)
 
 
-def test_lines_the_database_builds_read_as_each_stored_result(tmp_path, kb_url):
-    """An export line made by the database (queries.result_lines) parses to what
-    ``result_line`` makes of the stored result, op table included, on each engine; a result
-    whose metrics hold NaN (JSON to Python, not to the database) is written from its row."""
+def _lines_and_results(store, run_id="r1"):
     from torchport.records.exchange import result_line
 
+    got = list(store.iter_result_lines(run_id))
+    want = [result_line(run_id, r) for r in store.iter_results(run_id=run_id, with_ops=True)]
+    assert len(got) == len(want)
+    return got, want
+
+
+def _same_line(line, result, stored_line) -> None:
+    from torchport.records.exchange import result_line
+
+    text = line if line is not None else json.dumps(result_line(stored_line["run_id"], result))
+    # compared as canonical text: NaN is not equal to itself
+    assert _canonical(json.loads(text)) == _canonical(stored_line)
+
+
+def test_lines_put_together_read_as_each_stored_result(tmp_path, kb_url):
+    """An export line put together from a row's stored texts (records/line_text.py) parses
+    to what ``result_line`` makes of the stored result, op table included, on each engine;
+    a result whose metrics hold NaN (JSON to Python, not to the database) is written from
+    its row."""
     results = kb.results()
     results[1]["metrics"]["perf_cv"] = float("nan")
     results[2]["artifacts"] = [str(tmp_path / "gone.json")]
+    results[3]["error"] = {"type": None, "message": '\u00e9\u2603 "q"\n', "traceback": None}
     kb.build(kb_url, results_=results)
     with open_store(kb_url, write=False) as store:
         store.line_span = 3  # several spans of ids, each read on a thread of its own, in order
-        got = list(store.iter_result_lines("r1"))
-        want = list(store.iter_results(run_id="r1", with_ops=True))
-    assert len(got) == len(want) == len(results)
+        got, want = _lines_and_results(store)
+    assert len(got) == len(results)
     built = [line for line, _, _ in got if line is not None]
     assert len(built) == len(results) - 1  # the NaN one from its row
     for (line, result, artifacts), stored in zip(got, want, strict=True):
-        text = line if line is not None else json.dumps(result_line("r1", result))
-        # compared as canonical text: NaN is not equal to itself
-        assert _canonical(json.loads(text)) == _canonical(result_line("r1", stored))
+        _same_line(line, result, stored)
         assert artifacts == stored["artifacts"]
     assert any(stored["ops"] for stored in want) and any(a for _, _, a in got)
+
+
+@pytest.mark.parametrize(
+    "column,text,spliced",
+    [
+        ("metrics", '{"perf_cv": NaN, "x": -Infinity}', False),  # JSON to Python only
+        ("metrics", "[1, 2]", False),  # not an object: read as {}
+        ("findings", ' {"tags": ["a"]}', False),  # JSON with a space before it
+        ("artifacts", '{"a": 1}', False),  # not a list: read as []
+        ("case_version", "v3", True),  # a text where a whole number belongs
+    ],
+)
+def test_a_row_not_as_torchport_wrote_it_is_exported_as_it_reads(tmp_path, column, text, spliced):
+    """A row changed outside torchport is exported as the store reads it: from its row
+    where its texts are not to be spliced."""
+    import sqlite3
+
+    path = kb.build(tmp_path / "a.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE results SET {column} = ? WHERE id = 2", (text,))
+    with open_store(path, write=False) as store:
+        got, want = _lines_and_results(store)
+    assert (got[1][0] is not None) == spliced
+    assert all(line is not None for line, _, _ in got[2:])
+    for (line, result, _), stored in zip(got, want, strict=True):
+        _same_line(line, result, stored)
+
+
+def test_a_column_that_is_not_json_stops_the_export(tmp_path, kb_url):
+    kb.build(kb_url)
+    with open_store(kb_url, write=True) as store:
+        mark = "?" if store.url.endswith(".db") else "%s"
+        sql = f"UPDATE results SET findings = {mark} WHERE id = {mark}"
+        store._writer().execute(sql, ('{"tags": [oops', 2))
+    with open_store(kb_url, write=False) as store, pytest.raises(StoreError, match="(?i)json"):
+        list(store.iter_result_lines("r1"))
 
 
 def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path, kb_url):
@@ -114,7 +164,7 @@ def test_import_is_idempotent_and_merges_new_notes(source, tmp_path, kb_url):
 
 def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path, kb_url):
     text = _export(source, ["r1", "r2"])
-    edited = text.replace('"perf_median_ms":2.71', '"perf_median_ms":2.72')
+    edited = text.replace('"perf_median_ms": 2.71', '"perf_median_ms": 2.72')
     assert edited != text
     with open_store(kb_url, write=True) as target:
         import_file(target, _write(tmp_path, _export(source, ["r1"]), "r1.jsonl"))

@@ -110,40 +110,18 @@ def select_results(*, with_ops: bool = False, **flags: Any) -> str:
     return sql
 
 
-# Export lines (queries.result_lines) with PostgreSQL's JSON functions. Its json type refuses
-# NaN and Infinity, which Python writes: a row whose JSON columns hold either word is exported
-# from its row instead (line NULL). Any other text that is not JSON stops the export with the
-# server's error.
-_PG_OPS_ARRAY = (
-    "(SELECT coalesce(json_agg(json_build_object('op', op, 'device', device, 'count', count,"
-    " 'fallback', fallback = 1) ORDER BY seq), '[]'::json) FROM result_ops"
-    " WHERE result_id = results.id)"
-)
-_PG_LINE_ERROR = (
-    "CASE WHEN error_type IS NULL AND error_message IS NULL THEN NULL ELSE"
-    " json_build_object('message', error_message, 'traceback', traceback, 'type', error_type) END"
-)
-
-
-def _pg_line_json(column: str) -> str:
-    empty = "[]" if column == "artifacts" else "{}"
-    kind = "array" if empty == "[]" else "object"
-    value = f"COALESCE({column}, '{empty}')::json"
-    return f"CASE WHEN json_typeof({value}) = '{kind}' THEN {value} ELSE '{empty}'::json END"
-
-
-def result_lines(span: bool = False) -> str:
-    plain = " AND ".join(
-        f"strpos(COALESCE({c}, ''), '{word}') = 0"
-        for c in q.LINE_JSON_COLUMNS
-        for word in ("NaN", "Infinity")
+# Export rows (queries.result_lines): PostgreSQL reads a column as JSON by its json type,
+# whose input refuses NaN and Infinity, which Python writes: a row whose JSON columns hold
+# either word is exported from its row instead (``plain`` NULL). Any other text that is not
+# JSON stops the export with the server's error.
+_ALL_JSON = " || ".join(q.LINE_JSON_COLUMNS)
+RESULT_LINES = translate(
+    q.result_lines(
+        f"CASE WHEN strpos({_ALL_JSON}, 'NaN') = 0 AND strpos({_ALL_JSON}, 'Infinity') = 0"
+        f" THEN {' AND '.join(f'json_typeof({c}::json) IS NOT NULL' for c in q.LINE_JSON_COLUMNS)}"
+        " END"
     )
-    line = q.line_pairs(_pg_line_json, _PG_OPS_ARRAY, _PG_LINE_ERROR)
-    return (
-        f"SELECT id, CASE WHEN {plain} THEN json_build_object({line})::text END AS line,"
-        " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        f" FROM results WHERE run_id = %s{translate(q.SPAN) if span else ''} ORDER BY id"
-    )
+)
 
 
 # A median (queries._median) by PostgreSQL's ordered-set aggregate: the two middle values are
@@ -175,8 +153,7 @@ def headline_speedup(**kwargs: Any) -> str:
 _WRITTEN = {
     name: value
     for name, value in dict(globals()).items()
-    if name.isupper()
-    or name in ("select_results", "result_lines", "headline_compile_wait", "headline_speedup")
+    if name.isupper() or name in ("select_results", "headline_compile_wait", "headline_speedup")
 }
 
 

@@ -184,6 +184,11 @@ class PGStore(SQLStore):
             conn.execute("SET LOCAL enable_mergejoin = off")
             return conn.execute(sql, params).fetchall()
 
+    def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:
+        """All of a statement's rows on ``conn``, as tuples (no Row made a row)."""
+        with conn.cursor(row_factory=tuple_row) as cur:
+            return cur.execute(sql, args).fetchall()
+
     def _insert_id(self, conn: psycopg.Connection, sql: str, args) -> int:
         row = conn.execute(sql, args).fetchone()  # the statement ends RETURNING id
         return int(row[0]) if row else 0

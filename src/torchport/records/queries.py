@@ -2,6 +2,7 @@
 SQLite's dialect; ``pg_queries.py`` translates them for PostgreSQL (placeholders, a few
 function names) and writes out the few that differ (full text, the op table as JSON)."""
 
+from torchport.records import line_text
 from torchport.records.figures import (
     COMPILE_FIGURES,
     FASTER,
@@ -152,81 +153,37 @@ OPS_JSON = (
 )
 
 
-# -- export: each result's line built inside the database --------------------------------------
-# An export line (records/exchange.py result_line: the result's keys, sorted, with its op table)
-# made by the database's JSON functions, so 100 000 results are never parsed and encoded again
-# in Python. A line is NULL where a JSON column holds what the database does not read as JSON
-# (NaN, which Python writes and reads): that result is exported as before, from its row.
+# -- export: each result's line put together from its stored texts ----------------------------
+# A run's rows for its export lines (records/line_text.py): ``plain`` says whether the
+# database reads every JSON column as JSON (NaN, which Python writes and reads, it does not:
+# that row, like any other it does not, is exported from its row as before), then
+# line_text.COLUMNS. Read in spans of ids, each with its op table rows (OPS_OF_SPAN).
 LINE_JSON_COLUMNS = ("artifacts", "durations", "findings", "metrics", "probe_versions")
-_OPS_ARRAY = (
-    "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
-    " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
-    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid))"
-)
-# A missing error is null; a recorded one has its three keys.
-_LINE_ERROR = (
-    "CASE WHEN error_type IS NULL AND error_message IS NULL THEN NULL ELSE"
-    " json_object('message', error_message, 'traceback', traceback, 'type', error_type) END"
-)
 LINES_FROM = 2  # schema version: probe_versions, the last of the JSON columns
-
-
-def _line_json(column: str) -> str:
-    """A JSON column as _result_dict reads it: its value, or an empty one of its kind."""
-    empty = "[]" if column == "artifacts" else "{}"
-    kind = "array" if empty == "[]" else "object"
-    value = f"COALESCE({column}, '{empty}')"
-    return f"json(CASE WHEN json_type({value}) = '{kind}' THEN {value} ELSE '{empty}' END)"
-
-
-def line_pairs(json_of, ops: str, error: str) -> str:
-    """json_object's arguments for an export line: each key (sorted, as result_line's
-    canonical text) and its SQL; ``json_of(column)``: a JSON column's value."""
-    pairs = {
-        "artifacts": json_of("artifacts"),
-        "case": "case_id",
-        "case_version": "case_version",
-        "durations": json_of("durations"),
-        "error": error,
-        "findings": json_of("findings"),
-        "finished_at": "finished_at",
-        "grade": "grade",
-        "kind": "'result'",
-        "metrics": json_of("metrics"),
-        "mode": "mode",
-        "ops": ops,
-        "probe_versions": json_of("probe_versions"),
-        "run_id": "run_id",
-        "stage": "stage",
-        "started_at": "started_at",
-        "status": "status",
-    }
-    return ", ".join(f"'{k}', {v}" for k, v in pairs.items())
-
 
 # A run's first and last result id: an export reads the ids between in spans.
 FIRST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1"
 LAST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id DESC LIMIT 1"
-SPAN = " AND id >= ? AND id < ?"  # parameters after run_id: the span's first id, the next's
 
 
-def result_lines(span: bool = False) -> str:
-    """Parameter: run_id (``span``: and SPAN's two ids). Rows: id, the export line (NULL:
-    export the row as before), the artifacts (NULL when none), in recorded order (the run's
-    rows one after another in the file: read in (case, mode) order they are scattered, and
-    the read costs twice as much)."""
-    valid = " AND ".join(f"json_valid(COALESCE({c}, '{{}}'))" for c in LINE_JSON_COLUMNS)
-    line = line_pairs(_line_json, f"json({_OPS_ARRAY})", f"json({_LINE_ERROR})")
+def result_lines(plain: str) -> str:
+    """Parameters: run_id, a span's first id and the next span's. Rows: ``plain`` (the SQL
+    given), then line_text.COLUMNS, in recorded order (the run's rows one after another in
+    the file: read in (case, mode) order they are scattered, and the read costs twice as
+    much)."""
     return (
-        f"SELECT id, CASE WHEN {valid} THEN json_object({line}) END AS line,"
-        " CASE WHEN artifacts IS NOT NULL AND artifacts != '[]' THEN artifacts END AS artifacts"
-        f" FROM results WHERE run_id = ?{SPAN if span else ''} ORDER BY id"
+        f"SELECT {plain} AS plain, {', '.join(line_text.COLUMNS)} FROM results"
+        " WHERE run_id = ? AND id >= ? AND id < ? ORDER BY id"
     )
 
 
-# One result's op table, for the lines the database does not build.
-OPS_OF_RESULT = (
-    "SELECT op, device, count, fallback FROM result_ops WHERE result_id = ? ORDER BY rowid"
+RESULT_LINES = result_lines(" AND ".join(f"json_valid({c})" for c in LINE_JSON_COLUMNS))
+# The op table rows of a span of result ids (the same parameters after run_id), by result in
+# recorded order: merged with the span's results by id (a result's own read per result cost
+# an index lookup each, on 100 000 results that have no ops in most).
+OPS_OF_SPAN = (
+    "SELECT result_id, op, device, count, fallback FROM result_ops"
+    " WHERE result_id >= ? AND result_id < ? ORDER BY result_id, rowid"
 )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice, repeat
 from typing import Any, TypeVar
 
-from torchport.records import queries
+from torchport.records import line_text, queries
 from torchport.records.base import StoreError
 from torchport.records.figures import OUTCOME_FIGURES, PLACEMENT_RULE
 from torchport.records.result import Recorded, Result
@@ -57,6 +57,7 @@ class KnowledgeBase:
     _connect: Any
     _forget: Any
     _result_dict: Any
+    _rows: Any
     _json: Any
     _explain: Any
     _fts_query: Any
@@ -216,9 +217,9 @@ class KnowledgeBase:
 
     def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
-        (line, None, artifact paths) where the database built the line (records/exchange.py
-        ``result_line``'s JSON: queries.result_lines), else (None, result with its ``ops``,
-        its artifacts) for the caller to write."""
+        (line, None, artifact paths) where the line was put together from the row's stored
+        texts (records/line_text.py), else (None, result with its ``ops``, its artifacts)
+        for the caller to write."""
         return self._guard_iter(self._iter_result_lines(run_id))
 
     def _iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
@@ -226,41 +227,44 @@ class KnowledgeBase:
             for result in self._iter_results(run_id=run_id, with_ops=True):
                 yield None, result, result.get("artifacts") or []
             return
-        conn = self._conn()
-        for result_id, line, artifacts in self._line_spans(run_id):
-            if line is not None:
-                if artifacts is None:  # most results: no artifact
-                    yield line, None, []
+        for rows, ops in self._line_spans(run_id):
+            for row in rows:
+                result_id, artifacts = row[1], row[8]
+                text = line_text.line(run_id, row, ops.get(result_id))
+                if text is None:
+                    result = self._result_dict(
+                        dict(zip(line_text.COLUMNS, row[1:], strict=True), run_id=run_id)
+                    )
+                    result["ops"] = line_text.op_dicts(ops.get(result_id))
+                    yield None, result, result["artifacts"]
+                elif artifacts == "[]":  # most results: no artifact
+                    yield text, None, []
                 else:
-                    yield line, None, self._json(artifacts, list, f"result {result_id} artifacts")
-                continue
-            row = conn.execute(self.q.results_by_id(1), (result_id,)).fetchone()
-            result = self._result_dict(row)
-            result["ops"] = [
-                {"op": o[0], "device": o[1], "count": o[2], "fallback": bool(o[3])}
-                for o in conn.execute(self.q.OPS_OF_RESULT, (result_id,))
-            ]
-            yield None, result, result.get("artifacts") or []
+                    yield text, None, self._json(artifacts, list, f"result {result_id} artifacts")
 
-    def _line_spans(self, run_id: str) -> Iterator[Any]:
-        """A run's export rows (queries.result_lines) in recorded order, read in spans of
-        ``line_span`` ids, each on a connection and a thread of its own, ``line_threads``
-        ahead: the database builds the next spans' lines while the caller writes this one's
-        (the lines are most of an export's work). A run is exported once it is finished: no
-        result of it is added between the spans' reads."""
+    def _line_spans(self, run_id: str) -> Iterator[tuple[list, dict[int, list[tuple]]]]:
+        """A run's export rows (queries.RESULT_LINES) in recorded order, read in spans of
+        ``line_span`` ids, each with its op table rows by result id (queries.OPS_OF_SPAN), on
+        a connection and a thread of its own, ``line_threads`` ahead: the database reads the
+        next spans while the caller writes this one's. A run is exported once it is
+        finished: no result of it is added between the spans' reads."""
         conn = self._conn()
         first = conn.execute(self.q.FIRST_ID_OF_RUN, (run_id,)).fetchone()
         if first is None:
             return
         last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()
         lows = iter(range(first[0], last[0] + 1, self.line_span))
-        sql = self.q.result_lines(span=True)
         idle = [self._connect() for _ in range(self.line_threads)]
 
-        def read(low: int) -> list:
+        def read(low: int) -> tuple[list, dict[int, list[tuple]]]:
             own = idle.pop()
             try:
-                return own.execute(sql, (run_id, low, low + self.line_span)).fetchall()
+                high = low + self.line_span
+                rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
+                ops: dict[int, list[tuple]] = {}
+                for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
+                    ops.setdefault(op[0], []).append(op[1:])
+                return rows, ops
             finally:
                 idle.append(own)
 
@@ -270,9 +274,9 @@ class KnowledgeBase:
                     pool.submit(read, low) for low in islice(lows, self.line_threads)
                 )
                 while ahead:
-                    rows = ahead.popleft().result()
+                    span = ahead.popleft().result()
                     ahead.extend(pool.submit(read, low) for low in islice(lows, 1))
-                    yield from rows
+                    yield span
         finally:
             for own in idle:
                 self._forget(own)

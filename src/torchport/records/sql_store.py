@@ -3,8 +3,9 @@ liveness and row shaping, written once over the statements of ``queries.py``.
 
 An engine (``SQLiteStore``, ``PGStore``) supplies its connections and dialect: ``q`` (its
 statements: queries.py itself, or its translation), ``driver_error``, ``_conn``/``_writer``/
-``_transaction``, ``_stream`` (rows never all in memory), ``_insert_id``, ``_executemany``,
-``_fts_query``, ``_glob`` and ``_explain``/``_is_unique_violation`` for its errors.
+``_transaction``, ``_stream`` (rows never all in memory), ``_rows`` (all of them, as tuples),
+``_insert_id``, ``_executemany``, ``_fts_query``, ``_glob`` and ``_explain``/
+``_is_unique_violation`` for its errors.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class SQLStore(KnowledgeBase):
         raise NotImplementedError
 
     def _executemany(self, conn, sql: str, rows: list) -> None:
+        raise NotImplementedError
+
+    def _rows(self, conn, sql: str, args) -> list[tuple]:
+        """All of a statement's rows on ``conn``, as plain tuples."""
         raise NotImplementedError
 
     def _store_error(self, exc: Exception, method: str, args: tuple) -> StoreError:

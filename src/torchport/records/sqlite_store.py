@@ -170,6 +170,12 @@ class SQLiteStore(SQLStore):
         finally:
             self._forget(conn)
 
+    def _rows(self, conn: sqlite3.Connection, sql: str, args) -> list[tuple]:
+        """All of a statement's rows on ``conn``, as tuples (no sqlite3.Row)."""
+        cursor = conn.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, args).fetchall()
+
     def _insert_id(self, conn: sqlite3.Connection, sql: str, args) -> int:
         return int(conn.execute(sql, args).lastrowid or 0)
 
