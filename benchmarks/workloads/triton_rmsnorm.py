@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import torch
 
-from torchport.cases.kernels import Replacement, replacement
+from torchport.cases.kernels import (
+    Replacement,
+    fused_rms_norm_module,
+    replacement,
+    rms_norm_samples,
+)
 
 try:
     import triton
@@ -83,33 +88,13 @@ def _backward(ctx, grad):
 triton_rms_norm.register_autograd(_backward, setup_context=_setup)
 
 
-class TritonRMSNorm(torch.nn.Module):
-    """Replaces LlamaRMSNorm, keeping its ``weight`` parameter and epsilon."""
-
-    def __init__(self, original):
-        super().__init__()
-        self.weight = original.weight
-        self.eps = float(original.variance_epsilon)
-
-    def forward(self, hidden_states):
-        return triton_rms_norm(hidden_states, self.weight, self.eps)
-
-
-def _samples(dtype, device):
-    x = torch.randn(3, 5, 64, dtype=dtype, device=device)
-    w = torch.randn(64, dtype=dtype, device=device)
-    # a non-contiguous input, and a row length that is not a power of two
-    y = torch.randn(4, 100, dtype=dtype, device=device)
-    return [((x, w, 1e-6), {}), ((x[:, 1:, :], w, 1e-5), {}), ((y, y[0].clone(), 1e-6), {})]
-
-
 @replacement
 def triton_rmsnorm():
     return Replacement(
         name="triton_rms_norm",
         target="LlamaRMSNorm",
-        make=TritonRMSNorm,
+        make=fused_rms_norm_module(triton_rms_norm),  # keeps the original's weight and epsilon
         op=triton_rms_norm,
-        op_samples=_samples,
+        op_samples=rms_norm_samples,  # the built-in ops' samples: odd sizes, non-contiguous
         dtypes=("float32", "float64", "bfloat16"),
     )
