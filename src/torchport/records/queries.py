@@ -324,6 +324,7 @@ TALLY_RUN_STATUS_COUNTS = (
 TALLY_RUN_STATUS_COUNTS_BY_RUN = (
     f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
 )
+TALLY_RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -691,9 +692,15 @@ def compare_lists(
             f" FROM shown WHERE {where} ORDER BY {order}{cap}) AS {name}"
         )
 
+    # The pairs that passed on both sides (most) are counted apart: sorting them into the
+    # status pairs' groups took a sixth of SQLite's statement.
+    both_passed = "status_a = 'pass' AND status_b = 'pass'"
     chosen = [
         "SELECT 'transition' AS list, status_a AS case_id, status_b AS mode, COUNT(*) AS n,"
-        f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs GROUP BY status_a, status_b",
+        f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs WHERE NOT ({both_passed})"
+        " GROUP BY status_a, status_b",
+        f"SELECT 'transition', 'pass', 'pass', COUNT(*), SUM(timed), {_NO_COUNT} FROM pairs"
+        f" WHERE {both_passed} HAVING COUNT(*) > 0",
         f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
     ]
     chosen += [

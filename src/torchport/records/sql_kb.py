@@ -17,7 +17,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any, TypeVar
 
 from torchport.records import queries
@@ -341,22 +341,21 @@ class KnowledgeBase:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
         reads = {"only": only, "after": bool(after)}
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
-        ranges = self._case_ranges(run_a, sizes[run_a])
-        if len(ranges) == 1:
-            parts = [self._compare_part(params, None, None, self._conn(), reads)]
-        else:  # each part on a connection and a thread of its own
-            conns = [self._connect() for _ in ranges]
-            try:
-                with concurrent.futures.ThreadPoolExecutor(len(ranges)) as pool:
-                    lows, highs = zip(*ranges, strict=True)
-                    parts = list(
-                        pool.map(
-                            self._compare_part, repeat(params), lows, highs, conns, repeat(reads)
-                        )
-                    )
-            finally:
-                for conn in conns:
-                    self._forget(conn)
+        # The first part on this thread's connection, each other on a thread and a connection
+        # of its own
+        first, *others = self._case_ranges(run_a, sizes[run_a])
+        conns = [self._connect() for _ in others]
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max(1, len(others))) as pool:
+                rest = [
+                    pool.submit(self._compare_part, params, low, high, conn, reads)
+                    for (low, high), conn in zip(others, conns, strict=True)
+                ]
+                parts = [self._compare_part(params, *first, self._conn(), reads)]
+                parts += [future.result() for future in rest]
+        finally:
+            for conn in conns:
+                self._forget(conn)
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
@@ -513,6 +512,9 @@ class KnowledgeBase:
         case_glob: str | None = None,
         fallback_op: str | None = None,
     ) -> int:
+        if run_id and not (status or case_glob or fallback_op) and self._tallied():
+            # A run's size from its tallies (a few hundred rows), not its 100 000 index entries
+            return int(self._conn().execute(self.q.TALLY_RUN_COUNT, (run_id,)).fetchone()[0])
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
             return int(self._conn().execute(self.q.count_results(**flags), args).fetchone()[0])
