@@ -24,6 +24,10 @@ _RENAMES = (
     ("char(10)", "chr(10)"),
     (" GLOB ?", " LIKE ? ESCAPE '\\'"),
     ("= +a.case_id", "= a.case_id"),  # SQLite's planner hint (queries._indexed_join)
+    # A part of two runs' pairs (queries._indexed_join) is merged from both runs' index scans:
+    # B's starts at the part's first case too, not at the run's.
+    (" AND a.case_id >= :low", " AND a.case_id >= :low AND b.case_id >= :low"),
+    (" AND a.case_id < :high", " AND a.case_id < :high AND b.case_id < :high"),
     # An op's overloads (queries.where_results) by the prefix operator: the planner reckons
     # its rows from the op column's statistics and reads it from the (op, fallback) index,
     # where it guessed 400 rows of 29 000 for substr() and sorted them all for a page. The
