@@ -341,21 +341,20 @@ class KnowledgeBase:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
         reads = {"only": only, "after": bool(after)}
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
-        # The first part on this thread's connection, each other on a thread and a connection
-        # of its own
-        first, *others = self._case_ranges(run_a, sizes[run_a])
-        conns = [self._connect() for _ in others]
-        try:
-            with concurrent.futures.ThreadPoolExecutor(max(1, len(others))) as pool:
-                rest = [
-                    pool.submit(self._compare_part, params, low, high, conn, reads)
-                    for (low, high), conn in zip(others, conns, strict=True)
-                ]
-                parts = [self._compare_part(params, *first, self._conn(), reads)]
-                parts += [future.result() for future in rest]
-        finally:
-            for conn in conns:
+
+        def apart(low: str | None, high: str | None) -> tuple[dict, dict, dict]:
+            conn = self._connect()  # on the part's thread: connects while the first part runs
+            try:
+                return self._compare_part(params, low, high, conn, reads)
+            finally:
                 self._forget(conn)
+
+        # The first part on this thread and its connection, each other on its own
+        first, *others = self._case_ranges(run_a, sizes[run_a])
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(others))) as pool:
+            rest = [pool.submit(apart, low, high) for low, high in others]
+            parts = [self._compare_part(params, *first, self._conn(), reads)]
+            parts += [future.result() for future in rest]
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
