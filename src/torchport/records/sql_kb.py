@@ -400,17 +400,18 @@ class KnowledgeBase:
         bounds = (low is not None, high is not None)
         names = queries.decided_names(version=self._version)
         counts: dict[tuple[str, str], list[int]] = {}
-        decided: dict[str, int] = {}
+        decided = dict.fromkeys(names, 0)
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         width = 7 + len(OUTCOME_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
-            if not decided:  # every row carries the same counts
-                decided = {n: k or 0 for n, k in zip(names, row[6 + 2 * width :], strict=True)}
             if kind == "transition":
                 counts[(row[1], row[2])] = [row[3], row[4] or 0]
-            elif kind != "decided":
+            elif kind == "decided":
+                for name in _holds(names, row[5]):
+                    decided[name] += row[3]
+            else:
                 pair = (
                     _outcome(outcomes[:width]),
                     _outcome(outcomes[width:]),
