@@ -697,8 +697,9 @@ def compare_lists(
         "SELECT 'transition' AS list, status_a AS case_id, status_b AS mode, COUNT(*) AS n,"
         f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs WHERE NOT ({both_passed})"
         " GROUP BY status_a, status_b",
-        f"SELECT 'transition', 'pass', 'pass', COUNT(*), SUM(timed), {_NO_COUNT} FROM pairs"
-        f" WHERE {both_passed} HAVING COUNT(*) > 0",
+        "SELECT * FROM (SELECT 'transition' AS list, 'pass' AS case_id, 'pass' AS mode,"
+        f" COUNT(*) AS n, SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs"
+        f" WHERE {both_passed}) AS both_passed WHERE n > 0",
         f"SELECT 'decided', NULL, NULL, COUNT(*), {_NO_COUNT}, decided FROM shown GROUP BY decided",
     ]
     chosen += [
