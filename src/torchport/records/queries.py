@@ -699,7 +699,7 @@ def compare_lists(
         " GROUP BY status_a, status_b",
         "SELECT * FROM (SELECT 'transition' AS list, 'pass' AS case_id, 'pass' AS mode,"
         f" COUNT(*) AS n, SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs"
-        f" WHERE {both_passed}) AS both_passed WHERE n > 0",
+        f" WHERE {both_passed}) AS passed WHERE n > 0",
         f"SELECT 'decided', NULL, NULL, COUNT(*), {_NO_COUNT}, decided FROM shown GROUP BY decided",
     ]
     chosen += [
