@@ -62,9 +62,9 @@ def test_a_newer_schema_is_refused_and_a_read_only_store_writes_nothing(pg_url):
         assert reader._conn().execute("SHOW jit").fetchone()[0] == "off"
     with open_store(pg_url, write=True) as writer:
         assert writer._conn().execute("SHOW jit").fetchone()[0] == "off"
-        # A comparison's statements find pairs by key: no hash or merge join over two runs
+        # A comparison's statements join two runs without a hash join (merged from the index)
         settings = "SELECT current_setting('enable_hashjoin'), current_setting('enable_mergejoin')"
-        assert tuple(writer._compare_rows(writer._conn(), settings, {})[0]) == ("off", "off")
+        assert tuple(writer._compare_rows(writer._conn(), settings, {})[0]) == ("off", "on")
         assert writer._conn().execute(settings).fetchone() == ("on", "on")  # for that one only
     with pg.admin(pg_url) as conn:
         conn.execute("UPDATE torchport_schema SET version = 99")

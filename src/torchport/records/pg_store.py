@@ -174,14 +174,12 @@ class PGStore(SQLStore):
             self._forget(conn)
 
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
-        """Two runs' pairs joined by key: the planner picks a hash join over both runs' rows
-        (it reckons the few pairs a page reads back as a hundred thousand), or a merge join
-        that sorts both runs' whole rows to find them (0.8 s of a 2.1 s statement, EXPLAIN
-        ANALYZE on two runs of 100 000); with neither it walks one run on the outcomes index
-        and finds each pair, and each pair shown, by key."""
+        """Two runs' pairs joined by key without a hash join: the planner would hash one run's
+        outcomes to find the other's, where merging the two runs' outcomes index scans, which
+        hold them in key order, sorts nothing (the pairs a page shows are then looked up by
+        key: pg_queries.compare_lists)."""
         with conn.transaction():
             conn.execute("SET LOCAL enable_hashjoin = off")
-            conn.execute("SET LOCAL enable_mergejoin = off")
             return conn.execute(sql, params).fetchall()
 
     def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:

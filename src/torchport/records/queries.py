@@ -281,6 +281,7 @@ TALLY_RUN_STATUS_COUNTS = (
 TALLY_RUN_STATUS_COUNTS_BY_RUN = (
     f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
 )
+TALLY_RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -603,10 +604,10 @@ def compare_lists(
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
     Each pair is decided once, into bits (``decisions``). Returned rows: list, key, key,
-    count, timed count, the pair's decisions, outcome A, outcome B, then the count of every
-    decision:
+    count, timed count, the pair's decisions, outcome A, outcome B:
       - ``transition``, status A, status B, pairs, pairs timed on both sides;
-      - ``decided``, once, carrying the decision counts even when no list has a pair;
+      - ``decided``, pairs, and decisions: how many pairs hold each set of decisions that
+        holds of some pair (a set read as a number is counted faster than each decision);
       - a list's name, case, mode, and both outcomes: the first ``:limit`` pairs of each
         list in its order (case, mode; step-time changes largest first) and every
         placement candidate (host-op sets are compared in Python). Only the status lists'
@@ -629,8 +630,6 @@ def compare_lists(
     def holds(name: str) -> str:
         return f"(decided & {1 << names.index(name)}) != 0"
 
-    counts = ", ".join(f"SUM({_flag(holds(n))}) AS {n.replace(' ', '_')}" for n in names)
-
     def first(name: str, where: str, by_gap: bool = False, limit: bool = True) -> str:
         order = "gap DESC, case_id, mode" if by_gap else "case_id, mode"
         if limit and after:  # keyset: the pairs after the last one shown, in the list's order
@@ -649,10 +648,17 @@ def compare_lists(
             f" FROM shown WHERE {where} ORDER BY {order}{cap}) AS {name}"
         )
 
+    # The pairs that passed on both sides (most) are counted apart: sorting them into the
+    # status pairs' groups took a sixth of SQLite's statement.
+    both_passed = "status_a = 'pass' AND status_b = 'pass'"
     chosen = [
         "SELECT 'transition' AS list, status_a AS case_id, status_b AS mode, COUNT(*) AS n,"
-        f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs GROUP BY status_a, status_b",
-        f"SELECT 'decided', NULL, NULL, {_NO_COUNT}, {_NO_COUNT}, {_NO_COUNT}",
+        f" SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs WHERE NOT ({both_passed})"
+        " GROUP BY status_a, status_b",
+        "SELECT * FROM (SELECT 'transition' AS list, 'pass' AS case_id, 'pass' AS mode,"
+        f" COUNT(*) AS n, SUM(timed) AS timed, {_NO_COUNT} AS decided FROM pairs"
+        f" WHERE {both_passed}) AS passed WHERE n > 0",
+        f"SELECT 'decided', NULL, NULL, COUNT(*), {_NO_COUNT}, decided FROM shown GROUP BY decided",
     ]
     chosen += [
         first(name, holds(name), limit=name != PLACEMENT_RULE.name)
@@ -669,14 +675,12 @@ def compare_lists(
         f"WITH pairs AS MATERIALIZED ({pairs}),"
         " shown AS MATERIALIZED (SELECT case_id, mode, decided, gap FROM pairs"
         " WHERE decided != 0),"
-        f" counted AS (SELECT {counts} FROM shown),"
         f" chosen AS ({' UNION ALL '.join(chosen)})"
         " SELECT chosen.*,"
-        f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)},"
-        " counted.*"
+        f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)}"
         # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
         # (the counts' rows, n not NULL, join nothing)
-        f" FROM chosen CROSS JOIN counted LEFT JOIN results a{indexed} ON chosen.n IS NULL"
+        f" FROM chosen LEFT JOIN results a{indexed} ON chosen.n IS NULL"
         " AND a.run_id = :run_a AND a.case_id = chosen.case_id AND a.mode = chosen.mode"
         f" LEFT JOIN results b{indexed} ON chosen.n IS NULL AND b.run_id = :run_b"
         " AND b.case_id = chosen.case_id AND b.mode = chosen.mode"

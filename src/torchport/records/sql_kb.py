@@ -17,7 +17,7 @@ import functools
 import json
 import os
 from collections.abc import Iterable, Iterator
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any, TypeVar
 
 from torchport.records import line_text, queries
@@ -349,22 +349,20 @@ class KnowledgeBase:
             params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
         reads = {"only": only, "after": bool(after)}
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
-        ranges = self._case_ranges(run_a, sizes[run_a])
-        if len(ranges) == 1:
-            parts = [self._compare_part(params, None, None, self._conn(), reads)]
-        else:  # each part on a connection and a thread of its own
-            conns = [self._connect() for _ in ranges]
+
+        def apart(low: str | None, high: str | None) -> tuple[dict, dict, dict]:
+            conn = self._connect()  # on the part's thread: connects while the first part runs
             try:
-                with concurrent.futures.ThreadPoolExecutor(len(ranges)) as pool:
-                    lows, highs = zip(*ranges, strict=True)
-                    parts = list(
-                        pool.map(
-                            self._compare_part, repeat(params), lows, highs, conns, repeat(reads)
-                        )
-                    )
+                return self._compare_part(params, low, high, conn, reads)
             finally:
-                for conn in conns:
-                    self._forget(conn)
+                self._forget(conn)
+
+        # The first part on this thread and its connection, each other on its own
+        first, *others = self._case_ranges(run_a, sizes[run_a])
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(others))) as pool:
+            rest = [pool.submit(apart, low, high) for low, high in others]
+            parts = [self._compare_part(params, *first, self._conn(), reads)]
+            parts += [future.result() for future in rest]
         counts: dict[tuple[str, str], list[int]] = {}
         decided: dict[str, int] = {}
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
@@ -410,17 +408,18 @@ class KnowledgeBase:
         bounds = (low is not None, high is not None)
         names = queries.decided_names(version=self._version)
         counts: dict[tuple[str, str], list[int]] = {}
-        decided: dict[str, int] = {}
+        decided = dict.fromkeys(names, 0)
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         width = 7 + len(OUTCOME_FIGURES)
         sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
-            if not decided:  # every row carries the same counts
-                decided = {n: k or 0 for n, k in zip(names, row[6 + 2 * width :], strict=True)}
             if kind == "transition":
                 counts[(row[1], row[2])] = [row[3], row[4] or 0]
-            elif kind != "decided":
+            elif kind == "decided":
+                for name in _holds(names, row[5]):
+                    decided[name] += row[3]
+            else:
                 pair = (
                     _outcome(outcomes[:width]),
                     _outcome(outcomes[width:]),
@@ -521,6 +520,9 @@ class KnowledgeBase:
         case_glob: str | None = None,
         fallback_op: str | None = None,
     ) -> int:
+        if run_id and not (status or case_glob or fallback_op) and self._tallied():
+            # A run's size from its tallies (a few hundred rows), not its 100 000 index entries
+            return int(self._conn().execute(self.q.TALLY_RUN_COUNT, (run_id,)).fetchone()[0])
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
             return int(self._conn().execute(self.q.count_results(**flags), args).fetchone()[0])
