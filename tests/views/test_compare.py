@@ -249,7 +249,9 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     assert joined == walked
     with open_store(path, write=False) as store:  # most pairs never left the database
         shown = sum(1 for _ in store.compare_pairs("A", "B", **LINES)["pairs"])
+        open_before = len(store._conns)
         whole = compare_runs(store, "A", "B")
+        assert len(store._conns) == open_before  # counted (and read ahead) apart, then closed
         paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
         assert len(store._case_ranges("A", store.count_results(run_id="A"))) == 3

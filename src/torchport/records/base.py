@@ -191,12 +191,13 @@ class Store(Protocol):
         min_samples: int,
         min_change: float,
     ) -> dict:
-        """Two runs joined by (case, mode): ``counts`` {(status A, status B): [pairs, pairs
-        timed on both sides]}, ``only_a``, ``only_b`` and ``pairs`` (outcome A, outcome B,
-        decisions) for a superset of the pairs that show a change past the given lines:
-        ``decisions``, the names of what holds of the pair (records/queries.py decided_names:
-        the status lists, the placement candidate, each FigureRule past its line, the step-time
-        verdict), decided by the store from the declared rules; the caller only formats."""
+        """Two runs joined by (case, mode): ``pairs`` (outcome A, outcome B, decisions) for a
+        superset of the pairs that show a change past the given lines (``decisions``, the
+        names of what holds of the pair, records/queries.py decided_names: the status lists,
+        the placement candidate, each FigureRule past its line, the step-time verdict, decided
+        by the store from the declared rules; the caller only formats), and ``tally()``, to
+        call once they are read: ``counts`` {(status A, status B): [pairs, pairs timed on both
+        sides]}, ``only_a``, ``only_b``."""
 
     def compare_lists(
         self,

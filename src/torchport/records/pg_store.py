@@ -69,6 +69,8 @@ def libpq_url(url: str) -> str:
 class PGStore(SQLStore):
     q = Dialect()
     driver_error = psycopg.Error
+    # The server finds the next rows in its own process while this one works on these.
+    reads_ahead = True
 
     def __init__(self, url: str, *, write: bool):
         self._dsn = libpq_url(url)

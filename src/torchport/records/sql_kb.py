@@ -50,7 +50,8 @@ class KnowledgeBase:
     _writer: Any
     _transaction: Any
     _stream: Any
-    _chunks: Any
+    _chunks: Any  # where reads_ahead: plain rows in lists, on a connection of their own
+    reads_ahead: bool
     _executemany: Any
     _insert_id: Any
     _insert_result: Any
@@ -213,7 +214,9 @@ class KnowledgeBase:
         perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)`` (queries.statuses), what a
         baseline and a gate read, from the outcomes index alone."""
         sql = self.q.statuses(version=self._version)
-        return self._guard_iter(read_ahead(lambda: self._chunks(sql, (run_id,))))
+        if self.reads_ahead:
+            return self._guard_iter(read_ahead(lambda: self._chunks(sql, (run_id,))))
+        return self._guard_iter(self._stream(sql, (run_id,), plain=True))
 
     def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
@@ -293,30 +296,50 @@ class KnowledgeBase:
         min_samples: int,
         min_change: float,
     ) -> dict:
-        """Two runs joined inside the database: ``counts`` {(status A, status B): [pairs, pairs
-        with a step time on both sides]}, ``only_a``/``only_b`` ([case, mode] lists) and
-        ``pairs``, an iterator of (outcome A, outcome B, decisions) for only the pairs that
-        may show a change (queries.pairs_that_may_differ): ``decisions``, the names of what
-        holds of the pair (queries.decided_names), decided here."""
+        """Two runs joined inside the database: ``pairs``, an iterator of (outcome A, outcome
+        B, decisions) for only the pairs that may show a change
+        (queries.pairs_that_may_differ; ``decisions``: the names of what holds of the pair,
+        queries.decided_names, decided here), and ``tally()``, to call once the pairs are
+        read: ``counts`` {(status A, status B): [pairs, pairs with a step time on both
+        sides]} and ``only_a``/``only_b`` ([case, mode] lists). The transitions are counted
+        on a thread and a connection of their own while the pairs are read (an aggregate: the
+        database's work, which holds no Python lock); the pairs are read ahead on a thread of
+        their own where the engine says so (``reads_ahead``)."""
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
-        # the pairs read ahead on a thread of their own: the database finds them while the
-        # transitions are counted here, and the next ones while the caller shows these
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        counting = pool.submit(self._pair_counts_apart, params)
+        pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
         sql = self.q.pairs_that_may_differ(version=self._version)
-        rows = read_ahead(lambda: self._chunks(sql, params))
-        counts = self._pair_counts(params)
+        rows = (
+            read_ahead(lambda: self._chunks(sql, params))
+            if self.reads_ahead
+            else self._stream(sql, params, plain=True)
+        )
         width = 7 + len(OUTCOME_FIGURES)
         names = queries.decided_names(version=self._version)
         pairs = (
             (_outcome(row[:width]), _outcome(row[width : 2 * width]), _holds(names, row[-1]))
             for row in rows
         )
-        return {
-            "counts": counts,
-            **self._only_in(run_a, run_b, counts),
-            "pairs": self._guard_iter(pairs),
-        }
+
+        tally = functools.partial(self._pairs_tally, counting, run_a, run_b)
+        return {"pairs": self._guard_iter(pairs), "tally": tally}
+
+    @guarded
+    def _pairs_tally(self, counting: concurrent.futures.Future, run_a: str, run_b: str) -> dict:
+        """compare_pairs' ``tally()``: the counts (waited for) and each run's unpaired keys."""
+        counts = counting.result()
+        return {"counts": counts, **self._only_in(run_a, run_b, counts)}
+
+    def _pair_counts_apart(self, params: dict) -> dict[tuple[str, str], list[int]]:
+        """``_pair_counts`` on a connection of its own, closed after (another thread's)."""
+        conn = self._connect()
+        try:
+            return self._pair_counts(params, conn)
+        finally:
+            self._forget(conn)
 
     @guarded
     def compare_lists(
@@ -432,9 +455,9 @@ class KnowledgeBase:
         """The rows of one of the comparison's joins (an engine may set its planner first)."""
         return conn.execute(sql, params)
 
-    def _pair_counts(self, params: dict) -> dict[tuple[str, str], list[int]]:
+    def _pair_counts(self, params: dict, conn=None) -> dict[tuple[str, str], list[int]]:
         sql = self.q.pair_counts(version=self._version)
-        rows = self._compare_rows(self._conn(), sql, params)
+        rows = self._compare_rows(conn or self._conn(), sql, params)
         return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
 
     def _only_in(

@@ -476,10 +476,11 @@ def _transitions(out: Comparison, counts: dict) -> int:
 
 def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
     joined = store.compare_pairs(run_a, run_b, **LINES)
-    timed = _transitions(out, joined["counts"])
-    for a, b, decided in joined["pairs"]:
+    for a, b, decided in joined["pairs"]:  # while the store counts the transitions
         _show(out, a, b, decided)
         _tally(out, decided)
+    joined = joined["tally"]()
+    timed = _transitions(out, joined["counts"])
     judged = sum(out.perf_verdicts.values())
     if timed > judged:  # outside the superset: the medians sat inside each other's spread
         out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
