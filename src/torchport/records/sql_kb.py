@@ -807,8 +807,8 @@ def _largest_change_first(pair: tuple) -> tuple[float, str, str]:
 
 def _outcome(row) -> dict:
     """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
-    first, n = 5, len(OUTCOME_FIGURES)
-    host_ops, error_line = row[first + n], row[first + n + 1]
+    ops_at = 5 + len(OUTCOME_FIGURES)  # the figures, then host ops and the error line
+    host_ops = row[ops_at]
     return {
         "case": row[0],
         "mode": row[1],
@@ -816,12 +816,10 @@ def _outcome(row) -> dict:
         "stage": row[3],
         "grade": row[4],
         "figures": {
-            name: v
-            for name, v in zip(OUTCOME_FIGURES, row[first : first + n], strict=True)
-            if v is not None
+            name: v for name, v in zip(OUTCOME_FIGURES, row[5:ops_at], strict=True) if v is not None
         },
         "host_ops": json.loads(host_ops) if host_ops else None,
-        "error_line": error_line,
+        "error_line": row[ops_at + 1],
     }
 
 

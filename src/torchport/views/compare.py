@@ -18,6 +18,7 @@ decides each pair with the Python predicates made from the same rules (``decide`
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
@@ -301,34 +302,45 @@ def decide(a: dict, b: dict) -> frozenset[str]:
     return frozenset(holds)
 
 
+@functools.lru_cache(maxsize=1024)
+def _shows(decided: frozenset[str]) -> tuple[tuple[str, ...], bool, tuple, tuple[str, ...]]:
+    """What a pair with these decisions shows in (a few distinct sets among the pairs of two
+    runs: each worked out once): its status lists, whether it is a placement candidate, its
+    figure rules past their lines, its step-time verdicts."""
+    return (
+        tuple(name for name in STATUS_LISTS if name in decided),
+        PLACEMENT in decided,
+        tuple(rule for rule in FIGURE_RULES if rule.figure in decided),
+        tuple(verdict for verdict in (SLOWER, FASTER) if verdict in decided),
+    )
+
+
 def _show(out: Comparison, a: dict, b: dict, decided: frozenset[str]) -> None:
     """Format one pair into each list its decisions name (nothing is decided here)."""
     case, mode = a["case"], a["mode"]
-    for name in STATUS_LISTS:
-        if name in decided:
-            getattr(out, name).append(_status_entry(case, mode, a, b))
-    if PLACEMENT in decided:
+    statuses, placement, rules, verdicts = _shows(decided)
+    for name in statuses:
+        getattr(out, name).append(_status_entry(case, mode, a, b))
+    if placement:
         _placement(out, case, mode, a, b)
     ma, mb = metrics(a), metrics(b)
-    for rule in FIGURE_RULES:
-        if rule.figure in decided:
-            x, y = ma[rule.figure], mb[rule.figure]
-            entry = FIGURE_ENTRIES[rule.shows_in](rule.figure, x, y)
-            getattr(out, rule.shows_in).append({"case": case, "mode": mode, **entry})
-    for verdict in (SLOWER, FASTER):
-        if verdict in decided:
-            judged = change(ma, mb, verdict)
-            out.perf.append(
-                PerfChange(
-                    case,
-                    mode,
-                    judged.before_ms,
-                    judged.after_ms,
-                    judged.ratio,
-                    judged.verdict,
-                    judged.test,
-                )
+    for rule in rules:
+        x, y = ma[rule.figure], mb[rule.figure]
+        entry = FIGURE_ENTRIES[rule.shows_in](rule.figure, x, y)
+        getattr(out, rule.shows_in).append({"case": case, "mode": mode, **entry})
+    for verdict in verdicts:
+        judged = change(ma, mb, verdict)
+        out.perf.append(
+            PerfChange(
+                case,
+                mode,
+                judged.before_ms,
+                judged.after_ms,
+                judged.ratio,
+                judged.verdict,
+                judged.test,
             )
+        )
 
 
 def _tally(out: Comparison, decided: frozenset[str]) -> None:

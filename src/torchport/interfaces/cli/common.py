@@ -85,7 +85,9 @@ def echo_json(data, *, flat_from: int | None = None) -> None:
         return
     from torchport.interfaces.json_text import dumps
 
-    click.echo(dumps(data, indent=2, flat_from=flat_from, default=_jsonable))
+    # color=True: written as it is (JSON text holds no terminal escape, its encoder writes
+    # \u001b; click would otherwise search 10 MB for escapes to strip when piped)
+    click.echo(dumps(data, indent=2, flat_from=flat_from, default=_jsonable), color=True)
 
 
 def public_result(result: dict) -> dict:
