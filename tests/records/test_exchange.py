@@ -83,7 +83,7 @@ def test_lines_put_together_read_as_each_stored_result(tmp_path, kb_url):
     results[3]["error"] = {"type": None, "message": '\u00e9\u2603 "q"\n', "traceback": None}
     kb.build(kb_url, results_=results)
     with open_store(kb_url, write=False) as store:
-        store.line_span = 3  # several spans of ids, each read on a thread of its own, in order
+        store.line_span = 3  # several spans of ids, read in order (PostgreSQL: on threads)
         got, want = _lines_and_results(store)
     assert len(got) == len(results)
     built = [line for line, _, _ in got if line is not None]
@@ -92,6 +92,19 @@ def test_lines_put_together_read_as_each_stored_result(tmp_path, kb_url):
         _same_line(line, result, stored)
         assert artifacts == stored["artifacts"]
     assert any(stored["ops"] for stored in want) and any(a for _, _, a in got)
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_spans_read_on_threads_or_on_the_callers_come_in_order(source, threads):
+    """An export reads its spans of ids on threads of their own (``line_threads``) or, at
+    none (SQLite's), on the caller's thread: the same lines, in recorded order."""
+    with open_store(source, write=False) as store:
+        store.line_span = 2
+        store.line_threads = threads
+        got, want = _lines_and_results(store)
+    assert len(got) > 2 * store.line_span
+    for (line, result, _), stored in zip(got, want, strict=True):
+        _same_line(line, result, stored)
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,8 @@ class KnowledgeBase:
     # this many pairs.
     compare_parts = max(1, min(os.cpu_count() or 1, 4))
     pairs_per_part = 25_000
-    # An export reads a run's lines in spans of this many ids, this many spans at a time.
+    # An export reads a run's lines in spans of this many ids, this many spans at a time, each
+    # on a thread of its own (the engine's; 0: on the caller's thread).
     line_span = 5000
     line_threads = max(1, min(os.cpu_count() or 1, 4))
     # Provided by SQLStore and its engine.
@@ -249,36 +250,45 @@ class KnowledgeBase:
         """A run's export rows (queries.RESULT_LINES) in recorded order, read in spans of
         ``line_span`` ids, each with its op table rows by result id (queries.OPS_OF_SPAN), on
         a connection and a thread of its own, ``line_threads`` ahead: the database reads the
-        next spans while the caller writes this one's. A run is exported once it is
-        finished: no result of it is added between the spans' reads."""
+        next spans while the caller writes this one's (none: read on the caller's thread and
+        connection). A run is exported once it is finished: no result of it is added between
+        the spans' reads."""
         conn = self._conn()
         first = conn.execute(self.q.FIRST_ID_OF_RUN, (run_id,)).fetchone()
         if first is None:
             return
         last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()
         lows = iter(range(first[0], last[0] + 1, self.line_span))
+
+        def read(own: Any, low: int) -> tuple[list, dict[int, list[tuple]]]:
+            high = low + self.line_span
+            rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
+            ops: dict[int, list[tuple]] = {}
+            for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
+                ops.setdefault(op[0], []).append(op[1:])
+            return rows, ops
+
+        if not self.line_threads:
+            for low in lows:
+                yield read(conn, low)
+            return
         idle = [self._connect() for _ in range(self.line_threads)]
 
-        def read(low: int) -> tuple[list, dict[int, list[tuple]]]:
+        def read_own(low: int) -> tuple[list, dict[int, list[tuple]]]:
             own = idle.pop()
             try:
-                high = low + self.line_span
-                rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
-                ops: dict[int, list[tuple]] = {}
-                for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
-                    ops.setdefault(op[0], []).append(op[1:])
-                return rows, ops
+                return read(own, low)
             finally:
                 idle.append(own)
 
         try:
             with concurrent.futures.ThreadPoolExecutor(self.line_threads) as pool:
                 ahead = collections.deque(
-                    pool.submit(read, low) for low in islice(lows, self.line_threads)
+                    pool.submit(read_own, low) for low in islice(lows, self.line_threads)
                 )
                 while ahead:
                     span = ahead.popleft().result()
-                    ahead.extend(pool.submit(read, low) for low in islice(lows, 1))
+                    ahead.extend(pool.submit(read_own, low) for low in islice(lows, 1))
                     yield span
         finally:
             for own in idle:
