@@ -31,6 +31,11 @@ from torchport.records.sql_store import SQLStore
 
 CONNECT_TIMEOUT_S = 10
 STREAM_ROWS = 2000  # rows per round trip of a streamed read
+SPARE_CONNECTIONS = 4  # connections kept open for the next read apart (KnowledgeBase parts)
+# A comparison's statement keeps its pairs (materialized CTEs, 100 000 rows of two runs) in
+# memory: with the server's default 4 MB they were written to temporary files and read back
+# by each list's scan (EXPLAIN ANALYZE: 15% of the statement).
+COMPARE_WORK_MEM = "64MB"
 _WORD = re.compile(r"[^\W_]+")  # what migrations_pg's torchport_words keeps: letters, digits
 
 
@@ -78,6 +83,7 @@ class PGStore(SQLStore):
         self.read_only = not write
         self._local = threading.local()
         self._conns: list[psycopg.Connection] = []
+        self._spare: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
         conn = self._conn()
@@ -126,6 +132,35 @@ class PGStore(SQLStore):
             conn = self._local.conn = self._connect()
         return conn
 
+    def _borrow(self) -> psycopg.Connection:
+        """A spare connection (one a read apart lent back) or a new one: a page's parts and
+        read-aheads connect once per store, not once per read (a connection and its server
+        process's first plan cost ~12 ms)."""
+        with self._lock:
+            while self._spare:
+                conn = self._spare.pop()
+                if not (conn.closed or conn.broken):
+                    return conn
+        return self._connect()
+
+    def _lend_back(self, conn: psycopg.Connection) -> None:
+        """Kept spare when it is sound and out of any transaction (up to SPARE_CONNECTIONS),
+        else closed."""
+        idle = (
+            not (conn.closed or conn.broken)
+            and conn.info.transaction_status == TransactionStatus.IDLE
+        )
+        with self._lock:
+            if idle and not self._closed and len(self._spare) < SPARE_CONNECTIONS:
+                self._spare.append(conn)
+                return
+        self._forget(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._spare = []
+        super().close()
+
     def _writer(self) -> psycopg.Connection:
         if self.read_only:
             raise StoreError(f"{self.url} was opened read-only; open it with write=True")
@@ -147,7 +182,7 @@ class PGStore(SQLStore):
         conn = self._conn()
         own = conn.info.transaction_status == TransactionStatus.IDLE
         if own:
-            conn = self._connect()
+            conn = self._borrow()
         rows: dict[str, Any] = {"row_factory": tuple_row} if plain else {}
         try:
             with conn.transaction(), conn.cursor(name=f"stream_{id(args)}", **rows) as cur:
@@ -156,13 +191,13 @@ class PGStore(SQLStore):
                 yield from cur
         finally:
             if own:
-                self._forget(conn)
+                self._lend_back(conn)
 
     def _chunks(self, sql: str, args) -> Iterator[list]:
         """Plain rows of ``sql`` through a server-side cursor, STREAM_ROWS at a time, on a
-        connection of their own (a read-ahead's thread, sql_common.read_ahead), closed when
-        they end."""
-        conn = self._connect()
+        connection of their own (a read-ahead's thread, sql_common.read_ahead), lent back
+        when they end."""
+        conn = self._borrow()
         try:
             with (
                 conn.transaction(),
@@ -173,16 +208,18 @@ class PGStore(SQLStore):
                 while rows := cur.fetchmany(STREAM_ROWS):
                     yield rows
         finally:
-            self._forget(conn)
+            self._lend_back(conn)
 
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
         """Two runs' pairs joined by key without a hash join: the planner would hash one run's
         outcomes to find the other's, where merging the two runs' outcomes index scans, which
         hold them in key order, sorts nothing (the pairs a page shows are then looked up by
-        key: pg_queries.compare_lists)."""
+        key: pg_queries.compare_lists). Its pairs are kept in memory (COMPARE_WORK_MEM); the
+        rows are read as tuples (by position)."""
         with conn.transaction():
             conn.execute("SET LOCAL enable_hashjoin = off")
-            return conn.execute(sql, params).fetchall()
+            conn.execute(f"SET LOCAL work_mem = '{COMPARE_WORK_MEM}'")
+            return self._rows(conn, sql, params)
 
     def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:
         """All of a statement's rows on ``conn``, as tuples (no Row made a row)."""
