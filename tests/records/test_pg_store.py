@@ -1,9 +1,11 @@
 """PostgreSQL as a team's knowledge base: connection problems as one line with the fix (and no
 password), the schema checks, and several processes writing to one server while one reads."""
 
+import gc
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -96,6 +98,21 @@ def test_a_read_apart_reuses_a_spare_connection_and_closes_an_unsound_one(pg_url
     assert all(conn.closed for conn in spares)
     with pytest.raises(StoreError, match="closed"):
         store._borrow()
+
+
+def test_a_thread_s_connection_is_lent_back_when_the_thread_ends(pg_url):
+    kb.build(pg_url)
+    with open_store(pg_url, write=False) as store:
+        used = []
+        for _ in range(3):  # a server's worker threads, one after another
+            worker = threading.Thread(target=lambda: used.append(store._conn()))
+            worker.start()
+            worker.join()
+            del worker
+            gc.collect()
+        assert used[0] is used[1] is used[2] and not used[0].closed
+        opened = len(store._conns)
+    assert opened == 2 and used[0].closed  # the main thread's and the workers' one
 
 
 def test_without_the_driver_a_postgresql_url_names_the_extra(tmp_path):

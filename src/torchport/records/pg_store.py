@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,11 +126,15 @@ class PGStore(SQLStore):
         return conn
 
     def _conn(self) -> psycopg.Connection:
+        """This thread's connection: a spare one where there is one. It is lent back when the
+        thread has ended (a server's worker threads come and go: an AnyIO worker ends after
+        10 s idle, a test client's with each request), not left open until the store closes."""
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.broken or conn.closed:  # a server restart: connect again
             if conn is not None:
                 self._forget(conn)
-            conn = self._local.conn = self._connect()
+            conn = self._local.conn = self._borrow()
+            weakref.finalize(threading.current_thread(), self._lend_back, conn).atexit = False
         return conn
 
     def _borrow(self) -> psycopg.Connection:
