@@ -67,6 +67,15 @@ def _row_factory(cursor: Any):
     return lambda values: Row(values, names)
 
 
+def _thread_ended(store: weakref.ref, conn: psycopg.Connection) -> None:
+    """A thread's connection once the thread has ended: lent back to its store (closed if the
+    store is gone)."""
+    if (owner := store()) is not None:
+        owner._lend_back(conn)
+    else:
+        conn.close()
+
+
 def libpq_url(url: str) -> str:
     """``postgresql+psycopg://`` (SQLAlchemy's spelling) as libpq reads it."""
     return re.sub(r"^postgresql\+psycopg://", "postgresql://", url)
@@ -134,7 +143,9 @@ class PGStore(SQLStore):
             if conn is not None:
                 self._forget(conn)
             conn = self._local.conn = self._borrow()
-            weakref.finalize(threading.current_thread(), self._lend_back, conn).atexit = False
+            thread = threading.current_thread()
+            if thread is not threading.main_thread():  # which ends with the process
+                weakref.finalize(thread, _thread_ended, weakref.ref(self), conn).atexit = False
         return conn
 
     def _borrow(self) -> psycopg.Connection:
