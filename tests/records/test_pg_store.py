@@ -1,14 +1,16 @@
 """PostgreSQL as a team's knowledge base: connection problems as one line with the fix (and no
 password), the schema checks, and several processes writing to one server while one reads."""
 
+import gc
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
 from tests import kb, pg
-from torchport.records import StoreError, open_store
+from torchport.records import StoreError, open_store, pg_store
 from torchport.records.schema import SCHEMA_VERSION
 
 
@@ -73,6 +75,44 @@ def test_a_newer_schema_is_refused_and_a_read_only_store_writes_nothing(pg_url):
             StoreError, match=f"schema v99, newer than this torchport's v{SCHEMA_VERSION}"
         ):
             open_store(pg_url, write=write)
+
+
+def test_a_read_apart_reuses_a_spare_connection_and_closes_an_unsound_one(pg_url):
+    kb.build(pg_url)
+    store = open_store(pg_url, write=False)
+    first = store._borrow()
+    assert first is not store._conn()
+    store._lend_back(first)
+    assert store._borrow() is first  # kept spare, lent again
+    second = store._borrow()  # none spare: a new one
+    assert second is not first
+    with second.transaction():
+        store._lend_back(second)  # inside a transaction: not fit to lend again, closed
+    assert second.closed and second not in store._conns
+    for _ in range(pg_store.SPARE_CONNECTIONS + 2):
+        store._lend_back(store._connect())
+    assert len(store._spare) == pg_store.SPARE_CONNECTIONS  # the others closed
+    store._lend_back(first)
+    spares = list(store._spare)
+    store.close()
+    assert all(conn.closed for conn in spares)
+    with pytest.raises(StoreError, match="closed"):
+        store._borrow()
+
+
+def test_a_thread_s_connection_is_lent_back_when_the_thread_ends(pg_url):
+    kb.build(pg_url)
+    with open_store(pg_url, write=False) as store:
+        used = []
+        for _ in range(3):  # a server's worker threads, one after another
+            worker = threading.Thread(target=lambda: used.append(store._conn()))
+            worker.start()
+            worker.join()
+            del worker
+            gc.collect()
+        assert used[0] is used[1] is used[2] and not used[0].closed
+        opened = len(store._conns)
+    assert opened == 2 and used[0].closed  # the main thread's and the workers' one
 
 
 def test_without_the_driver_a_postgresql_url_names_the_extra(tmp_path):

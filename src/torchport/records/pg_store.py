@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,11 @@ from torchport.records.sql_store import SQLStore
 
 CONNECT_TIMEOUT_S = 10
 STREAM_ROWS = 2000  # rows per round trip of a streamed read
+SPARE_CONNECTIONS = 4  # connections kept open for the next read apart (KnowledgeBase parts)
+# A comparison's statement keeps its pairs (materialized CTEs, 100 000 rows of two runs) in
+# memory: with the server's default 4 MB they were written to temporary files and read back
+# by each list's scan (EXPLAIN ANALYZE: 15% of the statement).
+COMPARE_WORK_MEM = "64MB"
 _WORD = re.compile(r"[^\W_]+")  # what migrations_pg's torchport_words keeps: letters, digits
 
 
@@ -61,6 +67,15 @@ def _row_factory(cursor: Any):
     return lambda values: Row(values, names)
 
 
+def _thread_ended(store: weakref.ref, conn: psycopg.Connection) -> None:
+    """A thread's connection once the thread has ended: lent back to its store (closed if the
+    store is gone)."""
+    if (owner := store()) is not None:
+        owner._lend_back(conn)
+    else:
+        conn.close()
+
+
 def libpq_url(url: str) -> str:
     """``postgresql+psycopg://`` (SQLAlchemy's spelling) as libpq reads it."""
     return re.sub(r"^postgresql\+psycopg://", "postgresql://", url)
@@ -78,6 +93,7 @@ class PGStore(SQLStore):
         self.read_only = not write
         self._local = threading.local()
         self._conns: list[psycopg.Connection] = []
+        self._spare: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
         conn = self._conn()
@@ -119,12 +135,47 @@ class PGStore(SQLStore):
         return conn
 
     def _conn(self) -> psycopg.Connection:
+        """This thread's connection: a spare one where there is one. It is lent back when the
+        thread has ended (a server's worker threads come and go: an AnyIO worker ends after
+        10 s idle, a test client's with each request), not left open until the store closes."""
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.broken or conn.closed:  # a server restart: connect again
             if conn is not None:
                 self._forget(conn)
-            conn = self._local.conn = self._connect()
+            conn = self._local.conn = self._borrow()
+            thread = threading.current_thread()
+            if thread is not threading.main_thread():  # which ends with the process
+                weakref.finalize(thread, _thread_ended, weakref.ref(self), conn).atexit = False
         return conn
+
+    def _borrow(self) -> psycopg.Connection:
+        """A spare connection (one a read apart lent back) or a new one: a page's parts and
+        read-aheads connect once per store, not once per read (a connection and its server
+        process's first plan cost ~12 ms)."""
+        with self._lock:
+            while self._spare:
+                conn = self._spare.pop()
+                if not (conn.closed or conn.broken):
+                    return conn
+        return self._connect()
+
+    def _lend_back(self, conn: psycopg.Connection) -> None:
+        """Kept spare when it is sound and out of any transaction (up to SPARE_CONNECTIONS),
+        else closed."""
+        idle = (
+            not (conn.closed or conn.broken)
+            and conn.info.transaction_status == TransactionStatus.IDLE
+        )
+        with self._lock:
+            if idle and not self._closed and len(self._spare) < SPARE_CONNECTIONS:
+                self._spare.append(conn)
+                return
+        self._forget(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._spare = []
+        super().close()
 
     def _writer(self) -> psycopg.Connection:
         if self.read_only:
@@ -147,7 +198,7 @@ class PGStore(SQLStore):
         conn = self._conn()
         own = conn.info.transaction_status == TransactionStatus.IDLE
         if own:
-            conn = self._connect()
+            conn = self._borrow()
         rows: dict[str, Any] = {"row_factory": tuple_row} if plain else {}
         try:
             with conn.transaction(), conn.cursor(name=f"stream_{id(args)}", **rows) as cur:
@@ -156,13 +207,13 @@ class PGStore(SQLStore):
                 yield from cur
         finally:
             if own:
-                self._forget(conn)
+                self._lend_back(conn)
 
     def _chunks(self, sql: str, args) -> Iterator[list]:
         """Plain rows of ``sql`` through a server-side cursor, STREAM_ROWS at a time, on a
-        connection of their own (a read-ahead's thread, sql_common.read_ahead), closed when
-        they end."""
-        conn = self._connect()
+        connection of their own (a read-ahead's thread, sql_common.read_ahead), lent back
+        when they end."""
+        conn = self._borrow()
         try:
             with (
                 conn.transaction(),
@@ -173,16 +224,18 @@ class PGStore(SQLStore):
                 while rows := cur.fetchmany(STREAM_ROWS):
                     yield rows
         finally:
-            self._forget(conn)
+            self._lend_back(conn)
 
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
         """Two runs' pairs joined by key without a hash join: the planner would hash one run's
         outcomes to find the other's, where merging the two runs' outcomes index scans, which
         hold them in key order, sorts nothing (the pairs a page shows are then looked up by
-        key: pg_queries.compare_lists)."""
+        key: pg_queries.compare_lists). Its pairs are kept in memory (COMPARE_WORK_MEM); the
+        rows are read as tuples (by position)."""
         with conn.transaction():
             conn.execute("SET LOCAL enable_hashjoin = off")
-            return conn.execute(sql, params).fetchall()
+            conn.execute(f"SET LOCAL work_mem = '{COMPARE_WORK_MEM}'")
+            return self._rows(conn, sql, params)
 
     def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:
         """All of a statement's rows on ``conn``, as tuples (no Row made a row)."""

@@ -58,6 +58,8 @@ class KnowledgeBase:
     _insert_result: Any
     _connect: Any
     _forget: Any
+    _borrow: Any
+    _lend_back: Any
     _result_dict: Any
     _rows: Any
     _json: Any
@@ -344,12 +346,12 @@ class KnowledgeBase:
         return {"counts": counts, **self._only_in(run_a, run_b, counts)}
 
     def _pair_counts_apart(self, params: dict) -> dict[tuple[str, str], list[int]]:
-        """``_pair_counts`` on a connection of its own, closed after (another thread's)."""
-        conn = self._connect()
+        """``_pair_counts`` on a connection of its own (another thread's), lent back after."""
+        conn = self._borrow()
         try:
             return self._pair_counts(params, conn)
         finally:
-            self._forget(conn)
+            self._lend_back(conn)
 
     @guarded
     def compare_lists(
@@ -384,11 +386,11 @@ class KnowledgeBase:
         sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
 
         def apart(low: str | None, high: str | None) -> tuple[dict, dict, dict]:
-            conn = self._connect()  # on the part's thread: connects while the first part runs
+            conn = self._borrow()  # on the part's thread: connects while the first part runs
             try:
                 return self._compare_part(params, low, high, conn, reads)
             finally:
-                self._forget(conn)
+                self._lend_back(conn)
 
         # The first part on this thread and its connection, each other on its own
         first, *others = self._case_ranges(run_a, sizes[run_a])

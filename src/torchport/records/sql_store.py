@@ -87,6 +87,16 @@ class SQLStore(KnowledgeBase):
             if conn in self._conns:
                 self._conns.remove(conn)
 
+    def _borrow(self):
+        """A connection apart from the threads' own, for one read on another thread (a part of
+        a comparison, a read-ahead): a spare one where the engine keeps them (``_lend_back``),
+        else a new one."""
+        return self._connect()
+
+    def _lend_back(self, conn) -> None:
+        """The end of a ``_borrow``: the connection closed (an engine may keep it spare)."""
+        self._forget(conn)
+
     def close(self) -> None:
         """Stop the heartbeat and close every connection the store opened (each thread's)."""
         self._stop_heartbeat()
