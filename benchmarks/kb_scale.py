@@ -528,7 +528,7 @@ def main(argv=None) -> None:
     rows.append(time_command("cases hf (no knowledge base)", ["cases", "hf"], 3, empty))
     # The reads inside the store and the compare page before the writes: an import of 100 000
     # results churns PostgreSQL's buffers and checkpoints in the background (the page read
-    # 453 ms right after it, 260 ms otherwise).
+    # 453 ms right after it, 259-264 ms on its own minutes earlier).
     store_reads = store_figures(args.db, run_a, run_b, hf_ids) + compare_page(args.db, run_ids)
     # Writes on the big file: a note (the write open checks the file first), an import.
     rows.append(time_command(f"note {run_b} (write)", ["note", run_b, "bench note", *db], 1, cwd))
