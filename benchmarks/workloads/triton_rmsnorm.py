@@ -1,13 +1,14 @@
 """A Triton RMSNorm for the kernels ladder's A/B path on a GPU (benchmarks/gpu_check.py).
 
-    torchport run --workload-folder benchmarks/workloads \
-        --workload triton_rmsnorm:triton_rmsnorm --device cuda --dtype bfloat16
+    cd benchmarks/workloads
+    torchport run --workload triton_rmsnorm:triton_rmsnorm --device cuda --dtype bfloat16
 
 The forward is one Triton program per row (``torch.library.triton_op``: torch.compile traces
-into it, no fake implementation to write); the backward is written with torch ops. It computes
-what transformers' LlamaRMSNorm computes: the row normalised in float32 (float64 stays float64),
-cast back to the input's dtype, then scaled by the weight. Importable without Triton: on a
-device Triton cannot compile for, the op fails when called, and the ladder records that.
+into it, no fake implementation to write); the backward is torchport's, in torch ops
+(``rms_norm_autograd``). It computes what transformers' LlamaRMSNorm computes: the row
+normalised in float32 (float64 stays float64), cast back to the input's dtype, then scaled by
+the weight. Importable without Triton: on a device Triton cannot compile for, the op fails
+when called, and the ladder records that.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torchport.cases.kernels import (
     Replacement,
     fused_rms_norm_module,
     replacement,
+    rms_norm_autograd,
     rms_norm_samples,
 )
 
@@ -67,25 +69,7 @@ def triton_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
     return out.reshape(x.shape)
 
 
-def _setup(ctx, inputs, output):
-    x, weight, eps = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.eps = eps
-
-
-def _backward(ctx, grad):
-    x, weight = ctx.saved_tensors
-    compute = torch.promote_types(x.dtype, torch.float32)
-    xf = x.to(compute)
-    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + ctx.eps)
-    y = xf * rstd
-    gw = grad.to(compute) * weight.to(compute)
-    dx = rstd * (gw - y * (gw * y).mean(-1, keepdim=True))
-    dw = (grad.to(compute) * y).reshape(-1, x.shape[-1]).sum(0)
-    return dx.to(x.dtype), dw.to(weight.dtype), None
-
-
-triton_rms_norm.register_autograd(_backward, setup_context=_setup)
+rms_norm_autograd(triton_rms_norm)  # the backward in torch ops: the kernel is the forward
 
 
 @replacement

@@ -131,6 +131,12 @@ def _setup(ctx, inputs, output):
     ctx.eps = eps
 
 
+def rms_norm_autograd(op) -> None:
+    """Give an RMSNorm custom op ``(x, weight, eps) -> y`` the RMSNorm backward (computed in
+    float32, float64 kept): for a kernel that brings a forward of its own only."""
+    op.register_autograd(_backward, setup_context=_setup)
+
+
 @functools.cache
 def builtin_ops() -> dict[str, Any]:
     """The four variants, registered once per process under ``torchport_kernels::``."""

@@ -346,10 +346,13 @@ class KnowledgeBase:
         return {"counts": counts, **self._only_in(run_a, run_b, counts)}
 
     def _pair_counts_apart(self, params: dict) -> dict[tuple[str, str], list[int]]:
-        """``_pair_counts`` on a connection of its own (another thread's), lent back after."""
+        """The pairs per (status A, status B), and how many of them are timed on both sides
+        (queries.pair_counts), on a connection of their own (another thread's), lent back."""
         conn = self._borrow()
         try:
-            return self._pair_counts(params, conn)
+            sql = self.q.pair_counts(version=self._version)
+            rows = self._compare_rows(conn, sql, params)
+            return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
         finally:
             self._lend_back(conn)
 
@@ -466,11 +469,6 @@ class KnowledgeBase:
     def _compare_rows(self, conn, sql: str, params: dict):
         """The rows of one of the comparison's joins (an engine may set its planner first)."""
         return conn.execute(sql, params)
-
-    def _pair_counts(self, params: dict, conn=None) -> dict[tuple[str, str], list[int]]:
-        sql = self.q.pair_counts(version=self._version)
-        rows = self._compare_rows(conn or self._conn(), sql, params)
-        return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
 
     def _only_in(
         self, run_a: str, run_b: str, counts: dict, sizes: dict | None = None
@@ -819,8 +817,8 @@ def _largest_change_first(pair: tuple) -> tuple[float, str, str]:
 
 def _outcome(row) -> dict:
     """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
-    ops_at = 5 + len(OUTCOME_FIGURES)  # the figures, then host ops and the error line
-    host_ops = row[ops_at]
+    first, n = 5, len(OUTCOME_FIGURES)
+    host_ops, error_line = row[first + n], row[first + n + 1]
     return {
         "case": row[0],
         "mode": row[1],
@@ -828,10 +826,12 @@ def _outcome(row) -> dict:
         "stage": row[3],
         "grade": row[4],
         "figures": {
-            name: v for name, v in zip(OUTCOME_FIGURES, row[5:ops_at], strict=True) if v is not None
+            name: v
+            for name, v in zip(OUTCOME_FIGURES, row[first : first + n], strict=True)
+            if v is not None
         },
         "host_ops": json.loads(host_ops) if host_ops else None,
-        "error_line": row[ops_at + 1],
+        "error_line": error_line,
     }
 
 
