@@ -248,7 +248,9 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
     assert joined == walked
     with open_store(path, write=False) as store:  # most pairs never left the database
-        shown = sum(1 for _ in store.compare_pairs("A", "B", **LINES)["pairs"])
+        first = store.compare_pairs("A", "B", **LINES)
+        shown = sum(1 for _ in first["pairs"])
+        first["tally"]()  # its count's connection is lent back once counted: wait for that
         open_before = len(store._conns)
         whole = compare_runs(store, "A", "B")
         # counted (and read ahead) apart, then closed or kept spare (PostgreSQL): none more open
