@@ -7,12 +7,16 @@ Built-ins and outside packages register the same way: ``name = "pkg.module:attr"
 from __future__ import annotations
 
 import functools
-from importlib import import_module, metadata
+from importlib import import_module
 
 
 @functools.cache
 def targets(group: str) -> dict[str, str]:
-    """name -> "module:attr" for one entry-point group (scanning installed packages is slow)."""
+    """name -> "module:attr" for one entry-point group (scanning installed packages is slow).
+    importlib.metadata is imported here, on the first lookup: a command that reads the
+    knowledge base alone (compare, export, gate) never pays its 25 ms import."""
+    from importlib import metadata
+
     return {ep.name: ep.value for ep in metadata.entry_points(group=group)}
 
 

@@ -209,16 +209,20 @@ class PGStore(SQLStore):
             if own:
                 self._lend_back(conn)
 
-    def _chunks(self, sql: str, args) -> Iterator[list]:
+    def _chunks(self, sql: str, args, *, joined: bool = False) -> Iterator[list]:
         """Plain rows of ``sql`` through a server-side cursor, STREAM_ROWS at a time, on a
         connection of their own (a read-ahead's thread, sql_common.read_ahead), lent back
-        when they end."""
+        when they end. Read in binary: 37 000 pairs of 33 columns took 0.30 s to parse from
+        text and 0.17 s from binary (the same Python values: int, float, str, None).
+        ``joined``: two runs' pairs, planned as ``_compare_rows`` plans them."""
         conn = self._borrow()
         try:
             with (
                 conn.transaction(),
-                conn.cursor(name="read_ahead", row_factory=tuple_row) as cur,
+                conn.cursor(name="read_ahead", row_factory=tuple_row, binary=True) as cur,
             ):
+                if joined:
+                    self._comparing(conn)
                 cur.itersize = STREAM_ROWS
                 cur.execute(sql, args)
                 while rows := cur.fetchmany(STREAM_ROWS):
@@ -226,15 +230,20 @@ class PGStore(SQLStore):
         finally:
             self._lend_back(conn)
 
+    @staticmethod
+    def _comparing(conn: psycopg.Connection) -> None:
+        """Inside a transaction: two runs' pairs are joined by key without a hash join (the
+        planner would hash one run's outcomes to find the other's, where merging the two runs'
+        outcomes index scans, which hold them in key order, sorts nothing), and a statement's
+        pairs are kept in memory (COMPARE_WORK_MEM)."""
+        conn.execute("SET LOCAL enable_hashjoin = off")
+        conn.execute(f"SET LOCAL work_mem = '{COMPARE_WORK_MEM}'")
+
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
-        """Two runs' pairs joined by key without a hash join: the planner would hash one run's
-        outcomes to find the other's, where merging the two runs' outcomes index scans, which
-        hold them in key order, sorts nothing (the pairs a page shows are then looked up by
-        key: pg_queries.compare_lists). Its pairs are kept in memory (COMPARE_WORK_MEM); the
-        rows are read as tuples (by position)."""
+        """Two runs' pairs (``_comparing``; the pairs a page shows are then looked up by key:
+        pg_queries.compare_lists), read as tuples (by position)."""
         with conn.transaction():
-            conn.execute("SET LOCAL enable_hashjoin = off")
-            conn.execute(f"SET LOCAL work_mem = '{COMPARE_WORK_MEM}'")
+            self._comparing(conn)
             return self._rows(conn, sql, params)
 
     def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:

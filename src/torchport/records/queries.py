@@ -440,14 +440,24 @@ def _host_ops(alias: str, version: int) -> str:
 def _outcome_columns(alias: str, version: int, error_when: str = "") -> str:
     """An outcome row's columns; ``error_when``: the condition (and a trailing AND) under
     which its error line is read: SQLite reads the row itself, not only an index, for it."""
-    figures = ", ".join(_figure(alias, n, version) for n in OUTCOME_FIGURES)
-    return (
-        f"{alias}.case_id, {alias}.mode, {alias}.status, {alias}.stage, {alias}.grade,"
-        f" {figures}, CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)}"
-        f" END, CASE WHEN {error_when}{alias}.error_message IS NOT NULL THEN"
+    return ", ".join(_outcome_column_list(alias, version, error_when))
+
+
+def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list[str]:
+    """``_outcome_columns`` one by one: case, mode, status, stage, grade, the figures, then
+    the host ops and the error line (the two an index may not hold)."""
+    return [
+        f"{alias}.case_id",
+        f"{alias}.mode",
+        f"{alias}.status",
+        f"{alias}.stage",
+        f"{alias}.grade",
+        *(_figure(alias, n, version) for n in OUTCOME_FIGURES),
+        f"CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)} END",
+        f"CASE WHEN {error_when}{alias}.error_message IS NOT NULL THEN"
         f" substr({alias}.error_message, 1, instr({alias}.error_message || char(10), char(10))"
-        " - 1) END"
-    )
+        " - 1) END",
+    ]
 
 
 def _both_timed(version: int) -> str:
@@ -458,11 +468,16 @@ def _both_timed(version: int) -> str:
     )
 
 
-def pairs_that_may_differ(*, version: int) -> str:
+def pairs_that_may_differ(*, version: int, rows_apart: bool = False) -> str:
     """Every pair that shows a change (``compare_decisions``, or a step time judged other
     than within noise), both outcomes and the pair's decisions (``decisions``), in case
     order: a superset of what the lists show only by the placement candidates. Named
-    parameters: as compare_lists but limit."""
+    parameters: as compare_lists but limit.
+
+    ``rows_apart``: for an outcomes index that holds a host-op table's key but not its text
+    (PostgreSQL's): the pairs are decided from the index alone, and a pair's rows are looked
+    up by key only where it shows what only they hold: the host ops of a placement candidate,
+    the error line of a pair in which a side failed (the others' host ops read NULL)."""
     shows = [f"({c})" for c in compare_decisions(version=version).values()]
     verdict = step_time_verdict(
         version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
@@ -470,13 +485,40 @@ def pairs_that_may_differ(*, version: int) -> str:
     shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
     # Only the status lists show an error line, and a pair is in one only when a side failed:
     # the other pairs are read from the index alone (SQLite seeks a row only for its text).
-    errors = "(a.status != 'pass' OR b.status != 'pass') AND "
+    failed = "(a.status != 'pass' OR b.status != 'pass')"
+    join = _indexed_join(version, _outcomes_index(version), (False, False))
+    where = f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
+    if not rows_apart:
+        return (
+            f"SELECT {_outcome_columns('a', version, f'{failed} AND ')},"
+            f" {_outcome_columns('b', version, f'{failed} AND ')},"
+            f" {decisions(version=version)}{join}{where}"
+        )
+    indexed = [_outcome_column_list(x, version)[:-2] for x in "ab"]
+    inner = ", ".join(f"{c} AS {x}{i}" for x, cs in zip("ab", indexed) for i, c in enumerate(cs))
+    placed = PLACEMENT_RULE.sql(_host_ops("a", version), _host_ops("b", version))
+
+    def side(x: str) -> str:
+        row = f"{x}_row"
+        return (
+            ", ".join(f"pairs.{x}{i}" for i in range(len(indexed[0])))
+            + f", CASE WHEN pairs.placed THEN {row}.host_ops END, CASE WHEN pairs.failed AND"
+            f" {row}.error_message IS NOT NULL THEN substr({row}.error_message, 1,"
+            f" instr({row}.error_message || char(10), char(10)) - 1) END"
+        )
+
+    def lookup(x: str) -> str:
+        return (
+            f" LEFT JOIN results {x}_row ON (pairs.placed OR pairs.failed)"
+            f" AND {x}_row.run_id = :run_{x} AND {x}_row.case_id = pairs.a0"
+            f" AND {x}_row.mode = pairs.a1"
+        )
+
     return (
-        f"SELECT {_outcome_columns('a', version, errors)},"
-        f" {_outcome_columns('b', version, errors)},"
-        f" {decisions(version=version)}"
-        f"{_indexed_join(version, _outcomes_index(version), (False, False))}"
-        f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
+        f"SELECT {side('a')}, {side('b')}, pairs.decided FROM (SELECT {inner},"
+        f" {decisions(version=version)} AS decided, ({placed}) AS placed, {failed} AS failed"
+        f"{join}{where} LIMIT -1 OFFSET 0) AS pairs{lookup('a')}{lookup('b')}"
+        " ORDER BY pairs.a0, pairs.a1"
     )
 
 

@@ -325,7 +325,7 @@ class KnowledgeBase:
         pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
         sql = self.q.pairs_that_may_differ(version=self._version)
         rows = (
-            read_ahead(lambda: self._chunks(sql, params))
+            read_ahead(lambda: self._chunks(sql, params, joined=True))
             if self.reads_ahead
             else self._stream(sql, params, plain=True)
         )

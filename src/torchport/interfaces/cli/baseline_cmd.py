@@ -3,6 +3,7 @@
 import click
 
 from torchport.interfaces.cli.common import (
+    bulk_read,
     db_option,
     open_db,
     resolve,
@@ -37,6 +38,7 @@ def command():
 )
 @selector_options
 @db_option
+@bulk_read
 def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     """Save RUN's statuses (and step times with their spread) as the expected file.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import json
 
 import click
@@ -18,6 +20,27 @@ db_option = click.option(
     "(default ./torchport.db or $TORCHPORT_DB).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def bulk_read(command):
+    """A command that reads a run's rows once and ends (compare, export, baseline save,
+    gate) runs with the cyclic garbage collector paused. What it builds holds no cycle (rows,
+    dicts, lists, freed by their counts), so the collector's passes over it, every 700 new
+    objects and over all of them as they pile up, find nothing: at a million results they
+    were 4-8% of these commands (0.04 s of compare --json, 0.07 s of an export, timed by
+    gc.callbacks). The process ends after the command; a server never pauses it."""
+
+    @functools.wraps(command)
+    def paused(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 import click
 
 from torchport.interfaces.cli.common import (
+    bulk_read,
     db_option,
     echo_json,
     json_option,
@@ -21,6 +22,7 @@ from torchport.interfaces.cli.common import (
 @click.option("--all", "show_all", is_flag=True, help="Every row of every list.")
 @db_option
 @json_option
+@bulk_read
 def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
     """Compare run A with run B: the pairs recorded in both, environment difference first.
 

@@ -2,7 +2,7 @@
 
 import click
 
-from torchport.interfaces.cli.common import db_option, open_db, resolve, store_problems
+from torchport.interfaces.cli.common import bulk_read, db_option, open_db, resolve, store_problems
 
 
 @click.command("export")
@@ -16,6 +16,7 @@ from torchport.interfaces.cli.common import db_option, open_db, resolve, store_p
     help="The file to write (JSON lines).",
 )
 @db_option
+@bulk_read
 def command(run_specs, output, db):
     """Write runs, their environments, results, op tables, notes and artifact hashes.
 

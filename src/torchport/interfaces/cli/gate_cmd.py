@@ -3,6 +3,7 @@
 import click
 
 from torchport.interfaces.cli.common import (
+    bulk_read,
     db_option,
     echo_json,
     json_option,
@@ -49,6 +50,7 @@ def _line(item: dict) -> str:
 @selector_options
 @db_option
 @json_option
+@bulk_read
 def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     """Hold RUN to the baseline: exit 1 on any regression; improvements are listed (update
     the expected file then). RUN as for 'compare'; default the latest run."""
