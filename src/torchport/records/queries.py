@@ -494,14 +494,14 @@ def pairs_that_may_differ(*, version: int, rows_apart: bool = False) -> str:
             f" {_outcome_columns('b', version, f'{failed} AND ')},"
             f" {decisions(version=version)}{join}{where}"
         )
-    indexed = [_outcome_column_list(x, version)[:-2] for x in "ab"]
-    inner = ", ".join(f"{c} AS {x}{i}" for x, cs in zip("ab", indexed) for i, c in enumerate(cs))
+    indexed = {x: _outcome_column_list(x, version)[:-2] for x in "ab"}
+    inner = ", ".join(f"{c} AS {x}{i}" for x, cs in indexed.items() for i, c in enumerate(cs))
     placed = PLACEMENT_RULE.sql(_host_ops("a", version), _host_ops("b", version))
 
     def side(x: str) -> str:
         row = f"{x}_row"
         return (
-            ", ".join(f"pairs.{x}{i}" for i in range(len(indexed[0])))
+            ", ".join(f"pairs.{x}{i}" for i in range(len(indexed[x])))
             + f", CASE WHEN pairs.placed THEN {row}.host_ops END, CASE WHEN pairs.failed AND"
             f" {row}.error_message IS NOT NULL THEN substr({row}.error_message, 1,"
             f" instr({row}.error_message || char(10), char(10)) - 1) END"
