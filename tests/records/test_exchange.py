@@ -255,3 +255,56 @@ def test_a_file_changed_after_its_check_imports_nothing(source, tmp_path):
         with pytest.raises(ExchangeError, match="changed while it was imported; nothing"):
             import_file(target, path, checked)
         assert target.list_runs() == [] and target.results() == [] and target.notes() == []
+
+
+def _many_results(n: int) -> list[dict]:
+    """``n`` results: kb.results() again and again under other case names, in id order."""
+    base = kb.results()
+    out = []
+    for i in range(n):
+        result = json.loads(json.dumps(base[i % len(base)]))
+        result["case"] = f"{result['case']}-{i:03d}"
+        out.append(result)
+    return out
+
+
+def _export_file(store, path, run_ids) -> list[dict]:
+    with open(path, "w", encoding="utf-8") as out:
+        export_runs(store, run_ids, out)
+    return _body(path.read_text())
+
+
+def test_a_large_run_exports_in_parts_to_the_same_lines(tmp_path, kb_url, monkeypatch):
+    """A run large enough is cut in parts of ids, the later ones written by forked children
+    (records/forked.py) into files of their own: the export is line for line what one
+    process writes, artifact references and counts included, on each engine; a child that
+    fails fails the export with its error, one line."""
+    from torchport.records import exchange, forked, sql_kb
+
+    results = _many_results(45)
+    results[30]["artifacts"] = [str(tmp_path / "late.json")]  # named in the second part
+    kb.build(kb_url, results_=results)
+    monkeypatch.setattr(sql_kb, "LINE_PART_MIN", 20)  # two parts of ~22 results
+    started = []
+    monkeypatch.setattr(
+        forked, "Child", lambda work, child=forked.Child: started.append(1) or child(work)
+    )
+    with open_store(kb_url, write=False) as store:
+        assert len(store.line_parts("r1", 2)) == 2
+        apart = _export_file(store, tmp_path / "apart.jsonl", ["r1"])
+        assert started == [1]
+        monkeypatch.setattr(forked, "available", lambda: False)
+        alone = _export_file(store, tmp_path / "alone.jsonl", ["r1"])
+        assert started == [1]
+    assert apart == alone and apart[-1]["results"] == 45
+    assert [r["case"] for r in apart if r["kind"] == "result"] == [r["case"] for r in results]
+    assert any(r["kind"] == "artifact" and r["path"].endswith("late.json") for r in apart)
+
+    def broken(*args):
+        raise StoreError("the disk went away")
+
+    monkeypatch.setattr(forked, "available", lambda: True)
+    monkeypatch.setattr(exchange, "_spill_part", broken)
+    with open_store(kb_url, write=False) as store, pytest.raises(StoreError) as failed:
+        _export_file(store, tmp_path / "failed.jsonl", ["r1"])
+    assert "helper process" in str(failed.value) and "the disk went away" in str(failed.value)

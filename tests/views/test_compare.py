@@ -195,14 +195,15 @@ def test_the_environment_difference_comes_first_and_lists_are_capped():
     assert cmp.to_dict()["perf"][0]["verdict"] == "slower"  # the --json form
 
 
-def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
+def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, monkeypatch):
     """compare_runs lets the database return a superset of the pairs that may have changed;
-    on random runs its answer equals walking both runs pair by pair in Python. With a limit,
-    the database decides every list itself and reads out only each list's first pairs: the
+    on random runs its answer equals walking both runs pair by pair in Python, also when a
+    forked child shows the later part of the pairs (records/forked.py). With a limit, the
+    database decides every list itself and reads out only each list's first pairs: the
     tables shown are the same as from the whole comparison, on SQLite and PostgreSQL."""
     import random
 
-    from torchport.records import open_store
+    from torchport.records import forked, open_store
     from torchport.views.compare import LINES, LIST_READS, compare_runs
     from torchport.views.compare_tables import list_length, list_view
 
@@ -247,6 +248,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
     assert joined["perf"] and joined["newly_failing"] and joined["placement"]
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
     assert joined == walked
+    child = forked.Child
     with open_store(path, write=False) as store:  # most pairs never left the database
         first = store.compare_pairs("A", "B", **LINES)
         shown = sum(1 for _ in first["pairs"])
@@ -261,10 +263,18 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url):
         open_before = len(store._conns)
         in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         assert len(store._conns) == open_before  # each part's connection closed or spare
+        # every pair: the later part shown by a forked child, its lists after this one's
+        monkeypatch.setattr(forked, "cores", lambda: 2)
+        monkeypatch.setattr(forked, "available", lambda: True)
+        started = []
+        monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
+        in_children = compare_runs(store, "A", "B").to_dict()
+        assert started == [1] and len(store.case_parts("A", 2)) == 2
         one_list = {  # a list's own page: rows 3-4, only that list read out
             name: compare_runs(store, "A", "B", limit=4, rows=name) for name in LIST_READS
         }
         walked_pages = {name: _walk(store, name) for name in LIST_READS if name != "host_ops"}
+    assert in_children == joined
     for name, rows in walked_pages.items():  # page after page, each read after the last key
         expected = list_view(whole, name, None)
         assert rows == (expected.rows if expected else []), name

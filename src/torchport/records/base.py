@@ -166,10 +166,19 @@ class Store(Protocol):
         mode); ``with_ops``: each carries its op table as ``ops``."""
 
     def iter_result_lines(
-        self, run_id: str
+        self, run_id: str, ids: tuple[int, int] | None = None
     ) -> Iterator[tuple[str | None, dict[str, Any] | None, list[Any]]]:
         """A run's results for an export file in recorded order: (line, None, artifacts)
-        where the database built the line, else (None, the result with ``ops``, artifacts)."""
+        where the database built the line, else (None, the result with ``ops``, artifacts).
+        ``ids``: one of ``line_parts``."""
+
+    def line_parts(self, run_id: str, parts: int) -> list[tuple[int, int] | None]:
+        """A run's results cut into up to ``parts`` ranges of ids for ``iter_result_lines``
+        (one part, None, for a small run)."""
+
+    def reopened(self) -> Store:
+        """The same knowledge base, read-only, on connections of its own: a forked child's
+        (records/forked.py), since a connection never crosses a fork."""
 
     def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
         """A run's results in (case, mode) order, lean (compare): ``case, mode, status, stage,
@@ -190,6 +199,8 @@ class Store(Protocol):
         memory_ratio: float,
         min_samples: int,
         min_change: float,
+        cases: tuple[str | None, str | None] | None = None,
+        counted: bool = True,
     ) -> dict:
         """Two runs joined by (case, mode): ``pairs`` (outcome A, outcome B, decisions) for a
         superset of the pairs that show a change past the given lines (``decisions``, the
@@ -197,7 +208,12 @@ class Store(Protocol):
         the placement candidate, each FigureRule past its line, the step-time verdict, decided
         by the store from the declared rules; the caller only formats), and ``tally()``, to
         call once they are read: ``counts`` {(status A, status B): [pairs, pairs timed on both
-        sides]}, ``only_a``, ``only_b``."""
+        sides]}, ``only_a``, ``only_b``. ``cases``: the pairs of one of ``case_parts`` only
+        (the tally of all); ``counted=False``: no tally."""
+
+    def case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
+        """A comparison with run A cut into up to ``parts`` ranges of A's case ids (one,
+        (None, None), for a small run)."""
 
     def compare_lists(
         self,

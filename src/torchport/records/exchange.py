@@ -19,16 +19,19 @@ Everything a file adds commits together. Works through the Store protocol only; 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
 
+from torchport.records import forked
 from torchport.records.base import StoreError
 from torchport.records.exchange_lines import BadLine, check, parse
 from torchport.records.result import Recorded
@@ -152,21 +155,8 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
                 write({"kind": "environment", "id": env_id, "data": store.environment(env_id)})
                 written_envs.add(env_id)
         write(run_line(run))
-        paths: dict[str, None] = {}
-        # Each line as the database built it (no parse and encode per result), or made here;
-        # written a thousand lines at a time (a write a line costs more than the line).
-        lines: list[str] = []
-        for line, result, artifacts in store.iter_result_lines(run["id"]):
-            lines.append(line if line is not None else _canonical(result_line(run["id"], result)))
-            if artifacts:
-                paths.update(dict.fromkeys(str(p) for p in artifacts))
-            if len(lines) == WRITE_LINES:
-                out.write("\n".join(lines) + "\n")
-                counts["results"] += len(lines)
-                lines.clear()
-        if lines:
-            out.write("\n".join(lines) + "\n")
-            counts["results"] += len(lines)
+        paths, n = _result_lines(store, run["id"], out)
+        counts["results"] += n
         known = {a["path"]: a for a in store.artifacts(run["id"])}
         for path in dict.fromkeys([*known, *paths]):
             found = known.get(path)
@@ -185,6 +175,67 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
     counts["environments"] = len(written_envs)
     write({"kind": "end", **counts})
     return counts
+
+
+def _result_lines(store, run_id: str, out: IO[str]) -> tuple[dict[str, None], int]:
+    """Write a run's result lines; returns the artifact paths they name (in order) and how
+    many were written. A large run is cut in parts (``store.line_parts``), one a core: this
+    process writes the first while forked children (records/forked.py) put the others' lines
+    in files of their own, appended in order after it (the same bytes as one process writes,
+    in about half the time on two cores). A stream with no bytes beneath (an in-memory one)
+    is written by this process alone."""
+    apart = forked.available() and hasattr(out, "buffer")
+    parts = store.line_parts(run_id, forked.cores()) if apart else [None]
+    with contextlib.ExitStack() as stack:
+        helpers = []
+        for ids in parts[1:]:
+            spill = stack.enter_context(tempfile.TemporaryFile())
+            encoding = getattr(out, "encoding", None) or "utf-8"
+            work = functools.partial(_spill_part, store, run_id, ids, spill, encoding)
+            helpers.append((stack.enter_context(forked.Child(work)), spill))
+        paths, n = _write_result_lines(store, run_id, parts[0], out)
+        for helper, spill in helpers:
+            their_paths, their_n = helper.value()
+            out.flush()
+            spill.seek(0)
+            shutil.copyfileobj(spill, out.buffer, 1 << 20)  # type: ignore[attr-defined]
+            paths.update(dict.fromkeys(their_paths))
+            n += their_n
+    return paths, n
+
+
+def _spill_part(
+    store, run_id: str, ids: tuple[int, int] | None, spill: IO[bytes], encoding: str
+) -> tuple[list[str], int]:
+    """In a forked child: one part's lines into ``spill``, read on connections of its own."""
+    with (
+        store.reopened() as own,
+        open(spill.fileno(), "w", encoding=encoding, closefd=False) as text,
+    ):
+        paths, n = _write_result_lines(own, run_id, ids, text)
+    return list(paths), n
+
+
+def _write_result_lines(
+    store, run_id: str, ids: tuple[int, int] | None, out: IO[str]
+) -> tuple[dict[str, None], int]:
+    """Each line as the store put it together (no parse and encode per result), or made
+    here; written a thousand lines at a time (a write a line costs more than the line)."""
+    paths: dict[str, None] = {}
+    n = 0
+    lines: list[str] = []
+    for line, result, artifacts in store.iter_result_lines(run_id, ids):
+        lines.append(line if line is not None else _canonical(result_line(run_id, result)))
+        if artifacts:
+            paths.update(dict.fromkeys(str(p) for p in artifacts))
+        if len(lines) == WRITE_LINES:
+            out.write("\n".join(lines) + "\n")
+            n += len(lines)
+            lines.clear()
+    if lines:
+        out.write("\n".join(lines) + "\n")
+        n += len(lines)
+    return paths, n
 
 
 # -- import -----------------------------------------------------------------------------------

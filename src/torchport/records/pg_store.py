@@ -111,6 +111,9 @@ class PGStore(SQLStore):
             self.close()
             raise
 
+    def reopened(self) -> PGStore:
+        return PGStore(self._dsn, write=False)
+
     # -- connections ---------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection:
         if self._closed:
@@ -247,8 +250,9 @@ class PGStore(SQLStore):
             return self._rows(conn, sql, params)
 
     def _rows(self, conn: psycopg.Connection, sql: str, args) -> list[tuple]:
-        """All of a statement's rows on ``conn``, as tuples (no Row made a row)."""
-        with conn.cursor(row_factory=tuple_row) as cur:
+        """All of a statement's rows on ``conn``, as tuples (no Row made a row), read in
+        binary (``_chunks``)."""
+        with conn.cursor(row_factory=tuple_row, binary=True) as cur:
             return cur.execute(sql, args).fetchall()
 
     def _insert_id(self, conn: psycopg.Connection, sql: str, args) -> int:

@@ -164,6 +164,8 @@ LINES_FROM = 2  # schema version: probe_versions, the last of the JSON columns
 # A run's first and last result id: an export reads the ids between in spans.
 FIRST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1"
 LAST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id DESC LIMIT 1"
+# The id of a run's result at an offset in recorded order: where a part of its export starts.
+ID_AT_OFFSET = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1 OFFSET ?"
 
 
 def result_lines(plain: str) -> str:
@@ -468,7 +470,9 @@ def _both_timed(version: int) -> str:
     )
 
 
-def pairs_that_may_differ(*, version: int, rows_apart: bool = False) -> str:
+def pairs_that_may_differ(
+    *, version: int, rows_apart: bool = False, bounds: tuple[bool, bool] = (False, False)
+) -> str:
     """Every pair that shows a change (``compare_decisions``, or a step time judged other
     than within noise), both outcomes and the pair's decisions (``decisions``), in case
     order: a superset of what the lists show only by the placement candidates. Named
@@ -477,7 +481,8 @@ def pairs_that_may_differ(*, version: int, rows_apart: bool = False) -> str:
     ``rows_apart``: for an outcomes index that holds a host-op table's key but not its text
     (PostgreSQL's): the pairs are decided from the index alone, and a pair's rows are looked
     up by key only where it shows what only they hold: the host ops of a placement candidate,
-    the error line of a pair in which a side failed (the others' host ops read NULL)."""
+    the error line of a pair in which a side failed (the others' host ops read NULL).
+    ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``)."""
     shows = [f"({c})" for c in compare_decisions(version=version).values()]
     verdict = step_time_verdict(
         version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
@@ -486,7 +491,7 @@ def pairs_that_may_differ(*, version: int, rows_apart: bool = False) -> str:
     # Only the status lists show an error line, and a pair is in one only when a side failed:
     # the other pairs are read from the index alone (SQLite seeks a row only for its text).
     failed = "(a.status != 'pass' OR b.status != 'pass')"
-    join = _indexed_join(version, _outcomes_index(version), (False, False))
+    join = _indexed_join(version, _outcomes_index(version), bounds)
     where = f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     if not rows_apart:
         return (

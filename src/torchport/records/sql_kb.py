@@ -30,6 +30,9 @@ from torchport.records.status import FAILURE_SEVERITY
 T = TypeVar("T")
 
 NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
+# An export is read in parts (line_parts) only of a run this large: below it, a part's helper
+# process (records/forked.py, ~15 ms to start) costs more than it saves.
+LINE_PART_MIN = 20_000
 ORDERS = tuple(queries.ORDERS)
 
 
@@ -221,19 +224,42 @@ class KnowledgeBase:
             return self._guard_iter(read_ahead(lambda: self._chunks(sql, (run_id,))))
         return self._guard_iter(self._stream(sql, (run_id,), plain=True))
 
-    def iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+    def iter_result_lines(
+        self, run_id: str, ids: tuple[int, int] | None = None
+    ) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
         (line, None, artifact paths) where the line was put together from the row's stored
         texts (records/line_text.py), else (None, result with its ``ops``, its artifacts)
-        for the caller to write."""
-        return self._guard_iter(self._iter_result_lines(run_id))
+        for the caller to write. ``ids``: only those from the first id to below the second
+        (one of ``line_parts``)."""
+        return self._guard_iter(self._iter_result_lines(run_id, ids))
 
-    def _iter_result_lines(self, run_id: str) -> Iterator[tuple[str | None, dict | None, list]]:
+    @guarded
+    def line_parts(self, run_id: str, parts: int) -> list[tuple[int, int] | None]:
+        """A run's results cut into ``parts`` ranges of ids (from, below) of about as many
+        results each, for ``iter_result_lines`` to read apart; one part, None (every
+        result), where the run is smaller than LINE_PART_MIN results or the schema predates
+        the export rows."""
+        conn = self._conn()
+        n = self.count_results(run_id=run_id)
+        parts = max(1, min(parts, n // LINE_PART_MIN))
+        if parts == 1 or self._version < queries.LINES_FROM:
+            return [None]
+        cuts = [
+            conn.execute(self.q.ID_AT_OFFSET, (run_id, n * k // parts)).fetchone()[0]
+            for k in range(parts)
+        ]
+        last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()[0]
+        return list(zip(cuts, [*cuts[1:], last + 1], strict=True))
+
+    def _iter_result_lines(
+        self, run_id: str, ids: tuple[int, int] | None
+    ) -> Iterator[tuple[str | None, dict | None, list]]:
         if self._version < queries.LINES_FROM:
             for result in self._iter_results(run_id=run_id, with_ops=True):
                 yield None, result, result.get("artifacts") or []
             return
-        for rows, ops in self._line_spans(run_id):
+        for rows, ops in self._line_spans(run_id, ids):
             for row in rows:
                 result_id, artifacts = row[1], row[8]
                 text = line_text.line(run_id, row, ops.get(result_id))
@@ -248,22 +274,27 @@ class KnowledgeBase:
                 else:
                     yield text, None, self._json(artifacts, list, f"result {result_id} artifacts")
 
-    def _line_spans(self, run_id: str) -> Iterator[tuple[list, dict[int, list[tuple]]]]:
+    def _line_spans(
+        self, run_id: str, ids: tuple[int, int] | None
+    ) -> Iterator[tuple[list, dict[int, list[tuple]]]]:
         """A run's export rows (queries.RESULT_LINES) in recorded order, read in spans of
         ``line_span`` ids, each with its op table rows by result id (queries.OPS_OF_SPAN), on
         a connection and a thread of its own, ``line_threads`` ahead: the database reads the
         next spans while the caller writes this one's (none: read on the caller's thread and
         connection). A run is exported once it is finished: no result of it is added between
-        the spans' reads."""
+        the spans' reads. ``ids``: only those ids (from, below)."""
         conn = self._conn()
-        first = conn.execute(self.q.FIRST_ID_OF_RUN, (run_id,)).fetchone()
-        if first is None:
-            return
-        last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()
-        lows = iter(range(first[0], last[0] + 1, self.line_span))
+        if ids is None:
+            first = conn.execute(self.q.FIRST_ID_OF_RUN, (run_id,)).fetchone()
+            if first is None:
+                return
+            last = conn.execute(self.q.LAST_ID_OF_RUN, (run_id,)).fetchone()
+            ids = (first[0], last[0] + 1)
+        stop = ids[1]
+        lows = iter(range(ids[0], stop, self.line_span))
 
         def read(own: Any, low: int) -> tuple[list, dict[int, list[tuple]]]:
-            high = low + self.line_span
+            high = min(low + self.line_span, stop)
             rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
             ops: dict[int, list[tuple]] = {}
             for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
@@ -307,6 +338,8 @@ class KnowledgeBase:
         memory_ratio: float,
         min_samples: int,
         min_change: float,
+        cases: tuple[str | None, str | None] | None = None,
+        counted: bool = True,
     ) -> dict:
         """Two runs joined inside the database: ``pairs``, an iterator of (outcome A, outcome
         B, decisions) for only the pairs that may show a change
@@ -316,14 +349,22 @@ class KnowledgeBase:
         sides]} and ``only_a``/``only_b`` ([case, mode] lists). The transitions are counted
         on a thread and a connection of their own while the pairs are read (an aggregate: the
         database's work, which holds no Python lock); the pairs are read ahead on a thread of
-        their own where the engine says so (``reads_ahead``)."""
+        their own where the engine says so (``reads_ahead``). ``cases``: only the pairs of
+        one part (``case_parts``), the tally still of every pair; ``counted=False``: no
+        tally (a part read apart)."""
         params = _line_params(
             run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
         )
-        pool = concurrent.futures.ThreadPoolExecutor(1)
-        counting = pool.submit(self._pair_counts_apart, params)
-        pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
-        sql = self.q.pairs_that_may_differ(version=self._version)
+        counting: concurrent.futures.Future | None = None
+        if counted:
+            pool = concurrent.futures.ThreadPoolExecutor(1)
+            counting = pool.submit(self._pair_counts_apart, dict(params))
+            pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
+        low, high = cases or (None, None)
+        params |= {"low": low, "high": high}
+        sql = self.q.pairs_that_may_differ(
+            version=self._version, bounds=(low is not None, high is not None)
+        )
         rows = (
             read_ahead(lambda: self._chunks(sql, params, joined=True))
             if self.reads_ahead
@@ -336,8 +377,17 @@ class KnowledgeBase:
             for row in rows
         )
 
+        if counting is None:
+            return {"pairs": self._guard_iter(pairs)}
         tally = functools.partial(self._pairs_tally, counting, run_a, run_b)
         return {"pairs": self._guard_iter(pairs), "tally": tally}
+
+    @guarded
+    def case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
+        """A comparison with run A cut into up to ``parts`` ranges of A's case ids (low,
+        high; None: open), each of ``pairs_per_part`` pairs or more, for ``compare_pairs``
+        to read apart; one, (None, None), for a small run."""
+        return self._case_ranges(run_a, self.count_results(run_id=run_a), parts)
 
     @guarded
     def _pairs_tally(self, counting: concurrent.futures.Future, run_a: str, run_b: str) -> dict:
@@ -423,11 +473,15 @@ class KnowledgeBase:
             "lists": lists,
         }
 
-    def _case_ranges(self, run_a: str, n: int) -> list[tuple[str | None, str | None]]:
-        """Two large runs are compared in parts of A's case ids (``compare_parts`` at most,
-        each of ``pairs_per_part`` pairs or more): (low, high) per part, None where a part is
-        open (``n``: A's results). A case's modes stay in one part."""
-        count = max(1, min(self.compare_parts, n // self.pairs_per_part))
+    def _case_ranges(
+        self, run_a: str, n: int, parts: int | None = None
+    ) -> list[tuple[str | None, str | None]]:
+        """Two large runs are compared in parts of A's case ids (``parts``, else
+        ``compare_parts``, at most, each of ``pairs_per_part`` pairs or more): (low, high)
+        per part, None where a part is open (``n``: A's results). A case's modes stay in one
+        part."""
+        most = self.compare_parts if parts is None else parts
+        count = max(1, min(most, n // self.pairs_per_part))
         conn = self._conn()
         cuts = {
             row[0]

@@ -64,6 +64,9 @@ class SQLiteStore(SQLStore):
             self._open_checked(write=True)
 
     # -- connections ---------------------------------------------------------------------------
+    def reopened(self) -> SQLiteStore:
+        return SQLiteStore(self.path, write=False)
+
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"the store for '{self.path}' is closed")

@@ -18,12 +18,14 @@ decides each pair with the Python predicates made from the same rules (``decide`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from torchport.records import forked
 from torchport.records.figures import (
     COMPILE_FIGURES,
     FIGURE_RULES,
@@ -487,16 +489,61 @@ def _transitions(out: Comparison, counts: dict) -> int:
 
 
 def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
-    joined = store.compare_pairs(run_a, run_b, **LINES)
-    for a, b, decided in joined["pairs"]:  # while the store counts the transitions
-        _show(out, a, b, decided)
-        _tally(out, decided)
+    """Every pair shown and tallied. Two large runs are cut in parts of A's cases
+    (``store.case_parts``), one a core: this process shows the first part while forked
+    children (records/forked.py) show the others, whose lists follow its own in case order
+    (deciding and formatting 37 000 pairs is Python's work, which a thread cannot share)."""
+    whole: tuple[str | None, str | None] = (None, None)
+    parts = store.case_parts(run_a, forked.cores()) if forked.available() else [whole]
+    with contextlib.ExitStack() as stack:
+        helpers = [
+            stack.enter_context(forked.Child(functools.partial(_shown, store, run_a, run_b, c)))
+            for c in parts[1:]
+        ]
+        joined = store.compare_pairs(run_a, run_b, **LINES, cases=parts[0])
+        for a, b, decided in joined["pairs"]:  # while the store counts the transitions
+            _show(out, a, b, decided)
+            _tally(out, decided)
+        for helper in helpers:
+            _add_part(out, helper.value())
     joined = joined["tally"]()
     timed = _transitions(out, joined["counts"])
     judged = sum(out.perf_verdicts.values())
     if timed > judged:  # outside the superset: the medians sat inside each other's spread
         out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
     return joined
+
+
+# What showing and tallying pairs fills in (``_show``, ``_tally``): a part's share.
+_PART_FIELDS = (*STATUS_LISTS, "placement", *FIGURE_ENTRIES, "perf")
+
+
+def _shown(store, run_a: str, run_b: str, cases: tuple[str | None, str | None]) -> dict:
+    """In a forked child: one part's pairs shown and tallied, read on connections of its
+    own; what they filled in (``_add_part``)."""
+    out = Comparison(run_a={}, run_b={})
+    with store.reopened() as own:
+        joined = own.compare_pairs(run_a, run_b, **LINES, cases=cases, counted=False)
+        for a, b, decided in joined["pairs"]:
+            _show(out, a, b, decided)
+            _tally(out, decided)
+    part = {name: getattr(out, name) for name in _PART_FIELDS}
+    return {**part, "host_ops": out.host_ops, "perf_verdicts": out.perf_verdicts}
+
+
+def _add_part(out: Comparison, part: dict) -> None:
+    """A later part's lists after this one's (case order), its verdicts counted in, its host
+    ops' pairs after this one's (an op's class: the first of both, as ``_placement``)."""
+    for name in _PART_FIELDS:
+        getattr(out, name).extend(part[name])
+    for verdict, n in part["perf_verdicts"].items():
+        out.perf_verdicts[verdict] = out.perf_verdicts.get(verdict, 0) + n
+    for op, theirs in part["host_ops"].items():
+        entry = out.host_ops.setdefault(op, {"added": [], "removed": []})
+        entry["added"] += theirs["added"]
+        entry["removed"] += theirs["removed"]
+        if "class" in theirs:
+            entry["class"] = min(entry.get("class", "e"), theirs["class"])
 
 
 def _first_pairs(

@@ -1,0 +1,43 @@
+"""A part of a read done by a forked child (records/forked.py): its value comes back, its
+failure or its death is one StoreError, and a child nobody waits for is ended."""
+
+import os
+import time
+
+import pytest
+
+from torchport.records import StoreError, forked
+
+
+def test_the_childs_value_comes_back_and_it_runs_in_another_process():
+    with forked.Child(lambda: (os.getpid(), [1, "two"])) as child:
+        pid, value = child.value()
+    assert pid != os.getpid() and value == [1, "two"]
+
+
+def test_a_failure_in_the_child_is_one_store_error_naming_it():
+    def work():
+        raise ValueError("no such column: grade")
+
+    with forked.Child(work) as child, pytest.raises(StoreError) as failed:
+        child.value()
+    assert "ValueError: no such column: grade" in str(failed.value)
+
+
+def test_a_child_that_dies_without_an_answer_says_how_it_ended():
+    with forked.Child(lambda: os._exit(3)) as child, pytest.raises(StoreError) as failed:
+        child.value()
+    assert "ended without an answer (exit code 3)" in str(failed.value)
+
+
+def test_a_child_nobody_waits_for_is_ended_with_the_block():
+    with forked.Child(lambda: time.sleep(60)) as child:
+        process = child._process
+    assert not process.is_alive()
+
+
+def test_parts_are_asked_for_only_where_a_child_can_help(monkeypatch):
+    monkeypatch.setattr(forked, "cores", lambda: 1)
+    assert not forked.available()
+    monkeypatch.setattr(forked, "cores", lambda: 2)
+    assert forked.available() == os.uname().sysname.startswith("Linux")
