@@ -33,8 +33,8 @@ The machine is shared: the 1-minute load average is printed next to every figure
 from __future__ import annotations
 
 import argparse
-import json
 import contextlib
+import json
 import os
 import shutil
 import statistics
