@@ -285,6 +285,8 @@ def test_a_large_run_exports_in_parts_to_the_same_lines(tmp_path, kb_url, monkey
     results[30]["artifacts"] = [str(tmp_path / "late.json")]  # named in the second part
     kb.build(kb_url, results_=results)
     monkeypatch.setattr(sql_kb, "LINE_PART_MIN", 20)  # two parts of ~22 results
+    monkeypatch.setattr(forked, "available", lambda: True)  # as on 2 cores or more
+    monkeypatch.setattr(forked, "cores", lambda: 2)
     started = []
     monkeypatch.setattr(
         forked, "Child", lambda work, child=forked.Child: started.append(1) or child(work)

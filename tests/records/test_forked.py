@@ -2,6 +2,7 @@
 failure or its death is one StoreError, and a child nobody waits for is ended."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -37,7 +38,17 @@ def test_a_child_nobody_waits_for_is_ended_with_the_block():
 
 
 def test_parts_are_asked_for_only_where_a_child_can_help(monkeypatch):
+    """A core for the child, a platform that forks safely, and one thread (a server's others
+    could hold a lock the child would inherit held)."""
     monkeypatch.setattr(forked, "cores", lambda: 1)
     assert not forked.available()
     monkeypatch.setattr(forked, "cores", lambda: 2)
     assert forked.available() == os.uname().sysname.startswith("Linux")
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not forked.available()
+    finally:
+        release.set()
+        other.join()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,7 @@ class Child:
 
 
 def available() -> bool:
-    """Whether a part is worth a child here: the platform forks safely, and there is a core
-    for it."""
-    return sys.platform.startswith("linux") and cores() >= 2
+    """Whether a part is worth a child here: the platform forks safely, there is a core for
+    it, and this process runs one thread (a command's; a fork copies only the calling thread,
+    so a lock another one held, a server's, would stay held in the child)."""
+    return sys.platform.startswith("linux") and cores() >= 2 and threading.active_count() == 1
