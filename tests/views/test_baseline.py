@@ -145,12 +145,13 @@ def test_a_bad_baseline_file_names_the_fix(tmp_path, text, needle):
         load_baseline(str(tmp_path / "missing.json"))
 
 
-def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url):
+def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, monkeypatch):
     """``baseline save`` and ``gate`` read the store's plain rows (``iter_statuses``, from the
     outcomes index): the same expected file and the same report as from the whole results,
-    on SQLite and PostgreSQL."""
-    from torchport.records import open_store
-    from torchport.views.baseline import baseline_of_rows, gate_rows
+    on SQLite and PostgreSQL; the same report again when a forked child checks the later
+    part of the cases (records/forked.py)."""
+    from torchport.records import forked, open_store
+    from torchport.views.baseline import baseline_of_rows, gate_rows, gate_run
 
     base = [*BASE, _r("a", median=4.0, mode="compile"), _r("z", "pass", "run", median=0.0)]
     base.append({**_r("y", median=8.0), "metrics": {"perf_median_ms": 8.0}})  # no spread
@@ -179,6 +180,14 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url):
             nxt = store.get_run("next")
             report = gate_rows(got, nxt, store.iter_statuses("next"))
             assert report == gate(got, nxt, store.iter_results(run_id="next", order="case"))
+        monkeypatch.setattr(forked, "available", lambda: True)
+        monkeypatch.setattr(forked, "cores", lambda: 2)
+        store.pairs_per_part = 3  # two parts of the run's cases
+        assert len(store.case_parts("next", 2)) == 2
+        started = []
+        child = forked.Child
+        monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
+        assert gate_run(store, got, nxt) == report and started == [1]
         assert not report.ok and report.regressions and report.improvements and report.new
     assert got["entries"]["a|eager"]["perf_p90_ms"] == pytest.approx(10.5)
     assert got["entries"]["b|eager"] == {"status": "eager_fail", "stage": "run"}

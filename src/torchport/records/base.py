@@ -185,9 +185,12 @@ class Store(Protocol):
         grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops`` (dict or None),
         ``error_line``."""
 
-    def iter_statuses(self, run_id: str) -> Iterator[tuple]:
+    def iter_statuses(
+        self, run_id: str, cases: tuple[str | None, str | None] | None = None
+    ) -> Iterator[tuple]:
         """A run's results in (case, mode) order as plain rows (baseline, gate): ``(case,
-        mode, status, stage, perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)``."""
+        mode, status, stage, perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)``;
+        ``cases``: one of ``case_parts``."""
 
     def compare_pairs(
         self,

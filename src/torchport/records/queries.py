@@ -136,12 +136,15 @@ def outcomes(*, version: int) -> str:
 STATUS_FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
 
 
-def statuses(*, version: int) -> str:
-    """Parameter: run_id. Rows: case_id, mode, status, stage, then STATUS_FIGURES."""
+def statuses(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+    """Parameters: run_id, then the first case (``bounds[0]``) and the case past the last
+    (``bounds[1]``) of a part. Rows: case_id, mode, status, stage, then STATUS_FIGURES."""
     figures = ", ".join(_figure("results", name, version) for name in STATUS_FIGURES)
+    low, high = (" AND case_id >= ?", " AND case_id < ?")
     return (
         f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering(version)}"
-        " WHERE run_id = ? ORDER BY case_id, mode"
+        f" WHERE run_id = ?{low if bounds[0] else ''}{high if bounds[1] else ''}"
+        " ORDER BY case_id, mode"
     )
 
 

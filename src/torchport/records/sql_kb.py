@@ -215,14 +215,19 @@ class KnowledgeBase:
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
-    def iter_statuses(self, run_id: str) -> Iterator[tuple]:
+    def iter_statuses(
+        self, run_id: str, cases: tuple[str | None, str | None] | None = None
+    ) -> Iterator[tuple]:
         """A run's results in (case, mode) order as plain rows: ``(case, mode, status, stage,
         perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)`` (queries.statuses), what a
-        baseline and a gate read, from the outcomes index alone."""
-        sql = self.q.statuses(version=self._version)
+        baseline and a gate read, from the outcomes index alone. ``cases``: one of
+        ``case_parts``, only its cases."""
+        low, high = cases or (None, None)
+        sql = self.q.statuses(version=self._version, bounds=(low is not None, high is not None))
+        args = (run_id, *(bound for bound in (low, high) if bound is not None))
         if self.reads_ahead:
-            return self._guard_iter(read_ahead(lambda: self._chunks(sql, (run_id,))))
-        return self._guard_iter(self._stream(sql, (run_id,), plain=True))
+            return self._guard_iter(read_ahead(lambda: self._chunks(sql, args)))
+        return self._guard_iter(self._stream(sql, args, plain=True))
 
     def iter_result_lines(
         self, run_id: str, ids: tuple[int, int] | None = None

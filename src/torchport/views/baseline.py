@@ -12,11 +12,14 @@ should then be saved again, as upstream expected-failure lists are updated.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from json.encoder import encode_basestring_ascii as _string
 
+from torchport.records import forked
 from torchport.records.status import depth
 from torchport.views.compare import metrics
 from torchport.views.noise import FASTER, SLOWER, judge, step_verdict
@@ -229,6 +232,53 @@ def gate_rows(
 ) -> GateReport:
     """``gate`` from the store's plain rows (``store.iter_statuses``)."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
+    seen = _check_rows(report, baseline, rows)
+    _check_missing(report, baseline, run, seen, plan)
+    return report
+
+
+def gate_run(
+    store, baseline: dict, run: dict, plan: Callable[[], list | None] | None = None
+) -> GateReport:
+    """``gate_rows`` over the store's rows of ``run``. A large run is held to the baseline in
+    parts of its cases (``store.case_parts``), one a core: this process checks the first
+    while forked children (records/forked.py, which inherit the baseline as read) check the
+    others; their findings follow its own, in case order, as one process lists them."""
+    whole: tuple[str | None, str | None] = (None, None)
+    parts = store.case_parts(run["id"], forked.cores()) if forked.available() else [whole]
+    report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
+    with contextlib.ExitStack() as stack:
+        helpers = [
+            stack.enter_context(
+                forked.Child(functools.partial(_gate_part, store, baseline, run["id"], c))
+            )
+            for c in parts[1:]
+        ]
+        seen = _check_rows(report, baseline, store.iter_statuses(run["id"], cases=parts[0]))
+        for helper in helpers:
+            part, their_seen = helper.value()
+            for name in ("regressions", "improvements", "new"):
+                getattr(report, name).extend(getattr(part, name))
+            report.checked += part.checked
+            report.unchanged += part.unchanged
+            seen.update(their_seen)
+    _check_missing(report, baseline, run, seen, plan)
+    return report
+
+
+def _gate_part(
+    store, baseline: dict, run_id: str, cases: tuple[str | None, str | None]
+) -> tuple[GateReport, list[str]]:
+    """In a forked child: one part's rows checked, read on connections of its own; its
+    findings and the baseline keys it saw."""
+    report = GateReport(baseline_run="", run="")
+    with store.reopened() as own:
+        seen = _check_rows(report, baseline, own.iter_statuses(run_id, cases=cases))
+    return report, list(seen)
+
+
+def _check_rows(report: GateReport, baseline: dict, rows: Iterable[tuple]) -> set[str]:
+    """Each row held to its baseline entry (``report`` filled in); the keys seen."""
     entries = baseline["entries"]
     file_tolerance = baseline.get("perf_tolerance")
     seen: set[str] = set()
@@ -272,6 +322,19 @@ def gate_rows(
                 )
                 continue
         report.unchanged += 1
+    return seen
+
+
+def _check_missing(
+    report: GateReport,
+    baseline: dict,
+    run: dict,
+    seen: set[str],
+    plan: Callable[[], list | None] | None,
+) -> None:
+    """The baseline entries the run recorded no result for: a regression where the run
+    planned them, else not checked."""
+    entries = baseline["entries"]
     missing = sorted(entries.keys() - seen)
     items = (run["plan"] if "plan" in run else plan() if plan else None) if missing else None
     planned = {f"{c}|{m}" for c, m in items or []}
@@ -290,4 +353,3 @@ def gate_rows(
                 "got": None,
             }
         )
-    return report
