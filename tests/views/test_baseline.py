@@ -151,7 +151,7 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
     on SQLite and PostgreSQL; the same report again when a forked child checks the later
     part of the cases (records/forked.py)."""
     from torchport.records import forked, open_store
-    from torchport.views.baseline import baseline_of_rows, gate_rows, gate_run
+    from torchport.views.baseline import baseline_of_rows, baseline_texts, gate_rows, gate_run
 
     base = [*BASE, _r("a", median=4.0, mode="compile"), _r("z", "pass", "run", median=0.0)]
     base.append({**_r("y", median=8.0), "metrics": {"perf_median_ms": 8.0}})  # no spread
@@ -188,6 +188,13 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
         child = forked.Child
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         assert gate_run(store, got, nxt) == report and started == [1]
+        # the file baseline save writes, made in two parts as well: the same entries, in order
+        whole = baseline_of_rows(run, store.iter_statuses("base"))
+        head, texts, timed = baseline_texts(store, run)
+        assert started == [1, 1] and len(store.case_parts("base", 2)) == 2
+        assert {**head, "entries": {k: json.loads(t) for k, t in texts}} == whole
+        assert [k for k, _ in texts] == list(whole["entries"])
+        assert timed == sum("perf_median_ms" in e for e in whole["entries"].values())
         assert not report.ok and report.regressions and report.improvements and report.new
     assert got["entries"]["a|eager"]["perf_p90_ms"] == pytest.approx(10.5)
     assert got["entries"]["b|eager"] == {"status": "eager_fail", "stage": "run"}

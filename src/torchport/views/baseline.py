@@ -61,6 +61,21 @@ def baseline_of_rows(
 ) -> dict:
     """``make_baseline`` from the store's plain rows (``store.iter_statuses``): a run of
     100 000 results makes no dict a result but its entry."""
+    return {**_head(run, perf_tolerance), "entries": dict(sorted(_entries(rows, perf).items()))}
+
+
+def _head(run: dict, perf_tolerance: float | None) -> dict:
+    return {
+        "format": FORMAT,
+        "from_run": run["id"],
+        "suite": run["suite"],
+        "device": run["device"],
+        "labels": run.get("labels") or {},
+        "perf_tolerance": perf_tolerance,
+    }
+
+
+def _entries(rows: Iterable[tuple], perf: bool) -> dict[str, dict]:
     entries: dict[str, dict] = {}
     for case, mode, status, stage, median, p10, p90, samples in rows:
         entry: dict
@@ -76,15 +91,47 @@ def baseline_of_rows(
                 if v is not None:
                     entry[k] = v
         entries[f"{case}|{mode}"] = entry
-    return {
-        "format": FORMAT,
-        "from_run": run["id"],
-        "suite": run["suite"],
-        "device": run["device"],
-        "labels": run.get("labels") or {},
-        "perf_tolerance": perf_tolerance,
-        "entries": dict(sorted(entries.items())),
-    }
+    return entries
+
+
+def baseline_texts(
+    store, run: dict, *, perf: bool = True, perf_tolerance: float | None = None
+) -> tuple[dict, list[tuple[str, str]], int]:
+    """What ``baseline save`` writes of a stored run: the file's head (``baseline_of_rows``
+    but its entries), each entry's key and text (``entry_text``) in key order, and how many
+    entries hold a step time. A large run is made in parts of its cases
+    (``store.case_parts``), one a core, the later ones by forked children
+    (records/forked.py); the same entries, in the same order."""
+    whole: tuple[str | None, str | None] = (None, None)
+    parts = store.case_parts(run["id"], forked.cores()) if forked.available() else [whole]
+    with contextlib.ExitStack() as stack:
+        helpers = [
+            stack.enter_context(
+                forked.Child(functools.partial(_texts_part, store, run["id"], perf, c))
+            )
+            for c in parts[1:]
+        ]
+        texts, timed = _texts(store.iter_statuses(run["id"], cases=parts[0]), perf)
+        for helper in helpers:
+            their_texts, their_timed = helper.value()
+            texts += their_texts
+            timed += their_timed
+    texts.sort()  # each part's in key order; keys ("case|mode") sort apart from cases
+    return _head(run, perf_tolerance), texts, timed
+
+
+def _texts_part(
+    store, run_id: str, perf: bool, cases: tuple[str | None, str | None]
+) -> tuple[list[tuple[str, str]], int]:
+    """In a forked child: one part's entries as texts, read on connections of its own."""
+    with store.reopened() as own:
+        return _texts(own.iter_statuses(run_id, cases=cases), perf)
+
+
+def _texts(rows: Iterable[tuple], perf: bool) -> tuple[list[tuple[str, str]], int]:
+    entries = _entries(rows, perf)
+    timed = sum(1 for e in entries.values() if "perf_median_ms" in e)
+    return sorted((key, entry_text(e)) for key, e in entries.items()), timed
 
 
 def entry_text(entry: dict) -> str:

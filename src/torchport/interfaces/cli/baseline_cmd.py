@@ -46,7 +46,7 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     """
     from torchport.interfaces.cli import UsageProblem
     from torchport.interfaces.json_text import Raw, iter_json
-    from torchport.views.baseline import baseline_of_rows, entry_text
+    from torchport.views.baseline import baseline_texts
 
     if perf_tolerance is not None and perf_tolerance < 0:
         raise UsageProblem("--perf-tolerance must be a fraction >= 0 (0.1 for 10%)")
@@ -54,11 +54,9 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():
         run = store.get_run(run_id, plan=False)  # the plan (100 000 entries) is not kept
-        baseline = baseline_of_rows(
-            run,
-            store.iter_statuses(run_id),  # statuses and step times only, plain rows
-            perf=not no_perf,
-            perf_tolerance=perf_tolerance,
+        # statuses and step times only, plain rows, in parts on a machine with cores to spare
+        head, texts, perf = baseline_texts(
+            store, run, perf=not no_perf, perf_tolerance=perf_tolerance
         )
     from torchport.interfaces.output import OutputError, output_file
 
@@ -66,13 +64,12 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
         with output_file(output) as f:
             # One entry a line, each written as json.dumps writes it (views/baseline.py
             # entry_text: json.dump with an indent is pure Python, and slower).
-            entries = {key: Raw(entry_text(e)) for key, e in baseline["entries"].items()}
-            f.writelines(iter_json({**baseline, "entries": entries}, indent=1, flat_from=2))
+            entries = {key: Raw(text) for key, text in texts}
+            f.writelines(iter_json({**head, "entries": entries}, indent=1, flat_from=2))
             f.write("\n")
     except OutputError as exc:
         raise UsageProblem(str(exc)) from None
-    perf = sum(1 for e in baseline["entries"].values() if "perf_median_ms" in e)
     click.echo(
-        f"baseline of run {run_id}: {len(baseline['entries'])} (case, mode) entries, "
+        f"baseline of run {run_id}: {len(texts)} (case, mode) entries, "
         f"{perf} with a step time, written to {output}"
     )
