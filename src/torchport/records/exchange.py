@@ -184,18 +184,16 @@ def _result_lines(store, run_id: str, out: IO[str]) -> tuple[dict[str, None], in
     in files of their own, appended in order after it (the same bytes as one process writes,
     in about half the time on two cores). A stream with no bytes beneath (an in-memory one)
     is written by this process alone."""
-    apart = forked.available() and hasattr(out, "buffer")
-    parts = store.line_parts(run_id, forked.cores()) if apart else [None]
+    parts = store.line_parts(run_id, forked.workers() if hasattr(out, "buffer") else 1)
+    encoding = getattr(out, "encoding", None) or "utf-8"
     with contextlib.ExitStack() as stack:
-        helpers = []
-        for ids in parts[1:]:
-            spill = stack.enter_context(tempfile.TemporaryFile())
-            encoding = getattr(out, "encoding", None) or "utf-8"
-            work = functools.partial(_spill_part, store, run_id, ids, spill, encoding)
-            helpers.append((stack.enter_context(forked.Child(work)), spill))
-        paths, n = _write_result_lines(store, run_id, parts[0], out)
-        for helper, spill in helpers:
-            their_paths, their_n = helper.value()
+        spills = [stack.enter_context(tempfile.TemporaryFile()) for _ in parts[1:]]
+        (paths, n), theirs = forked.spread(
+            list(zip(parts, [None, *spills], strict=True)),
+            lambda part: _write_result_lines(store, run_id, part[0], out),
+            functools.partial(_spill_part, store, run_id, encoding),
+        )
+        for spill, (their_paths, their_n) in zip(spills, theirs, strict=True):
             out.flush()
             spill.seek(0)
             shutil.copyfileobj(spill, out.buffer, 1 << 20)  # type: ignore[attr-defined]
@@ -205,9 +203,11 @@ def _result_lines(store, run_id: str, out: IO[str]) -> tuple[dict[str, None], in
 
 
 def _spill_part(
-    store, run_id: str, ids: tuple[int, int] | None, spill: IO[bytes], encoding: str
+    store, run_id: str, encoding: str, part: tuple[tuple[int, int] | None, IO[bytes]]
 ) -> tuple[list[str], int]:
-    """In a forked child: one part's lines into ``spill``, read on connections of its own."""
+    """In a forked child: one part's lines into its spill file, read on connections of its
+    own."""
+    ids, spill = part
     with (
         store.reopened() as own,
         open(spill.fileno(), "w", encoding=encoding, closefd=False) as text,

@@ -11,14 +11,20 @@ not fork (Windows; macOS, whose system libraries are not fork-safe), or with one
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing
 import os
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from torchport.records.base import StoreError
+
+P = TypeVar("P")
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 def cores() -> int:
@@ -73,6 +79,26 @@ class Child:
         if self._process.is_alive():
             self._process.kill()
         self._process.join()
+
+
+def spread(
+    parts: Sequence[P], here: Callable[[P], T], apart: Callable[[P], U]
+) -> tuple[T, list[U]]:
+    """``apart(part)`` for each part but the first, each in a forked child started now, and
+    ``here(parts[0])`` in this process meanwhile: its value and theirs, in the parts' order
+    (a child's failure raised here; the children of a failed ``here`` ended)."""
+    with contextlib.ExitStack() as stack:
+        children = [
+            stack.enter_context(Child(functools.partial(apart, part))) for part in parts[1:]
+        ]
+        mine = here(parts[0])
+        return mine, [child.value() for child in children]
+
+
+def workers() -> int:
+    """How many parts a long read is cut into here: a core each where a child can help
+    (``available``), else one."""
+    return cores() if available() else 1
 
 
 def available() -> bool:

@@ -12,7 +12,6 @@ should then be saved again, as upstream expected-failure lists are updated.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Callable, Iterable
@@ -102,20 +101,14 @@ def baseline_texts(
     entries hold a step time. A large run is made in parts of its cases
     (``store.case_parts``), one a core, the later ones by forked children
     (records/forked.py); the same entries, in the same order."""
-    whole: tuple[str | None, str | None] = (None, None)
-    parts = store.case_parts(run["id"], forked.cores()) if forked.available() else [whole]
-    with contextlib.ExitStack() as stack:
-        helpers = [
-            stack.enter_context(
-                forked.Child(functools.partial(_texts_part, store, run["id"], perf, c))
-            )
-            for c in parts[1:]
-        ]
-        texts, timed = _texts(store.iter_statuses(run["id"], cases=parts[0]), perf)
-        for helper in helpers:
-            their_texts, their_timed = helper.value()
-            texts += their_texts
-            timed += their_timed
+    (texts, timed), parts = forked.spread(
+        store.case_parts(run["id"], forked.workers()),
+        lambda cases: _texts(store.iter_statuses(run["id"], cases=cases), perf),
+        functools.partial(_texts_part, store, run["id"], perf),
+    )
+    for their_texts, their_timed in parts:
+        texts += their_texts
+        timed += their_timed
     texts.sort()  # each part's in key order; keys ("case|mode") sort apart from cases
     return _head(run, perf_tolerance), texts, timed
 
@@ -291,24 +284,18 @@ def gate_run(
     parts of its cases (``store.case_parts``), one a core: this process checks the first
     while forked children (records/forked.py, which inherit the baseline as read) check the
     others; their findings follow its own, in case order, as one process lists them."""
-    whole: tuple[str | None, str | None] = (None, None)
-    parts = store.case_parts(run["id"], forked.cores()) if forked.available() else [whole]
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
-    with contextlib.ExitStack() as stack:
-        helpers = [
-            stack.enter_context(
-                forked.Child(functools.partial(_gate_part, store, baseline, run["id"], c))
-            )
-            for c in parts[1:]
-        ]
-        seen = _check_rows(report, baseline, store.iter_statuses(run["id"], cases=parts[0]))
-        for helper in helpers:
-            part, their_seen = helper.value()
-            for name in ("regressions", "improvements", "new"):
-                getattr(report, name).extend(getattr(part, name))
-            report.checked += part.checked
-            report.unchanged += part.unchanged
-            seen.update(their_seen)
+    seen, parts = forked.spread(
+        store.case_parts(run["id"], forked.workers()),
+        lambda cases: _check_rows(report, baseline, store.iter_statuses(run["id"], cases=cases)),
+        functools.partial(_gate_part, store, baseline, run["id"]),
+    )
+    for part, their_seen in parts:
+        for name in ("regressions", "improvements", "new"):
+            getattr(report, name).extend(getattr(part, name))
+        report.checked += part.checked
+        report.unchanged += part.unchanged
+        seen.update(their_seen)
     _check_missing(report, baseline, run, seen, plan)
     return report
 

@@ -18,7 +18,6 @@ decides each pair with the Python predicates made from the same rules (``decide`
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Iterable, Iterator
@@ -493,19 +492,21 @@ def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
     (``store.case_parts``), one a core: this process shows the first part while forked
     children (records/forked.py) show the others, whose lists follow its own in case order
     (deciding and formatting 37 000 pairs is Python's work, which a thread cannot share)."""
-    whole: tuple[str | None, str | None] = (None, None)
-    parts = store.case_parts(run_a, forked.cores()) if forked.available() else [whole]
-    with contextlib.ExitStack() as stack:
-        helpers = [
-            stack.enter_context(forked.Child(functools.partial(_shown, store, run_a, run_b, c)))
-            for c in parts[1:]
-        ]
-        joined = store.compare_pairs(run_a, run_b, **LINES, cases=parts[0])
+
+    def here(cases: tuple[str | None, str | None]) -> dict:
+        joined = store.compare_pairs(run_a, run_b, **LINES, cases=cases)
         for a, b, decided in joined["pairs"]:  # while the store counts the transitions
             _show(out, a, b, decided)
             _tally(out, decided)
-        for helper in helpers:
-            _add_part(out, helper.value())
+        return joined
+
+    joined, parts = forked.spread(
+        store.case_parts(run_a, forked.workers()),
+        here,
+        functools.partial(_shown, store, run_a, run_b),
+    )
+    for part in parts:
+        _add_part(out, part)
     joined = joined["tally"]()
     timed = _transitions(out, joined["counts"])
     judged = sum(out.perf_verdicts.values())
