@@ -58,13 +58,11 @@ def test_spread_gives_the_parts_values_in_order_and_ends_the_children_when_here_
     mine, theirs = forked.spread([1, 2, 3], lambda p: ("here", p), lambda p: (os.getpid(), p))
     assert mine == ("here", 1) and [p for _, p in theirs] == [2, 3]
     assert all(pid != os.getpid() for pid, _ in theirs)
-    started = []
 
     def here(part):
         raise ValueError("the first part failed")
 
     def apart(part):
-        started.append(part)
         time.sleep(60)
 
     begun = time.monotonic()
