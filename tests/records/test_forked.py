@@ -40,15 +40,19 @@ def test_a_child_nobody_waits_for_is_ended_with_the_block():
 def test_parts_are_asked_for_only_where_a_child_can_help(monkeypatch):
     """A core for the child, a platform that forks safely, and one thread (a server's others
     could hold a lock the child would inherit held)."""
+    monkeypatch.setattr(forked.threading, "active_count", lambda: 1)
     monkeypatch.setattr(forked, "cores", lambda: 1)
-    assert not forked.available()
+    assert not forked.available() and forked.workers() == 1
     monkeypatch.setattr(forked, "cores", lambda: 2)
-    assert forked.available() == os.uname().sysname.startswith("Linux")
+    linux = os.uname().sysname.startswith("Linux")
+    assert forked.available() == linux and forked.workers() == (2 if linux else 1)
+    monkeypatch.undo()
+    monkeypatch.setattr(forked, "cores", lambda: 2)
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()
     try:
-        assert not forked.available()
+        assert not forked.available() and forked.workers() == 1
     finally:
         release.set()
         other.join()
