@@ -182,31 +182,28 @@ def test_kernels_suite_through_the_cli_gives_each_verdict(tmp_path):
     assert "kernels_fast_p" in body["views"]
 
 
-@pytest.mark.slow
-def test_a_replacement_from_a_workload_folder(tmp_path):
-    """The README's example: the user's own custom op, run from its folder, no PYTHONPATH."""
-    folder = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "examples")
-    folder = os.path.abspath(os.path.join(folder, "kernel_workload"))
+def _run_workload(tmp_path, folder: str, target: str) -> dict:
+    """The installed script run from the workload's own folder (relative to the checkout),
+    with no PYTHONPATH, on the CPU in eager mode; its one result as ``show --json`` gives it."""
+    here = os.path.join(os.path.dirname(__file__), "..", "..", folder)
     db = str(tmp_path / "kb.sqlite")
-    # the installed script, from the workload's own folder, with no PYTHONPATH
     ran = torchport(
-        "run",
-        "--workload",
-        "my_rmsnorm:fused_rmsnorm",
-        "--device",
-        "cpu",
-        "--modes",
-        "eager",
-        "--db",
-        db,
-        cwd=folder,
-        timeout=600,
+        *("run", "--workload", target, "--device", "cpu", "--modes", "eager", "--db", db),
+        cwd=os.path.abspath(here),
         env={"PYTHONPATH": ""},
+        timeout=600,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     shown = torchport("show", "--db", db, "--json", timeout=300)
     assert shown.returncode == 0, shown.stderr[-3000:]
     (result,) = json.loads(shown.stdout)["results"]
+    return result
+
+
+@pytest.mark.slow
+def test_a_replacement_from_a_workload_folder(tmp_path):
+    """The README's example: the user's own custom op, run from its folder, no PYTHONPATH."""
+    result = _run_workload(tmp_path, "docs/examples/kernel_workload", "my_rmsnorm:fused_rmsnorm")
     assert result["case"] == "workload/my_rmsnorm:fused_rmsnorm"
     assert result["status"] == "pass", result["error"]
     assert result["findings"]["kernel"]["model"]["failed"] == 0
@@ -316,25 +313,7 @@ def test_the_gpu_checks_triton_kernel_does_not_run_where_triton_cannot_and_says_
     """benchmarks/workloads/triton_rmsnorm.py (run on the H200 by the GPU check) imports
     without Triton; on the CPU the op cannot run: a result (``eager_fail @op_call``), not a
     crash of the tool, and never a wrong registration."""
-    folder = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "workloads")
-    db = str(tmp_path / "kb.sqlite")
-    ran = torchport(
-        "run",
-        "--workload",
-        "triton_rmsnorm:triton_rmsnorm",
-        "--device",
-        "cpu",
-        "--modes",
-        "eager",
-        "--db",
-        db,
-        cwd=os.path.abspath(folder),
-        env={"PYTHONPATH": ""},
-        timeout=600,
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    shown = json.loads(torchport("show", "--db", db, "--json", timeout=300).stdout)
-    (result,) = shown["results"]
+    result = _run_workload(tmp_path, "benchmarks/workloads", "triton_rmsnorm:triton_rmsnorm")
     assert (result["status"], result["stage"]) == ("eager_fail", "op_call")
     if importlib.util.find_spec("triton") is None:
         assert "needs Triton" in result["error"]["message"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing
 import os
 import sys
 import threading
@@ -43,6 +42,8 @@ class Child:
     def __init__(self, work: Callable[[], Any]):
         for stream in (sys.stdout, sys.stderr):  # else the child writes what is buffered again
             stream.flush()
+        import multiprocessing  # here: a command that never forks does not import it
+
         context = multiprocessing.get_context("fork")
         self._receive, send = context.Pipe(duplex=False)
 

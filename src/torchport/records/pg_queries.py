@@ -217,27 +217,27 @@ _LOOKUP = re.compile(
 # and error lines of every pair had the planner read the whole table (1 000 000 rows, every
 # run's) by a sequential scan and sort both runs: 0.48 s of 0.5 s.
 _PAIR_LOOKUP = re.compile(
-    r" LEFT JOIN results (\w_row) ON \(pairs\.placed OR pairs\.failed\) AND (.*?)"
+    r" LEFT JOIN results (\w_row) ON (\(pairs\.placed OR pairs\.failed\) AND .*?)"
     r"(?= LEFT JOIN| ORDER BY)"
 )
 
 
 def pairs_that_may_differ(**kwargs: Any) -> str:
-    sql, found = _PAIR_LOOKUP.subn(
-        r" LEFT JOIN LATERAL (SELECT * FROM results \1 WHERE (pairs.placed OR pairs.failed)"
-        r" AND \2 LIMIT 1) AS \1 ON true",
-        _by_key(_translated(q.pairs_that_may_differ))(**kwargs, rows_apart=True),
-    )
-    assert found == 2, "queries.pairs_that_may_differ changed: update pg_queries"
-    return sql
+    sql = _by_key(_translated(q.pairs_that_may_differ))(**kwargs, rows_apart=True)
+    return _looked_up(sql, _PAIR_LOOKUP, "pairs_that_may_differ")
 
 
 def compare_lists(**kwargs: Any) -> str:
-    sql, found = _LOOKUP.subn(
-        r" LEFT JOIN LATERAL (SELECT * FROM results \1 WHERE \2 LIMIT 1) AS \1 ON true",
-        _by_key(_translated(q.compare_lists))(**kwargs),
+    return _looked_up(_by_key(_translated(q.compare_lists))(**kwargs), _LOOKUP, "compare_lists")
+
+
+def _looked_up(sql: str, joins: re.Pattern, statement: str) -> str:
+    """Both runs' ``LEFT JOIN results X ON condition`` that ``joins`` finds (groups: X, the
+    condition) made lateral lookups: one indexed lookup a row, the condition inside."""
+    sql, found = joins.subn(
+        r" LEFT JOIN LATERAL (SELECT * FROM results \1 WHERE \2 LIMIT 1) AS \1 ON true", sql
     )
-    assert found == 2, "queries.compare_lists changed: update pg_queries"
+    assert found == 2, f"queries.{statement} changed: update pg_queries"
     return sql
 
 

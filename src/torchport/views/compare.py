@@ -268,10 +268,16 @@ def _placement(out: Comparison, case: str, mode: str, a: dict, b: dict) -> None:
     )
     for side, ops, classes in (("added", added, classes_b), ("removed", removed, classes_a)):
         for op in ops:
-            entry = out.host_ops.setdefault(op, {"added": [], "removed": []})
-            entry[side].append([case, mode])
-            if op in classes:
-                entry["class"] = min(entry.get("class", "e"), classes[op])
+            _host_op_entry(out, op, classes.get(op))[side].append([case, mode])
+
+
+def _host_op_entry(out: Comparison, op: str, op_class: str | None) -> dict[str, Any]:
+    """``out.host_ops``' entry for ``op`` (added, removed, class), its class the first (a
+    before b before c) of the one it has and ``op_class``."""
+    entry = out.host_ops.setdefault(op, {"added": [], "removed": []})
+    if op_class is not None:
+        entry["class"] = min(entry.get("class", "e"), op_class)
+    return entry
 
 
 def both_timed(a: dict, b: dict) -> bool:
@@ -495,9 +501,7 @@ def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
 
     def here(cases: tuple[str | None, str | None]) -> dict:
         joined = store.compare_pairs(run_a, run_b, **LINES, cases=cases)
-        for a, b, decided in joined["pairs"]:  # while the store counts the transitions
-            _show(out, a, b, decided)
-            _tally(out, decided)
+        _show_all(out, joined["pairs"])  # while the store counts the transitions
         return joined
 
     joined, parts = forked.spread(
@@ -525,11 +529,17 @@ def _shown(store, run_a: str, run_b: str, cases: tuple[str | None, str | None]) 
     out = Comparison(run_a={}, run_b={})
     with store.reopened() as own:
         joined = own.compare_pairs(run_a, run_b, **LINES, cases=cases, counted=False)
-        for a, b, decided in joined["pairs"]:
-            _show(out, a, b, decided)
-            _tally(out, decided)
+        _show_all(out, joined["pairs"])
     part = {name: getattr(out, name) for name in _PART_FIELDS}
     return {**part, "host_ops": out.host_ops, "perf_verdicts": out.perf_verdicts}
+
+
+def _show_all(out: Comparison, pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> None:
+    """Each (outcome A, outcome B, decisions) of a store's ``compare_pairs`` shown and
+    tallied."""
+    for a, b, decided in pairs:
+        _show(out, a, b, decided)
+        _tally(out, decided)
 
 
 def _add_part(out: Comparison, part: dict) -> None:
@@ -540,11 +550,9 @@ def _add_part(out: Comparison, part: dict) -> None:
     for verdict, n in part["perf_verdicts"].items():
         out.perf_verdicts[verdict] = out.perf_verdicts.get(verdict, 0) + n
     for op, theirs in part["host_ops"].items():
-        entry = out.host_ops.setdefault(op, {"added": [], "removed": []})
+        entry = _host_op_entry(out, op, theirs.get("class"))
         entry["added"] += theirs["added"]
         entry["removed"] += theirs["removed"]
-        if "class" in theirs:
-            entry["class"] = min(entry.get("class", "e"), theirs["class"])
 
 
 def _first_pairs(
