@@ -1,5 +1,5 @@
 """torchport's causal-LM loss runs inside every measured HF step, on every device: it must use
-only core aten ops (DESIGN rule 10). A backend without a CPU fallback (torchax) fails on any
+only core aten ops (docs/design.md rule 10). A backend without a CPU fallback (torchax) fails on any
 other op, and the failure would be the tool's, not the backend's."""
 
 import pytest

@@ -125,10 +125,10 @@ def causal_lm_loss(
     the reference loss, and every gradient through it, only float32-deep. Same numbers for
     float32 and below.
 
-    It runs inside the measured step on every device, so it uses only core aten ops (DESIGN
-    rule 10): the dtype is chosen in Python, not with ``torch.promote_types`` (an aten op of
-    its own, which torchax, for one, has no lowering for), and cross entropy is spelled out
-    (``nll_loss`` is not a core op).
+    It runs inside the measured step on every device, so it uses only core aten ops
+    (docs/design.md rule 10): the dtype is chosen in Python, not with ``torch.promote_types``
+    (an aten op of its own, which torchax, for one, has no lowering for), and cross entropy is
+    spelled out (``nll_loss`` is not a core op).
     """
     import torch
 

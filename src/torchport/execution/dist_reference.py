@@ -4,7 +4,7 @@ k SGD steps of a ``cases/dist_models`` model on the CPU in float64, on the whole
 that the ranks of a strategy share out. It depends on the model, seed, global batch and number
 of steps, not on the strategy nor the device: DDP, FSDP2 and tensor parallel of one model
 share it. ``execution/reference.py`` computes it in its clean child (backend autoload off,
-DESIGN rule 8) and caches it on disk (task ``dist_train``); the ranks read the cache file.
+docs/design.md rule 8) and caches it on disk (task ``dist_train``); the ranks read the cache file.
 """
 
 from __future__ import annotations

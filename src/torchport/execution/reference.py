@@ -2,12 +2,13 @@
 
 Backends patch global state on import (dispatch modes, ``torch.compile``, matmul precision,
 model copying), so the CPU float64 reference never runs in the process of the backend under
-test (DESIGN rule 8): a child with backend autoload off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
-builds the case from its suite, runs it on the CPU in float64 and at the run's dtype (the
-baseline: the noise the device is allowed), and writes both to a cache file named by case,
-case version, size, seed, dtype and torch version. The same file serves every device and every
-later run on this host. A worker keeps one such child and feeds it case after case (``in_child``:
-torch and transformers imported once per worker, not once per case).
+test (docs/design.md rule 8): a child with backend autoload off
+(``TORCH_DEVICE_BACKEND_AUTOLOAD=0``) builds the case from its suite, runs it on the CPU in
+float64 and at the run's dtype (the baseline: the noise the device is allowed), and writes
+both to a cache file named by case, case version, size, seed, dtype and torch version. The
+same file serves every device and every later run on this host. A worker keeps one such child
+and feeds it case after case (``in_child``: torch and transformers imported once per worker,
+not once per case).
 
 Each side runs the step the device runs (``steps.Compared``): a training step in training
 mode, dropout masks drawn the same way on every side, the running statistics the step changed

@@ -8,6 +8,7 @@ metrics (``compile_outcome``, ``compile_metrics``, ``compile_run``, ``compile_ch
 
 This layer sits below ``torchport.probes`` and the runner and above ``torchport.execution``
 (import contracts in pyproject.toml): an instrument never imports a probe. To add one: write a
-module here that returns data; a probe or a ladder calls it. DESIGN rule 10 holds for each: an
+module here that returns data; a probe or a ladder calls it. docs/design.md rule 10 holds for
+each: an
 instrument never changes the answer it reports, and one that fails records its own failure.
 """

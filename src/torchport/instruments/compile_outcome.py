@@ -1,4 +1,5 @@
-"""Did compiling compile anything? (DESIGN rule 9: "compiled" means a graph reached the backend.)
+"""Did compiling compile anything? (docs/design.md rule 9: "compiled" means a graph reached
+the backend.)
 
 Dynamo can return a callable that runs every frame eagerly: it skips frames under a
 non-infra dispatch mode (torchax's global modes), frames in its skip list, or everything when

@@ -80,7 +80,7 @@ class Probe:
     # it is refused before the run starts.
     scenarios: tuple[str, ...] = ("train",)
     # True: it observes the step with instruments that can disturb a backend (recorders, the
-    # profiler): the ladder runs it after the probes that time or compile (DESIGN rule 10).
+    # profiler): the ladder runs it after the probes that time or compile (docs/design.md rule 10).
     observes: bool = False
 
     def applies(self, subject: Subject) -> bool:

@@ -50,7 +50,7 @@ DIRECTIONS = {(True, False): "h2d", (False, True): "d2h", (False, False): "d2d"}
 # forward is lift_fresh on the host, then a copy, which is counted as a copy): not host work.
 HOST_NO_WORK = he.NO_WORK | {"aten._local_scalar_dense"}
 # Reading a scalar back (``.item()``, a data-dependent Python branch) is a transfer, not host
-# compute (DESIGN rule 9): a backend that counts it as a host op (torch_xla's
+# compute (docs/design.md rule 9): a backend that counts it as a host op (torch_xla's
 # ``aten::_local_scalar_dense`` counter) does not make the result ``fallback``.
 SCALAR_READS = frozenset({"aten._local_scalar_dense", "aten.item"})
 RECORDER = "recorder: ran on host tensors"

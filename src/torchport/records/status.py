@@ -68,7 +68,7 @@ FAILURE_SEVERITY = tuple(
 )
 NOT_FAILURES = tuple(s.name for s in STATUS.values() if s.severity is None)
 
-# The ladder's stages, in order (DESIGN: build -> place -> run -> compile -> compiled_run ->
+# The ladder's stages, in order (docs/design.md: build -> place -> run -> compile -> compiled_run ->
 # parity), and the status a failure at each one gets. "reference" is the CPU float64 run of the
 # same case: a case whose reference cannot run is not checkable (build_fail @reference). "run"
 # is the eager step ("eager" its older name).
@@ -88,7 +88,7 @@ STAGE_STATUS = {
 LADDER_DEPTH = {s.name: s.depth for s in STATUS.values() if s.depth is not None}
 STAGE_DEPTH = {stage: LADDER_DEPTH[status] for stage, status in STAGE_STATUS.items()}
 
-# The placement grade, orthogonal to status (DESIGN: "the placement grade").
+# The placement grade, orthogonal to status (docs/design.md: "the placement grade").
 GRADES = ("on_device", "fallback", "host", "host_kernel")
 
 

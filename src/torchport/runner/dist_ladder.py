@@ -126,7 +126,8 @@ class DistLadder(StageRunner):
 
     def _train_reference(self, world_size: int) -> str:
         """The float64 reference of one process on the global batch, from the clean child's
-        disk cache (DESIGN rule 8): computed once per model, seed, global batch and steps, and
+        disk cache (docs/design.md rule 8): computed once per model, seed, global batch and
+        steps, and
         shared by every strategy and device. Its path, for the ranks to read."""
         from torchport.cases.dist_models import GLOBAL_PER_RANK
         from torchport.execution import reference as reference_mod

@@ -539,7 +539,7 @@ class Ladder(StageRunner):
 def run_order(names) -> list[tuple]:
     """(name, probe) in the order they run: the requested order, except that probes that
     observe with instruments (recorders, the profiler) run last, so a backend one disturbs
-    does not fail the timing or compile probes after it (DESIGN rule 10)."""
+    does not fail the timing or compile probes after it (docs/design.md rule 10)."""
     from torchport.probes.registry import load_probe
 
     probes = [(name, load_probe(name)) for name in names]

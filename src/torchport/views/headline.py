@@ -17,7 +17,7 @@ from torchport.views.base import View, columns
 # step times for each of a dozen runs would make the list slow).
 FIGURES_UP_TO = 20_000
 GOOD, WARN, BAD, INFO, NONE = "good", "warn", "bad", "info", "none"
-# Evidence classes (DESIGN.md): (a) served by the backend's fallback, (b) named by the backend,
+# Evidence classes (docs/design.md): (a) served by the backend's fallback, (b) named by the backend,
 # (c) parameters or buffers left on the host; None: a row recorded before classes were stored.
 CLASS_ORDER = ("a", "b", "c")
 
