@@ -39,22 +39,18 @@ def op_key(name: str) -> str:
 
 
 def op_costs(
-    step: Callable[[], object], target: str, modules: dict | None = None, sync=None
+    step: Callable[[], object], target: str, modules: dict | None = None
 ) -> dict[str, dict]:
     """{op: {"calls", "flops", "bytes", "host_calls"}} over one call of ``step``.
 
     ``modules``: a dict to fill with the same per innermost module (torch's ModuleTracker,
-    backward included), plus each module's ``time_ms``: its ops timed one by one, the device
-    synchronised (``sync``) around each (an instrumented pass: slower than the step, used for
-    the modules' shares only)."""
+    backward included). Nothing is timed here: the modules' times come from several
+    instrumented steps (``call_times.CallRecorder``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    from torchport.timing import clock
-
     tracker = _module_tracker() if modules is not None else None
-    sync = sync or (lambda: None)
 
     try:
         from torch.utils.flop_counter import flop_registry  # semi-private: guarded
@@ -65,14 +61,7 @@ def op_costs(
     class Costs(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if tracker is not None:
-                sync()
-                start = clock()
-                out = func(*args, **kwargs)
-                sync()
-                elapsed_ms = (clock() - start) * 1e3
-            else:
-                out = func(*args, **kwargs)
+            out = func(*args, **kwargs)
             row = table[op_key(str(func))]
             before = dict(row)
             row["calls"] += 1
@@ -99,7 +88,6 @@ def op_costs(
                 entry = modules.setdefault(owner, collections.Counter())
                 for key, value in row.items():
                     entry[key] += value - before.get(key, 0)
-                entry["time_ms"] += elapsed_ms
             return out
 
     if tracker is None:
