@@ -82,9 +82,10 @@ def summarise(
 ) -> dict[str, dict]:
     """{group: {"self_ms", "calls", "share", "share_p10", "share_p90", "spread"}} over the steps.
 
-    ``self_ms``: the sum of the group's per-call ``quantile`` (CALL_QUANTILE) over the steps. ``share``: that over the
-    denominator, which is the same quantile of ``denominator_s`` (per-step seconds, e.g. the
-    step's own time in the same pass) or else the sum over every call. ``spread``:
+    ``self_ms``: the sum over the group's calls of each call's ``quantile`` (CALL_QUANTILE)
+    over the steps. ``share``: that over the denominator, which is the same quantile of
+    ``denominator_s`` (per-step seconds, e.g. the step's own time in the same pass) or else
+    the sum over every call. ``spread``:
     (p90 - p10) / share of the shares over ``resamples`` bootstrap resamples of the steps."""
     import torch
 

@@ -15,10 +15,10 @@ OS gave to another process (4-40 ms, measured; see _host_threads), which made a 
 projection a 20 ms hot spot; one thread's CPU time is the op's own work whatever the load.
 Times are robust (``call_times``): a call's time is the lower quartile of its samples over the
 steps, a row's the sum over its calls, its spread the p10-p90 of its share over resamples of
-the steps; a row whose spread exceeds UNSTABLE_SPREAD is marked unstable. A self-check compares structurally
-identical modules (same class, parameter shapes and own calls): their shares must agree within
-IDENTICAL_FACTOR, else the profile is unstable and the finding says which modules and by how
-much. Then per row: share, achieved FLOP/s and bytes/s, arithmetic intensity, bound (compute or
+the steps; a row whose spread exceeds UNSTABLE_SPREAD is marked unstable. A self-check compares
+structurally identical modules (same class, parameter shapes and own calls): their shares must
+agree within IDENTICAL_FACTOR, else the profile is unstable and the finding says which modules
+and by how much. Then per row: share, achieved FLOP/s and bytes/s, arithmetic intensity, bound (compute or
 memory, against the ridge of the peaks), the time a kernel at the roofline would take, percent
 of roofline, and the time it would save: the ranking. Host fallbacks (the op's inputs were on
 the host while the target is a device) are marked. Peaks come from --peak-tflops/--peak-gbps,
