@@ -18,11 +18,11 @@ steps, a row's the sum over its calls, its spread the p10-p90 of its share over 
 the steps; a row whose spread exceeds UNSTABLE_SPREAD is marked unstable. A self-check compares
 structurally identical modules (same class, parameter shapes and own calls): their shares must
 agree within IDENTICAL_FACTOR, else the profile is unstable and the finding says which modules
-and by how much. Then per row: share, achieved FLOP/s and bytes/s, arithmetic intensity, bound (compute or
-memory, against the ridge of the peaks), the time a kernel at the roofline would take, percent
-of roofline, and the time it would save: the ranking. Host fallbacks (the op's inputs were on
-the host while the target is a device) are marked. Peaks come from --peak-tflops/--peak-gbps,
-the datasheet table, or a measurement (``roofline.peaks``).
+and by how much. Then per row: share, achieved FLOP/s and bytes/s, arithmetic intensity, bound
+(compute or memory, against the ridge of the peaks), the time a kernel at the roofline would
+take, percent of roofline, and the time it would save: the ranking. Host fallbacks (the op's
+inputs were on the host while the target is a device) are marked. Peaks come from
+--peak-tflops/--peak-gbps, the datasheet table, or a measurement (``roofline.peaks``).
 
 In compile mode the generated kernels are not aten ops: the probe profiles the eager step and
 says so.
