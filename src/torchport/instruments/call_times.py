@@ -141,7 +141,9 @@ class CallRecorder:
     """Records one instrumented step per ``record()``: each aten op call timed alone (device
     synchronised before and after), attributed to its innermost module. ``signatures``: per
     module, its own calls' (op, input shapes) in order, from the first step (what "the same
-    calls" means in the identical-modules check)."""
+    calls" means in the identical-modules check), views left out: ModuleTracker attributes the
+    views at a module's edges (a weight's ``t`` and ``detach`` around gradient accumulation)
+    to a neighbour or to 'Global', and they compute nothing."""
 
     def __init__(
         self,
@@ -177,7 +179,7 @@ class CallRecorder:
                 owner = _innermost(tracker.parents) if tracker is not None else "Global"
                 op = op_key(str(func))
                 found.append((owner, op, elapsed))
-                if first:
+                if first and not getattr(func, "is_view", False):
                     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
                     signatures[owner].append((op, shapes))
                 return out

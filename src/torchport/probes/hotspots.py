@@ -48,7 +48,7 @@ from torchport.timing import gc_paused, round_order, timed
 PROBE_VERSION = 2
 PROFILED_STEPS = 5  # on a device with a timeline: profiled steps of the op table
 STEPS = 7  # instrumented steps, and plain steps interleaved with them
-TIMED_STEPS = 5  # plain steps at the user's own thread count (the recorded step time)
+TIMED_STEPS = 3  # plain steps at the user's own thread count (the recorded step time)
 KEPT = 25
 # A row whose share's p10-p90 (over resamples of the steps) spans more than half of it is
 # unstable: two such figures can differ by 1.5x from noise alone (docs/design.md rules 7, 12).
@@ -149,26 +149,29 @@ def self_check(groups: list[list[str]], rows: dict[str, dict]) -> dict:
     dispatch jitter dominate there)."""
     checked, failed = [], []
     for names in groups:
-        shares = [rows[n]["share"] for n in names if n in rows]
-        if len(shares) < 2:
+        present = [n for n in names if n in rows]
+        if len(present) < 2:
             continue
+        shares = [rows[n]["share"] for n in present]
         low, high = min(shares), max(shares)
         ratio = high / low if low > 0 else float("inf")
         judged = high >= CHECKED_SHARE
         entry = {
-            "modules": names,
+            "modules": present,
             "shares": shares,
             "ratio": ratio,
             "judged": judged,
             "agree": ratio <= IDENTICAL_FACTOR if judged else None,
+            "largest": present[shares.index(high)],
+            "smallest": present[shares.index(low)],
         }
         checked.append(entry)
         if judged and ratio > IDENTICAL_FACTOR:
             failed.append(entry)
     reason = "; ".join(
-        f"{len(e['modules'])} identical modules ({_short(e['modules'])}) measured "
-        f"{min(e['shares']):.1%} to {max(e['shares']):.1%} ({e['ratio']:.2f}x, more than "
-        f"{IDENTICAL_FACTOR}x)"
+        f"{len(e['modules'])} identical modules ({_short(e['modules'])}): {e['largest']} "
+        f"measured {max(e['shares']):.1%} against {e['smallest']}'s {min(e['shares']):.1%} "
+        f"({e['ratio']:.2f}x, more than {IDENTICAL_FACTOR}x)"
         for e in failed
     )
     return {"groups": checked, "stable": not failed, "reason": reason}
