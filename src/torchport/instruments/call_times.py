@@ -162,9 +162,10 @@ class CallRecorder:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
-        from torchport.instruments.roofline import _innermost, _module_tracker, op_key
+        from torchport.instruments.roofline import Innermost, _module_tracker, op_key
 
         tracker = _module_tracker()
+        innermost = Innermost(tracker)
         sync, clock, found = self.sync, self.clock, []
         first = not self.calls.steps
         signatures: dict[str, list[tuple]] = collections.defaultdict(list)
@@ -176,7 +177,7 @@ class CallRecorder:
                 out = func(*args, **(kwargs or {}))
                 sync()
                 elapsed = clock() - start
-                owner = _innermost(tracker.parents) if tracker is not None else "Global"
+                owner = innermost()
                 op = op_key(str(func))
                 found.append((owner, op, elapsed))
                 if first and not getattr(func, "is_view", False):

@@ -51,6 +51,7 @@ def op_costs(
     from torch.utils._pytree import tree_flatten
 
     tracker = _module_tracker() if modules is not None else None
+    innermost = Innermost(tracker)
 
     try:
         from torch.utils.flop_counter import flop_registry  # semi-private: guarded
@@ -84,7 +85,7 @@ def op_costs(
             if target != "cpu" and any(t.device.type == "cpu" and t.dim() > 0 for t in ins):
                 row["host_calls"] += 1
             if tracker is not None and modules is not None:
-                owner = _innermost(tracker.parents)
+                owner = innermost()
                 entry = modules.setdefault(owner, collections.Counter())
                 for key, value in row.items():
                     entry[key] += value - before.get(key, 0)
@@ -110,9 +111,29 @@ def _module_tracker():
     return ModuleTracker()
 
 
-def _innermost(parents) -> str:
-    """The deepest module of ModuleTracker's current set ('Global' outside every module)."""
-    return max(parents, key=lambda n: (n.count("."), len(n)), default="Global")
+class Innermost:
+    """The module an op call belongs to: the most recently entered of those ModuleTracker holds
+    open. ModuleTracker keeps an unordered set, and in the backward a module can stay in it
+    after its gradients are done (reduced llama: layer 1's attention was still open while
+    layer 0's attention ran its backward). Picking the deepest name of the set then chose
+    between two names of equal depth by the set's order, which follows Python's per-process
+    string hashing: layer 0's attention read 44 % of the step in one run and 0.1 % in the
+    next. Here names are kept in the order they appeared (several new at once: the deeper
+    last), so the module entered last owns the call."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.order: list[str] = []
+
+    def __call__(self) -> str:
+        if self.tracker is None:
+            return "Global"
+        current = self.tracker.parents
+        self.order = [n for n in self.order if n in current]
+        known = set(self.order)
+        fresh = [n for n in current if n not in known]
+        self.order.extend(sorted(fresh, key=lambda n: (n.count("."), len(n), n)))
+        return self.order[-1] if self.order else "Global"
 
 
 def _mutates(func) -> bool:
