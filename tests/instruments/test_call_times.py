@@ -106,3 +106,25 @@ def test_identical_modules_need_the_same_class_parameters_and_calls():
     groups = call_times.identical_groups(model, recorder.signatures, sorted(recorder.signatures))
     assert groups == [["Pair.a", "Pair.b"]]
     assert call_times._module_named(model, "Other.a") is None
+
+
+class FakeTracker:
+    def __init__(self):
+        self.parents = {"Global"}
+
+
+def test_the_module_entered_last_owns_a_call_even_beside_a_stale_one():
+    from torchport.instruments.roofline import Innermost
+
+    tracker = FakeTracker()
+    owner = Innermost(tracker)
+    assert owner() == "Global"
+    tracker.parents = {"Global", "M", "M.layers.10", "M.layers.10.attn"}  # entered together
+    assert owner() == "M.layers.10.attn"
+    # backward: layer 10's attention stays open while layer 9's runs (ModuleTracker did not
+    # close it); the deepest-longest name would be the stale one, whatever the hash order
+    tracker.parents = {"Global", "M", "M.layers.10.attn", "M.layers.9", "M.layers.9.attn"}
+    assert owner() == "M.layers.9.attn"
+    tracker.parents = {"Global", "M"}
+    assert owner() == "M"
+    assert Innermost(None)() == "Global"

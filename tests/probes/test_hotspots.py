@@ -1,6 +1,8 @@
 """Hot spots against the roofline: FLOPs and bytes per aten op, the ranking, the peaks, and
 the probe on a tiny model (peaks given, and measured)."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -247,3 +249,34 @@ def test_the_self_check_names_a_block_doing_more_work_and_jitter_is_flagged_unst
     noise = view.names.index("noise")
     for row in view.rows:
         assert (row[noise] == "unstable") == rows[row[2]]["unstable"]
+
+
+def test_on_a_device_the_op_table_comes_from_profiled_steps_and_modules_from_the_host_clock(
+    monkeypatch,
+):
+    monkeypatch.setattr(hotspots, "PROFILED_STEPS", 3)  # the path, not the statistics
+    monkeypatch.setattr(hotspots, "STEPS", 3)
+
+    class OtherDevice(CPUAdapter):  # a target that is not the CPU (its work still runs here)
+        torch_type = "otherdev"
+
+    subject = tiny_subject(peak_tflops=0.05, peak_gbps=5.0)
+    subject = dataclasses.replace(subject, adapter=OtherDevice())
+    report = hotspots.HotspotsProbe().safe_run(subject)
+    assert report.error is None, report.error
+    info = report.findings["hotspots"]
+    assert info["share_of"].startswith("the profiled step")
+    assert info["cost"]["profiled_ms"] > 0 and "profiled step" in info["notes"][0]
+    assert "host clock" in info["modules_time"]
+    assert "intra-op thread" not in info["load"]  # threads are left alone off the CPU
+    ops = {r["op"]: r for r in info["ops"]}
+    assert ops["aten::addmm"]["share"] > 0 and ops["aten::addmm"]["spread"] is not None
+    assert sum(r["share"] for r in info["ops"]) <= 1.0 + 1e-6  # of the profiled step
+
+
+def test_profiled_calls_are_keyed_per_call_over_the_steps():
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    calls, windows_s, kind = hotspots.profile_calls(lambda: (a @ b) @ b.t(), lambda: None, "cpu", 3)
+    assert calls.steps == 3 and len(windows_s) == 3 and kind == "self CPU time inside the op"
+    mm = [k for k in calls.keys if k[1] == "aten::mm"]
+    assert len(mm) == 2 and all(len(calls.samples[k]) == 3 for k in mm)

@@ -229,6 +229,7 @@ class HotspotsProbe(Probe):
             step_ms_unprofiled=plain_ms,
             cost=cost,
             op_time=passes["op_time"],
+            share_of=passes["share_of"],
             ops=rows[:KEPT],
             ops_total=len(rows),
             uncounted_ops=sorted(r["op"] for r in rows if not r["counted"])[:20],
@@ -331,6 +332,7 @@ def _timed_passes(step, sync, target: str) -> dict:
             "op_calls": recorder.calls.regroup(lambda key: key[1]),
             "denominator_s": None,
             "op_time": "CPU time of the op on the calling thread, one intra-op thread",
+            "share_of": "the instrumented pass's op time (the same calls as the modules')",
             "module_time": "CPU time of each op on the calling thread, one intra-op thread",
             "cost": cost,
         }
@@ -339,6 +341,7 @@ def _timed_passes(step, sync, target: str) -> dict:
         "op_calls": op_calls,
         "denominator_s": windows_s,
         "op_time": op_time,
+        "share_of": "the profiled step (each profiled step's own time)",
         "module_time": "host clock around each op, the device synchronised before and after",
         "cost": cost,
     }

@@ -13,7 +13,7 @@ COLUMNS = columns(
     "mode",
     "op",
     ("calls", "count"),
-    ("share of step", "percent"),
+    ("share", "percent"),
     ("spread", "percent"),
     "noise",
     ("self ms", "ms"),
@@ -42,6 +42,7 @@ def build(run: dict, results: list[dict]) -> View | None:
             f"{peak.get('tflops', 0):.3g} TFLOP/s ({peak.get('tflops_from')}), "
             f"{peak.get('gbps', 0):.3g} GB/s ({peak.get('gbps_from')}); ridge "
             f"{info.get('ridge_flops_per_byte', 0):.3g} FLOP/byte; op time: {info.get('op_time')}"
+            + (f"; shares of {info['share_of']}" if info.get("share_of") else "")
         )
         notes.extend(f"{r['case']} [{r['mode']}]: {n}" for n in info.get("notes") or ())
         for op in (info.get("ops") or [])[:SHOWN]:
