@@ -23,13 +23,19 @@ thread_clock = time.thread_time
 T = TypeVar("T")
 
 
-def timed(fn: Callable[[], T], sync: Callable[[], None] = lambda: None) -> tuple[T, float]:
-    """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
+def timed(
+    fn: Callable[[], T],
+    sync: Callable[[], None] = lambda: None,
+    read: Callable[[], float] | None = None,
+) -> tuple[T, float]:
+    """Run ``fn`` once between two device synchronisations; return (value, seconds).
+    ``read``: another clock (``thread_clock``); the wall clock by default."""
+    read = read or clock
     sync()
-    start = clock()
+    start = read()
     value = fn()
     sync()
-    return value, clock() - start
+    return value, read() - start
 
 
 class StepTimer:

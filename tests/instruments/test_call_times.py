@@ -125,6 +125,8 @@ def test_the_module_entered_last_owns_a_call_even_beside_a_stale_one():
     # close it); the deepest-longest name would be the stale one, whatever the hash order
     tracker.parents = {"Global", "M", "M.layers.10.attn", "M.layers.9", "M.layers.9.attn"}
     assert owner() == "M.layers.9.attn"
+    tracker.parents = {"Global", "M", "M.layers.9.attn", "Func"}  # a module outside the tree
+    assert owner() == "M.layers.9.attn.Func"
     tracker.parents = {"Global", "M"}
     assert owner() == "M"
     assert Innermost(None)() == "Global"

@@ -280,3 +280,10 @@ def test_profiled_calls_are_keyed_per_call_over_the_steps():
     assert calls.steps == 3 and len(windows_s) == 3 and kind == "self CPU time inside the op"
     mm = [k for k in calls.keys if k[1] == "aten::mm"]
     assert len(mm) == 2 and all(len(calls.samples[k]) == 3 for k in mm)
+
+
+def test_peaks_measured_by_the_clock_the_ops_are_read_with():
+    from torchport.timing import thread_clock
+
+    found = roofline.measured_peaks(CPUAdapter(), torch.float32, thread_clock)
+    assert found["tflops"] > 0 and found["tflops_from"].endswith("the thread's CPU time")

@@ -133,7 +133,15 @@ class Innermost:
         known = set(self.order)
         fresh = [n for n in current if n not in known]
         self.order.extend(sorted(fresh, key=lambda n: (n.count("."), len(n), n)))
-        return self.order[-1] if self.order else "Global"
+        name = "Global"
+        for entry in self.order:
+            if entry == "Global":
+                continue
+            # ModuleTracker names a module outside the model's tree by its bare class name
+            # (transformers calls its attention function through one, 'Func', from every
+            # layer): it is put under the module that called it, so layers stay apart
+            name = entry if "." in entry or name == "Global" else f"{name}.{entry}"
+        return name
 
 
 def _mutates(func) -> bool:
@@ -159,9 +167,11 @@ def _distinct(tensors: list) -> list:
     return list(found.values())
 
 
-def measured_peaks(adapter, dtype) -> dict:
+def measured_peaks(adapter, dtype, clock=None) -> dict:
     """{"tflops", "gbps", "tflops_from", "gbps_from"}: best of REPEATS synchronised runs of a
-    matmul and a copy (the first of each warms up)."""
+    matmul and a copy (the first of each warms up). ``clock``: the clock the ops being compared
+    with the peaks were timed by (the hot spots on the CPU: the thread's CPU time; a peak on
+    the wall clock of a loaded host reads below what the ops then achieve)."""
     import torch
 
     from torchport.timing import timed
@@ -173,15 +183,22 @@ def measured_peaks(adapter, dtype) -> dict:
     dst = torch.empty_like(src)
     best_mm = best_copy = float("inf")
     for _ in range(REPEATS + 1):  # the first call of each warms up
-        best_mm = min(best_mm, timed(lambda: a @ b, adapter.synchronize)[1])
-        best_copy = min(best_copy, timed(lambda: dst.copy_(src), adapter.synchronize)[1])
-    return {
+        best_mm = min(best_mm, timed(lambda: a @ b, adapter.synchronize, clock)[1])
+        best_copy = min(best_copy, timed(lambda: dst.copy_(src), adapter.synchronize, clock)[1])
+    found = {
         "tflops": 2 * MATMUL_N**3 / best_mm / 1e12,
         "gbps": 2 * COPY_BYTES / best_copy / 1e9,
         "tflops_from": f"measured: {MATMUL_N}x{MATMUL_N} matmul in "
         f"{str(dtype).split('.')[-1]}, best of {REPEATS}",
         "gbps_from": f"measured: {COPY_BYTES // 2**20} MiB copy (read + write), best of {REPEATS}",
     }
+    if clock is not None:
+        from torchport.timing import thread_clock
+
+        read = "the thread's CPU time" if clock is thread_clock else "the caller's clock"
+        found["tflops_from"] += f", {read}"
+        found["gbps_from"] += f", {read}"
+    return found
 
 
 def table_gbps(device_name: str) -> float | None:
@@ -189,8 +206,9 @@ def table_gbps(device_name: str) -> float | None:
     return next((gbps for key, gbps in PEAK_GBPS if key in name), None)
 
 
-def peaks(config, adapter, dtype) -> dict:
-    """Peak TFLOP/s and GB/s with where each came from (flag, table, or measured)."""
+def peaks(config, adapter, dtype, clock=None) -> dict:
+    """Peak TFLOP/s and GB/s with where each came from (flag, table, or measured; ``clock``:
+    see ``measured_peaks``)."""
     from torchport.instruments.flops import peak_for
 
     dtype_name = str(dtype).split(".")[-1]
@@ -207,7 +225,7 @@ def peaks(config, adapter, dtype) -> dict:
         how_bytes = "datasheet table" if gbps else ""
     found: dict = {}
     if tflops is None or not gbps:
-        found = measured_peaks(adapter, dtype)
+        found = measured_peaks(adapter, dtype, clock)
     if tflops is None:
         tflops, how_flops = found["tflops"], found["tflops_from"]
     if not gbps:

@@ -212,7 +212,8 @@ class HotspotsProbe(Probe):
         per_module: dict = {}
         costs = op_costs(eager, target, modules=per_module)  # also warms the dispatch path up
         with _host_threads(target) as threads:
-            peak = peaks(subject.config, adapter, subject.dtype)  # at the passes' threads
+            # at the passes' threads, and on the CPU by the clock the ops are read with
+            peak = peaks(subject.config, adapter, subject.dtype, _op_clock(target))
             passes = _timed_passes(eager, adapter.synchronize, target)
         op_times = summarise(passes["op_calls"], passes["denominator_s"])
         rows = rank(costs, op_times, 0.0, peak)
@@ -296,6 +297,14 @@ def _host_threads(target: str) -> Iterator[str]:
         torch.set_num_threads(before)
 
 
+def _op_clock(target: str):
+    """The clock op calls are read with: the thread's CPU time on the CPU device, else the
+    wall clock (None: timing's default)."""
+    from torchport.timing import thread_clock
+
+    return thread_clock if target == "cpu" else None
+
+
 def _timed_passes(step, sync, target: str) -> dict:
     """The op and module passes, and what they cost against a plain step.
 
@@ -304,10 +313,8 @@ def _timed_passes(step, sync, target: str) -> dict:
     (docs/design.md rule 12: figures side by side from one measurement). A device: the
     profiler's device self time per call over PROFILED_STEPS steps (their own time is the op
     shares' denominator), and the modules' calls on the host clock, synchronised around each."""
-    from torchport.timing import clock, thread_clock
-
     on_host = target == "cpu"
-    recorder = CallRecorder(step, sync, clock=thread_clock if on_host else clock)
+    recorder = CallRecorder(step, sync, clock=_op_clock(target))
     cost: dict = {"steps": STEPS}
     with gc_paused():
         if not on_host:
