@@ -282,8 +282,10 @@ def test_profiled_calls_are_keyed_per_call_over_the_steps():
     assert len(mm) == 2 and all(len(calls.samples[k]) == 3 for k in mm)
 
 
-def test_peaks_measured_by_the_clock_the_ops_are_read_with():
+def test_peaks_measured_by_the_clock_the_ops_are_read_with(monkeypatch):
     from torchport.timing import thread_clock
 
+    monkeypatch.setattr(roofline, "MATMUL_N", 128)  # the clock's path, not the peak
+    monkeypatch.setattr(roofline, "COPY_BYTES", 2**20)
     found = roofline.measured_peaks(CPUAdapter(), torch.float32, thread_clock)
     assert found["tflops"] > 0 and found["tflops_from"].endswith("the thread's CPU time")
