@@ -185,20 +185,19 @@ def measured_peaks(adapter, dtype, clock=None) -> dict:
     for _ in range(REPEATS + 1):  # the first call of each warms up
         best_mm = min(best_mm, timed(lambda: a @ b, adapter.synchronize, clock)[1])
         best_copy = min(best_copy, timed(lambda: dst.copy_(src), adapter.synchronize, clock)[1])
-    found = {
-        "tflops": 2 * MATMUL_N**3 / best_mm / 1e12,
-        "gbps": 2 * COPY_BYTES / best_copy / 1e9,
-        "tflops_from": f"measured: {MATMUL_N}x{MATMUL_N} matmul in "
-        f"{str(dtype).split('.')[-1]}, best of {REPEATS}",
-        "gbps_from": f"measured: {COPY_BYTES // 2**20} MiB copy (read + write), best of {REPEATS}",
-    }
+    read = ""
     if clock is not None:
         from torchport.timing import thread_clock
 
-        read = "the thread's CPU time" if clock is thread_clock else "the caller's clock"
-        found["tflops_from"] += f", {read}"
-        found["gbps_from"] += f", {read}"
-    return found
+        read = ", the thread's CPU time" if clock is thread_clock else ", the caller's clock"
+    return {
+        "tflops": 2 * MATMUL_N**3 / best_mm / 1e12,
+        "gbps": 2 * COPY_BYTES / best_copy / 1e9,
+        "tflops_from": f"measured: {MATMUL_N}x{MATMUL_N} matmul in "
+        f"{str(dtype).split('.')[-1]}, best of {REPEATS}{read}",
+        "gbps_from": f"measured: {COPY_BYTES // 2**20} MiB copy (read + write), best of "
+        f"{REPEATS}{read}",
+    }
 
 
 def table_gbps(device_name: str) -> float | None:
