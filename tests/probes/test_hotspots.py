@@ -154,7 +154,9 @@ def _(x, us, every_other):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, dim: int, burn_us: int = 0, every_other: bool = False):
+    def __init__(self, dim: int, burn_us: int | None = None, every_other: bool = False):
+        """``burn_us`` None: no burn op at all (a custom op's first call imports torch._dynamo,
+        seconds on a loaded host); 0: the op, burning nothing."""
         super().__init__()
         self.norm = torch.nn.LayerNorm(dim)
         self.up = torch.nn.Linear(dim, 4 * dim)
@@ -164,7 +166,8 @@ class Block(torch.nn.Module):
         self.burn_us, self.every_other = burn_us, every_other  # not parameters: same structure
 
     def forward(self, x):
-        torch.ops.torchport_test_hotspots.burn(self.probe, self.burn_us, self.every_other)
+        if self.burn_us is not None:
+            torch.ops.torchport_test_hotspots.burn(self.probe, self.burn_us, self.every_other)
         return x + self.down(self.act(self.up(self.norm(x))))
 
 
@@ -172,7 +175,8 @@ def four_blocks_subject(burns: dict[int, tuple[int, bool]] | None = None) -> Sub
     """Stem, four identical blocks, head; ``burns``: {block index: (us, every_other)}."""
     torch.manual_seed(0)
     dim = 128
-    blocks = [Block(dim, *(burns or {}).get(i, (0, False))) for i in range(4)]
+    none = (0, False) if burns else (None, False)  # every block calls the op, or none does
+    blocks = [Block(dim, *(burns or {}).get(i, none)) for i in range(4)]
     model = torch.nn.Sequential(torch.nn.Linear(32, dim), *blocks, torch.nn.Linear(dim, 10))
     workload = Workload(
         model=model, args=(torch.randn(128, 32),), loss_fn=lambda o: o.square().mean()
@@ -196,9 +200,12 @@ def module_shares(info: dict) -> dict[str, float]:
     return {m["op"]: m["share"] for m in info["modules"]}
 
 
-def test_four_identical_blocks_agree_within_a_run_and_run_to_run_twice():
+def test_four_identical_blocks_agree_within_a_run_and_run_to_run_twice(monkeypatch):
     """The acceptance of issue 43's hot spots: identical blocks' shares within 1.5x of each
     other in a run, and each module's share within 1.5x from one run to the next."""
+    # the step at the user's thread count is not what this checks (on a loaded host each such
+    # step waits for its threads: the slowest part of the probe)
+    monkeypatch.setattr(hotspots, "TIMED_STEPS", 1)
     subject = four_blocks_subject()
     runs = []
     for _ in range(2):
@@ -225,10 +232,13 @@ def test_four_identical_blocks_agree_within_a_run_and_run_to_run_twice():
         assert ratio <= hotspots.IDENTICAL_FACTOR, (name, first[name], second[name])
 
 
-def test_the_self_check_names_a_block_doing_more_work_and_jitter_is_flagged_unstable():
+def test_the_self_check_names_a_block_doing_more_work_and_jitter_is_flagged_unstable(
+    monkeypatch,
+):
     """The third block (Sequential.3) burns 3 ms of CPU in every step: the four blocks are no
     longer alike, and the self-check names it. The fourth (Sequential.4) burns 3 ms every
     other call: its share moves from step to step, and its row is flagged unstable."""
+    monkeypatch.setattr(hotspots, "TIMED_STEPS", 1)
     torch.manual_seed(0)
     report = hotspots.HotspotsProbe().safe_run(
         four_blocks_subject({2: (3000, False), 3: (3000, True)})
