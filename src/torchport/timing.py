@@ -8,24 +8,34 @@ synchronisations. Both sit behind one interface, ``StepTimer``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 clock = time.perf_counter
+# CPU time of the calling thread: what an op computing on this thread cost, whatever else the
+# host runs (time while the OS runs another process is not counted)
+thread_clock = time.thread_time
 T = TypeVar("T")
 
 
-def timed(fn: Callable[[], T], sync: Callable[[], None] = lambda: None) -> tuple[T, float]:
-    """Run ``fn`` once between two device synchronisations; return (value, seconds)."""
+def timed(
+    fn: Callable[[], T],
+    sync: Callable[[], None] = lambda: None,
+    read: Callable[[], float] | None = None,
+) -> tuple[T, float]:
+    """Run ``fn`` once between two device synchronisations; return (value, seconds).
+    ``read``: another clock (``thread_clock``); the wall clock by default."""
+    read = read or clock
     sync()
-    start = clock()
+    start = read()
     value = fn()
     sync()
-    return value, clock() - start
+    return value, read() - start
 
 
 class StepTimer:
@@ -120,6 +130,21 @@ def step_timer(adapter, *, steady: bool = False) -> StepTimer:
     )
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """As timeit and torch.utils.benchmark do: collect once, then keep Python's cyclic garbage
+    collector out of the timed calls, so a collection triggered by earlier allocations is not
+    charged to whichever call happens to cross the threshold."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def round_order(names: list[str], round_index: int) -> list[str]:
     """Alternate A B / B A from round to round so neither side always runs first (drift and
     cache warmth from the previous call fall on both sides equally)."""
@@ -199,13 +224,7 @@ def sample_interleaved(
     if record is not None:
         record.update(warmup_rounds=rounds, warmup_s=clock() - start)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    # As timeit and torch.utils.benchmark do: collect once, then keep Python's cyclic garbage
-    # collector out of the timed steps, so a collection triggered by earlier allocations is not
-    # charged to whichever step happens to cross the threshold.
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with gc_paused():
         start, rounds = clock(), 0
         while rounds < max_samples and (
             rounds < min_samples or clock() - start < budget_s * len(names)
@@ -213,9 +232,6 @@ def sample_interleaved(
             for name in round_order(names, rounds):
                 samples[name].append(timer(sides[name])[1])
             rounds += 1
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if record is not None:
         record.update(timed_rounds=rounds, timed_s=clock() - start)
     return samples

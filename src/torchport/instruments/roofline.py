@@ -39,22 +39,19 @@ def op_key(name: str) -> str:
 
 
 def op_costs(
-    step: Callable[[], object], target: str, modules: dict | None = None, sync=None
+    step: Callable[[], object], target: str, modules: dict | None = None
 ) -> dict[str, dict]:
     """{op: {"calls", "flops", "bytes", "host_calls"}} over one call of ``step``.
 
     ``modules``: a dict to fill with the same per innermost module (torch's ModuleTracker,
-    backward included), plus each module's ``time_ms``: its ops timed one by one, the device
-    synchronised (``sync``) around each (an instrumented pass: slower than the step, used for
-    the modules' shares only)."""
+    backward included). Nothing is timed here: the modules' times come from several
+    instrumented steps (``call_times.CallRecorder``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    from torchport.timing import clock
-
     tracker = _module_tracker() if modules is not None else None
-    sync = sync or (lambda: None)
+    innermost = Innermost(tracker)
 
     try:
         from torch.utils.flop_counter import flop_registry  # semi-private: guarded
@@ -65,14 +62,7 @@ def op_costs(
     class Costs(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if tracker is not None:
-                sync()
-                start = clock()
-                out = func(*args, **kwargs)
-                sync()
-                elapsed_ms = (clock() - start) * 1e3
-            else:
-                out = func(*args, **kwargs)
+            out = func(*args, **kwargs)
             row = table[op_key(str(func))]
             before = dict(row)
             row["calls"] += 1
@@ -95,11 +85,10 @@ def op_costs(
             if target != "cpu" and any(t.device.type == "cpu" and t.dim() > 0 for t in ins):
                 row["host_calls"] += 1
             if tracker is not None and modules is not None:
-                owner = _innermost(tracker.parents)
+                owner = innermost()
                 entry = modules.setdefault(owner, collections.Counter())
                 for key, value in row.items():
                     entry[key] += value - before.get(key, 0)
-                entry["time_ms"] += elapsed_ms
             return out
 
     if tracker is None:
@@ -122,9 +111,37 @@ def _module_tracker():
     return ModuleTracker()
 
 
-def _innermost(parents) -> str:
-    """The deepest module of ModuleTracker's current set ('Global' outside every module)."""
-    return max(parents, key=lambda n: (n.count("."), len(n)), default="Global")
+class Innermost:
+    """The module an op call belongs to: the most recently entered of those ModuleTracker holds
+    open. ModuleTracker keeps an unordered set, and in the backward a module can stay in it
+    after its gradients are done (reduced llama: layer 1's attention was still open while
+    layer 0's attention ran its backward). Picking the deepest name of the set then chose
+    between two names of equal depth by the set's order, which follows Python's per-process
+    string hashing: layer 0's attention read 44 % of the step in one run and 0.1 % in the
+    next. Here names are kept in the order they appeared (several new at once: the deeper
+    last), so the module entered last owns the call."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.order: list[str] = []
+
+    def __call__(self) -> str:
+        if self.tracker is None:
+            return "Global"
+        current = self.tracker.parents
+        self.order = [n for n in self.order if n in current]
+        known = set(self.order)
+        fresh = [n for n in current if n not in known]
+        self.order.extend(sorted(fresh, key=lambda n: (n.count("."), len(n), n)))
+        name = "Global"
+        for entry in self.order:
+            if entry == "Global":
+                continue
+            # ModuleTracker names a module outside the model's tree by its bare class name
+            # (transformers calls its attention function through one, 'Func', from every
+            # layer): it is put under the module that called it, so layers stay apart
+            name = entry if "." in entry or name == "Global" else f"{name}.{entry}"
+        return name
 
 
 def _mutates(func) -> bool:
@@ -150,9 +167,11 @@ def _distinct(tensors: list) -> list:
     return list(found.values())
 
 
-def measured_peaks(adapter, dtype) -> dict:
+def measured_peaks(adapter, dtype, clock=None) -> dict:
     """{"tflops", "gbps", "tflops_from", "gbps_from"}: best of REPEATS synchronised runs of a
-    matmul and a copy (the first of each warms up)."""
+    matmul and a copy (the first of each warms up). ``clock``: the clock the ops being compared
+    with the peaks were timed by (the hot spots on the CPU: the thread's CPU time; a peak on
+    the wall clock of a loaded host reads below what the ops then achieve)."""
     import torch
 
     from torchport.timing import timed
@@ -164,14 +183,20 @@ def measured_peaks(adapter, dtype) -> dict:
     dst = torch.empty_like(src)
     best_mm = best_copy = float("inf")
     for _ in range(REPEATS + 1):  # the first call of each warms up
-        best_mm = min(best_mm, timed(lambda: a @ b, adapter.synchronize)[1])
-        best_copy = min(best_copy, timed(lambda: dst.copy_(src), adapter.synchronize)[1])
+        best_mm = min(best_mm, timed(lambda: a @ b, adapter.synchronize, clock)[1])
+        best_copy = min(best_copy, timed(lambda: dst.copy_(src), adapter.synchronize, clock)[1])
+    read = ""
+    if clock is not None:
+        from torchport.timing import thread_clock
+
+        read = ", the thread's CPU time" if clock is thread_clock else ", the caller's clock"
     return {
         "tflops": 2 * MATMUL_N**3 / best_mm / 1e12,
         "gbps": 2 * COPY_BYTES / best_copy / 1e9,
         "tflops_from": f"measured: {MATMUL_N}x{MATMUL_N} matmul in "
-        f"{str(dtype).split('.')[-1]}, best of {REPEATS}",
-        "gbps_from": f"measured: {COPY_BYTES // 2**20} MiB copy (read + write), best of {REPEATS}",
+        f"{str(dtype).split('.')[-1]}, best of {REPEATS}{read}",
+        "gbps_from": f"measured: {COPY_BYTES // 2**20} MiB copy (read + write), best of "
+        f"{REPEATS}{read}",
     }
 
 
@@ -180,8 +205,9 @@ def table_gbps(device_name: str) -> float | None:
     return next((gbps for key, gbps in PEAK_GBPS if key in name), None)
 
 
-def peaks(config, adapter, dtype) -> dict:
-    """Peak TFLOP/s and GB/s with where each came from (flag, table, or measured)."""
+def peaks(config, adapter, dtype, clock=None) -> dict:
+    """Peak TFLOP/s and GB/s with where each came from (flag, table, or measured; ``clock``:
+    see ``measured_peaks``)."""
     from torchport.instruments.flops import peak_for
 
     dtype_name = str(dtype).split(".")[-1]
@@ -198,7 +224,7 @@ def peaks(config, adapter, dtype) -> dict:
         how_bytes = "datasheet table" if gbps else ""
     found: dict = {}
     if tflops is None or not gbps:
-        found = measured_peaks(adapter, dtype)
+        found = measured_peaks(adapter, dtype, clock)
     if tflops is None:
         tflops, how_flops = found["tflops"], found["tflops_from"]
     if not gbps:

@@ -1,5 +1,8 @@
 """Hot spots against the roofline (``--probes hotspots``): per aten op of each result, ranked
-by the time a kernel at the roofline would save per step."""
+by the time a kernel at the roofline would save per step, and the same per module. Each share
+has its spread (p10-p90 over resamples of the measured steps, over the share) and ``unstable``
+where that spread is wide; the notes say what measuring cost and whether structurally
+identical modules agreed (else: ``profile UNSTABLE`` and why)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ COLUMNS = columns(
     "mode",
     "op",
     ("calls", "count"),
-    ("share of step", "percent"),
+    ("share", "percent"),
+    ("spread", "percent"),
+    "noise",
     ("self ms", "ms"),
     ("achieved TFLOP/s", "tflops"),
     ("GB/s", "sci"),
@@ -37,6 +42,7 @@ def build(run: dict, results: list[dict]) -> View | None:
             f"{peak.get('tflops', 0):.3g} TFLOP/s ({peak.get('tflops_from')}), "
             f"{peak.get('gbps', 0):.3g} GB/s ({peak.get('gbps_from')}); ridge "
             f"{info.get('ridge_flops_per_byte', 0):.3g} FLOP/byte; op time: {info.get('op_time')}"
+            + (f"; shares of {info['share_of']}" if info.get("share_of") else "")
         )
         notes.extend(f"{r['case']} [{r['mode']}]: {n}" for n in info.get("notes") or ())
         for op in (info.get("ops") or [])[:SHOWN]:
@@ -47,6 +53,8 @@ def build(run: dict, results: list[dict]) -> View | None:
                     op["op"],
                     op.get("calls"),
                     op.get("share"),
+                    op.get("spread"),
+                    _noise(op),
                     op.get("self_ms"),
                     op.get("achieved_tflops"),
                     op.get("achieved_gbps"),
@@ -66,6 +74,8 @@ MODULE_COLUMNS = columns(
     "module",
     ("op calls", "count"),
     ("share", "percent"),
+    ("spread", "percent"),
+    "noise",
     ("ms", "ms"),
     ("achieved TFLOP/s", "tflops"),
     ("GB/s", "sci"),
@@ -91,6 +101,8 @@ def modules(run: dict, results: list[dict]) -> View | None:
                     m["op"],
                     m.get("calls"),
                     m.get("share"),
+                    m.get("spread"),
+                    _noise(m),
                     m.get("self_ms"),
                     m.get("achieved_tflops"),
                     m.get("achieved_gbps"),
@@ -100,5 +112,18 @@ def modules(run: dict, results: list[dict]) -> View | None:
                     m.get("saving_ms"),
                 ]
             )
-    note = found[0]["findings"]["hotspots"].get("modules_time") or ""
-    return View("Hot spots by module", MODULE_COLUMNS, rows, [f"time: {note}"] if note else [])
+    notes = []
+    for r in found:
+        info = r["findings"]["hotspots"]
+        if info.get("modules_time"):
+            notes.append(f"{r['case']} [{r['mode']}]: time: {info['modules_time']}")
+        check = info.get("self_check")
+        if check is not None and not check.get("stable", True):
+            notes.append(f"{r['case']} [{r['mode']}]: profile UNSTABLE: {check.get('reason')}")
+    return View("Hot spots by module", MODULE_COLUMNS, rows, notes)
+
+
+def _noise(row: dict) -> str:
+    """'unstable' where the share's spread is wide; '' where it is not, or was not measured
+    (a result recorded before spreads were)."""
+    return "unstable" if row.get("unstable") else ""
