@@ -304,6 +304,32 @@ def test_a_group_that_moves_no_data_is_caught(monkeypatch, fault):
         assert found == {"checked": found["checked"], "no_data": [], "wrong": []}
 
 
+@pytest.mark.parametrize("moves", [(), ("all_gather", "broadcast")])
+def test_no_data_only_when_every_collective_left_its_tensor(monkeypatch, moves):
+    """Rank 0 of two: a group that moves nothing is ``no_data``; one whose all_reduce leaves
+    the rank's own value (the planted drop_rank) but whose gather and broadcast move data is
+    a wrong result, left to the conformance rows."""
+
+    def gather(out, tensor):
+        if "all_gather" in moves:
+            out.copy_(torch.tensor([1.0] * 4 + [2.0] * 4))
+
+    def broadcast(tensor, src):
+        if "broadcast" in moves:
+            tensor.fill_(2.0)
+
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: None)
+    monkeypatch.setattr(dist, "all_gather_single", gather, raising=False)
+    monkeypatch.setattr(dist, "all_gather_into_tensor", gather)
+    monkeypatch.setattr(dist, "broadcast", broadcast)
+    found = data_moves(world=2, rank=0, device="cpu", guard=lambda label: _Null())
+    if not moves:
+        assert len(found["no_data"]) == 3 and not found["wrong"]
+    else:
+        assert found["wrong"] == ["all_reduce(sum) left this rank's tensor as it was"]
+        assert not found["no_data"]
+
+
 class _Null:
     def __enter__(self):
         return self

@@ -43,6 +43,9 @@ class DistSpec:
     steps: int = 3
     fault: str | None = None  # a simccl planted fault (devices/simdev_dist.py)
     backend: str | None = None  # forces the collective backend (planted faults: simccl)
+    # each checked collective's own deadline (None: runner/dist_guard.py's default, from the
+    # world's deadline); a planted hang keeps it short
+    collective_deadline_s: float | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -130,6 +133,7 @@ def planted_dist_cases() -> list[Case]:
                 dtypes=("float32",),
                 fault=fault,
                 backend="simccl",
+                collective_deadline_s=10.0 if fault == "empty_hang" else None,
             ),
             tags=("planted",),
         )

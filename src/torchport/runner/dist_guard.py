@@ -159,9 +159,9 @@ def data_moves(*, world: int, rank: int, device: str, guard) -> dict:
     """Three collectives with known results, on 4 float32 elements per rank: all_reduce(sum)
     of ``rank + 1`` everywhere, all_gather_into_tensor of ``rank + 1`` into an output filled
     with -1, broadcast of ``rank + 1`` from the last rank. Returns ``{"checked": [...],
-    "no_data": [...], "wrong": [...]}``: ``no_data`` names each collective that left this
-    rank's tensor as it was where a correct one changes it (the group moved no data),
-    ``wrong`` one that changed it to another wrong value. In a world of one only the gather's
+    "no_data": [...], "wrong": [...]}``: ``no_data`` names the collectives when every one
+    that a correct group makes change this rank's tensor left it as it was (the group moved no
+    data); ``wrong`` names any other wrong result. In a world of one only the gather's
     output can show it (an all_reduce or broadcast of one rank changes nothing)."""
     import torch
     import torch.distributed as dist
@@ -171,14 +171,18 @@ def data_moves(*, world: int, rank: int, device: str, guard) -> dict:
 
     mine = float(rank + 1)
     found: dict[str, list[str]] = {"checked": [], "no_data": [], "wrong": []}
+    unchanged: list[str] = []  # collectives that left a tensor a correct one changes
+    can_show = 0  # how many of them could show it on this rank
 
     def judge(name: str, got, want, before, *, changes: bool) -> None:
+        nonlocal can_show
         got = got.detach().to("cpu")
         found["checked"].append(name)
+        can_show += changes
         if torch.equal(got, want):
             return
         if changes and torch.equal(got, before):
-            found["no_data"].append(f"{name} left this rank's tensor as it was")
+            unchanged.append(f"{name} left this rank's tensor as it was")
         else:
             found["wrong"].append(f"{name} gave {got.tolist()} where {want.tolist()}")
 
@@ -200,4 +204,10 @@ def data_moves(*, world: int, rank: int, device: str, guard) -> dict:
         judge(
             "broadcast", tensor, torch.full((4,), float(world)), before, changes=rank != world - 1
         )
+    # no data moved: every collective that could show it left its tensor as it was (one that
+    # moved some data, wrongly, is left to the conformance rows and the training parity)
+    if unchanged and len(unchanged) == can_show:
+        found["no_data"] = unchanged
+    else:
+        found["wrong"] += unchanged
     return found

@@ -216,7 +216,8 @@ class DistLadder(StageRunner):
             # the backend's own timeout is past the group deadline: a hang is ours to name
             "collective_timeout_s": config.timeout_s + 60,
             # each checked collective's own deadline, inside the world's
-            "collective_deadline_s": collective_deadline_s(deadline_s),
+            "collective_deadline_s": spec.collective_deadline_s
+            or collective_deadline_s(deadline_s),
             "compile_backend": config.compile_backend,
             "train_reference": reference_path,
         }

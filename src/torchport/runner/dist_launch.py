@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from torchport.timing import clock
 
 GRACE_S = 5.0
-JOIN_MARGIN_S = 5.0  # torchrun's rendezvous gives up this long before the world's deadline
+JOIN_SHARE = 0.6  # torchrun's rendezvous gives up after this share of the world's deadline
 LOG_TAIL_CHARS = 2000
 _PR_SET_PDEATHSIG = 1
 
@@ -186,8 +186,9 @@ def launch_world(
         endpoint = rdzv_endpoint or f"127.0.0.1:{free_port()}"
         local_agents = 1 if rdzv_endpoint else nnodes
         per_node = world_size // nnodes
-        # torchrun's own limit on the rendezvous, inside ours: past it, it says so and exits
-        join_timeout_s = max(1, int(deadline_s - JOIN_MARGIN_S))
+        # torchrun's own limit on the rendezvous, well inside ours (its own start-up, seconds
+        # on a loaded host, comes first): past it, it says so and exits
+        join_timeout_s = max(1, int(JOIN_SHARE * deadline_s - 2))
         world.rendezvous = {
             "kind": "c10d",
             "endpoint": endpoint,
