@@ -367,3 +367,73 @@ def test_the_ranks_folder_is_removed_when_the_world_ends(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         ladder._world_stage()
     assert seen and not os.path.exists(seen[0]) and not os.listdir(tmp_path)
+
+
+# -- a strategy's failure cites the placement evidence ---------------------------------------
+class _KeepsBufferOnHost(torch.nn.Module):
+    """A module whose move leaves its buffer where it was, as quirkdev's ``Module.to`` does
+    to non-persistent buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(4, 4)
+        self.register_buffer("inv_freq", torch.ones(8), persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        kept = self.inv_freq
+        super()._apply(fn, recurse)
+        self.inv_freq = kept
+        return self
+
+
+def test_a_buffer_left_on_the_host_is_named():
+    from torchport.runner.dist_train import left_on_host, placement_note
+
+    model = _KeepsBufferOnHost().to("meta")
+    left = left_on_host(model, "meta")
+    assert [(t["name"], t["kind"], t["device"]) for t in left] == [("inv_freq", "buffer", "cpu")]
+    assert left_on_host(_KeepsBufferOnHost(), "cpu") == []  # on the CPU the host is the device
+    assert placement_note(left) == (
+        "placement evidence (class c): left on the host by the move: inv_freq (buffer, on cpu)"
+    )
+
+
+def test_a_strategy_failure_carries_the_placement_evidence(monkeypatch, tmp_path):
+    from torchport.runner import dist_train
+
+    left = [{"name": "lm.rotary.inv_freq", "kind": "buffer", "device": "cpu", "bytes": 32}]
+    monkeypatch.setattr(dist_train, "left_on_host", lambda model, device: left)
+
+    def wrap(*args):
+        raise RuntimeError("FSDP2 cannot shard a module with tensors on two devices")
+
+    monkeypatch.setattr(dist_train, "_wrap", wrap)
+    spec = DistSpec(kind="train", strategy="fsdp2", model="mlp", steps=1)
+    with pytest.raises(RuntimeError) as caught:
+        dist_train.train_parity(
+            spec,
+            mode="eager",
+            rank=0,
+            world=1,
+            device="cpu",
+            seed=0,
+            adapter=get_adapter("cpu"),
+            progress=lambda s: None,
+            expected=[{}],
+        )
+    assert caught.value.torchport_placement == left
+    # the ladder keeps what the rank cited, with the failure's message
+    ladder = _ladder(DistSpec(kind="train", strategy="fsdp2", model="mlp"))
+    message = "FSDP2 cannot shard (placement evidence (class c): left on the host by the move: "
+    outcome = {
+        "rank": 0,
+        "status": "eager_fail",
+        "stage": "run",
+        "placement_evidence": left,
+        "error": {"type": "RuntimeError", "message": message, "traceback": None},
+    }
+    ranks = [_rank(0, outcome, last="fsdp2 wrap"), _rank(1, None, last="fsdp2 wrap", killed=True)]
+    ladder._judge(World(launcher="procs", ranks=ranks, expected_local=2))
+    assert ladder.out.status == "eager_fail"
+    assert ladder.out.error["message"].startswith(f"rank 0 in fsdp2 wrap: {message}")
+    assert ladder.out.findings["dist"]["placement_evidence"] == left

@@ -384,6 +384,8 @@ class DistLadder(StageRunner):
         else:
             error["message"] = f"rank {first['rank']} in {last}: {error['message']}"
         error["message"] += f" (ranks ended by the supervisor: {', '.join(ended)})" if ended else ""
+        if first.get("placement_evidence"):
+            out.findings["dist"]["placement_evidence"] = first["placement_evidence"]
         out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
 
     def _died(self, world, silent: list[dict], never: int) -> None:
@@ -510,7 +512,15 @@ class DistLadder(StageRunner):
         first = per_rank[0]
         record = {
             k: first[k]
-            for k in ("strategy", "model", "steps", "worst", "passed", "compile_backend")
+            for k in (
+                "strategy",
+                "model",
+                "steps",
+                "worst",
+                "passed",
+                "compile_backend",
+                "left_on_host",
+            )
             if k in first
         }
         record["step_s"] = max(t.get("step_s", 0.0) for t in per_rank)

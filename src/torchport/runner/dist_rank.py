@@ -189,6 +189,12 @@ def main(argv=None) -> int:
         from torchport.records.result import classify, error_value
 
         outcome["error"] = error_value(exc)
+        left = getattr(exc, "torchport_placement", None)
+        if left:  # the placement evidence that explains a strategy's failure, cited
+            from torchport.runner.dist_train import placement_note
+
+            outcome["placement_evidence"] = left
+            outcome["error"]["message"] = f"{outcome['error']['message']} ({placement_note(left)})"
         outcome["stage"] = getattr(exc, "torchport_stage", stage)
         outcome["status"] = classify(outcome["stage"], exc)
         _write(out_path, outcome)
