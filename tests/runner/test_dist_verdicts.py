@@ -148,6 +148,23 @@ def test_a_held_rendezvous_port_is_a_timeout_and_never_a_pass():
     )
 
 
+def test_the_launcher_is_quoted_by_its_error_not_its_backtrace():
+    from torchport.runner.dist_ladder import _log_quote
+
+    log = (
+        "W1207 torch/distributed/run.py] Setting OMP_NUM_THREADS\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+        "torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients\n"
+        "Exception raised from waitForWorkers at tcpstore.cpp:123\n"
+        + "".join(f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(40))
+        + "<omitting python frames>\n"
+    )
+    assert _log_quote(log, lines=2) == (
+        "torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients | "
+        "Exception raised from waitForWorkers at tcpstore.cpp:123"
+    )
+
+
 def test_a_rank_that_never_started_is_a_crash_naming_it():
     ladder = _ladder()
     ranks = [_reported(0), _rank(1, None, last=None, exit_code=1, killed=False)]

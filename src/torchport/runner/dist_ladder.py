@@ -80,6 +80,20 @@ def merge_rows(ranks: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
+def _log_quote(log: str, lines: int = 3) -> str:
+    """The last ``lines`` message lines of a launcher's log, joined: a C++ backtrace's frames
+    (``frame #N: ...``, ``<omitting python frames>``) and a Python traceback's indented lines
+    are left out, so the quote is the error itself."""
+    kept = [
+        line.strip()
+        for line in log.splitlines()
+        if line.strip()
+        and not line[:1].isspace()
+        and not line.startswith(("frame #", "<omitting python frames>", "Traceback ("))
+    ]
+    return " | ".join(kept[-lines:])[-400:]
+
+
 def row_label(row: dict) -> str:
     op = f"({row['op']})" if row.get("op") else ""
     layout = f" {row['layout']}" if row.get("layout") not in ("contiguous", "") else ""
@@ -273,7 +287,7 @@ class DistLadder(StageRunner):
             for r in ranks
         ]
         if world.agents:
-            info["launcher_exit"] = [{**a, "log_tail": a["log_tail"][-1200:]} for a in world.agents]
+            info["launcher_exit"] = [{**a, "log_tail": a["log_tail"][-2000:]} for a in world.agents]
         outcomes = [r["outcome"] for r in ranks if r["outcome"]]
         backends = {o.get("backend") for o in outcomes if o.get("backend")}
         if backends:
@@ -359,8 +373,7 @@ class DistLadder(StageRunner):
                 else f"exit code {agent.get('exit_code')}"
             )
             how += " (ended by the supervisor)" if agent.get("killed") else ""
-            lines = [ln.strip() for ln in agent["log_tail"].splitlines() if ln.strip()]
-            quote = " | ".join(lines[-3:])[-400:]
+            quote = _log_quote(agent["log_tail"])
             said.append(
                 f"torchrun (node {agent['node']}): {how}"
                 + (f", its log ends: {quote!r}" if quote else ", its log is empty")

@@ -34,6 +34,7 @@ from torchport.timing import clock
 GRACE_S = 5.0
 JOIN_SHARE = 0.6  # torchrun's rendezvous gives up after this share of the world's deadline
 LOG_TAIL_CHARS = 2000
+AGENT_LOG_CHARS = 16_000  # torchrun's log: its error comes before a long C++ backtrace
 _PR_SET_PDEATHSIG = 1
 
 
@@ -126,11 +127,11 @@ def _read_lines(path: str) -> list[dict]:
     return rows
 
 
-def _tail(path: str) -> str:
+def _tail(path: str, chars: int = LOG_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - LOG_TAIL_CHARS))
+            f.seek(max(0, f.tell() - chars))
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
@@ -252,7 +253,7 @@ def launch_world(
                 "node": i,
                 **_exit(p.returncode),
                 "killed": p.pid in killed,
-                "log_tail": _tail(os.path.join(out_dir, f"agent{i}.log")),
+                "log_tail": _tail(os.path.join(out_dir, f"agent{i}.log"), AGENT_LOG_CHARS),
             }
             for i, p in enumerate(procs)
         ]

@@ -53,7 +53,7 @@ def _world_note(results: list[dict]) -> list[str]:
         reported = (r.get("metrics") or {}).get("ranks_reported")
         notes.append(
             f"{r['case']} [{r['mode']}]: {r['status']}, world of {info.get('world_size')} "
-            f"on {info.get('backend') or info.get('requested_backend') or '?'} "
+            f"on {info.get('backend') or info.get('backend_chosen') or '?'} "
             f"({info.get('launcher')}, {info.get('nnodes')} node(s)"
             + (f", {int(reported)} rank(s) reported here" if reported is not None else "")
             + ")"
