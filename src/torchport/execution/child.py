@@ -65,9 +65,10 @@ def owned_folder(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=f"{prefix}pid{os.getpid()}-")
 
 
-def remove_owned(pid: int) -> None:
-    """Every ``owned_folder`` of process ``pid``."""
-    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"torchport-*-pid{pid}-*")):
+def remove_owned(pid: int, where: str | None = None) -> None:
+    """Every ``owned_folder`` of process ``pid`` (in ``where``: its temporary folder)."""
+    where = where or tempfile.gettempdir()
+    for path in glob.glob(os.path.join(where, f"torchport-*-pid{pid}-*")):
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -175,6 +176,10 @@ class Child:
         env.update(
             {SUPERVISOR_PID_ENV: str(os.getpid()), CHILD_TOKEN_ENV: ":".join([*tokens, self.token])}
         )
+        # where the child makes its temporary folders (its environment's, as tempfile reads it)
+        self.tmpdir = next(
+            (env[k] for k in ("TMPDIR", "TEMP", "TMP") if env.get(k)), tempfile.gettempdir()
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
             stdin=subprocess.PIPE,
@@ -276,7 +281,7 @@ class Child:
                     pass
         self.reader.close()
         self.close_stdin()
-        remove_owned(self.proc.pid)  # its temporary folders, whatever ended it
+        remove_owned(self.proc.pid, self.tmpdir)  # its temporary folders, whatever ended it
         return self.returncode
 
     def tail(self, chars: int = TAIL_CHARS) -> str:
