@@ -130,7 +130,7 @@ def test_a_held_rendezvous_port_is_a_timeout_within_the_deadline(tmp_dir):
         )
     assert result["status"] == "timeout", result["error"]
     message = result["error"]["message"]
-    assert "ran past its 18 s deadline" in message
+    assert re.search(r"ran past its [\d.]+ s deadline", message), message
     assert "2 rank(s) of this node never started" in message
     assert f"the rendezvous (c10d at 127.0.0.1:{port}" in message
     assert "torchrun (node 0):" in message
