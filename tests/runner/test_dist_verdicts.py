@@ -301,6 +301,16 @@ def test_a_device_without_a_collective_backend_is_refused_by_name(monkeypatch):
     assert result["error"]["message"].startswith("no collective backend for tpy")
     assert result["findings"]["dist"]["world_size"] == 2  # what was asked is kept
 
+    def broken():
+        raise ImportError("libccl.so: cannot open shared object file")
+
+    monkeypatch.setattr(adapter, "register_collectives", broken, raising=False)
+    result = DistLadder(
+        DistCase("dist/collectives", spec), "eager", RunConfig(), adapter, lambda e: None, {}
+    ).run()
+    assert (result["status"], result["stage"]) == ("build_fail", "build")
+    assert "libccl.so" in result["error"]["message"]
+
 
 # -- the data-moving check ----------------------------------------------------------------------
 @pytest.mark.parametrize("fault", ["", "no_data"])

@@ -23,7 +23,7 @@ import re
 import shutil
 
 from torchport.execution.child import owned_folder, remove_orphaned
-from torchport.records.result import error_note, skipped
+from torchport.records.result import error_note, error_value, skipped
 from torchport.runner.dist_guard import NoCollectiveBackend, collective_deadline_s
 from torchport.runner.dist_launch import launch_world
 from torchport.runner.stages import Stage, StageRunner
@@ -151,8 +151,11 @@ class DistLadder(StageRunner):
         from torchport.devices.simdev_dist import register as register_simccl
         from torchport.runner.dist_guard import collective_backend
 
-        register_simccl()  # as a rank does: simdev's backend, and planted faults' on any device
-        self.adapter.register_collectives()
+        try:  # as a rank does: simdev's backend (planted faults' on any device), the device's
+            register_simccl()
+            self.adapter.register_collectives()
+        except Exception as exc:  # the backend's own import error: the case cannot be built
+            self.stop("build_fail", "build", error_value(exc))
         try:
             backend = collective_backend(
                 self.adapter.torch_type, self.case.spec.backend or self.config.dist_backend
