@@ -149,7 +149,7 @@ def test_a_held_rendezvous_port_is_a_timeout_and_never_a_pass():
 
 
 def test_the_launcher_is_quoted_by_its_error_not_its_backtrace():
-    from torchport.runner.dist_ladder import _log_quote
+    from torchport.runner.dist_world import log_quote
 
     log = (
         "W1207 torch/distributed/run.py] Setting OMP_NUM_THREADS\n"
@@ -159,7 +159,7 @@ def test_the_launcher_is_quoted_by_its_error_not_its_backtrace():
         + "".join(f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(40))
         + "<omitting python frames>\n"
     )
-    assert _log_quote(log, lines=2) == (
+    assert log_quote(log, lines=2) == (
         "torch.distributed.DistStoreError: Timed out after 31 seconds waiting for clients | "
         "Exception raised from waitForWorkers at tcpstore.cpp:123"
     )
