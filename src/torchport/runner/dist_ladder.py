@@ -4,15 +4,23 @@ Same interface as ``runner.ladder.Ladder`` (``DistLadder(...).run() -> result di
 the ranks' task, starts them (``runner/dist_launch.py``), waits for the world within the case's
 deadline, and turns what every rank reported into one result:
 
-timeout         the deadline passed: the ranks still running and the collective each was in
-crash           a rank died without reporting (exit code or signal, its last collective)
-eager_fail ...  a rank reported an error (the status its stage gives; the collective named)
-accuracy_fail   a collective's result differed from the float64 value (or training diverged
-                from one process on the global batch): each wrong row is named
-pass            otherwise; rows the backend refused are ``skip`` rows with the reason
+skip            no collective backend serves the device (decided before any rank starts)
+timeout         the deadline passed: the ranks still running and the collective each was in,
+                the ranks that never started, the rendezvous no rank got past; or one
+                collective ran past its own deadline (named); or torchrun's rendezvous gave up
+crash           a rank died without reporting (exit code or signal, its last collective), a
+                rank never started, or a rank reported no results
+eager_fail ...  a rank reported an error (the status its stage gives; the collective named;
+                a strategy's failure with the placement evidence that explains it)
+accuracy_fail   a collective's result differed from the float64 value, the process group
+                moved no data, or training diverged from one process on the global batch
+pass            every rank expected here reported every row; rows the backend refused are
+                ``skip`` rows with the reason. Never for a world that did not report.
 
-findings: ``dist`` (world size, backend, launcher, nodes, per-rank exit / last collective /
-log tail), ``dist_rows`` (conformance, merged over ranks), ``dist_bandwidth``, ``dist_train``.
+With torchrun, its exit status and the error lines of its log are quoted in the message.
+findings: ``dist`` (world size, backend, launcher, nodes, rendezvous, launcher exit, per-rank
+exit / last collective / log tail), ``dist_rows`` (conformance, merged over ranks),
+``dist_bandwidth``, ``dist_train``.
 """
 
 from __future__ import annotations
