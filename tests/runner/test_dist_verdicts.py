@@ -190,6 +190,31 @@ def test_a_rank_without_rows_and_a_row_one_rank_lacks_are_no_pass():
     assert "broadcast(sum) float32 n=1: not reported by ranks [0]" in ladder.out.error["message"]
 
 
+@pytest.mark.parametrize(
+    "reports,words",
+    [
+        ({"0": {"rank": 0}, "1": {"rank": 1}, "2": {"rank": 2}, "3": {"rank": 3}}, None),
+        ({"0": {"rank": 0}, "1": {"rank": 1}, "2": {"rank": 2}}, "rank 3 sent no report"),
+        (
+            {"0": {}, "1": {}, "2": {"error": "RuntimeError: NCCL error"}, "3": {}},
+            "rank 2 failed: RuntimeError: NCCL error",
+        ),
+    ],
+)
+def test_the_ranks_of_other_nodes_must_report_too(reports, words):
+    """This node runs ranks 0 and 1 of a world of 4 on two machines: a pass needs every rank's
+    end, seen through the world's store."""
+    ladder = _ladder(world_size=4, nnodes=2, rdzv_endpoint="10.0.0.1:29400")
+    ranks = [_rank(r, {"rank": r, "rows": [_row(r)], "world_reports": reports}) for r in (0, 1)]
+    world = World(launcher="torchrun", ranks=ranks, expected_local=2, rendezvous=dict(C10D))
+    ladder._judge(world)
+    assert ladder.out.findings["dist"]["world_reports"] == reports
+    if words is None:
+        assert ladder.out.status == "pass"
+    else:
+        assert ladder.out.status == "crash" and words in ladder.out.error["message"]
+
+
 def test_a_collective_past_its_own_deadline_is_a_timeout_naming_it():
     ladder = _ladder()
     label = "all_reduce(sum) float32 n=0 contiguous"

@@ -117,6 +117,39 @@ def test_a_node_missing_is_a_timeout_naming_the_rendezvous(tmp_dir):
 
 
 @pytest.mark.slow
+def test_two_machines_each_record_every_rank_of_the_world(tmp_dir):
+    """Two runs joining one rendezvous endpoint, as two machines would (here both on this one):
+    each records its own rank, and through the world's store every rank's end."""
+    import threading
+
+    port = free_port()
+    spec = DistSpec(kind="collectives", sizes=(1, 7), dtypes=("float32",))
+    results: list = []
+
+    def node():
+        results.append(
+            _run(
+                DistCase("dist/collectives", spec),
+                timeout_s=180,
+                nnodes=2,
+                rdzv_endpoint=f"127.0.0.1:{port}",
+            )[0]
+        )
+
+    threads = [threading.Thread(target=node) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+    assert len(results) == 2
+    for result in results:
+        assert result["status"] == "pass", result["error"]
+        assert [r["rank"] for r in result["findings"]["dist"]["ranks"]] in ([0], [1])
+        assert sorted(result["findings"]["dist"]["world_reports"]) == ["0", "1"]
+    _nothing_left(tmp_dir)
+
+
+@pytest.mark.slow
 def test_a_held_rendezvous_port_is_a_timeout_within_the_deadline(tmp_dir):
     """A program holds the rendezvous port (listens, never answers): torchrun waits on it;
     the world's deadline ends everything, naming the rendezvous."""

@@ -211,3 +211,44 @@ def data_moves(*, world: int, rank: int, device: str, guard) -> dict:
     else:
         found["wrong"] += unchanged
     return found
+
+
+REPORT_KEY = "torchport/report/{rank}"
+
+
+def _store():
+    """The world's rendezvous store (c10d's default group's), or None where torch does not
+    expose it (private API: guarded)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    get = getattr(c10d, "_get_default_store", None)
+    try:
+        return get() if get is not None else None
+    except Exception:
+        return None
+
+
+def post_report(rank: int, summary: dict) -> bool:
+    """``summary`` under this rank's key of the world's store; False when it cannot be."""
+    store = _store()
+    if store is None:
+        return False
+    try:
+        store.set(REPORT_KEY.format(rank=rank), json.dumps(summary))
+    except Exception:
+        return False
+    return True
+
+
+def exchange_reports(rank: int, world: int, summary: dict) -> dict:
+    """Every rank's end-of-work ``summary``, through the world's rendezvous store (not the
+    collective backend under test): posted, then every rank's waited for (under the caller's
+    collective deadline). A node's run so knows that the ranks of the other nodes finished
+    too, and how. ``{"unavailable": reason}`` where the store cannot be reached."""
+    store = _store()
+    if store is None:
+        return {"unavailable": "torch.distributed does not expose the default group's store"}
+    post_report(rank, summary)
+    keys = [REPORT_KEY.format(rank=r) for r in range(world)]
+    store.wait(keys)
+    return {str(r): json.loads(store.get(k)) for r, k in enumerate(keys)}

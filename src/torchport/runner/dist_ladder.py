@@ -190,6 +190,8 @@ class DistLadder(StageRunner):
             # each checked collective's own deadline, inside the world's
             "collective_deadline_s": spec.collective_deadline_s
             or collective_deadline_s(deadline_s),
+            # nodes on other machines: every rank's end reported to all through the store
+            "exchange_reports": bool(config.rdzv_endpoint) and config.nnodes > 1,
             "compile_backend": config.compile_backend,
             "train_reference": reference_path,
         }
@@ -284,7 +286,40 @@ class DistLadder(StageRunner):
             self._rows_before_death(ranks)  # what the ranks finished before one died
             self._died(world, silent, never)
             return
+        if not self._other_nodes_reported(outcomes):
+            return
         self._rows(outcomes, expected=len(ranks))
+
+    def _other_nodes_reported(self, outcomes: list[dict]) -> bool:
+        """Nodes on other machines: every rank of the world reported its end to the store
+        (``dist_guard.exchange_reports``); a rank that did not, or that failed there, is no
+        pass here either. True where there is nothing to check."""
+        reports: list[dict] = [o["world_reports"] for o in outcomes if o.get("world_reports")]
+        if not reports:
+            return True
+        seen = reports[0]
+        if "unavailable" in seen:
+            self.out.findings["dist"]["world_reports"] = seen
+            return True
+        self.out.findings["dist"]["world_reports"] = seen
+        world = self.config.world_size
+        missing = [r for r in range(world) if str(r) not in seen]
+        failed = {r: v["error"] for r, v in seen.items() if v.get("error")}
+        if not missing and not failed:
+            return True
+        self.out.fail(
+            "crash",
+            "run",
+            error_note(
+                "OtherNodeFailed",
+                "ranks of other nodes did not end well: "
+                + "; ".join(
+                    [f"rank {r} sent no report" for r in missing]
+                    + [f"rank {r} failed: {e}" for r, e in failed.items()]
+                ),
+            ),
+        )
+        return False
 
     def _failed(self, ranks: list[dict], failed: list[dict]) -> None:
         """Ranks reported errors: the first one's status, the rank and collective named; a

@@ -40,6 +40,21 @@ def backend_for(adapter, requested: str | None) -> str:
     return collective_backend(adapter.torch_type, requested)
 
 
+def _summary(outcome: dict) -> dict:
+    """What a rank tells the others at the end (``task["exchange_reports"]``): how many rows
+    it has and how many did not pass, and where it ran."""
+    import socket
+
+    rows = outcome.get("rows") or []
+    return {
+        "rank": outcome["rank"],
+        "host": socket.gethostname(),
+        "rows": len(rows),
+        "rows_not_pass": sum(r["status"] not in ("pass", "skip") for r in rows),
+        "results": sorted(k for k in ("rows", "bandwidth", "train") if outcome.get(k)),
+    }
+
+
 def check_collective_world(adapter, world: int) -> None:
     """Raise when the backend's own runtime runs collectives across another number of
     processes than the process group's: they would reduce over the runtime's world and,
@@ -182,12 +197,22 @@ def main(argv=None) -> int:
                 expected=expected["history"],
                 compile_backend=task.get("compile_backend"),
             )
+        if task.get("exchange_reports"):  # nodes on other machines: each rank says it is done
+            from torchport.runner.dist_guard import exchange_reports
+
+            progress("world report exchange")
+            with guard("world report exchange (every rank of every node reports)"):
+                outcome["world_reports"] = exchange_reports(rank, world, _summary(outcome))
         progress("destroy_process_group")
         dist.destroy_process_group()
         progress("done")
     except Exception as exc:
         from torchport.records.result import classify, error_value
 
+        if task.get("exchange_reports"):  # the others are told, so they do not wait on it
+            from torchport.runner.dist_guard import post_report
+
+            post_report(rank, {"rank": rank, "error": f"{type(exc).__name__}: {exc}"[:300]})
         outcome["error"] = error_value(exc)
         left = getattr(exc, "torchport_placement", None)
         if left:  # the placement evidence that explains a strategy's failure, cited
