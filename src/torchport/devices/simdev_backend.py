@@ -61,6 +61,8 @@ from collections.abc import Iterable
 import torch
 from torch.utils._pytree import tree_map
 
+from torchport import settings
+
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
@@ -567,7 +569,7 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
 def _enter_fallback(name: str) -> None:
     """Strict mode raises; otherwise count the op and warn once per op type (an op in the
     silent set does neither: the backend keeps no word of it)."""
-    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+    if settings.value(STRICT_ENV):
         raise NotImplementedError(
             f"Operator '{name}' is not implemented on {_name()} and the CPU fallback is off "
             f"({STRICT_ENV}=1)"
@@ -801,7 +803,7 @@ def _simdev_compile(gm, example_inputs, **kwargs):
 
 def _donating(compiled):
     def run(*args):
-        if os.environ.get(DONATE_ENV, "") in ("", "0"):
+        if not settings.value(DONATE_ENV):
             return compiled(*args)
         inputs = [a for a in args if isinstance(a, torch.Tensor) and _is_simdev(a)]
         versions = [a._version for a in inputs]

@@ -63,8 +63,14 @@ class LazyGroup(click.Group):
         run: Any = super().main
         if not standalone_mode:
             return run(*args, standalone_mode=False, **kwargs)
+        from torchport.settings import SettingError, check_all
+
         try:
+            check_all()  # every TORCHPORT_* variable, before any work starts
             code = run(*args, standalone_mode=False, **kwargs)
+        except SettingError as exc:
+            click.echo(f"torchport: error: {one_line(str(exc))}", err=True)
+            sys.exit(2)
         except _NO_ARGS as exc:  # a bare ``torchport`` or group: the help, as click shows it
             exc.show()
             sys.exit(exc.exit_code)
