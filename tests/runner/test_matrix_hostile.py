@@ -324,3 +324,68 @@ def test_a_stood_up_environment_with_torch_deleted_records_nothing_in_a_matrix(t
     assert "new: environment failed" in done.stdout and "fixed" not in done.stdout
     with open_store(str(db), write=False) as store:
         assert [r["labels"]["matrix_env"] for r in store.list_runs()] == ["old"]
+
+
+def _uv_children(parent: int) -> list[int]:
+    """The uv processes whose parent is ``parent``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and argv and os.path.basename(argv[0]) == b"uv" and b"install" in argv:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("signum", [15, 9], ids=["TERM", "KILL"])
+def test_a_signal_during_a_build_leaves_no_uv_running(tmp_path, signum):
+    """Issue 44 (1): SIGTERM during a build left ``uv pip install`` running for ~30 s,
+    reparented to init, writing into a folder the next call may delete. uv dies with the
+    matrix (PR_SET_PDEATHSIG; SIGTERM also kills it on the way out, exit 143)."""
+    import signal
+    import socket
+    import subprocess
+    import threading
+    import time
+
+    from tests.conftest import TORCHPORT
+    from tests.interfaces.test_signals import _alive, _wait_for
+
+    silent = socket.socket()  # an index that accepts and never answers: uv waits on it
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list = []
+    threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(16)],
+                     daemon=True).start()  # fmt: skip
+    (tmp_path / "m.toml").write_text(
+        f"[matrix]\nname = 'demo'\nindex_url = 'http://127.0.0.1:{silent.getsockname()[1]}/'\n"
+        "[[env]]\nname = 'a'\nrequirements = ['torch==2.13.0']\n"
+        "[[env]]\nname = 'b'\nrequirements = ['torch==2.13.0']\n"
+    )
+    proc = subprocess.Popen(
+        [TORCHPORT, "matrix", "m.toml", "--build-only", "--envs-dir", "envs", "--db", "kb.db"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert _wait_for(lambda: _uv_children(proc.pid) or proc.poll() is not None, 120)
+        uv = _uv_children(proc.pid)
+        assert uv, proc.communicate(timeout=30)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        silent.close()
+    assert proc.returncode == (128 + signal.SIGTERM if signum == 15 else -signal.SIGKILL), stderr
+    assert _wait_for(lambda: not any(_alive(pid) for pid in uv), 10), uv
+    assert "Traceback" not in stderr
+    written = {os.path.relpath(os.path.join(d, f), tmp_path) for d, _, fs in os.walk(tmp_path)
+               for f in fs}  # fmt: skip
+    assert all(w.startswith(("envs/", "torchport-matrix/")) or w in ("m.toml", "kb.db")
+               for w in written), written  # fmt: skip
