@@ -351,7 +351,6 @@ def test_a_signal_during_a_build_leaves_no_uv_running(tmp_path, signum):
     import socket
     import subprocess
     import threading
-    import time
 
     from tests.conftest import TORCHPORT
     from tests.interfaces.test_signals import _alive, _wait_for
