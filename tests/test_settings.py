@@ -124,3 +124,27 @@ def test_a_password_is_never_printed_whatever_its_bytes(monkeypatch):
             if not re.search(r"\s", password) and any(piece in shown[3] for piece in PIECES):
                 leaks.append((byte, password, shown))
     assert leaks == [], leaks[:3]
+
+
+def test_every_torchport_variable_in_the_source_is_a_setting():
+    """One place: a ``TORCHPORT_*`` name anywhere in the package is declared in settings.py
+    (its kind and range), so check_all() checks it before a command starts."""
+    root = os.path.dirname(tp_settings.__file__)
+    named = set()
+    for folder, _, files in os.walk(root):
+        for file in files:
+            if file.endswith(".py"):
+                with open(os.path.join(folder, file), encoding="utf-8") as f:
+                    named |= set(re.findall(r"\bTORCHPORT_[A-Z0-9_]*[A-Z0-9]\b", f.read()))
+    assert named - set(tp_settings.SETTINGS) == set()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-0.5"])
+def test_a_perf_tolerance_that_is_not_a_fraction_is_one_line(tmp_path, value):
+    from tests import kb
+
+    path = kb.build(tmp_path / "kb.db")
+    done = invoke("baseline", "save", "r1", "-o", tmp_path / "b.json", "--db", path,
+                  "--perf-tolerance", value)  # fmt: skip
+    one_line(done, "--perf-tolerance must be a fraction from 0 to 10")
+    assert not (tmp_path / "b.json").exists()

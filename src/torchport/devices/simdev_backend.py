@@ -51,7 +51,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import os
 import threading
 import types
 import warnings
@@ -543,7 +542,7 @@ def _wrong_kernel(op, *args, **kwargs):
 
 
 def _planted_wrong(overload) -> bool:
-    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    names = {_normalize(n) for n in settings.value(WRONG_OPS_ENV).split(",") if n.strip()}
     base = overload._schema.name.removeprefix("aten::")
     return bool(names & {base, base.removesuffix("_"), f"{base}.{overload._overloadname}"})
 
@@ -666,7 +665,7 @@ def resolve_native_ops(native_ops: Iterable[str] | None = None) -> frozenset[str
         native_ops = native_ops.split(",")
     if native_ops is not None:
         return frozenset(_normalize(n) for n in native_ops if n.strip())
-    raw = os.environ.get(NATIVE_OPS_ENV, "").strip()
+    raw = settings.value(NATIVE_OPS_ENV).strip()
     if not raw:
         return _DEFAULT_NAMES
     if raw.lower() == "none":
