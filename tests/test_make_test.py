@@ -26,8 +26,10 @@ def _needs(tmp_path, *, uid: int, apt: str | None):
     if apt is not None:  # "ok": installs (a chromium appears on PATH); "fail": exits 100
         body = f'echo "$*" >> {calls}\n'
         if apt == "ok":
-            body += f'case "$*" in *install*) printf "#!/bin/sh\\n" > {bin_dir}/chromium; ' \
-                    f"chmod +x {bin_dir}/chromium;; esac\nexit 0\n"
+            body += (
+                f'case "$*" in *install*) printf "#!/bin/sh\\n" > {bin_dir}/chromium; '
+                f"chmod +x {bin_dir}/chromium;; esac\nexit 0\n"
+            )
         else:
             body += 'case "$*" in *install*) exit 100;; esac\nexit 0\n'
         (bin_dir / "apt-get").write_text("#!/bin/sh\n" + body)

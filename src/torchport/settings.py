@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,9 +136,9 @@ def value(name: str) -> Any:
     return parse(name, os.environ.get(name))
 
 
-def check_all(environ: dict[str, str] | None = None) -> None:
+def check_all(environ: Mapping[str, str] | None = None) -> None:
     """Parse every known ``TORCHPORT_*`` variable that is set: SettingError at the first bad."""
-    environ = os.environ if environ is None else environ  # type: ignore[assignment]
+    given: Mapping[str, str] = os.environ if environ is None else environ
     for name in SETTINGS:
-        if name in environ:
-            parse(name, environ[name])
+        if name in given:
+            parse(name, given[name])

@@ -14,7 +14,7 @@ from torchport.interfaces.web.guard import HEADERS
 class _Connection(h11.Connection):
     """An h11 connection whose every response carries the security headers (once)."""
 
-    def send(self, event):  # type: ignore[override]
+    def send(self, event):
         if isinstance(event, h11.Response):
             have = {name.lower() for name, _ in event.headers}
             extra = [(k, v) for k, v in HEADERS if k not in have]
