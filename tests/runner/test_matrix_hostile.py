@@ -388,3 +388,26 @@ def test_a_signal_during_a_build_leaves_no_uv_running(tmp_path, signum):
                for f in fs}  # fmt: skip
     assert all(w.startswith(("envs/", "torchport-matrix/")) or w in ("m.toml", "kb.db")
                for w in written), written  # fmt: skip
+
+
+def test_a_checks_file_and_log_never_hold_the_databases_password(tmp_path):
+    """A check's command may name ``{db}``: it runs with the URL as given, but the line kept
+    in its file and logged carries no password (a matrix's files are shared)."""
+    from types import SimpleNamespace
+
+    from torchport.runner.matrix_checks import Check, run_checks
+
+    url = "postgresql://ana:hunter swordfish@127.0.0.1:1/kb"
+    env = SimpleNamespace(path=str(tmp_path / "env"), lock_digest="abc")
+    spec = SimpleNamespace(name="e")
+    logged: list[str] = []
+    check = Check(name="c", command=(sys.executable, "-c", "import sys; print(len(sys.argv))",
+                                     "{db}"))  # fmt: skip
+    [outcome] = run_checks(spec, env, [check], environ=dict(os.environ),
+                           out_dir=str(tmp_path / "checks"), fill={"db": url},
+                           log=logged.append)  # fmt: skip
+    assert outcome.exit_code == 0 and outcome.first_line == "2"  # the URL reached it whole
+    kept = open(outcome.path).read()
+    assert "postgresql://ana@127.0.0.1:1/kb" in kept
+    for text in (kept, *logged):
+        assert "hunter" not in text and "swordfish" not in text, text

@@ -65,6 +65,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the backport (pip install 'torchport[matrix]')
     import tomli as tomllib
 
+from torchport.records.sql_common import redact_url
 from torchport.runner.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env, name_problem
 from torchport.runner.matrix_checks import Check, CheckOutcome, run_checks
 
@@ -575,7 +576,7 @@ def run_side(
         cmd += run.command(run.device or "cpu") + ["--db", db]
         given = {**labels, "compile_cache": compile_cache_state(env)}  # not a finding key
         cmd += [a for k, v in given.items() for a in ("--label", f"{k}={v}")]
-    log(f"{tag} $ {' '.join(cmd)}")
+    log(f"{tag} $ {' '.join(redact_url(a) if '://' in a else a for a in cmd)}")
     before = _references(reference_cache)
     # The child's tables and progress go to our stderr: stdout is the matrix's own.
     code: int | str = _supervise(

@@ -19,6 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from torchport.records.sql_common import redact, redact_url
+
 DONE_PREFIX = "(exit code "
 
 
@@ -167,7 +169,11 @@ def run_checks(
             log(f"[{spec.name}] {outcome.problem}")
             continue
         # The command as a line, the environment's folder written as $ENV (files stay portable).
-        outcome.command = " ".join(argv).replace(env.path, "$ENV")
+        # (kept and shown: a password in {db} never is)
+        shown = " ".join(argv).replace(env.path, "$ENV")
+        if fill.get("db") and "://" in fill["db"]:
+            shown = shown.replace(fill["db"], redact_url(fill["db"]))
+        outcome.command = redact(shown)
         line = f"+ {outcome.command}"
         kept = _finished(path, line, env.lock_digest)
         if kept is not None:
@@ -179,7 +185,7 @@ def run_checks(
             outcome.problem = f"check {check.name} not run: {out_dir} is a symbolic link"
             log(f"[{spec.name}] {outcome.problem}")
             continue
-        log(f"[{spec.name}] check {check.name}: $ {' '.join(argv)}")
+        log(f"[{spec.name}] check {check.name}: $ {outcome.command}")
         start = time.perf_counter()
         output, outcome.exit_code, outcome.problem = _run(argv, {**environ, **check.vars}, check)
         outcome.wall_s = time.perf_counter() - start

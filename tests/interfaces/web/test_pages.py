@@ -363,6 +363,21 @@ def test_a_missing_page_is_the_error_page_and_its_json_twin_is_json(client, path
     assert wants_json.headers["content-type"].startswith("application/json")
 
 
+def test_an_error_inside_the_application_is_a_500_with_the_security_headers():
+    """The guard is outside Starlette's own 500 page too (a middleware added the usual way
+    sits inside it): a store that fails in an unforeseen way still gets the headers."""
+
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError("the store broke")
+
+    client = TestClient(create_app(Broken()), base_url=LOCAL, raise_server_exceptions=False)
+    answer = client.get("/runs")
+    assert answer.status_code == 500 and "the store broke" not in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+
+
 def test_the_bound_name_is_answered_too(kb_path):
     from torchport.interfaces.web.guard import allowed_hosts
 

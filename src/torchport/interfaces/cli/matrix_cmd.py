@@ -257,7 +257,10 @@ def command(
     _write(os.path.join(out_dir, "release-note.json"), json.dumps(data, indent=1, default=str))
     from torchport.interfaces.release_note_md import release_note_markdown
 
-    _write(os.path.join(out_dir, "release-note.md"), release_note_markdown(data, db))
+    from torchport.records.sql_common import redact_url
+
+    note_md = release_note_markdown(data, redact_url(db))  # the note is shared: no password
+    _write(os.path.join(out_dir, "release-note.md"), note_md)
     if note.pairs:  # the dashboard's page of the matrix, in one file that opens from disk
         try:
             from torchport.interfaces.web.matrix_page import matrix_page
