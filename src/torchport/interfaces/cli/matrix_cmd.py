@@ -256,7 +256,6 @@ def command(
     data["checks"] = [c.to_dict() for c in checks]
     _write(os.path.join(out_dir, "release-note.json"), json.dumps(data, indent=1, default=str))
     from torchport.interfaces.release_note_md import release_note_markdown
-
     from torchport.records.sql_common import redact_url
 
     note_md = release_note_markdown(data, redact_url(db))  # the note is shared: no password
