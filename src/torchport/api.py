@@ -90,6 +90,23 @@ def resolve_probes(
     return tuple(chosen)
 
 
+def check_reference_cache() -> None:
+    """Raise ConfigError unless the float64 reference cache is a folder torchport can use:
+    a cache that cannot be written is the tool's problem, never a case's ``build_fail``."""
+    from torchport.execution.reference import cache_dir
+    from torchport.settings import SettingError
+
+    try:
+        folder = cache_dir()
+    except (OSError, SettingError) as exc:
+        raise ConfigError(f"the float64 reference cache cannot be used: {exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"the float64 reference cache {folder} is not writable; set "
+            "TORCHPORT_REFERENCE_CACHE to a folder torchport may write"
+        )
+
+
 def check_device(name: str) -> None:
     """Raise ConfigError unless ``name`` (e.g. cuda:1) is usable here."""
     from torchport.devices import get_adapter
@@ -123,7 +140,12 @@ def new_run_id() -> str:
 
 
 def command_line() -> str:
-    return " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+    """This command's line, each URL in it without its password (a password may hold any
+    byte, a space included, so each argument is redacted whole before they are joined)."""
+    from torchport.records.sql_common import redact_url
+
+    args = [redact_url(a) if "://" in a else a for a in sys.argv[1:]]
+    return " ".join([os.path.basename(sys.argv[0]), *args])
 
 
 def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
@@ -261,6 +283,7 @@ def run(
         run_id = new_run_id()
     if executor is None and config.executor == "local":  # a Ray cluster's, on its nodes
         check_device(config.device)
+        check_reference_cache()
     tasks = expand(config)
     if not resume:
         check_workload(config, workload_folder)

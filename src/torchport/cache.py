@@ -9,16 +9,24 @@ import os
 import tempfile
 from pathlib import Path
 
+from torchport import settings
+
 CACHE_ENV = "TORCHPORT_CACHE"
 
 
 def cache_root(*parts: str) -> str:
     """The folder ``parts`` under the cache root, created if missing."""
-    base = os.environ.get(CACHE_ENV) or os.path.join(
+    base = settings.value(CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "torchport"
     )
     path = os.path.join(base, *parts)
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:  # checked up front by settings; a race or a read-only home
+        raise settings.SettingError(
+            f"cannot make the cache folder {path} ({exc.strerror}); set {CACHE_ENV} to a "
+            "folder torchport may write"
+        ) from None
     return path
 
 

@@ -157,6 +157,7 @@ def test_lock_digest_ignores_torchport_itself():
 
 
 STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_stub.py")
+STUB_PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_stub_python.py")
 
 
 def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str, *, stub: bool):
@@ -170,6 +171,10 @@ def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str, *, s
         target = f"{sys.executable} {STUB}" if stub else here
         f.write(f'#!/bin/sh\nexec {target} "$@"\n')
     os.chmod(script, 0o755)
+    python = os.path.join(path, "bin", "python")  # answers the check that torch imports
+    with open(python, "w") as f:
+        f.write(f'#!/bin/sh\nexec {sys.executable} {STUB_PYTHON} {path} "$@"\n')
+    os.chmod(python, 0o755)
     with open(os.path.join(path, "lock.txt"), "w") as f:
         f.write(lock)
     with open(os.path.join(path, MARKER), "w") as f:
@@ -429,7 +434,7 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
     envs_dir = str(tmp_path / "envs")
     matrix = type(matrix)(**{**matrix.__dict__, "envs_dir": envs_dir})
     for spec in matrix.envs:
-        _stand_up(envs_dir, spec, matrix.indexes, (), f"{spec.name}==1\n", stub=True)
+        _stand_up(envs_dir, spec, matrix.indexes, (), f"torch==2.13.0\n{spec.name}==1\n", stub=True)
     db, checks = str(tmp_path / "kb.db"), str(tmp_path / "out" / "checks")
     (tmp_path / "refs").mkdir()
     with open_store(db, write=True) as store:
@@ -464,8 +469,10 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
         assert kept[-1] == f"(environment lock {sides[1].env.lock_digest})"
         # a rebuilt environment (another lock) runs its checks again
         old_env = os.path.join(sides[1].env.path, "env.json")
+        with open(os.path.join(sides[1].env.path, "lock.txt"), "w") as f:
+            f.write("torch==2.13.0\nold==2\n")
         with open(old_env, "w") as f:
-            json.dump({"lock_digest": "another"}, f)
+            json.dump({"lock_digest": lock_digest("torch==2.13.0\nold==2\n")}, f)
         third = run_matrix(
             matrix, store, db, log=lambda _: None, reference_cache=str(tmp_path / "refs"),
             checks_dir=checks,
@@ -495,6 +502,7 @@ def test_an_environment_is_built_with_its_bytecode_compiled(tmp_path, monkeypatc
     monkeypatch.setattr(envs, "find_uv", lambda: "uv")
     monkeypatch.setattr(envs, "_install_torchport", lambda *a: 0.5)
     monkeypatch.setattr(envs.subprocess, "run", lambda *a, **k: Frozen())
+    monkeypatch.setattr(envs, "verify_env", lambda *a, **k: None)  # no interpreter here
     spec = EnvSpec(name="t", requirements=("torch==2.13.0",), no_deps=("extra==1",))
     built = build_env(spec, str(tmp_path), indexes=Indexes(), log=lambda _: None)
     installs = [c for c in calls if c[:2] == ["pip", "install"]]

@@ -1,5 +1,9 @@
 """Comparing constructed runs with known transitions, and the noise rule for step times."""
 
+import gc
+import threading
+import time
+
 import pytest
 
 from tests import kb
@@ -195,6 +199,34 @@ def test_the_environment_difference_comes_first_and_lists_are_capped():
     assert cmp.to_dict()["perf"][0]["verdict"] == "slower"  # the --json form
 
 
+def _no_connection_left_over(store) -> bool:
+    """Every connection ``store`` holds open is this thread's own or a spare one: none is
+    left to a reading thread that has ended. Not a count: how many spares there are depends
+    on the order the reading threads happened to end and lend theirs back (a thread's is lent
+    back when its Thread object is collected), which another thread may still change; the
+    count raced in CI (issue 44: 3 == 2). Waits for the read-ahead threads to end and
+    collects them first (a guard against a hang, not a claim about timing)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+        t.name == "torchport-read-ahead" for t in threading.enumerate()
+    ):
+        time.sleep(0.01)
+    gc.collect()
+    mine, spare = store._conn(), getattr(store, "_spare", [])
+    kept = {id(mine)} | {id(conn) for conn in spare}
+    return len(spare) <= getattr(pg_store_module(), "SPARE_CONNECTIONS", 0) and all(
+        id(conn) in kept for conn in store._conns
+    )
+
+
+def pg_store_module():
+    try:
+        from torchport.records import pg_store
+    except ImportError:  # no PostgreSQL driver: a SQLite store keeps no spare
+        return None
+    return pg_store
+
+
 def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, monkeypatch):
     """compare_runs lets the database return a superset of the pairs that may have changed;
     on random runs its answer equals walking both runs pair by pair in Python, also when a
@@ -252,17 +284,15 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
     with open_store(path, write=False) as store:  # most pairs never left the database
         first = store.compare_pairs("A", "B", **LINES)
         shown = sum(1 for _ in first["pairs"])
-        first["tally"]()  # its count's connection is lent back once counted: wait for that
-        open_before = len(store._conns)
+        first["tally"]()
         whole = compare_runs(store, "A", "B")
-        # counted (and read ahead) apart, then closed or kept spare (PostgreSQL): none more open
-        assert len(store._conns) == open_before
+        # counted (and read ahead) apart, then closed or kept spare (PostgreSQL): none left over
+        assert _no_connection_left_over(store)
         paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
         assert len(store._case_ranges("A", store.count_results(run_id="A"))) == 3
-        open_before = len(store._conns)
         in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
-        assert len(store._conns) == open_before  # each part's connection closed or spare
+        assert _no_connection_left_over(store)  # each part's connection closed or spare
         # every pair: the later part shown by a forked child, its lists after this one's
         monkeypatch.setattr(forked, "cores", lambda: 2)
         monkeypatch.setattr(forked, "available", lambda: True)

@@ -10,8 +10,7 @@ relies on evidence that needs none (the dispatcher, host work nested in device o
 recorder) and on the generic fallback-warning patterns.
 """
 
-import os
-
+from torchport import settings
 from torchport.devices.base import DeviceAdapter
 
 MODULE_ENV = "TORCHPORT_PRIVATEUSE1_MODULE"
@@ -22,7 +21,7 @@ GENERIC = "privateuse1"  # this adapter's own name (``--device privateuse1``)
 def load_backend() -> None:
     """Import the module ``TORCHPORT_PRIVATEUSE1_MODULE`` names (autoloaded ones come with
     ``import torch``)."""
-    module = os.environ.get(MODULE_ENV)
+    module = settings.value(MODULE_ENV)
     if module:
         __import__(module)
 

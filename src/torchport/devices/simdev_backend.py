@@ -51,7 +51,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import os
 import threading
 import types
 import warnings
@@ -60,6 +59,8 @@ from collections.abc import Iterable
 
 import torch
 from torch.utils._pytree import tree_map
+
+from torchport import settings
 
 DEVICE_NAME = "simdev"
 NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
@@ -541,7 +542,7 @@ def _wrong_kernel(op, *args, **kwargs):
 
 
 def _planted_wrong(overload) -> bool:
-    names = {_normalize(n) for n in os.environ.get(WRONG_OPS_ENV, "").split(",") if n.strip()}
+    names = {_normalize(n) for n in settings.value(WRONG_OPS_ENV).split(",") if n.strip()}
     base = overload._schema.name.removeprefix("aten::")
     return bool(names & {base, base.removesuffix("_"), f"{base}.{overload._overloadname}"})
 
@@ -567,7 +568,7 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
 def _enter_fallback(name: str) -> None:
     """Strict mode raises; otherwise count the op and warn once per op type (an op in the
     silent set does neither: the backend keeps no word of it)."""
-    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+    if settings.value(STRICT_ENV):
         raise NotImplementedError(
             f"Operator '{name}' is not implemented on {_name()} and the CPU fallback is off "
             f"({STRICT_ENV}=1)"
@@ -664,7 +665,7 @@ def resolve_native_ops(native_ops: Iterable[str] | None = None) -> frozenset[str
         native_ops = native_ops.split(",")
     if native_ops is not None:
         return frozenset(_normalize(n) for n in native_ops if n.strip())
-    raw = os.environ.get(NATIVE_OPS_ENV, "").strip()
+    raw = settings.value(NATIVE_OPS_ENV).strip()
     if not raw:
         return _DEFAULT_NAMES
     if raw.lower() == "none":
@@ -801,7 +802,7 @@ def _simdev_compile(gm, example_inputs, **kwargs):
 
 def _donating(compiled):
     def run(*args):
-        if os.environ.get(DONATE_ENV, "") in ("", "0"):
+        if not settings.value(DONATE_ENV):
             return compiled(*args)
         inputs = [a for a in args if isinstance(a, torch.Tensor) and _is_simdev(a)]
         versions = [a._version for a in inputs]

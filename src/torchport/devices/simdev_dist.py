@@ -25,12 +25,13 @@ do (documented here, so conformance judges simccl by it).
 from __future__ import annotations
 
 import io
-import os
 import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from torchport import settings
 
 BACKEND_NAME = "simccl"
 FAULT_ENV = "TORCHPORT_SIMCCL_FAULT"
@@ -179,7 +180,7 @@ class SimcclProcessGroup(dist.ProcessGroup):
         return got
 
     def _fault(self) -> str:
-        return os.environ.get(FAULT_ENV, "")
+        return settings.value(FAULT_ENV)
 
     @staticmethod
     def _write(target: torch.Tensor, value: torch.Tensor) -> None:

@@ -23,6 +23,7 @@ import contextlib
 import os
 import warnings
 
+from torchport import settings
 from torchport.devices.base import DeviceAdapter
 
 STRICT_ENV = "TORCHPORT_TPU_STRICT"
@@ -107,7 +108,7 @@ class TPUAdapter(DeviceAdapter):
         mod = getattr(torch, "tpu", None)
         if mod is None:
             return
-        if os.environ.get(STRICT_ENV) == "1":
+        if settings.value(STRICT_ENV):
             mod.enable_cpu_fallback = False
         self.found_precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(PARITY_PRECISION)  # patched by torch_tpu: TPU-wide

@@ -15,8 +15,9 @@ was unavailable.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from torchport import settings
 
 INDUCTOR = "inductor"
 
@@ -88,8 +89,8 @@ def _backend_packages() -> set[str]:
     from torchport.devices.privateuse1 import MODULE_ENV
 
     found = set()
-    if os.environ.get(MODULE_ENV):
-        found.add(os.environ[MODULE_ENV].split(".")[0])
+    if settings.value(MODULE_ENV):
+        found.add(settings.value(MODULE_ENV).split(".")[0])
     try:
         found |= {
             ep.value.split(":")[0].split(".")[0] for ep in entry_points(group="torch.backends")

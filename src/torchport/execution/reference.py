@@ -36,6 +36,8 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 
+from torchport import settings
+
 # 2: training steps in training mode (comparable dropout masks, running statistics compared),
 #    HF causal-LM loss kept in float64 on the reference
 # 3: the key holds the digest of the file that defines the case and the transformers version
@@ -202,12 +204,18 @@ def rebuildable(case, config) -> bool:
 
 
 def cache_dir() -> str:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
+    root = settings.value(CACHE_ENV) or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
         "torchport",
         "references",
     )
-    os.makedirs(root, exist_ok=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:  # refused before a run starts (api.check_reference_cache)
+        raise settings.SettingError(
+            f"cannot make the reference cache folder {root} ({exc.strerror}); set "
+            f"{CACHE_ENV} to a folder torchport may write"
+        ) from None
     return root
 
 

@@ -13,11 +13,11 @@ artifacts, error, probe_versions, started_at, finished_at``). Never imports torc
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
+from torchport import settings
 from torchport.records.result import Recorded, Result
 
 RUN_STATES = ("running", "complete", "interrupted")
@@ -36,7 +36,7 @@ class RunInProgress(StoreError):
 
 
 def default_db_path() -> str:
-    return os.environ.get("TORCHPORT_DB") or "torchport.db"
+    return settings.value("TORCHPORT_DB") or "torchport.db"
 
 
 @runtime_checkable

@@ -34,26 +34,41 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+# The read ends this process holds of its children's pipes: a child forked later closes them,
+# so a child whose parent died gets EPIPE writing its answer instead of blocking forever on
+# a pipe another child keeps open.
+_READ_ENDS: set = set()
+
+
 class Child:
     """``work()`` running in a forked child: ``value()`` waits for what it returned (an error
     in the child is raised here as a StoreError naming it); leaving the ``with`` block ends a
-    child whose value was never asked for (the caller failed first)."""
+    child whose value was never asked for (the caller failed first). The child dies with this
+    process (``lifeline.die_with_parent``: SIGKILL when the parent ends, however it ends) and
+    holds no pipe end but its own write end."""
 
     def __init__(self, work: Callable[[], Any]):
         for stream in (sys.stdout, sys.stderr):  # else the child writes what is buffered again
             stream.flush()
         import multiprocessing  # here: a command that never forks does not import it
 
+        from torchport.lifeline import _prctl, die_with_parent
+
         context = multiprocessing.get_context("fork")
         self._receive, send = context.Pipe(duplex=False)
+        parent, prctl = os.getpid(), _prctl()
 
         def child() -> None:
+            die_with_parent(parent, prctl=prctl)
+            for end in list(_READ_ENDS):
+                end.close()
             try:
                 answer: tuple[str, Any] = ("value", work())
             except BaseException as exc:  # the child's failure is the caller's to report
                 answer = ("error", f"{type(exc).__name__}: {exc}")
             send.send(answer)
 
+        _READ_ENDS.add(self._receive)  # its own child closes it too: it only writes
         self._process = context.Process(target=child, name="torchport-part", daemon=True)
         self._process.start()
         send.close()
@@ -76,6 +91,7 @@ class Child:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _READ_ENDS.discard(self._receive)
         self._receive.close()
         if self._process.is_alive():
             self._process.kill()

@@ -15,6 +15,7 @@ from psycopg import errors
 
 from torchport.records import schema
 from torchport.records.base import StoreError
+from torchport.records.sql_common import scrub
 
 VERSION_TABLE = "torchport_schema"
 MIGRATIONS = "migrations_pg"
@@ -68,10 +69,10 @@ def migrate(conn: psycopg.Connection, where: str) -> int:
     return version
 
 
-def explain_connect(exc: psycopg.Error, where: str) -> StoreError:
+def explain_connect(exc: psycopg.Error, where: str, given: str = "") -> StoreError:
     """One line for a failed connection: what is wrong and the fix (never the password:
-    ``where`` is the redacted URL, and the server's words never hold one)."""
-    said = _first_line(exc)
+    ``where`` is the redacted URL, and the driver's words are scrubbed of ``given``'s)."""
+    said = scrub(_first_line(exc), given) if given else _first_line(exc)
     if "password authentication failed" in said or "no password supplied" in said:
         return StoreError(
             f"PostgreSQL refused the login for {where} ({said}); check the user and the "

@@ -27,7 +27,7 @@ from torchport.records.base import StoreError
 from torchport.records.globs import fnmatch_to_like
 from torchport.records.pg_queries import Dialect
 from torchport.records.schema import SCHEMA_VERSION
-from torchport.records.sql_common import guarded, redact
+from torchport.records.sql_common import guarded, redact_url
 from torchport.records.sql_store import SQLStore
 
 CONNECT_TIMEOUT_S = 10
@@ -89,7 +89,8 @@ class PGStore(SQLStore):
 
     def __init__(self, url: str, *, write: bool):
         self._dsn = libpq_url(url)
-        self.url = redact(url)
+        self.url = redact_url(url)
+        self._given_url = url  # only to scrub a driver's message of its password
         self.read_only = not write
         self._local = threading.local()
         self._conns: list[psycopg.Connection] = []
@@ -132,7 +133,7 @@ class PGStore(SQLStore):
         try:
             conn = psycopg.connect(self._dsn, autocommit=True, row_factory=_row_factory, **options)
         except psycopg.Error as exc:
-            raise pg_schema.explain_connect(exc, self.url) from None
+            raise pg_schema.explain_connect(exc, self.url, self._given_url) from None
         with self._lock:
             self._conns.append(conn)
         return conn

@@ -28,13 +28,51 @@ JSON_COLUMNS = {
 # heartbeat is older than STALE_AFTER_S is taken as dead (a pid there cannot be checked).
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
-_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/:@\s]*):[^@/\s]*@", re.IGNORECASE)
+# The password runs to the last '@' of the URL (a password may hold '/', ':' or '@').
+_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/:@\s]*):\S*@", re.IGNORECASE)
 # libpq also takes the password (and a client key's) as a query parameter of the URL.
 _QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:ssl)?password=)[^&#\s]*", re.IGNORECASE)
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def redact_url(url: str) -> str:
+    """One URL (the whole of ``url``, whatever bytes its password holds, spaces and newlines
+    included) without its password: everything between the user's ':' and the URL's last
+    '@' goes, and every ``?password=`` value."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        info, _, host = rest.rpartition("@")
+        url = f"{scheme}://{info.split(':', 1)[0]}@{host}"
+    return redact(url)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a driver's message about ``url``) with no part of ``url``'s password: the
+    password as given and percent-decoded, and every quoted token the driver cut from it (a
+    bad percent escape, or a '/' in it read as the end of the host, puts a piece in quotes)."""
+    from urllib.parse import unquote
+
+    scheme, sep, rest = url.partition("://")
+    info = rest.rpartition("@")[0] if sep else ""
+    secret = info.split(":", 1)[1] if ":" in info else ""
+    text = redact(text.replace(url, redact_url(url)))
+    if not secret:
+        return text
+    for form in sorted({secret, unquote(secret, errors="replace")}, key=len, reverse=True):
+        text = text.replace(form, "***")
+
+    k = min(3, len(secret))
+    pieces = {secret[i : i + k] for i in range(len(secret) - k + 1)}
+
+    def piece(match: re.Match) -> str:
+        token = match.group(2)
+        return "'***'" if any(p in token for p in pieces) else match.group(0)
+
+    # A token cut short by a newline in the password ends at the line's end.
+    return re.sub(r"([\"'])((?:(?!\1)[^\n])*)(?:\1|$)", piece, text, flags=re.MULTILINE)
 
 
 def redact(text: str) -> str:

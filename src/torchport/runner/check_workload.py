@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+from torchport import settings
 from torchport.execution.channel import Channel
 from torchport.execution.child import Child, LogFolder, Watchdog
 from torchport.runner.plan import WORKLOAD_PATH_ENV
@@ -27,7 +28,7 @@ def check(
     path: str, *, batch: int | None, seq: int | None, folder: str, timeout_s: float | None = None
 ) -> str | None:
     """None when the factory is usable; else one line saying what is wrong."""
-    timeout_s = timeout_s or float(os.environ.get(CHECK_TIMEOUT_ENV) or CHECK_TIMEOUT_S)
+    timeout_s = timeout_s or settings.value(CHECK_TIMEOUT_ENV) or CHECK_TIMEOUT_S
     logs = LogFolder(prefix="torchport-check-")
     args = (
         ["--path", path]

@@ -35,6 +35,26 @@ class EnvError(RuntimeError):
     """An environment that cannot be built, with what to do about it."""
 
 
+NAME_MAX = 100
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an environment, a run, a check or a matrix (it names files
+    and folders: no separator, no '..', no leading '.' or '-'); None when it can."""
+    if not isinstance(name, str) or not name:
+        return f"name {name!r} must be a non-empty string"
+    if (
+        len(name) > NAME_MAX
+        or name[0] in ".-"
+        or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    ):
+        return (
+            f"name {name[:NAME_MAX]!r} must be letters, digits, '.', '_' or '-' (ASCII, at most "
+            f"{NAME_MAX}, not starting with '.' or '-')"
+        )
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Indexes:
     """Where uv looks for packages (uv does not read pip's configuration)."""
@@ -71,10 +91,17 @@ class EnvSpec:
     no_deps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.name or not all(c.isalnum() or c in "._-" for c in self.name):
-            raise EnvError(
-                f"environment name '{self.name}' must be letters, digits, '.', '_' or '-'"
-            )
+        problem = name_problem(self.name)
+        if problem:
+            raise EnvError(f"environment {problem}")
+        for key in ("python", "device"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                example = "'3.11'" if key == "python" else "'cpu'"
+                raise EnvError(
+                    f"environment '{self.name}': {key} must be a string (e.g. {example}, "
+                    f"quoted), not {value!r}"
+                )
         if not self.requirements:
             raise EnvError(f"environment '{self.name}' needs at least one requirement")
 
@@ -163,8 +190,22 @@ def lock_digest(lock_text: str) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
+def uv_reason(output: str) -> str:
+    """uv's reason for a failure, on one line: from its first error line (``error:``, ``×``)
+    on, box drawing left out; else its last line."""
+    raw = output.splitlines()
+    first = next((i for i, ln in enumerate(raw) if ln.strip().startswith(("error", "×"))), None)
+    keep = raw[first:] if first is not None else raw[-1:]
+    reason = " ".join(t for ln in keep if (t := ln.strip().lstrip("×╰─▶│|").strip()))
+    reason = reason or "no output"
+    return reason if len(reason) <= 400 else reason[:397] + "..."
+
+
 def _uv(uv: str, args: list[str], log, timeout_s: float | None) -> float:
-    """Run one uv command; its wall time in seconds."""
+    """Run one uv command; its wall time in seconds. uv dies with this process, however it
+    ends (lifeline.preexec), and is killed when this process is interrupted."""
+    from torchport.lifeline import preexec
+
     log(f"$ uv {' '.join(args)}")
     start = time.perf_counter()
     try:
@@ -172,14 +213,20 @@ def _uv(uv: str, args: list[str], log, timeout_s: float | None) -> float:
             [uv, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             text=True,
+            errors="replace",
             timeout=timeout_s,
+            preexec_fn=preexec(),
         )
     except subprocess.TimeoutExpired:
         raise EnvError(f"uv {args[0]} {args[1]} ran past {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise EnvError(f"uv could not start ({exc.strerror or exc})") from None
     if done.returncode != 0:
-        tail = "\n".join(done.stdout.strip().splitlines()[-15:])
-        raise EnvError(f"uv {' '.join(args[:2])} failed (exit {done.returncode}):\n{tail}")
+        raise EnvError(
+            f"uv {' '.join(args[:2])} failed (exit {done.returncode}): {uv_reason(done.stdout)}"
+        )
     return time.perf_counter() - start
 
 
@@ -203,6 +250,91 @@ def _install_torchport(uv: str, python: str, source: str, indexes: Indexes, log,
         return _uv(uv, [*editable, *indexes.args(), "-e", source], log, timeout_s)
 
 
+VERIFY_TIMEOUT_S = 600.0  # importing torch and a backend on a loaded machine
+# Run by the environment's interpreter: the version of each distribution named (argv[1], a
+# JSON list), torch's own __version__, and whether torch and each backend module import.
+_VERIFY = """
+import importlib, importlib.metadata as md, json, sys
+names, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+out = {"versions": {}, "imports": {}, "torch": None}
+for name in names:
+    try:
+        out["versions"][name] = md.version(name)
+    except md.PackageNotFoundError:
+        out["versions"][name] = None
+for name in modules:
+    try:
+        module = importlib.import_module(name)
+        out["imports"][name] = None
+        if name == "torch":
+            out["torch"] = str(module.__version__)
+    except BaseException as exc:
+        out["imports"][name] = (type(exc).__name__ + ": " + str(exc))[:300]
+print(json.dumps(out))
+"""
+
+
+def _dist(requirement: str) -> str | None:
+    """The normalized distribution name a requirement names (None: a path or URL)."""
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if not found or "/" in requirement.split(";")[0].split("@")[0]:
+        return None
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower()
+
+
+def _locked(lock_text: str) -> dict[str, str]:
+    """name (normalized) -> version, for every ``name==version`` line of a lock."""
+    out = {}
+    for line in lock_text.splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep:
+            out[re.sub(r"[-_.]+", "-", name).lower()] = version.strip()
+    return out
+
+
+def verify_env(env: BuiltEnv, spec: EnvSpec, lock_text: str, *, timeout_s=VERIFY_TIMEOUT_S):
+    """None when ``env``'s interpreter imports torch (and each backend package the spec
+    names: a distribution with 'torch' in its name) with the versions its lock holds; else
+    one line saying what is wrong. An environment is trusted only then (a deleted torch, a
+    package changed by hand, a broken interpreter)."""
+    from torchport.lifeline import preexec
+
+    locked = _locked(lock_text)
+    names = sorted({"torch"} | {n for r in (*spec.requirements, *spec.no_deps) if (n := _dist(r))})
+    names = [n for n in names if n in locked and n != "torchport"]
+    if "torch" not in names:
+        return f"its lock {env.lock_path} names no torch"
+    modules = ["torch"] + [n.replace("-", "_") for n in names if "torch" in n and n != "torch"]
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environ.update({"VIRTUAL_ENV": env.path, **spec.vars})
+    try:
+        done = subprocess.run(
+            [env.python, "-c", _VERIFY, json.dumps(names), json.dumps(modules)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=preexec(),
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return f"its interpreter did not import torch within {timeout_s:.0f} s"
+    except (OSError, ValueError, IndexError):
+        return f"its interpreter {env.python} does not run"
+    for module, error in found["imports"].items():
+        if error:
+            return f"{module} does not import in it ({error})"
+    for name in names:
+        have = found["versions"].get(name)
+        if have != locked[name]:
+            return f"{name} is {have or 'not installed'} in it, its lock says {locked[name]}"
+    if found.get("torch") and found["torch"] != locked["torch"]:
+        return f"torch.__version__ is {found['torch']} in it, its lock says {locked['torch']}"
+    return None
+
+
 def build_env(
     spec: EnvSpec,
     envs_dir: str,
@@ -222,12 +354,16 @@ def build_env(
         try:
             with open(marker) as f:
                 done = json.load(f)
+            with open(os.path.join(path, LOCK)) as f:
+                lock = f.read()
+            if lock_digest(lock) != done["lock_digest"]:
+                raise ValueError("its lock changed")
             if not done.get("bytecode"):
                 log(
                     f"[{spec.name}] built without compiled bytecode: its processes compile "
                     "torch from source where .pyc files cannot be written; --rebuild compiles it"
                 )
-            return BuiltEnv(
+            found = BuiltEnv(
                 name=spec.name,
                 path=path,
                 python=python,
@@ -236,8 +372,12 @@ def build_env(
                 reused=True,
                 build_s=time.perf_counter() - start,
             )
-        except (OSError, ValueError, KeyError):
-            log(f"[{spec.name}] {marker} is unreadable: building again")
+            problem = verify_env(found, spec, lock)
+            if problem is None:
+                return found
+            log(f"[{spec.name}] {path} cannot be trusted: {problem}; building it again")
+        except (OSError, ValueError, KeyError, TypeError):
+            log(f"[{spec.name}] {marker} or its lock is unreadable: building again")
     uv = find_uv()
     source = torchport_source()
     if os.path.exists(path):
@@ -255,8 +395,14 @@ def build_env(
         steps_s["no_deps"] = _uv(uv, [*install, "--no-deps", *spec.no_deps], log, timeout_s)
     steps_s["torchport"] = _install_torchport(uv, python, source, indexes, log, timeout_s)
     lock_start = time.perf_counter()
+    from torchport.lifeline import preexec
+
     freeze = subprocess.run(
-        [uv, "pip", "freeze", "--python", python], capture_output=True, text=True, check=False
+        [uv, "pip", "freeze", "--python", python],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=preexec(),
     )
     if freeze.returncode != 0:
         raise EnvError(f"uv pip freeze failed in {path}: {freeze.stderr.strip()}")
@@ -277,8 +423,7 @@ def build_env(
             },
             f,
         )
-    os.replace(marker + ".tmp", marker)  # written last: a folder without it is half-built
-    return BuiltEnv(
+    built = BuiltEnv(
         name=spec.name,
         path=path,
         python=python,
@@ -287,3 +432,8 @@ def build_env(
         reused=False,
         build_s=time.perf_counter() - start,
     )
+    problem = verify_env(built, spec, freeze.stdout)
+    if problem is not None:  # no marker: the next call builds it again
+        raise EnvError(f"built in {path}, but {problem}")
+    os.replace(marker + ".tmp", marker)  # written last: a folder without it is half-built
+    return built

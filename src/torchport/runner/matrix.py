@@ -65,7 +65,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the backport (pip install 'torchport[matrix]')
     import tomli as tomllib
 
-from torchport.runner.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env
+from torchport.records.sql_common import redact_url
+from torchport.runner.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env, name_problem
 from torchport.runner.matrix_checks import Check, CheckOutcome, run_checks
 
 RUN_KEYS = ("suite", "cases", "modes", "device", "probes", "args", "workload", "cwd")
@@ -82,6 +83,8 @@ MATRIX_KEYS = (
     "envs_dir",
 )
 ENV_KEYS = ("name", "requirements", "python", "device", "vars", "runs", "checks", "no_deps")
+MAX_FILE_BYTES = 1 << 20  # a matrix file is a page of TOML
+MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 class MatrixError(ValueError):
@@ -132,6 +135,9 @@ class Matrix:
     here: str = "."  # the matrix file's folder ({here} in a check)
 
     def __post_init__(self) -> None:
+        problem = name_problem(self.name)
+        if problem:  # it names the folder the locks and the release note go to
+            raise MatrixError(f"matrix {problem}; set [matrix] name or --name")
         if len(self.envs) < 2:
             raise MatrixError(
                 f"matrix '{self.name}' needs at least two environments (--env NAME=REQ or "
@@ -184,12 +190,55 @@ def _references(folder: str) -> set[str]:
         return set()
 
 
-def _strings(where: str, value: Any) -> tuple[str, ...]:
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _strings(where: str, value: Any, *, options: bool = False) -> tuple[str, ...]:
+    """A list of strings (or one string of them, separated by commas or spaces); none may
+    start with '-' unless ``options`` (a requirement, a link or an index is never uv's option)."""
     if isinstance(value, str):
         value = [v for v in value.replace(",", " ").split() if v]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MatrixError(f"{where} must be a list of strings, not {value!r}")
+        raise MatrixError(f"{where} must be a list of strings, not {_shown(value)}")
+    if not options:
+        for v in value:
+            if not v.strip() or v.lstrip().startswith("-"):
+                raise MatrixError(f"{where}: {_shown(v)} is not a requirement or a location")
     return tuple(value)
+
+
+def _string(where: str, value: Any, *, optional: bool = True) -> str | None:
+    """A non-empty string (None when not given and ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip() or value.lstrip().startswith("-"):
+        raise MatrixError(f"{where} must be a string in quotes, not {_shown(value)}")
+    return value
+
+
+def _args(where: str, value: Any) -> tuple[str, ...]:
+    """Command-line words: strings or numbers."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+    ):
+        raise MatrixError(f"{where} must be a list of strings (or numbers), not {_shown(value)}")
+    return tuple(str(v) for v in value)
+
+
+def _no_nul(where: str, value: Any) -> None:
+    """No NUL byte in any key or string (no command line or environment can hold one)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise MatrixError(f"{where}: a NUL character in {_shown(value)}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(where, key)
+            _no_nul(where, item)
+    elif isinstance(value, list):
+        for item in value:
+            _no_nul(where, item)
 
 
 def _check_keys(where: str, table: Any, allowed: tuple[str, ...]) -> dict:
@@ -222,8 +271,12 @@ def parse_env(text: str) -> EnvSpec:
 
 
 def _vars(where: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise MatrixError(f"{where}: vars must map names to strings")
+    if (
+        not isinstance(value, dict)
+        or not all(isinstance(v, str) for v in value.values())
+        or not all(k and "=" not in k for k in value)
+    ):
+        raise MatrixError(f"{where}: vars must map names (no '=') to strings")
     return dict(value)
 
 
@@ -237,11 +290,25 @@ def load_matrix(path: str) -> Matrix:
     """Read a matrix file (TOML; the module's docstring shows one)."""
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise MatrixError(f"no matrix file '{path}'") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise MatrixError(f"matrix file '{path}' is not readable TOML: {exc}") from None
+    except OSError as exc:
+        raise MatrixError(f"matrix file '{path}' cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise MatrixError(f"matrix file '{path}' is over {MAX_FILE_BYTES} bytes: not a matrix")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MatrixError(
+            f"matrix file '{path}' is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deep"
+        raise MatrixError(f"matrix file '{path}' is not readable TOML: {reason}") from None
+    _no_nul(path, data)
     _check_keys(path, data, ("matrix", "run", "env"))
     top = _check_keys(f"{path} [matrix]", data.get("matrix", {}), MATRIX_KEYS)
     run = _check_keys(f"{path} [run]", data.get("run", {}), RUN_KEYS)
@@ -256,10 +323,10 @@ def load_matrix(path: str) -> Matrix:
         env = _check_keys(where, env, ENV_KEYS)
         try:
             spec = EnvSpec(
-                name=str(env.get("name", "")),
+                name=env.get("name", ""),
                 requirements=_strings(f"{path} env requirements", env.get("requirements", [])),
-                python=env.get("python"),
-                device=env.get("device"),
+                python=_string(f"{where} python", env.get("python")),
+                device=_string(f"{where} device", env.get("device")),
                 vars=_vars(where, env.get("vars", {})),
                 no_deps=_strings(f"{where} no_deps", env.get("no_deps", [])),
             )
@@ -281,18 +348,19 @@ def load_matrix(path: str) -> Matrix:
                 _check(f"{where} [[env.checks]] #{j + 1}", table, base)
                 for j, table in enumerate(_tables(where, env["checks"], "env.checks"))
             )
-    envs_dir = top.get("envs_dir")
+    envs_dir = _string(f"{path} [matrix] envs_dir", top.get("envs_dir"))
+    name = top["name"] if "name" in top else os.path.splitext(os.path.basename(path))[0]
     return Matrix(
-        name=str(top.get("name") or os.path.splitext(os.path.basename(path))[0]),
+        name=name,
         envs=tuple(specs),
         run=common_run,
         indexes=Indexes(
-            find_links=_strings("find_links", top.get("find_links", [])),
-            index_url=top.get("index_url"),
-            extra_index_urls=_strings("extra_index_urls", top.get("extra_index_urls", [])),
-            index_strategy=top.get("index_strategy"),
+            find_links=_strings(f"{path} find_links", top.get("find_links", [])),
+            index_url=_string(f"{path} [matrix] index_url", top.get("index_url")),
+            extra_index_urls=_strings(f"{path} extra_index_urls", top.get("extra_index_urls", [])),
+            index_strategy=_string(f"{path} [matrix] index_strategy", top.get("index_strategy")),
         ),
-        requirements=_strings("requirements", top.get("requirements", [])),
+        requirements=_strings(f"{path} requirements", top.get("requirements", [])),
         envs_dir=os.path.join(base, envs_dir) if envs_dir else None,
         env_runs=env_runs,
         checks=checks,
@@ -301,8 +369,9 @@ def load_matrix(path: str) -> Matrix:
 
 
 def _name(where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value or not all(c.isalnum() or c in "._-" for c in value):
-        raise MatrixError(f"{where}: name {value!r} must be letters, digits, '.', '_' or '-'")
+    problem = name_problem(value)
+    if problem:
+        raise MatrixError(f"{where}: {problem}")
     return value
 
 
@@ -313,13 +382,11 @@ def _run_options(where: str, run: dict, base: str) -> RunOptions:
             if not isinstance(run[key], str):
                 raise MatrixError(f"{where} {key} must be a string")
             kwargs[key] = run[key]
-    for key in ("cases", "modes", "args"):
+    for key in ("cases", "modes"):
         if key in run:
-            kwargs[key] = (
-                _strings(f"{where} {key}", run[key])
-                if key != "args"
-                else tuple(str(a) for a in run[key])
-            )
+            kwargs[key] = _strings(f"{where} {key}", run[key])
+    if "args" in run:
+        kwargs["args"] = _args(f"{where} args", run["args"])
     if "name" in run:
         kwargs["name"] = _name(where, run["name"])
     if "vars" in run:
@@ -334,15 +401,20 @@ def _check(where: str, table: dict, base: str) -> Check:
     command = table.get("command")
     if not command or not isinstance(command, list):
         raise MatrixError(f"{where}: command must be a list, e.g. ['torchport', 'doctor']")
+    command = _args(f"{where} command", command)
     timeout = table.get("timeout", 1800)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise MatrixError(f"{where}: timeout must be a positive number of seconds")
+    if (
+        not isinstance(timeout, (int, float))
+        or isinstance(timeout, bool)
+        or not 0 < timeout <= MAX_TIMEOUT_S
+    ):
+        raise MatrixError(f"{where}: timeout must be a number of seconds, 0 to {MAX_TIMEOUT_S}")
     cwd = table.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise MatrixError(f"{where}: cwd must be a string")
     return Check(
         name=_name(where, table.get("name")),
-        command=tuple(str(a) for a in command),
+        command=command,
         cwd=os.path.join(base, cwd) if cwd else None,
         vars=_vars(where, table.get("vars", {})),
         timeout_s=float(timeout),
@@ -504,7 +576,7 @@ def run_side(
         cmd += run.command(run.device or "cpu") + ["--db", db]
         given = {**labels, "compile_cache": compile_cache_state(env)}  # not a finding key
         cmd += [a for k, v in given.items() for a in ("--label", f"{k}={v}")]
-    log(f"{tag} $ {' '.join(cmd)}")
+    log(f"{tag} $ {' '.join(redact_url(a) if '://' in a else a for a in cmd)}")
     before = _references(reference_cache)
     # The child's tables and progress go to our stderr: stdout is the matrix's own.
     code: int | str = _supervise(

@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
+
+from torchport.records.sql_common import redact, redact_url
 
 DONE_PREFIX = "(exit code "
 
@@ -85,6 +88,33 @@ def _finished(path: str, line: str, lock_digest: str) -> tuple[int, float, str] 
     return code, wall, next((ln for ln in lines[1:-3] if ln.strip()), "")
 
 
+def _new_file(path: str):
+    """``path`` opened for writing, never through a symbolic link (O_NOFOLLOW) and never a
+    FIFO or device (O_NONBLOCK and the type checked before it is truncated)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _keep(path: str, line: str, output: str, outcome: CheckOutcome, lock_digest: str) -> None:
+    """The check's file: its command line, its output, then how it ended."""
+    with _new_file(path) as f:
+        f.write(line + "\n" + output.rstrip("\n") + ("\n" if output.strip() else ""))
+        if outcome.problem:
+            f.write(f"({outcome.problem})\n")
+        else:
+            f.write(f"{DONE_PREFIX}{outcome.exit_code})\n")
+            f.write(f"(wall time {outcome.wall_s:.0f} s)\n")
+            f.write(_lock_line(lock_digest) + "\n")
+
+
 def _run(argv: list[str], environ: dict, check: Check) -> tuple[str, int | None, str | None]:
     """(output, exit code, problem): the command in a session of its own, its whole group
     killed at its deadline."""
@@ -123,6 +153,7 @@ def run_checks(
 ) -> list[CheckOutcome]:
     """Run ``checks`` in ``env`` (``spec``'s), in order, each into ``out_dir/<name>.txt``."""
     os.makedirs(out_dir, exist_ok=True)
+    linked = os.path.islink(out_dir)  # then nothing is written there: each check says so
     outcomes = []
     for check in checks:
         path = os.path.join(out_dir, f"{check.name}.txt")
@@ -138,7 +169,11 @@ def run_checks(
             log(f"[{spec.name}] {outcome.problem}")
             continue
         # The command as a line, the environment's folder written as $ENV (files stay portable).
-        outcome.command = " ".join(argv).replace(env.path, "$ENV")
+        # (kept and shown: a password in {db} never is)
+        shown = " ".join(argv).replace(env.path, "$ENV")
+        if fill.get("db") and "://" in fill["db"]:
+            shown = shown.replace(fill["db"], redact_url(fill["db"]))
+        outcome.command = redact(shown)
         line = f"+ {outcome.command}"
         kept = _finished(path, line, env.lock_digest)
         if kept is not None:
@@ -146,19 +181,19 @@ def run_checks(
             outcome.reused = True
             log(f"[{spec.name}] check {check.name}: kept in {path} (exit {kept[0]}): reused")
             continue
-        log(f"[{spec.name}] check {check.name}: $ {' '.join(argv)}")
+        if linked:
+            outcome.problem = f"check {check.name} not run: {out_dir} is a symbolic link"
+            log(f"[{spec.name}] {outcome.problem}")
+            continue
+        log(f"[{spec.name}] check {check.name}: $ {outcome.command}")
         start = time.perf_counter()
         output, outcome.exit_code, outcome.problem = _run(argv, {**environ, **check.vars}, check)
         outcome.wall_s = time.perf_counter() - start
         outcome.first_line = next((ln for ln in output.splitlines() if ln.strip()), "")
-        with open(path, "w") as f:
-            f.write(line + "\n" + output.rstrip("\n") + ("\n" if output.strip() else ""))
-            if outcome.problem:
-                f.write(f"({outcome.problem})\n")
-            else:
-                f.write(f"{DONE_PREFIX}{outcome.exit_code})\n")
-                f.write(f"(wall time {outcome.wall_s:.0f} s)\n")
-                f.write(_lock_line(env.lock_digest) + "\n")
+        try:
+            _keep(path, line, output, outcome, env.lock_digest)
+        except OSError as exc:
+            outcome.problem = f"check {check.name}'s output cannot be kept in {path} ({exc})"
         log(
             f"[{spec.name}] check {check.name}: "
             + (outcome.problem or f"exit {outcome.exit_code} in {outcome.wall_s:.0f} s")

@@ -318,6 +318,66 @@ def test_other_hosts_are_refused_and_every_answer_has_the_security_headers(clien
     assert client.get("/runs", headers={"Host": "[::1]:8000"}).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost:8000.evil.com",
+        "localhost:8000@evil.com",
+        "[::1].evil.com",
+        "[::1]:8000.evil.com",
+        "localhost:",
+        "localhost:http",
+        "localhost:80:80",
+        "127.0.0.1:8000/evil",
+        "::1",  # an IPv6 address is bracketed in Host
+        "localhost evil.com",
+        "",
+    ],
+)
+def test_a_host_is_a_name_and_a_numeric_port_or_refused(client, host):
+    """Issue 44 (4): only ``name`` or ``name:port`` with a numeric port is a Host; the
+    part after ':' was not checked to be a port."""
+    answer = client.get("/runs", headers={"Host": host})
+    assert answer.status_code == 400 and "does not answer for host" in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:8000", "127.0.0.1:1", "[::1]"])
+def test_the_local_names_with_or_without_a_port_are_answered(client, host):
+    assert client.get("/runs", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/x", "/x.json", "/runs/r1/nothing.json", "/static/none.js"])
+def test_a_missing_page_is_the_error_page_and_its_json_twin_is_json(client, path):
+    """Issue 44 (4): a path no route has answers like every other error: HTML, or JSON for
+    a ``.json`` twin (it answered text/plain), with the security headers."""
+    answer = client.get(path)
+    assert answer.status_code == 404
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    if path.endswith(".json"):
+        assert answer.headers["content-type"].startswith("application/json")
+        assert set(answer.json()) == {"error"}
+    else:
+        assert answer.headers["content-type"].startswith("text/html")
+    wants_json = client.get(path, headers={"Accept": "application/json"})
+    assert wants_json.headers["content-type"].startswith("application/json")
+
+
+def test_an_error_inside_the_application_is_a_500_with_the_security_headers():
+    """The guard is outside Starlette's own 500 page too (a middleware added the usual way
+    sits inside it): a store that fails in an unforeseen way still gets the headers."""
+
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError("the store broke")
+
+    client = TestClient(create_app(Broken()), base_url=LOCAL, raise_server_exceptions=False)
+    answer = client.get("/runs")
+    assert answer.status_code == 500 and "the store broke" not in answer.text
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+
+
 def test_the_bound_name_is_answered_too(kb_path):
     from torchport.interfaces.web.guard import allowed_hosts
 

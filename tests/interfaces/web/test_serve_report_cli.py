@@ -81,6 +81,61 @@ def test_served_with_a_token_every_request_needs_it(kb_path):
         proc.wait(timeout=30)
 
 
+SECURITY_HEADERS = (
+    b"content-security-policy:",
+    b"x-frame-options: deny",
+    b"x-content-type-options: nosniff",
+    b"referrer-policy: no-referrer",
+)
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    """What the server answers to ``request`` sent as bytes on a socket of its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer and b"connection: close" not in answer.lower():
+                break
+    return answer
+
+
+MALFORMED_REQUEST_LINES = (
+    b"GET /\xff HTTP/1.1",  # a raw non-ASCII byte: uvicorn's (h11's) own 400
+    b"GET / HTTP/1.1 extra",
+    b"\x16\x03\x01 TLS",  # a TLS hello sent to the plain port
+)
+
+
+def test_uvicorns_own_answer_to_a_malformed_request_has_the_security_headers(kb_path):
+    """Issue 44 (4): the "400 Invalid HTTP request" uvicorn makes before the application
+    sees a request carries the headers every answer promises, as the application's do."""
+    proc = subprocess.Popen(
+        [TORCHPORT, "serve", "--db", kb_path, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        port = int(re.search(r":(\d+)/", line).group(1))
+        answers = [
+            _raw(port, request_line + b"\r\nHost: localhost\r\n\r\n").lower()
+            for request_line in MALFORMED_REQUEST_LINES
+        ]
+        assert all(bad.startswith(b"http/1.1 400") for bad in answers), answers
+        good = _raw(port, b"GET /runs.json HTTP/1.1\r\nHost: localhost\r\n\r\n").lower()
+        assert good.startswith(b"http/1.1 200"), good[:200]
+        for answer in (*answers, good):
+            head = answer.split(b"\r\n\r\n", 1)[0]
+            for header in SECURITY_HEADERS:
+                assert header in head, (header, head)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_report_html_and_markdown(kb_path, tmp_path):
     out = torchport(
         "report", "r2", "--compare", "r1", "-o", "r.html", "--db", kb_path, cwd=tmp_path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from importlib import import_module
 from typing import Any
@@ -63,8 +64,14 @@ class LazyGroup(click.Group):
         run: Any = super().main
         if not standalone_mode:
             return run(*args, standalone_mode=False, **kwargs)
+        from torchport.settings import SettingError, check_all
+
         try:
+            check_all()  # every TORCHPORT_* variable, before any work starts
             code = run(*args, standalone_mode=False, **kwargs)
+        except SettingError as exc:
+            click.echo(f"torchport: error: {one_line(str(exc))}", err=True)
+            sys.exit(2)
         except _NO_ARGS as exc:  # a bare ``torchport`` or group: the help, as click shows it
             exc.show()
             sys.exit(exc.exit_code)
@@ -76,7 +83,13 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            # click turns Ctrl-C (and SIGTERM, raised as Terminated) into Abort: the shell's
+            # codes, 130 and 143, tell a caller which it was
+            if isinstance(exc.__cause__, Terminated):
+                sys.exit(128 + signal.SIGTERM)
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                sys.exit(130)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
@@ -96,11 +109,26 @@ def cli():
     """Evidence that PyTorch work runs on an accelerator: correctly, on the device, and fast."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that what it holds is let go on the way out
+    as for Ctrl-C: a temporary output removed (interfaces/output.py), a forked reader ended
+    (records/forked.py), a child process killed; the exit code is then 143 (128 + 15)."""
+
+
+def _terminated(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
     # Building shrunk configs makes transformers warn once per architecture, which would bury
     # the progress and tables; TRANSFORMERS_VERBOSITY set by the user still wins.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # A command that handles SIGTERM itself (run, import, a matrix's child run) sets its own
+    # handler for its span and puts this one back.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         cli.main(args=argv, prog_name="torchport", standalone_mode=True)
+    except Terminated:
+        sys.exit(128 + signal.SIGTERM)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -48,8 +48,8 @@ def save(run_spec, output, no_perf, perf_tolerance, device, suite, labels, db):
     from torchport.interfaces.json_text import Raw, iter_json
     from torchport.views.baseline import baseline_texts
 
-    if perf_tolerance is not None and perf_tolerance < 0:
-        raise UsageProblem("--perf-tolerance must be a fraction >= 0 (0.1 for 10%)")
+    if perf_tolerance is not None and not 0 <= perf_tolerance <= 10:  # nan is neither
+        raise UsageProblem("--perf-tolerance must be a fraction from 0 to 10 (0.1 for 10%)")
     store = open_db(db)
     run_id = resolve(store, run_spec, run_filters(device, suite, labels))
     with store_problems():

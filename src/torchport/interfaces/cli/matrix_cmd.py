@@ -4,14 +4,29 @@ say what changed from the first (the baseline) to every other."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import click
 
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.common import echo_json, json_option, open_db, split_csv
+from torchport.interfaces.output import OutputError, output_file
 
 REGRESSED_EXIT = 1
+FAILED_EXIT = 1  # an environment not built, a run that did not finish: a result, not bad input
+
+
+class MatrixFailed(UsageProblem):
+    """What stopped the matrix, in one line, exit 1 (not click's multi-line 'Error:')."""
+
+    exit_code = FAILED_EXIT
+
+
+def _seconds(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and 0 < value <= 30 * 24 * 3600):
+        raise click.BadParameter(f"{value} is not a number of seconds from 0 to 2592000")
+    return value
 
 
 @click.command("matrix")
@@ -77,6 +92,7 @@ REGRESSED_EXIT = 1
     "run_timeout_s",
     default=None,
     type=float,
+    callback=lambda _ctx, _param, value: _seconds(value),
     help="Deadline for one environment's whole run, in seconds.",
 )
 @click.option("--db", default=None, help="Knowledge base (a SQLite path or postgresql://...).")
@@ -170,9 +186,12 @@ def command(
     db = db or default_db_path()
     if "://" not in db:  # every child opens the same file, wherever it runs from
         db = os.path.abspath(db)
-    store = open_db(db, write=True)
     out_dir = out_dir or os.path.join("torchport-matrix", matrix.name)
-    os.makedirs(os.path.join(out_dir, "locks"), exist_ok=True)
+    try:
+        _make_folder(os.path.join(out_dir, "locks"))
+    except OutputError as exc:
+        raise UsageProblem(str(exc)) from None
+    store = open_db(db, write=True)
 
     def log(line: str) -> None:
         click.echo(line, err=True)
@@ -193,18 +212,22 @@ def command(
         if side.env is not None and locks[side.name] is None:
             with open(side.env.lock_path) as f:
                 locks[side.name] = f.read()
-            with open(os.path.join(out_dir, "locks", f"{side.name}.txt"), "w") as f:
-                f.write(locks[side.name] or "")
+            _write(os.path.join(out_dir, "locks", f"{side.name}.txt"), locks[side.name] or "")
 
     checks = [c for side in sides for c in side.checks]
     if build_only:
         for side in sides:
             click.echo(
                 f"{side.name}: "
-                + (side.problem or f"{side.env.path} (lock {side.env.lock_digest})")
+                + (
+                    f"failed: {side.problem}"
+                    if side.env is None
+                    else f"{side.env.path} (lock {side.env.lock_digest})"
+                )
             )
-        if any(s.problem for s in sides):
-            raise SystemExit(1)
+        problems = [s.problem for s in sides if s.problem]
+        if problems:
+            raise MatrixFailed("; ".join(problems))
         return
     from torchport.views.release_note import run_counts, run_wall_s
 
@@ -231,12 +254,12 @@ def command(
     ]
     data["gate"] = gate_reports
     data["checks"] = [c.to_dict() for c in checks]
-    with open(os.path.join(out_dir, "release-note.json"), "w") as f:
-        json.dump(data, f, indent=1, default=str)
+    _write(os.path.join(out_dir, "release-note.json"), json.dumps(data, indent=1, default=str))
     from torchport.interfaces.release_note_md import release_note_markdown
+    from torchport.records.sql_common import redact_url
 
-    with open(os.path.join(out_dir, "release-note.md"), "w") as f:
-        f.write(release_note_markdown(data, db))
+    note_md = release_note_markdown(data, redact_url(db))  # the note is shared: no password
+    _write(os.path.join(out_dir, "release-note.md"), note_md)
     if note.pairs:  # the dashboard's page of the matrix, in one file that opens from disk
         try:
             from torchport.interfaces.web.matrix_page import matrix_page
@@ -244,17 +267,44 @@ def command(
         except ImportError as exc:  # jinja2 is in the web extra
             log(f"release-note.html not written: {exc}; pip install 'torchport[web]'")
         else:
-            with open(os.path.join(out_dir, "release-note.html"), "w") as f:
-                f.write(html_report([matrix_page(store, matrix.name, NO_LINKS)]))
+            page = html_report([matrix_page(store, matrix.name, NO_LINKS)])
+            _write(os.path.join(out_dir, "release-note.html"), page)
     if as_json:
         echo_json(data)
     else:
         _print(store, note, data, out_dir)
     failed = [r for r in gate_reports if not r["ok"]]
     if note.problems:
-        raise click.ClickException("; ".join(note.problems))
+        raise MatrixFailed("; ".join(note.problems))
     if use_gate and failed:
         raise SystemExit(REGRESSED_EXIT)
+
+
+def _make_folder(path: str) -> None:
+    """``path`` made (with its parents); neither it nor its parent may be a symbolic link:
+    the matrix's files go into a folder of its own and nowhere else."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot make the folder '{path}' ({exc.strerror}); pass another --out"
+        ) from None
+    for part in (path, os.path.dirname(path)):
+        if part and os.path.islink(part):
+            raise OutputError(
+                f"'{part}' is a symbolic link; torchport writes a matrix's files only into a "
+                "folder of its own: pass another --out"
+            )
+
+
+def _write(path: str, text: str) -> None:
+    """``text`` into ``path`` through the safe-output path (a regular file or a new one,
+    whole or not at all; never through a symbolic link)."""
+    try:
+        with output_file(path) as f:
+            f.write(text)
+    except OutputError as exc:
+        raise MatrixFailed(str(exc)) from None
 
 
 def _note(store, matrix, sides, locks):
@@ -290,8 +340,7 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
             continue
         baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
         file = "baseline.json" if name == DEFAULT_RUN else f"baseline-{name}.json"
-        with open(os.path.join(out_dir, file), "w") as f:
-            json.dump(baseline, f, indent=1)
+        _write(os.path.join(out_dir, file), json.dumps(baseline, indent=1))
         for side in others:
             if side.run_id is None:
                 continue
@@ -354,6 +403,9 @@ def _print(store, note, data: dict, out_dir: str) -> None:
         else:
             named = f"{env['run_name']} " if env["run_name"] != "run" else ""
             run = f"run {named}{env['run_id']} " + ("reused" if env["run_reused"] else "made")
+        if env["path"] is None:  # not built: the problems below say why
+            console.print(f"{safe(env['name'])}: environment failed", markup=False, highlight=False)
+            continue
         console.print(
             f"{safe(env['name'])}: environment "
             + ("reused" if env["env_reused"] else "built")

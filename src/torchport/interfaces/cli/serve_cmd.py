@@ -77,6 +77,7 @@ def command(db, host, port, token, artifacts):
 
     from torchport.interfaces.web.app import create_app
     from torchport.interfaces.web.guard import allowed_hosts
+    from torchport.interfaces.web.protocol import GuardedH11
 
     store = open_db(db)
     sock = bind(host, port)
@@ -86,5 +87,7 @@ def command(db, host, port, token, artifacts):
     gate = "; requests need the token" if token else ""
     click.echo(f"torchport: serving {store.url} read-only at http://{shown}:{bound}/{gate}")
     app = create_app(store, token=token, artifacts=artifacts, hosts=allowed_hosts(host))
-    config = uvicorn.Config(app, log_level="warning")
+    # h11 with the security headers on uvicorn's own answers (httptools, when installed,
+    # would answer a malformed request without them)
+    config = uvicorn.Config(app, log_level="warning", http=GuardedH11)
     uvicorn.Server(config).run(sockets=[sock])

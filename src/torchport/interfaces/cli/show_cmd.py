@@ -2,10 +2,9 @@
 step? how fast?), then the matrix and the placement of one run; --detail for every view; a
 large run in summary (statuses and failures grouped by error signature) unless --all."""
 
-import os
-
 import click
 
+from torchport import settings
 from torchport.interfaces.cli.common import (
     db_option,
     echo_json,
@@ -17,7 +16,7 @@ from torchport.interfaces.cli.common import (
 
 # Past this many results the per-row views would print pages of rows: a summary instead.
 # Large enough for a whole hf (392) or ops run; TORCHPORT_SHOW_SUMMARY_ABOVE overrides it.
-SUMMARY_ABOVE = int(os.environ.get("TORCHPORT_SHOW_SUMMARY_ABOVE") or 5000)
+SUMMARY_ABOVE = settings.SETTINGS["TORCHPORT_SHOW_SUMMARY_ABOVE"].default
 # The views shown after the verdict without --detail (the rest are named in one line).
 LEAD_VIEWS = ("summary", "matrix", "ops", "placement", "kernels", "serving")
 
@@ -57,7 +56,8 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
         environments = [store.environment(e) for e in run["environment_ids"]]
         total = store.count_results(run_id=run["id"])
         notes = store.notes(run_id=run["id"])
-        summary = total > SUMMARY_ABOVE and not show_all and not csv_view
+        above = settings.value("TORCHPORT_SHOW_SUMMARY_ABOVE")
+        summary = total > above and not show_all and not csv_view
         if as_json or not summary:  # the plan (100 000 entries in a large sweep) when used
             run = store.get_run(run["id"])
         if summary:

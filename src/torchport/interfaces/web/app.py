@@ -18,6 +18,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -198,7 +199,15 @@ def create_app(
             served, media_type="application/json", filename=os.path.basename(served)
         )
 
-    app = Starlette(
+    def missing(request: Request, exc: Exception) -> Response:
+        """A path no route has (``/x``, ``/x.json``), or a method none takes: the error page,
+        or its JSON twin, as for every other error."""
+        status = getattr(exc, "status_code", 404)
+        return problem(request, status, getattr(exc, "detail", "") or "no such page")
+
+    app = _Guarded(
+        hosts=hosts,
+        exception_handlers={HTTPException: missing},
         routes=[
             page_route("/", runs),
             page_route("/runs", runs),
@@ -210,13 +219,24 @@ def create_app(
             page_route("/ops/{op}", op),
             page_route("/search", search),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
     )
     app.add_middleware(JsonSuffix)
     if token:
         app.add_middleware(TokenGate, token=token)
-    app.add_middleware(Guard, hosts=hosts)
     return app
+
+
+class _Guarded(Starlette):
+    """Starlette with the guard outside everything, its own 500 page included (Starlette
+    puts a middleware added by add_middleware inside the one that answers 500)."""
+
+    def __init__(self, *, hosts: frozenset[str] | None, **kwargs) -> None:
+        self.hosts = hosts
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self):
+        return Guard(super().build_middleware_stack(), hosts=self.hosts)
 
 
 class JsonSuffix:

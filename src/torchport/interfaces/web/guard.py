@@ -9,6 +9,8 @@ included: a content policy with no inline script, no framing, no MIME sniffing, 
 
 from __future__ import annotations
 
+import re
+
 LOCAL_HOSTS = frozenset(("localhost", "127.0.0.1", "::1"))
 # Styles may be inline: uPlot sizes its elements through element.style. Scripts come only
 # from /static (the charts' data is a non-executed application/json block).
@@ -25,12 +27,21 @@ HEADERS = (
 )
 
 
-def host_name(header: str) -> str:
-    """``Host`` without its port, lower case, IPv6 brackets removed."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+# RFC 9110's Host: a name (or IPv4 address) or a bracketed IPv6 address, then an optional
+# numeric port; anything else (``localhost:80.evil.com``, ``localhost:80@evil.com``,
+# ``[::1].evil.com``) names no host this server answers.
+_HOST = re.compile(
+    r"(?:\[(?P<v6>[0-9a-f:.]+(?:%[0-9a-z._~-]+)?)\]|(?P<name>[a-z0-9._-]+))(?::[0-9]{1,5})?"
+)
+
+
+def host_name(header: str) -> str | None:
+    """``Host`` without its port, lower case, IPv6 brackets removed; None when it is not a
+    name or an address with an optional numeric port."""
+    found = _HOST.fullmatch(header.strip().lower())
+    if found is None:
+        return None
+    return found.group("v6") or found.group("name")
 
 
 def allowed_hosts(bound: str) -> frozenset[str] | None:
@@ -38,7 +49,7 @@ def allowed_hosts(bound: str) -> frozenset[str] | None:
     when bound to every address, which ``serve`` allows only with a token."""
     if bound in ("0.0.0.0", "::", ""):
         return None
-    return LOCAL_HOSTS | {host_name(f"[{bound}]" if ":" in bound else bound)}
+    return LOCAL_HOSTS | {host_name(f"[{bound}]" if ":" in bound else bound) or bound.lower()}
 
 
 class Guard:
