@@ -1,26 +1,29 @@
-"""GPU check: torchport's perf evidence on a real accelerator, in one short script.
+"""GPU check: torchport's evidence on a real accelerator, in parts that each fit a short window.
 
-1. a ~0.5 B-parameter llama (24 layers, vocab 32000, sdpa attention, batch 8 x 1024 tokens),
-   compiled training step (forward + backward) in bfloat16, timed by torchport's PerfProbe
-   (interleaved with eager) and reported as MFU by the 6·N·T rule against the device's
-   datasheet peak (989 TFLOP/s for an H200 in bf16), next to torchport's counted-FLOP MFU;
-   first, since it is the figure that matters most;
-2. the smoke suite's perf on the device, eager and compile, in bfloat16 (torchport's own
-   pipeline: isolated workers, the SQLite knowledge base in OUT), then training-loss parity
-   and a profile of smoke/mlp and hf/llama.
+Sections (``--sections``, in the order given; docs/gpu-check.md has the table):
+  first     torchport's perf probe on the ~0.5 B llama (the figure in the README since 11-30)
+  llama     the training step at ``--shapes`` x ``--compile-modes``: torchport's median and
+            mean beside a plain loop's median and mean (like for like), MFU two ways
+  moe       a reduced qwen3_moe: the same, MFU by 6·N·T, 6·N_active·T and counted FLOPs
+  autotune  max-autotune(-no-cudagraphs) under a cap on autotuning, one shared Inductor cache
+  cache_pack / cache_restore   that cache carried from one window to the next
+  smoke     the smoke suite: perf, training-loss parity (--train-steps 10) and profile
+  accel     torch.accelerator (synchronize, memory, torch.Event) against torch.cuda
+  flex, generate, ops, kernels, dist, hotspots, suites   torchport's suites on the device
 
-About 5 minutes on an H200 (285 s measured), compiles included.
+``--part NAME`` picks the sections (and their options) of one window of 4-5 minutes; a part
+starts no new item past its deadline and lists what it left. Everything goes to OUT:
+report.txt (command on the first line), a JSON file per section, views, the knowledge base.
 
 Works from a plain checkout with no installation (no network needed):
 
-    PYTHONPATH=src python3 benchmarks/gpu_check.py --out docs/results/gpu_check
-    PYTHONPATH=src python3 benchmarks/gpu_check.py --tiny --device cpu --dtype float32 --out /tmp/g
+    PYTHONPATH=src python3 benchmarks/gpu_check.py --part agree --out /tmp/gc
+    PYTHONPATH=src python3 benchmarks/gpu_check.py --part agree --tiny --device cpu \
+        --dtype float32 --peak-tflops 1 --out /tmp/g
 
 torchport finds its suites, devices and probes through entry points, which exist only once the
 package is installed; when they are missing this script writes the package's metadata (read
 from pyproject.toml) into OUT/_meta and puts it on the path of this process and its workers.
-Everything goes to OUT: report.txt (the summary, command on the first line), smoke views,
-llama JSON, the knowledge base and any traces.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,7 +171,22 @@ def smoke_sweep(
     run_id, state = outcome.run_id, outcome.state
     views = write_views(store, run_id, os.path.join(args.out, f"{name}.txt"))
     report.add(f"{name}: run {run_id} {state}; views in {name}.txt")
-    shown = ("summary", "perf", "serving", "flex", "ops", "train", "profile", "kernels", "dist")
+    shown = (
+        "summary",
+        "perf",
+        "serving",
+        "flex",
+        "ops",
+        "train",
+        "profile",
+        "kernels",
+        "kernels_fast_p",
+        "dist",
+        "dist_bandwidth",
+        "dist_training",
+        "hotspots",
+        "hotspots_modules",
+    )
     for view in shown:
         if view in views:
             report.add(
@@ -367,8 +386,11 @@ def llama_check(args, report: Report) -> None:
 
 def smoke_check(args, report: Report) -> None:
     cases = ("smoke/mlp",) if args.tiny else ()
-    report.stamp("smoke suite perf, eager and compile")
-    smoke_sweep(args, report, "smoke_perf", probes=("perf",), cases=cases)
+    if not args.out_of_time("smoke_perf"):
+        report.stamp("smoke suite perf, eager and compile")
+        smoke_sweep(args, report, "smoke_perf", probes=("perf",), cases=cases)
+    if args.out_of_time("smoke_train_profile"):
+        return
     report.stamp("training-loss parity (10 AdamW steps) and profile: smoke/mlp, hf/llama")
     smoke_sweep(
         args,
@@ -385,12 +407,87 @@ def _pct(value) -> str:
     return "unavailable" if value is None else f"{value:.1%}"
 
 
-def main(argv=None) -> int:
+# -- parts: what one device window of 4-5 minutes holds (docs/gpu-check.md) ------------------
+# Each part is one device-tool command; its options are defaults a flag on the command line
+# overrides. Minutes are what the part is sized for on an H200, compiles included (estimated
+# from the 2026-12-04 window; the deadline stops starting new work past them).
+PARTS = {
+    "agree": {
+        "sections": "llama,moe",
+        "shapes": "h1280x24,h2048x8",
+        "compile_modes": "default",
+        "minutes": 3.5,
+    },
+    "autotune": {
+        "sections": "autotune,cache_pack",
+        "shapes": "h2048x8",
+        "compile_modes": "max-autotune-no-cudagraphs,max-autotune",
+        "minutes": 4.5,
+    },
+    "autotune_warm": {
+        "sections": "cache_restore,autotune",
+        "shapes": "h2048x8",
+        "compile_modes": "max-autotune-no-cudagraphs,max-autotune",
+        "minutes": 3.0,
+    },
+    "smoke": {"sections": "smoke,accel", "budget_s": 0.5, "minutes": 4.5},
+    "generate": {"sections": "generate", "minutes": 4.5},
+    "kernels": {"sections": "kernels,ops", "minutes": 4.0},
+    "checks": {"sections": "dist,hotspots", "minutes": 3.5},
+}
+DEFAULTS = {
+    "sections": "first,llama,moe,suites,smoke",
+    "shapes": "h1280x24,h2048x8",
+    "compile_modes": "default,max-autotune-no-cudagraphs,max-autotune",
+    "budget_s": 2.0,
+}
+
+
+def section_table() -> dict:
+    """Every section by name (imported here: they import this module)."""
+    from gpu_check_accel import accel_section
+    from gpu_check_autotune import autotune_section, cache_pack_section, cache_restore_section
+    from gpu_check_sections import llama_section, moe_section
+    from gpu_check_suites import (
+        dist_section,
+        flex_section,
+        generate_section,
+        hotspots_section,
+        kernels_section,
+        ops_section,
+        suites_section,
+    )
+
+    return {
+        "first": llama_check,
+        "llama": llama_section,
+        "moe": moe_section,
+        "autotune": autotune_section,
+        "cache_pack": cache_pack_section,
+        "cache_restore": cache_restore_section,
+        "smoke": smoke_check,
+        "accel": accel_section,
+        "flex": flex_section,
+        "generate": generate_section,
+        "ops": ops_section,
+        "kernels": kernels_section,
+        "dist": dist_section,
+        "hotspots": hotspots_section,
+        "suites": suites_section,
+    }
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for every output")
+    parser.add_argument(
+        "--part",
+        choices=sorted(PARTS),
+        help="one window's worth: sets --sections and the options it needs (docs/gpu-check.md)",
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--budget-s", type=float, default=2.0, help="perf budget per side")
+    parser.add_argument("--budget-s", type=float, default=None, help="perf budget per side")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--hidden", type=int, default=1280, help="llama width (heads of 128)")
@@ -400,25 +497,55 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--task-timeout", type=float, default=300.0, help="seconds per torchport task (suites)"
     )
-    parser.add_argument("--tiny", action="store_true", help="tiny llama, smoke/mlp only (CPU)")
+    parser.add_argument("--tiny", action="store_true", help="tiny models, small samples (CPU)")
     parser.add_argument(
         "--sections",
-        default="first,llama,moe,suites,smoke",
-        help="comma-separated, in order: first (the probe's figure on the default llama), "
-        "llama (two shapes x compile modes, timing agreement), moe, suites, smoke",
+        default=None,
+        help="comma-separated, run in the order given: first, llama, moe, autotune, "
+        "cache_pack, cache_restore, smoke, accel, flex, generate, ops, kernels, dist, hotspots, "
+        f"suites (default: {DEFAULTS['sections']})",
     )
-    parser.add_argument("--shapes", default="h1280x24,h2048x8", help="llama shapes (llama)")
+    parser.add_argument("--shapes", default=None, help="llama shapes (llama, autotune, accel)")
     parser.add_argument(
         "--compile-modes",
-        default="default,max-autotune-no-cudagraphs,max-autotune",
-        help="compile modes tried on the first shape (llama)",
+        default=None,
+        help="compile modes (llama: tried on the first shape; autotune: in order)",
+    )
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="start no new item past this many seconds from the start (the report lists what "
+        "was left for the next window); default: the part's minutes",
+    )
+    parser.add_argument(
+        "--autotune-cap",
+        default="capped",
+        choices=("capped", "none"),
+        help="autotune: Inductor's autotuning bounded (few configs, short benchmarks) or not",
+    )
+    parser.add_argument(
+        "--inductor-cache",
+        default=os.path.join(tempfile.gettempdir(), "gpu_check_inductor_cache"),
+        help="autotune, cache_pack, cache_restore: the Inductor cache folder they share",
+    )
+    parser.add_argument("--cache-pack", default=None, help="cache_pack: where the parts go")
+    parser.add_argument(
+        "--cache-pack-mib",
+        type=float,
+        default=56.0,
+        help="cache_pack: most MiB packed (uncompressed); the device tool carries 64 MiB",
+    )
+    parser.add_argument("--cache-from", default=None, help="cache_restore: folder of the parts")
+    parser.add_argument(
+        "--generate-modes", default="compile", help="generate: modes (eager ran 2026-12-04)"
     )
     parser.add_argument(
         "--ops-sample",
         default="ops/softmax/float32,ops/softmax/bfloat16,ops/matmul/float32,"
         "ops/matmul/bfloat16,ops/cumsum/float32,ops/cumsum/int64,ops/index_select/float32,"
         "ops/index_select/bfloat16",
-        help="case globs of suite ops run (eager) in the suites section",
+        help="case globs of suite ops run (eager) in the ops section",
     )
     parser.add_argument(
         "--flex-sample",
@@ -426,7 +553,7 @@ def main(argv=None) -> int:
             f"flex/{v}/b2h4s256d64/fwdbwd"
             for v in ("causal", "sliding_window", "document", "alibi", "softcap", "block_full")
         ),
-        help="case globs of suite flex run (compile, perf probe) in the suites section",
+        help="case globs of suite flex run (compile, perf probe) in the flex section",
     )
     parser.add_argument(
         "--force-shim",
@@ -434,40 +561,61 @@ def main(argv=None) -> int:
         help="use the pyproject.toml entry points even if installed",
     )
     args = parser.parse_args(argv)
-    args.sections = [s for s in args.sections.split(",") if s]
-    args.shapes = [s for s in args.shapes.split(",") if s]
-    args.compile_modes = tuple(m for m in args.compile_modes.split(",") if m)
-    args.ops_sample = [c for c in args.ops_sample.split(",") if c]
-    args.flex_sample = [c for c in args.flex_sample.split(",") if c]
+    part = PARTS.get(args.part or "", {})
+    for key in ("sections", "shapes", "compile_modes", "budget_s"):
+        if getattr(args, key) is None:
+            setattr(args, key, part.get(key, DEFAULTS[key]))
+    if args.deadline_s is None and part:
+        args.deadline_s = part["minutes"] * 60
+    split = lambda text: [x for x in text.split(",") if x]  # noqa: E731
+    args.sections, args.shapes = split(args.sections), split(args.shapes)
+    args.compile_modes = tuple(split(args.compile_modes))
+    args.generate_modes = tuple(split(args.generate_modes))
+    args.ops_sample, args.flex_sample = split(args.ops_sample), split(args.flex_sample)
     args.out = os.path.abspath(args.out)
+    return parser, args
+
+
+def main(argv=None) -> int:
+    parser, args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     report = Report(
         args.out, "$ " + " ".join(["python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
     )
+    left: list[str] = []
+
+    def out_of_time(what: str) -> bool:
+        """True (and noted) when ``what`` would start past the deadline."""
+        if args.deadline_s is None or time.time() - report.start < args.deadline_s:
+            return False
+        left.append(what)
+        report.add(f"LEFT for the next window (past the {args.deadline_s:.0f} s deadline): {what}")
+        return True
+
+    args.out_of_time = out_of_time
     how = ensure_torchport(args.out, args.force_shim)
     import torch
 
     report.add(
         f"torchport from {SRC} ({how}); torch {torch.__version__}, python {sys.version.split()[0]}"
+        + (f"; part {args.part}" if args.part else "")
     )
     if args.device.startswith("cuda") and torch.cuda.is_available():
         report.add(f"device: {torch.cuda.get_device_name(0)}")
-    from gpu_check_sections import SECTIONS, SHAPES, run_section
+    from gpu_check_sections import SHAPES, run_section
 
-    unknown = [n for n in args.sections if n not in {"first", "smoke", *SECTIONS}]
+    sections = section_table()
+    unknown = [n for n in args.sections if n not in sections]
     unknown += [n for n in args.shapes if n not in SHAPES]
     if unknown:
         parser.error(f"unknown section or shape: {', '.join(unknown)}")
     for name in args.sections:  # in the order given: the first is what matters if time is short
-        if name == "first":
-            run_section(report, name, llama_check, args, report)
-        elif name == "smoke":
-            run_section(report, name, smoke_check, args, report)
-        else:
-            run_section(report, name, SECTIONS[name], args, report)
+        if out_of_time(f"section {name}"):
+            continue
+        run_section(report, name, sections[name], args, report)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # the next section's workers share the device
-    report.stamp("finished")
+    report.stamp("finished" + (f"; left for the next window: {', '.join(left)}" if left else ""))
     return 0
 
 
