@@ -30,6 +30,10 @@ from gpu_check import Report
 from gpu_check_sections import SHAPES, compile_subject, llama_case
 
 AGREE_FLOOR = 0.02  # medians within 2 % always agree, whatever the spread
+MEMORY_CALLS = (
+    ("reset_peak", "reset_peak_memory_stats"),
+    ("max_allocated", "max_memory_allocated"),
+)
 
 
 @dataclass
@@ -86,14 +90,15 @@ def accelerator_path(device_type: str) -> ApiPath:
     if path.synchronize is None:
         path.missing.append("torch.accelerator.synchronize")
     memory = getattr(acc_mod, "memory", None)
-    for attr, name in (("reset_peak", "reset_peak_memory_stats"), ("max_allocated", "max_memory_allocated")):  # fmt: skip
+    for attr, name in MEMORY_CALLS:
         fn = getattr(memory, name, None) if memory is not None else None
         setattr(path, attr, fn)
         if fn is None:
             path.missing.append(f"torch.accelerator.memory.{name}")
     if hasattr(torch, "Event"):
         path.new_event, why_not = _try_event(
-            lambda: torch.Event(device=current, enable_timing=True), path.synchronize or (lambda: None)
+            lambda: torch.Event(device=current, enable_timing=True),
+            path.synchronize or (lambda: None),
         )
         if why_not:
             path.missing.append(f"torch.Event timing ({why_not})")
@@ -110,7 +115,7 @@ def specific_path(device_type: str) -> ApiPath:
     if mod is None:
         path.missing.append(f"torch.{device_type}")
         return path
-    for attr, name in (("synchronize", "synchronize"), ("reset_peak", "reset_peak_memory_stats"), ("max_allocated", "max_memory_allocated")):  # fmt: skip
+    for attr, name in (("synchronize", "synchronize"), *MEMORY_CALLS):
         fn = getattr(mod, name, None)
         setattr(path, attr, fn)
         if fn is None:

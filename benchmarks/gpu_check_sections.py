@@ -74,7 +74,7 @@ def loop_steps(step, adapter, n: int) -> tuple[list[float], str]:
             step()
             events[i + 1].record()
         events[-1].synchronize()
-        times = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+        times = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:], strict=False)]
         return times, "cuda events between back-to-back steps"
     adapter.synchronize()
     marks = [time.perf_counter()]
@@ -85,7 +85,7 @@ def loop_steps(step, adapter, n: int) -> tuple[list[float], str]:
     kind = "host clock between back-to-back steps" + (
         "" if adapter.torch_type == "cpu" else " (unsynchronised inside the loop)"
     )
-    return [b - a for a, b in zip(marks, marks[1:])], kind
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)], kind
 
 
 def independent_timings(step, adapter, budget_s: float) -> dict:
@@ -454,4 +454,3 @@ def _device(args) -> str:
 def _dump(args, name: str, data) -> None:
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(data, f, indent=1, default=str)
-

@@ -38,7 +38,8 @@ def _sweep(args, report: Report, name: str, **overrides) -> None:
 
 def flex_section(args, report: Report) -> None:
     cases = ("flex/causal/*/fwd",) if args.tiny else tuple(args.flex_sample)
-    _sweep(args, report, "suite_flex", suite="flex", cases=cases, probes=("perf",), modes=("compile",))  # fmt: skip
+    compiled = {"probes": ("perf",), "modes": ("compile",)}
+    _sweep(args, report, "suite_flex", suite="flex", cases=cases, **compiled)
 
 
 def _generate(args) -> dict:
