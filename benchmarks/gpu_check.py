@@ -576,8 +576,34 @@ def parse_args(argv=None):
     return parser, args
 
 
+def torch_version() -> str:
+    """torch's version without importing it (a section that only carries files needs none)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:  # a torch built from source, say
+        import torch
+
+        return torch.__version__
+
+
 def main(argv=None) -> int:
     parser, args = parse_args(argv)
+    from gpu_check_sections import SHAPES, run_section
+
+    sections = section_table()
+    unknown = [n for n in args.sections if n not in sections]
+    unknown += [n for n in args.shapes if n not in SHAPES]
+    if unknown:
+        parser.error(
+            f"unknown section or shape: {', '.join(unknown)} (sections: "
+            f"{', '.join(sections)}; shapes: {', '.join(SHAPES)})"
+        )
+    if "cache_restore" in args.sections and not args.cache_from:
+        parser.error("section cache_restore needs --cache-from DIR (the parts cache_pack wrote)")
+    if args.budget_s <= 0 or (args.deadline_s is not None and args.deadline_s < 0):
+        parser.error("--budget-s must be > 0 and --deadline-s >= 0")
     os.makedirs(args.out, exist_ok=True)
     report = Report(
         args.out, "$ " + " ".join(["python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
@@ -594,26 +620,21 @@ def main(argv=None) -> int:
 
     args.out_of_time = out_of_time
     how = ensure_torchport(args.out, args.force_shim)
-    import torch
-
     report.add(
-        f"torchport from {SRC} ({how}); torch {torch.__version__}, python {sys.version.split()[0]}"
-        + (f"; part {args.part}" if args.part else "")
+        f"torchport from {SRC} ({how}); torch {torch_version()}, python "
+        f"{sys.version.split()[0]}" + (f"; part {args.part}" if args.part else "")
     )
-    if args.device.startswith("cuda") and torch.cuda.is_available():
-        report.add(f"device: {torch.cuda.get_device_name(0)}")
-    from gpu_check_sections import SHAPES, run_section
+    if args.device.startswith("cuda"):
+        import torch
 
-    sections = section_table()
-    unknown = [n for n in args.sections if n not in sections]
-    unknown += [n for n in args.shapes if n not in SHAPES]
-    if unknown:
-        parser.error(f"unknown section or shape: {', '.join(unknown)}")
+        if torch.cuda.is_available():
+            report.add(f"device: {torch.cuda.get_device_name(0)}")
     for name in args.sections:  # in the order given: the first is what matters if time is short
         if out_of_time(f"section {name}"):
             continue
         run_section(report, name, sections[name], args, report)
-        if torch.cuda.is_available():
+        torch = sys.modules.get("torch")  # sections that carry files never import it
+        if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()  # the next section's workers share the device
     report.stamp("finished" + (f"; left for the next window: {', '.join(left)}" if left else ""))
     return 0
