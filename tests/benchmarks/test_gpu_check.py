@@ -70,8 +70,20 @@ def test_the_inductor_cache_is_carried_in_parts_autotuning_results_first(tmp_pat
         (cache / rel).parent.mkdir(parents=True, exist_ok=True)
         (cache / rel).write_bytes(data)
     common = ("--device", "cpu", "--inductor-cache", str(cache))
-    ran = gpu_check(tmp_path, "--sections", "cache_pack,cache_restore", "--cache-pack", "pack",
-                    "--cache-from", "pack", "--cache-pack-mib", "0.5", "--out", "o1", *common)  # fmt: skip
+    ran = gpu_check(
+        tmp_path,
+        "--sections",
+        "cache_pack,cache_restore",
+        "--cache-pack",
+        "pack",
+        "--cache-from",
+        "pack",
+        "--cache-pack-mib",
+        "0.5",
+        "--out",
+        "o1",
+        *common,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     packed = json.loads((tmp_path / "o1" / "cache_pack.json").read_text())
     assert (packed["files"], packed["left_out"], packed["left_out_tops"]) == (3, 1, ["triton"])
@@ -84,10 +96,12 @@ def test_the_inductor_cache_is_carried_in_parts_autotuning_results_first(tmp_pat
     for rel in restored:
         assert (cache / rel).read_bytes() == files[rel]
     # no parts where it looks: a FAILED section naming the fix, the script still ends
-    ran = gpu_check(tmp_path, "--sections", "cache_restore", "--cache-from", "empty",
-                    "--out", "o2", *common)  # fmt: skip
+    ran = gpu_check(
+        tmp_path, "--sections", "cache_restore", "--cache-from", "empty", "--out", "o2", *common
+    )
     report = (tmp_path / "o2" / "report.txt").read_text()
     assert ran.returncode == 0 and "cache_restore: FAILED FileNotFoundError: no " in report
+
 
 # -- the CPU rehearsal of every part (benchmarks/gpu_check_rehearsal.sh) ----------------------
 PARTS = ("agree", "autotune", "autotune_warm", "smoke", "generate", "kernels", "checks")
@@ -175,9 +189,26 @@ def test_every_part_of_the_gpu_check_runs_on_the_cpu(tmp_path):
 def test_the_first_figure_and_flex_run_from_an_uninstalled_checkout(tmp_path):
     """The sections outside the parts (the README's first figure, flex: both measured on the
     H200 on 2026-12-04), with the entry points written from pyproject.toml."""
-    ran = gpu_check(tmp_path, "--sections", "first,flex", "--tiny", "--device", "cpu",
-                    "--dtype", "float32", "--budget-s", "0.2", "--peak-tflops", "1",
-                    "--task-timeout", "900", "--force-shim", "--out", "o", timeout=2400)  # fmt: skip
+    ran = gpu_check(
+        tmp_path,
+        "--sections",
+        "first,flex",
+        "--tiny",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--budget-s",
+        "0.2",
+        "--peak-tflops",
+        "1",
+        "--task-timeout",
+        "900",
+        "--force-shim",
+        "--out",
+        "o",
+        timeout=2400,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     report = (tmp_path / "o" / "report.txt").read_text()
     assert "entry points from pyproject.toml" in report and "FAILED" not in report

@@ -1,6 +1,5 @@
 """The perf probe: synchronised, interleaved, honest about what it could not measure."""
 
-import json
 import logging
 import re
 
