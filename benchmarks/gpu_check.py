@@ -433,7 +433,7 @@ PARTS = {
         "budget_s": 1.5,
         "minutes": 3.0,
     },
-    "smoke": {"sections": "smoke,accel", "budget_s": 0.5, "minutes": 4.5},
+    "smoke": {"sections": "smoke,accel", "shapes": "h2048x8", "budget_s": 0.5, "minutes": 4.5},
     "generate": {"sections": "generate", "minutes": 4.5},
     "kernels": {"sections": "kernels,ops", "minutes": 4.0},
     "checks": {"sections": "dist,hotspots", "minutes": 3.5},
