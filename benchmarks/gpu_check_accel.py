@@ -240,13 +240,15 @@ def accel_section(args, report: Report) -> None:
             "host_sync": summarise([g["host_sync_s"] for g in got]),
             "peak_bytes": peaks,
             "missing": path.missing,
+            "timed_by": "torchport's step timer" if path.timer is not None else "its events",
         }
     for name, f in figures.items():
         ev, hs = f["event"], f["host_sync"]
         report.add(
             f"  {name.split(' (')[0]}: "
             + (
-                f"events median {ev['median_ms']:.4g} ms, mean {ev['mean_ms']:.4g} (p10-p90 "
+                f"timed by {f['timed_by']}: median {ev['median_ms']:.4g} ms, mean "
+                f"{ev['mean_ms']:.4g} (p10-p90 "
                 f"{ev['p10_ms']:.4g}-{ev['p90_ms']:.4g}, n {ev['n']}); "
                 if ev
                 else "no events; "
