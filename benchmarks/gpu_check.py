@@ -435,8 +435,8 @@ PARTS = {
     },
     "smoke": {"sections": "smoke,accel", "shapes": "h2048x8", "budget_s": 0.5, "minutes": 4.5},
     "generate": {"sections": "generate", "minutes": 4.5},
-    "kernels": {"sections": "kernels,ops", "minutes": 4.0},
-    "checks": {"sections": "dist,hotspots", "minutes": 3.5},
+    "kernels": {"sections": "kernels", "minutes": 4.0},
+    "checks": {"sections": "ops,dist,hotspots", "minutes": 4.0},
 }
 DEFAULTS = {
     "sections": "first,llama,moe,suites,smoke",
