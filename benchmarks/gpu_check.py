@@ -181,8 +181,8 @@ def smoke_sweep(
         "profile",
         "kernels",
         "kernels_fast_p",
-        "dist",
-        "dist_bandwidth",
+        "dist_bandwidth",  # (the per-collective view, one row per collective x dtype x size,
+        # stays in NAME.txt)
         "dist_training",
         "hotspots",
         "hotspots_modules",
