@@ -26,7 +26,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from gpu_check import Report
+from gpu_check_common import Report
 from gpu_check_sections import SHAPES, compile_subject, llama_case
 
 AGREE_FLOOR = 0.02  # medians within 2 % always agree, whatever the spread

@@ -30,7 +30,7 @@ import shutil
 import tarfile
 import time
 
-from gpu_check import Report
+from gpu_check_common import Report
 from gpu_check_sections import SHAPES, compiled_step_figures, llama_case, report_figures
 
 # Inductor settings that bound autotuning: fewer Triton GEMM configs per shape, shorter

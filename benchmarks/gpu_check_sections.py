@@ -24,7 +24,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 
-from gpu_check import H200_BF16_PEAK_TFLOPS, Report, compile_subject, llama_case
+from gpu_check_common import H200_BF16_PEAK_TFLOPS, Report, compile_subject, llama_case
 
 AGREEMENT_TARGET = 0.03  # torchport's median within 3 % of the independent timings
 

@@ -23,7 +23,7 @@ import json
 import os
 import re
 
-from gpu_check import Report, smoke_sweep
+from gpu_check_common import Report, smoke_sweep
 from gpu_check_sections import run_section
 
 WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads")
