@@ -120,7 +120,7 @@ def rehearse(out: Path, *parts: str) -> None:
 
 
 def statuses(report: str) -> list[tuple[str, str, str]]:
-    return re.findall(r"\]\s+(\S+)\s+(eager|compile)\s+(\w+)", report)
+    return re.findall(r"\]\s+(\S+/\S+)\s+(eager|compile)\s+(\w+)", report)  # case ids hold a /
 
 
 @pytest.mark.slow
