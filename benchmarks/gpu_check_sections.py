@@ -1,16 +1,14 @@
-"""The GPU check's sections beyond the first llama figure (benchmarks/gpu_check.py runs them).
+"""The GPU check's timing sections (benchmarks/gpu_check.py runs them).
 
-- ``llama``: the ~0.5 B llama training step (forward + backward) at two shapes, each compiled
-  with each asked mode (``default``, ``max-autotune-no-cudagraphs``, ``max-autotune``): the cold
-  compile (first call, empty Inductor cache), torchport's median (its own interleaved sampler
-  and device timer, as the perf probe uses them) beside two independent timings of the *same*
-  compiled step in the same process (one CUDA-event pair around a plain loop, and
-  ``torch.utils.benchmark``), with the ratios; MFU by 6·N·T and by counted FLOPs.
-- ``moe``: a reduced qwen3_moe training step: MFU by 6·N·T over every parameter, by 6·N·T over
-  the parameters a token uses (top-k of the experts), and by the FLOPs counted as they ran.
-- ``suites``: torchport's own pipeline on the device for ``flex``, the generate scenario
-  (batch 1 and 8; eager, compiled, and CUDA graphs on CUDA), a sample of ``ops``, and the
-  ``kernels`` and ``dist`` suites when this checkout has them.
+- ``llama``: the ~0.5 B llama training step (forward + backward) at each of ``--shapes``,
+  compiled with each asked mode: the cold compile (first call, empty Inductor cache),
+  torchport's median and mean (its own interleaved sampler and device timer, as the perf probe
+  uses them) beside the median and mean of a plain loop of the *same* compiled step in the
+  same process (an event between back-to-back steps), like for like, and
+  ``torch.utils.benchmark``; MFU by 6·N·T and by counted FLOPs.
+- ``moe``: a reduced qwen3_moe training step: the same figures, and MFU by 6·N·T over every
+  parameter, by 6·N·T over the parameters a token uses (top-k of the experts), and by the
+  FLOPs counted as they ran, with what the experts' ``aten._grouped_mm`` contributed.
 
 Every section writes what it measured to the report as it goes; one that fails says why and
 the next one runs.
@@ -26,7 +24,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 
-from gpu_check import H200_BF16_PEAK_TFLOPS, Report, compile_subject, llama_case, smoke_sweep
+from gpu_check_common import H200_BF16_PEAK_TFLOPS, Report, compile_subject, llama_case
 
 AGREEMENT_TARGET = 0.03  # torchport's median within 3 % of the independent timings
 
@@ -61,12 +59,44 @@ def run_section(report: Report, name: str, fn, *args, **kwargs) -> None:
 
 
 # -- timing the same step three ways ---------------------------------------------------------
+def loop_steps(step, adapter, n: int) -> tuple[list[float], str]:
+    """Per-step durations (seconds) of ``n`` back-to-back steps of a plain loop: on CUDA one
+    event recorded between consecutive steps (no synchronisation inside the loop, so each step
+    is launched while the one before still runs, as in training); elsewhere the host clock read
+    between steps (exact on the CPU, whose kernels finish before they return)."""
+    import torch
+
+    if adapter.torch_type == "cuda" and torch.cuda.is_available():
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        adapter.synchronize()
+        events[0].record()
+        for i in range(n):
+            step()
+            events[i + 1].record()
+        events[-1].synchronize()
+        times = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:], strict=False)]
+        return times, "cuda events between back-to-back steps"
+    adapter.synchronize()
+    marks = [time.perf_counter()]
+    for _ in range(n):
+        step()
+        marks.append(time.perf_counter())
+    adapter.synchronize()
+    kind = "host clock between back-to-back steps" + (
+        "" if adapter.torch_type == "cpu" else " (unsynchronised inside the loop)"
+    )
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)], kind
+
+
 def independent_timings(step, adapter, budget_s: float) -> dict:
-    """The step timed without torchport's sampler: a plain loop between two CUDA events (or
-    two synchronised host-clock reads off CUDA), and torch.utils.benchmark's blocked
-    autorange. Both after the warm-up torchport's sampler already gave the step."""
+    """The step timed without torchport's sampler: a plain loop of back-to-back steps with a
+    timestamp between steps (three loops; the mean and the median of all their steps: the
+    mean is the loop's total over its steps), and torch.utils.benchmark's blocked autorange.
+    Both after the warm-up torchport's sampler already gave the step."""
     import torch
     import torch.utils.benchmark as tbench
+
+    from torchport.timing import Summary
 
     sync = adapter.synchronize
     # A loop long enough for the budget, from one synchronised call's duration.
@@ -76,24 +106,13 @@ def independent_timings(step, adapter, budget_s: float) -> dict:
     sync()
     once = max(time.perf_counter() - t0, 1e-6)
     n = max(10, min(1000, int(budget_s / once)))
-    loops = []
-    for _ in range(3):  # three loops: the median of their per-step means
-        if torch.cuda.is_available() and adapter.torch_type == "cuda":
-            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            sync()
-            start.record()
-            for _ in range(n):
-                step()
-            end.record()
-            end.synchronize()
-            loops.append(start.elapsed_time(end) / 1e3 / n)
-        else:
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                step()
-            sync()
-            loops.append((time.perf_counter() - t0) / n)
+    steps: list[float] = []
+    loop_means = []
+    for _ in range(3):
+        times, kind = loop_steps(step, adapter, n)
+        steps += times
+        loop_means.append(statistics.fmean(times))
+    pooled = Summary.of(steps)
     # num_threads as this process has: Timer's default of one thread would time another step
     timer = tbench.Timer(
         stmt="step(); sync()",
@@ -102,11 +121,14 @@ def independent_timings(step, adapter, budget_s: float) -> dict:
     )
     measured = timer.blocked_autorange(min_run_time=budget_s)
     return {
-        "loop_median_ms": statistics.median(loops) * 1e3,
+        "loop_mean_ms": pooled.mean_s * 1e3,  # = the loops' total time over their steps
+        "loop_median_ms": pooled.median_s * 1e3,  # of the same per-step samples
+        "loop_p10_ms": pooled.p10_s * 1e3,
+        "loop_p90_ms": pooled.p90_s * 1e3,
+        "loop_means_ms": [m * 1e3 for m in loop_means],
         "loop_steps": n,
-        "loop_kind": "cuda events around the loop"
-        if adapter.torch_type == "cuda" and torch.cuda.is_available()
-        else "host clock around the loop, synchronised",
+        "loop_samples": pooled.n,
+        "loop_kind": kind,
         "utils_benchmark_median_ms": measured.median * 1e3,
         "utils_benchmark_runs": len(measured.times),
     }
@@ -150,6 +172,12 @@ def fresh_inductor_cache(tag: str, folder: str | None = None) -> str:
     folder = folder or tempfile.mkdtemp(prefix=f"gpu_check_{tag}_")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     torch._dynamo.reset()
+    try:  # Inductor memoises paths under the cache folder (its autotuning results' file)
+        from torch._inductor.utils import clear_caches
+
+        clear_caches()
+    except (ImportError, AttributeError):  # private: an older torch keeps the first folder
+        pass
     return folder
 
 
@@ -179,9 +207,10 @@ def compiled_step_figures(
     figures.update(torchport_timing(compiled, adapter, args.budget_s))
     figures.update(independent_timings(compiled, adapter, args.budget_s))
     ours = figures["torchport_median_ms"]
-    figures["ratio_vs_loop"] = ours / figures["loop_median_ms"]
+    # like for like (docs/design.md rule 12): each statistic beside the same statistic
+    figures["median_vs_loop_median"] = ours / figures["loop_median_ms"]
+    figures["mean_vs_loop_mean"] = figures["torchport_mean_ms"] / figures["loop_mean_ms"]
     figures["ratio_vs_utils_benchmark"] = ours / figures["utils_benchmark_median_ms"]
-    figures["mean_ratio_vs_loop"] = figures["torchport_mean_ms"] / figures["loop_median_ms"]
     n, counts = flops_mod.params_6nt(setup.model)
     figures["params_6nt"], figures["params_counts"] = n, counts
     figures["flops_6nt"] = flops_mod.flops_6nt(n, tokens, True)
@@ -203,24 +232,27 @@ def _pct(value) -> str:
 
 
 def report_figures(report: Report, label: str, f: dict) -> None:
-    within = all(
-        abs(f[k] - 1) <= AGREEMENT_TARGET for k in ("ratio_vs_loop", "ratio_vs_utils_benchmark")
-    )
+    like = ("median_vs_loop_median", "mean_vs_loop_mean")
+    within = all(abs(f[k] - 1) <= AGREEMENT_TARGET for k in like)
     report.add(
         f"  {label} mode {f['mode']}: "
-        + ("compile (autotuning reused) " if f.get("cache_reused") else "cold compile ")
-        + f"{f['cold_compile_s']:.1f} s; torchport "
-        f"{f['torchport_median_ms']:.3f} ms (p10 {f['torchport_p10_ms']:.3f}, p90 "
-        f"{f['torchport_p90_ms']:.3f}, mean {f['torchport_mean_ms']:.3f}, n "
-        f"{f['torchport_samples']}, {f['torchport_timer']})"
+        + ("compile (cache reused) " if f.get("cache_reused") else "cold compile ")
+        + f"{f['cold_compile_s']:.1f} s; torchport median {f['torchport_median_ms']:.3f} ms, "
+        f"mean {f['torchport_mean_ms']:.3f} (p10 {f['torchport_p10_ms']:.3f}, p90 "
+        f"{f['torchport_p90_ms']:.3f}, n {f['torchport_samples']}, {f['torchport_timer']})"
     )
     report.add(
-        f"    plain loop {f['loop_median_ms']:.3f} ms ({f['loop_kind']}, {f['loop_steps']} "
-        f"steps x3), torch.utils.benchmark {f['utils_benchmark_median_ms']:.3f} ms "
-        f"({f['utils_benchmark_runs']} blocks); ratios {f['ratio_vs_loop']:.3f} / "
-        f"{f['ratio_vs_utils_benchmark']:.3f} (mean / loop {f['mean_ratio_vs_loop']:.3f}): "
+        f"    plain loop median {f['loop_median_ms']:.3f} ms, mean {f['loop_mean_ms']:.3f} "
+        f"(p10 {f['loop_p10_ms']:.3f}, p90 {f['loop_p90_ms']:.3f}; {f['loop_kind']}, 3 x "
+        f"{f['loop_steps']} steps); torch.utils.benchmark {f['utils_benchmark_median_ms']:.3f} "
+        f"ms ({f['utils_benchmark_runs']} blocks)"
+    )
+    report.add(
+        f"    like for like: median / loop median {f['median_vs_loop_median']:.3f}, mean / loop "
+        f"mean {f['mean_vs_loop_mean']:.3f}: "
         + ("within" if within else "OUTSIDE")
-        + f" {AGREEMENT_TARGET:.0%}"
+        + f" {AGREEMENT_TARGET:.0%}; median / torch.utils.benchmark "
+        f"{f['ratio_vs_utils_benchmark']:.3f} (that one times step(); sync(), launch included)"
     )
     report.add(
         f"    N {f['params_6nt'] / 1e6:.4g} M; 6·N·T {f['flops_6nt'] / 1e12:.4g} TFLOP, counted "
@@ -241,6 +273,8 @@ def llama_section(args, report: Report) -> None:
     runs = [(name, first) for name in args.shapes] + [(args.shapes[0], m) for m in other_modes]
     autotuned: str | None = None
     for shape_name, mode in runs:
+        if args.out_of_time(f"llama {shape_name} mode {mode}"):
+            break
         shape = SHAPES[shape_name]
         case = llama_case(args, batch, seq, _device(args), shape)
         reuse = autotuned if mode == "max-autotune" else None
@@ -332,6 +366,27 @@ def moe_case(args, batch: int, seq: int):
     return FunctionCase("gpu_check/qwen3_moe", build)
 
 
+def counted_by_op(args, case) -> dict:
+    """FLOPs per aten op of one eager step, as torchport counts them (PyTorch's FLOP counter
+    with torchport's extra formulas, ``aten._grouped_mm`` among them), largest first."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from torchport.devices import get_adapter
+    from torchport.instruments.flops import extra_flop_formulas
+    from torchport.probes.perf import perf_setup
+
+    adapter = get_adapter(args.device)
+    setup = perf_setup(compile_subject(args, case, adapter))
+    with FlopCounterMode(display=False, custom_mapping=extra_flop_formulas()) as counter:
+        setup.sides["eager"]()
+    counts = counter.get_flop_counts().get("Global", {})
+    del setup
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return dict(sorted(((str(k), int(v)) for k, v in counts.items()), key=lambda kv: -kv[1]))
+
+
 def moe_section(args, report: Report) -> None:
     import torch
 
@@ -345,6 +400,17 @@ def moe_section(args, report: Report) -> None:
         args, report, moe_case(args, batch, seq), "default", batch * seq
     )
     report_figures(report, "qwen3_moe", figures)
+    figures["counted_by_op"] = counted_by_op(args, moe_case(args, batch, seq))
+    grouped = {k: v for k, v in figures["counted_by_op"].items() if "grouped_mm" in k}
+    report.add(
+        "    counted FLOPs by op: "
+        + ", ".join(f"{op} {v / 1e12:.4g} T" for op, v in figures["counted_by_op"].items())
+        + (
+            f"; the experts' grouped matmuls counted: {sum(grouped.values()) / 1e12:.4g} T"
+            if grouped
+            else "; no aten._grouped_mm ran (this device's experts run as plain matmuls)"
+        )
+    )
     # The parameters a token uses: everything outside the experts, plus top-k of num_experts
     # of the experts' weights (routing balance decides the real split; the counted FLOPs see it).
     with torch.device("meta"):
@@ -379,58 +445,6 @@ def moe_section(args, report: Report) -> None:
     _dump(args, "moe.json", figures)
 
 
-def suites_section(args, report: Report) -> None:
-    from importlib import metadata
-
-    suites = {ep.name for ep in metadata.entry_points(group="torchport.suites")}
-    tiny = args.tiny
-    # samples sized for a short device window: compile mode only (the perf probe times the
-    # compiled step against eager, interleaved, in that one task)
-    flex_cases = ("flex/causal/*/fwd",) if tiny else tuple(args.flex_sample)
-    sweep = lambda name, **kw: run_section(report, name, smoke_sweep, args, report, name, **kw)  # noqa: E731
-    sweep("suite_flex", suite="flex", cases=flex_cases, probes=("perf",), modes=("compile",))
-    # generate: the ~0.5 B llama of benchmarks/workloads (tiny on the CPU rehearsal)
-    workloads = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads")
-    generate = {
-        "workload_folder": workloads,
-        "suite": "workload",
-        "workload": "llama_500m:make_tiny" if tiny else "llama_500m:make",
-        "scenario": "generate",
-        "prompt_lengths": (16,) if tiny else (128,),
-        "new_tokens": 8 if tiny else 32,
-        "gen_batches": (1, 8),
-        "probes": ("serve",),
-    }
-    sweep("suite_generate", **generate)
-    if args.device.startswith("cuda"):
-        sweep(
-            "suite_generate_cudagraphs",
-            **generate,
-            modes=("compile",),
-            compile_mode="reduce-overhead",
-        )
-    ops_cases = ("ops/softmax/float32", "ops/cumsum/float32") if tiny else tuple(args.ops_sample)
-    sweep("suite_ops_sample", suite="ops", cases=ops_cases, modes=("eager",))
-    for extra in ("kernels", "dist"):
-        if extra not in suites:
-            report.add(f"suite {extra}: not in this checkout (not landed); nothing to run")
-            continue
-        overrides: dict = {"suite": extra}
-        if extra == "dist":
-            overrides["world_size"] = 1  # one GPU: the conformance path on NCCL only
-            overrides["cases"] = ("dist/collectives", "dist/ddp/mlp")
-        else:
-            overrides["cases"] = ("kernels/rms_norm",)
-        sweep(f"suite_{extra}", **overrides)
-    if args.device.startswith("cuda"):  # a Triton kernel through the kernel ladder's A/B path
-        sweep(
-            "suite_kernels_triton",
-            workload_folder=workloads,
-            suite="workload",
-            workload="triton_rmsnorm:triton_rmsnorm",
-        )
-
-
 def _device(args) -> str:
     from torchport.devices import get_adapter
 
@@ -440,6 +454,3 @@ def _device(args) -> str:
 def _dump(args, name: str, data) -> None:
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(data, f, indent=1, default=str)
-
-
-SECTIONS = {"llama": llama_section, "moe": moe_section, "suites": suites_section}
