@@ -11,6 +11,7 @@ import click
 
 SUBCOMMANDS = (
     "run",
+    "evaluate",
     "suites",
     "cases",
     "runs",
