@@ -38,8 +38,17 @@ def test_each_op_gets_one_verdict_from_the_evidence():
     ]
     plan = Plan("ev", "simdev", None, 60, [])
     plan.parts = [
-        PlannedPart("ops", "device", "simdev", "q", {}, ["ops/relu/float32", "ops/tan/float32"],
-                    ["eager"], 1.0, 0)  # fmt: skip
+        PlannedPart(
+            "ops",
+            "device",
+            "simdev",
+            "q",
+            {},
+            ["ops/relu/float32", "ops/tan/float32"],
+            ["eager"],
+            1.0,
+            0,
+        )  # fmt: skip
     ]
     rows = {r.op: r for r in compat_table({"smoke": [model], "ops": ops}, plan)}
     assert rows["mm"].verdict == "native" and rows["mm"].seen_in == ["smoke"]

@@ -245,9 +245,7 @@ def part_config(part: PlannedPart, budget_s: float):
     values = {k: v for k, v in part.config.items() if k != "probes"}
     wanted = part.config.get("probes")
     if wanted is None or wanted == "none":
-        probes = api.resolve_probes(
-            part.device, wanted, scenario=values.get("scenario", "train")
-        )
+        probes = api.resolve_probes(part.device, wanted, scenario=values.get("scenario", "train"))
         if part.side == REFERENCE_SIDE:
             probes = _probes(part.device, part.side, probes)
     else:

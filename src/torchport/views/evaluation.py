@@ -101,7 +101,7 @@ class Plan:
 
 
 # -- durations --------------------------------------------------------------------------------
-def _wall_s(result: dict) -> float | None:
+def wall_s(result: dict) -> float | None:
     try:
         start = datetime.fromisoformat(result["started_at"])
         end = datetime.fromisoformat(result["finished_at"])
@@ -146,7 +146,7 @@ class Durations:
             )
             before = None
             for r in results:
-                seconds = _wall_s({"started_at": before, "finished_at": r.get("finished_at")})
+                seconds = wall_s({"started_at": before, "finished_at": r.get("finished_at")})
                 if not serial or seconds is None:
                     seconds = _stages_s(r)
                 before = r.get("finished_at")
@@ -272,9 +272,7 @@ class Group:
 
 def plan_note(notes: list[dict]) -> dict | None:
     for note in notes:
-        if note.get("author") == PLAN_AUTHOR and (note.get("text") or "").startswith(
-            PLAN_PREFIX
-        ):
+        if note.get("author") == PLAN_AUTHOR and (note.get("text") or "").startswith(PLAN_PREFIX):
             return note
     return None
 

@@ -8,7 +8,7 @@ import re
 
 import click
 
-from torchport.interfaces.cli import UsageProblem
+from torchport.interfaces.cli import UsageProblem, one_line
 from torchport.interfaces.cli.common import (
     db_option,
     echo_json,
@@ -31,12 +31,12 @@ def parse_budget(text: str) -> float:
     value = (text or "").strip().lower()
     if not _BUDGET.fullmatch(value):
         raise UsageProblem(
-            f"--budget '{text}' must be a duration with a unit, e.g. 30m, 90s, 1h30m"
+            f"--budget '{one_line(text)}' must be a duration with a unit, e.g. 30m, 90s, 1h30m"
         )
     seconds = sum(float(n) * _UNIT_S[u] for n, u in _PIECE.findall(value))
     if not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
         raise UsageProblem(
-            f"--budget '{text}' is {seconds:.0f} s; give between 1m and 7 days (168h)"
+            f"--budget '{one_line(text)}' is {seconds:.0f} s; give between 1m and 7 days (168h)"
         )
     return seconds
 
@@ -183,8 +183,14 @@ def _print_plan(console, plan) -> None:
         + (f" against {plan.against}" if plan.against else "")
         + f", budget {plan.budget_s:.0f} s",
         columns(
-            "part", "side", "device", ("cases", "count"), "modes", ("estimate", "s"),
-            "estimated from", ("cases left out", "count"),
+            "part",
+            "side",
+            "device",
+            ("cases", "count"),
+            "modes",
+            ("estimate", "s"),
+            "estimated from",
+            ("cases left out", "count"),
         ),  # fmt: skip
         rows,
         [f"estimate {plan.estimate_s:.0f} s of the {plan.budget_s:.0f} s budget"]

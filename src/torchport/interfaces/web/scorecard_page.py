@@ -35,8 +35,14 @@ def compat_view(card: Scorecard) -> View:
         f"Compatibility table: {card.device}",
         columns("op", "verdict", "dtypes", "class", "detail", "seen in"),
         [
-            [r.op, r.verdict, ", ".join(r.dtypes), r.evidence_class or "", r.detail,
-             ", ".join(r.seen_in)]
+            [
+                r.op,
+                r.verdict,
+                ", ".join(r.dtypes),
+                r.evidence_class or "",
+                r.detail,
+                ", ".join(r.seen_in),
+            ]
             for r in card.compat
         ],  # fmt: skip
         [
@@ -52,8 +58,13 @@ def notes_view(card: Scorecard) -> View:
         "Notes and decisions",
         columns("run", "case", "author", "when", "note"),
         [
-            [n["run_id"], n.get("case") or "", n.get("author") or "", n.get("created_at") or "",
-             n["text"]]
+            [
+                n["run_id"],
+                n.get("case") or "",
+                n.get("author") or "",
+                n.get("created_at") or "",
+                n["text"],
+            ]
             for n in card.notes
         ],  # fmt: skip
         [] if card.notes else ["none yet: 'torchport note RUN \"why\"' records a decision"],

@@ -1,0 +1,85 @@
+"""The scorecard's "since the last evaluation of this device?": each part compared with the same
+part of the device's previous evaluation (views/compare.py: new failures, fixes, step times
+beyond the noise) and the two compatibility tables diffed (fallbacks gone or new)."""
+
+from __future__ import annotations
+
+from torchport.views.compat import CompatRow, compat_diff, compat_table
+from torchport.views.evaluation import DEVICE_SIDE, Group, load_group, previous_evaluation
+from torchport.views.headline import BAD, GOOD, NONE, WARN
+from torchport.views.noise import FASTER, SLOWER
+from torchport.views.scorecard_answers import Answer, Reader, more
+
+
+def since(
+    store, reader: Reader, group: Group, compat: list[CompatRow]
+) -> tuple[Answer, str | None]:
+    from torchport.views.compare import compare_runs
+
+    question = "since the last evaluation of this device?"
+    previous = previous_evaluation(store, group)
+    if previous is None:
+        return Answer(
+            question, "first evaluation of this device in this knowledge base", NONE
+        ), None
+    before = load_group(store, previous)
+    new_fail, fixed, slower, faster, evidence = [], [], [], [], []
+    for part in reader.device_parts():
+        a, b = before.run_of(part), group.run_of(part)
+        if a is None or b is None:
+            continue
+        cmp = compare_runs(store, a["id"], b["id"])
+        new_fail += [
+            f"{e['case']} [{e['mode']}] {e.get('after') or ''}".strip() for e in cmp.newly_failing
+        ]
+        new_fail += [
+            f"{e['case']} [{e['mode']}] {e.get('after') or ''}".strip()
+            for e in cmp.failure_changed
+            if e.get("after") and e.get("after") != "pass"
+        ]
+        fixed += [f"{e['case']} [{e['mode']}]" for e in cmp.newly_passing]
+        slower += [f"{p.case} [{p.mode}] x{p.ratio:.2f}" for p in cmp.perf if p.verdict == SLOWER]
+        faster += [f"{p.case} [{p.mode}] x{p.ratio:.2f}" for p in cmp.perf if p.verdict == FASTER]
+        evidence.append({"run": a["id"], "part": part, "side": "previous", "view": "compare"})
+        evidence.append({"run": b["id"], "part": part, "side": DEVICE_SIDE, "view": "compare"})
+    old_compat = compat_table(Reader(store, before).results_by_side(DEVICE_SIDE), before.plan)
+    changes = compat_diff(old_compat, compat)
+    gone = [c["op"] for c in changes if c["before"] == "host fallback" and c["after"] == "native"]
+    new_host = [
+        c["op"] for c in changes if c["after"] == "host fallback" and c["before"] != "host fallback"
+    ]
+    parts = []
+    if new_fail:
+        parts.append(f"new failures: {more(new_fail)}")
+    if fixed:
+        parts.append(f"fixed: {more(fixed)}")
+    if new_host:
+        parts.append(f"new host fallbacks: {more(new_host)}")
+    if gone:
+        parts.append(f"fallbacks gone: {more(gone)}")
+    if slower:
+        parts.append(f"slower beyond noise: {more(slower)}")
+    if faster:
+        parts.append(f"faster beyond noise: {more(faster)}")
+    tone = BAD if new_fail else WARN if (slower or new_host) else GOOD
+    answer = f"against {previous}: " + (
+        "; ".join(parts) if parts else "no change beyond noise in the parts both ran"
+    )
+    return (
+        Answer(
+            question,
+            answer,
+            tone,
+            evidence,
+            {
+                "previous": previous,
+                "new_failures": new_fail,
+                "fixed": fixed,
+                "new_host_fallbacks": new_host,
+                "fallbacks_gone": gone,
+                "slower": slower,
+                "faster": faster,
+            },
+        ),
+        previous,
+    )
