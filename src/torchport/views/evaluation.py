@@ -324,3 +324,24 @@ def previous_evaluation(store, group: Group) -> str | None:
         if best is None or run["started_at"] > best[0]:
             best = (run["started_at"], other)
     return best[1] if best else None
+
+
+def evaluations(store) -> list[dict]:
+    """Every evaluation in the knowledge base, newest first: id, device, reference device,
+    when its first run started and how many runs it has."""
+    found: dict[str, dict] = {}
+    for run in store.list_runs():  # newest first
+        labels = run.get("labels") or {}
+        name = labels.get(LABEL)
+        if not name:
+            continue
+        entry = found.setdefault(
+            name, {"evaluation": name, "device": None, "against": None, "runs": 0}
+        )
+        entry["runs"] += 1
+        entry["started_at"] = run["started_at"]  # the oldest seen last
+        if labels.get(SIDE) == REFERENCE_SIDE:
+            entry["against"] = run["device"]
+        else:
+            entry["device"] = run["device"]
+    return list(found.values())

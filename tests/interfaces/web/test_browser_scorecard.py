@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
 import urllib.request
 
 import pytest
@@ -101,3 +102,12 @@ def test_an_unknown_evaluation_is_a_404_with_the_reason(evaluation_server):
         urllib.request.urlopen(evaluation_server + "/evaluations/ev-nope.json")
     assert err.value.code == 404
     assert "no evaluation 'ev-nope'" in json.load(err.value)["error"]
+
+
+def test_the_evaluations_index_links_each_scorecard(evaluation_server):
+    with urllib.request.urlopen(evaluation_server + "/evaluations.json") as reply:
+        page = json.load(reply)
+    rows = page["views"]["evaluations"]["rows"]
+    assert rows == [["ev-x", "simdev", "cpu", rows[0][3], 2]]
+    with urllib.request.urlopen(evaluation_server + "/evaluations") as reply:
+        assert 'href="/evaluations/ev-x"' in reply.read().decode()

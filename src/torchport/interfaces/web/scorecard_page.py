@@ -71,6 +71,23 @@ def notes_view(card: Scorecard) -> View:
     )
 
 
+def evaluations_page(store, links: Links) -> Page:
+    """Every evaluation in the knowledge base, newest first, each linked to its scorecard."""
+    from torchport.views.evaluation import evaluations
+
+    rows = [[e["evaluation"], e["device"], e["against"] or "", e["started_at"], e["runs"]]
+            for e in evaluations(store)]  # fmt: skip
+    view = View(
+        "Evaluations",
+        columns("evaluation", "device", "against", "started", ("runs", "count")),
+        rows,
+        ["'torchport evaluate --device X' makes one"] if not rows else [],
+    )
+    found = table("evaluations", view, links)
+    found.hrefs = [[links.evaluation(r[0])] + [None] * 4 for r in rows]
+    return Page("evaluations", "Evaluations", [found], data={})
+
+
 def scorecard_page(store, evaluation: str, links: Links) -> Page:
     try:
         card = scorecard(store, evaluation)
