@@ -203,3 +203,22 @@ def test_evaluate_simdev_against_the_cpu_finishes_within_its_budget(tmp_path):
     card = body["scorecard"]
     assert card["plan_estimate_s"] <= 6 * 60
     assert {a["tone"] for a in card["answers"]} <= {"good", "warn", "bad", "info", "none"}
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--device", "nope"], "unknown device 'nope'"),
+        (["--device", "simdev", "--against", "simdev"], "--against names the device"),
+        (["--device", "simdev", "--budget", "30"], "--budget '30' must be a duration"),
+        (["--device", "simdev", "--workload", "nomod:fn"], "cannot import 'nomod'"),
+        (["--resume", "ev-\x1b[31mred\nx"], "no knowledge base at"),
+    ],
+)
+def test_bad_input_is_one_line_and_records_nothing(tmp_path, args, says):
+    db = tmp_path / "kb.db"
+    proc = torchport("evaluate", *args, "--db", str(db), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "\x1b" not in proc.stderr
+    assert not db.exists()

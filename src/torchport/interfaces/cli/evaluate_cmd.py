@@ -111,6 +111,12 @@ def command(
             return
         budget_s = parse_budget(budget or DEFAULT_BUDGET)
         if resume:
+            from torchport.views.evaluation import load_group
+
+            try:  # an unknown evaluation is bad input: read-only, so no file is made for it
+                load_group(open_db(db), resume)
+            except LookupError as exc:
+                raise UsageProblem(str(exc)) from None
             store = open_db(db, write=True)
             outcome = ev.evaluate(
                 store,
