@@ -167,7 +167,6 @@ def candidates(device: str, against: str | None, workloads: list[str]) -> list[C
     )
     dist = _suite_cases("dist")
     dist_order = [c for c in DIST_FIRST if c in dist] + [c for c in dist if c not in DIST_FIRST]
-    cores = os.cpu_count() or 1
     out.append(
         Candidate(
             "dist",
@@ -177,7 +176,6 @@ def candidates(device: str, against: str | None, workloads: list[str]) -> list[C
             ("eager",),
             PRIORS_S["dist"],
             alone,
-            why_not=None if cores >= 1 else "no CPU core to run a world on",
         )
     )
     out.append(
@@ -269,6 +267,7 @@ class EvaluationOutcome:
     state: str = "complete"  # complete | interrupted
     stopped_by: str | None = None  # budget | signal | broken
     signal: int | None = None
+    broken: str | None = None  # why a part's workers could not go on
     elapsed_s: float = 0.0
     runs: list[str] = field(default_factory=list)
 
@@ -392,6 +391,7 @@ def evaluate(
             outcome.runs.append(result.run_id)
             if result.broken:
                 outcome.state, outcome.stopped_by = "interrupted", "broken"
+                outcome.broken = result.broken
                 break
             if result.state == "interrupted":
                 outcome.state = "interrupted"

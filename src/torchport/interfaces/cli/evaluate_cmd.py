@@ -254,5 +254,10 @@ def _finish(store, evaluation, console, as_json, report, compat, outcome) -> Non
                 f"{evaluation}' shows it again"
                 + (f", '--resume {evaluation}' finishes it" if outcome.state != "complete" else "")
             )
+    if outcome is not None and outcome.stopped_by == "broken":
+        raise click.ClickException(
+            f"the workers of a part could not go on: {outcome.broken}; what was recorded is kept "
+            f"(--resume {evaluation} finishes it)"
+        )
     if outcome is not None and outcome.state == "interrupted" and outcome.stopped_by == "signal":
         raise SystemExit(128 + (outcome.signal or 2))
