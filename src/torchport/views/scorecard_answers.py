@@ -300,13 +300,19 @@ def dist(reader: Reader) -> Answer:
 
 def hotspots(reader: Reader) -> Answer:
     question = "where would custom kernels pay (hot spots)?"
-    found = []
-    for p in reader.device_parts():
-        for r in reader.of(p):
-            info = (r.get("findings") or {}).get("hotspots") or {}
-            for op in info.get("ops") or []:
-                if isinstance(op.get("saving_ms"), (int, float)):
-                    found.append((op["saving_ms"], op["op"], r["case"], r["mode"], op.get("share")))
+    found, kind = [], "op"
+    for key in ("ops", "modules"):  # ops, else modules (a backend with no op device time)
+        for p in reader.device_parts():
+            for r in reader.of(p):
+                info = (r.get("findings") or {}).get("hotspots") or {}
+                for op in info.get(key) or []:
+                    if isinstance(op.get("saving_ms"), (int, float)):
+                        found.append(
+                            (op["saving_ms"], op["op"], r["case"], r["mode"], op.get("share"))
+                        )
+        if found:
+            kind = key.removesuffix("s")
+            break
     if not found:
         return Answer(question, "not evaluated: no hot spots measured", NONE)
     found.sort(reverse=True)
@@ -314,12 +320,16 @@ def hotspots(reader: Reader) -> Answer:
         f"{op} in {case} [{mode}] ({saving:.3g} ms/step to save"
         + (f", {share:.0%} of the step" if isinstance(share, (int, float)) else "")
         + ")"
-        for saving, op, case, mode, share in found[:3]
+        for saving, op, case, mode, share, _ in found[:3]
     ]
     return Answer(
         question,
-        "most time to save at the roofline: " + "; ".join(top),
+        f"the {kind}s with most time to save at the roofline: " + "; ".join(top),
         INFO,
-        evidence(reader.group, [p for p in reader.device_parts() if reader.of(p)], "hotspots"),
-        {"ops_ranked": len(found), "top_saving_ms": found[0][0]},
+        evidence(
+            reader.group,
+            sorted({f[5] for f in found}),
+            "hotspots" if kind == "op" else "hotspots_modules",
+        ),
+        {"ranked": len(found), "by": kind, "top_saving_ms": found[0][0]},
     )

@@ -4,7 +4,7 @@ beyond the noise) and the two compatibility tables diffed (fallbacks gone or new
 
 from __future__ import annotations
 
-from torchport.views.compat import CompatRow, compat_diff, compat_table
+from torchport.views.compat import HOST, NATIVE, NOT_REACHED, CompatRow, compat_diff, compat_table
 from torchport.views.evaluation import DEVICE_SIDE, Group, load_group, previous_evaluation
 from torchport.views.headline import BAD, GOOD, NONE, WARN
 from torchport.views.noise import FASTER, SLOWER
@@ -44,10 +44,11 @@ def since(
         evidence.append({"run": b["id"], "part": part, "side": DEVICE_SIDE, "view": "compare"})
     old_compat = compat_table(Reader(store, before).results_by_side(DEVICE_SIDE), before.plan)
     changes = compat_diff(old_compat, compat)
-    gone = [c["op"] for c in changes if c["before"] == "host fallback" and c["after"] == "native"]
-    new_host = [
-        c["op"] for c in changes if c["after"] == "host fallback" and c["before"] != "host fallback"
-    ]
+    # Only an op seen both times changes: one the last evaluation did not reach is first seen.
+    gone = [c["op"] for c in changes if (c["before"], c["after"]) == (HOST, NATIVE)]
+    new_host = [c["op"] for c in changes if (c["before"], c["after"]) == (NATIVE, HOST)]
+    first_seen = sum(c["before"] in (None, NOT_REACHED) and c["after"] != NOT_REACHED
+                     for c in changes)  # fmt: skip
     parts = []
     if new_fail:
         parts.append(f"new failures: {more(new_fail)}")
@@ -57,6 +58,8 @@ def since(
         parts.append(f"new host fallbacks: {more(new_host)}")
     if gone:
         parts.append(f"fallbacks gone: {more(gone)}")
+    if first_seen:
+        parts.append(f"{first_seen} ops seen for the first time")
     if slower:
         parts.append(f"slower beyond noise: {more(slower)}")
     if faster:
@@ -77,6 +80,7 @@ def since(
                 "fixed": fixed,
                 "new_host_fallbacks": new_host,
                 "fallbacks_gone": gone,
+                "ops_first_seen": first_seen,
                 "slower": slower,
                 "faster": faster,
             },

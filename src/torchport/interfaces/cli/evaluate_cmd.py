@@ -100,8 +100,12 @@ def command(
     """Evaluate a device in one command: a plan across the suites sized to --budget (printed
     first, with what was left out and why), every part recorded as one labelled group of runs,
     then the scorecard: one row per question, its answer, a colour and the evidence."""
+    import time
+
     from torchport.interfaces import evaluation as ev
     from torchport.interfaces.render import make_console
+
+    started = time.monotonic()
 
     console = make_console(stderr=as_json)
     with problems():
@@ -122,6 +126,7 @@ def command(
                 store,
                 resume=resume,
                 budget_s=budget_s if budget else None,
+                started=started,
                 workload_folder=os.getcwd(),
                 on_part=_on_part(console),
                 on_result=_on_result(console),
@@ -154,6 +159,7 @@ def command(
                 store,
                 plan,
                 labels=parse_labels(labels),
+                started=started,
                 workload_folder=folder,
                 on_part=_on_part(console),
                 on_result=_on_result(console),
