@@ -212,7 +212,11 @@ def test_evaluate_simdev_against_the_cpu_finishes_within_its_budget(tmp_path):
         (["--device", "nope"], "unknown device 'nope'"),
         (["--device", "simdev", "--against", "simdev"], "--against names the device"),
         (["--device", "simdev", "--budget", "30"], "--budget '30' must be a duration"),
-        (["--device", "simdev", "--workload", "nomod:fn"], "cannot import 'nomod'"),
+        pytest.param(
+            ["--device", "simdev", "--workload", "nomod:fn"],
+            "cannot import 'nomod'",
+            marks=pytest.mark.slow,  # the factory is imported in a child: 10-25 s
+        ),
         (["--resume", "ev-\x1b[31mred\nx"], "no knowledge base at"),
     ],
 )

@@ -136,12 +136,14 @@ def command(
             from torchport.devices import best_available
 
             device = device or best_available()
+            if against == device:
+                raise UsageProblem(
+                    "--against names the device under evaluation; give the device you use "
+                    "now (e.g. cpu)"
+                )
             api.check_device(device)
             if against:
                 api.check_device(against)
-                if against == device:
-                    raise UsageProblem("--against names the device under evaluation; "
-                                       "give the device you use now (e.g. cpu)")  # fmt: skip
             folder = os.getcwd()
             for spec in workloads:
                 api.check_workload(_workload_config(spec, device), folder)
