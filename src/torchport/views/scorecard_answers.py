@@ -131,7 +131,7 @@ def matches(reader: Reader) -> Answer:
 
 def on_device(reader: Reader, device: str) -> Answer:
     question = "stays on the device?"
-    parts = reader.device_parts()
+    parts = [p for p in reader.device_parts() if any(r.get("grade") for r in reader.of(p))]
     results = [r for p in parts for r in reader.of(p)]
     if device.split(":")[0] == "cpu":
         return Answer(question, "the CPU is the host: placement is not graded", NONE)
@@ -172,14 +172,14 @@ def compile_wait(reader: Reader) -> Answer:
         for r in reader.of(p):
             m = r.get("metrics") or {}
             if isinstance(m.get("compile_cold_first_step_s"), (int, float)):
-                cold.append((m["compile_cold_first_step_s"], r["case"]))
+                cold.append((m["compile_cold_first_step_s"], r["case"], p))
             if isinstance(m.get("compile_warm_first_step_s"), (int, float)):
                 warm.append(m["compile_warm_first_step_s"])
     if not cold:
         return Answer(question, "not evaluated: no cold compile measured", NONE)
     worst = max(cold)
     answer = (
-        f"cold {statistics.median(c for c, _ in cold):.3g} s median over {len(cold)} compiled "
+        f"cold {statistics.median(c[0] for c in cold):.3g} s median over {len(cold)} compiled "
         f"results (longest {worst[0]:.3g} s, {worst[1]})"
         + (f"; warm {statistics.median(warm):.3g} s median over {len(warm)}" if warm else "")
     )
@@ -187,9 +187,9 @@ def compile_wait(reader: Reader) -> Answer:
         question,
         answer,
         INFO,
-        evidence(reader.group, reader.device_parts(), "compile"),
+        evidence(reader.group, sorted({c[2] for c in cold}), "compile"),
         {
-            "cold_median_s": statistics.median(c for c, _ in cold),
+            "cold_median_s": statistics.median(c[0] for c in cold),
             "cold_results": len(cold),
             "warm_median_s": statistics.median(warm) if warm else None,
             "warm_results": len(warm),
@@ -308,7 +308,7 @@ def hotspots(reader: Reader) -> Answer:
                 for op in info.get(key) or []:
                     if isinstance(op.get("saving_ms"), (int, float)):
                         found.append(
-                            (op["saving_ms"], op["op"], r["case"], r["mode"], op.get("share"))
+                            (op["saving_ms"], op["op"], r["case"], r["mode"], op.get("share"), p)
                         )
         if found:
             kind = key.removesuffix("s")
