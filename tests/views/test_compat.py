@@ -16,8 +16,8 @@ def _model(ops, fallback=None, host_ops=()):
     }
 
 
-def _op(case, status, grade="on_device", skip=None):
-    findings = {"ladder": "op"} | ({"skip": skip} if skip else {})
+def _op(case, status, grade="on_device", skip=None, fallback=None):
+    findings = {"ladder": "op", "fallback_ops": fallback or {}} | ({"skip": skip} if skip else {})
     return {"case": case, "mode": "eager", "status": status, "grade": grade, "findings": findings}
 
 
@@ -33,7 +33,7 @@ def test_each_op_gets_one_verdict_from_the_evidence():
     ops = [
         _op("ops/relu/float32", "pass"),
         _op("ops/sort/float32", "eager_fail"),
-        _op("ops/nonzero/float32", "pass", grade="fallback"),
+        _op("ops/nonzero/float32", "pass", grade="fallback", fallback={"aten.cumsum.default": 1}),
         _op("ops/fft/float32", "skip", skip="dtype not supported"),
     ]
     plan = Plan("ev", "simdev", None, 60, [])
@@ -57,6 +57,7 @@ def test_each_op_gets_one_verdict_from_the_evidence():
     assert rows["relu"].verdict == "native"
     assert rows["sort"].verdict == "fails" and "eager_fail" in rows["sort"].detail
     assert rows["nonzero"].verdict == "host fallback"
+    assert (rows["nonzero"].detail, rows["nonzero"].evidence_class) == ("on the host: cumsum", None)
     assert rows["fft"].verdict == "not reached" and "dtype not supported" in rows["fft"].detail
     assert rows["tan"].verdict == "not reached" and rows["tan"].detail == "no result"
 

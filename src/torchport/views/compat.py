@@ -42,6 +42,7 @@ class _Op:
         self.skipped: dict[str, str] = {}  # dtype -> reason
         self.parts: set[str] = set()
         self.cls: str | None = None
+        self.via: set[str] = set()  # an OpInfo op's aten ops that ran on the host
 
 
 def compat_table(results_by_part: dict[str, list[dict]], plan) -> list[CompatRow]:
@@ -62,6 +63,11 @@ def compat_table(results_by_part: dict[str, list[dict]], plan) -> list[CompatRow
                     entry.failed[dtype] = r["status"]
                 elif r.get("grade") in ("fallback", "host"):
                     entry.host.add(dtype)
+                    via = {short_op(op) for op in findings.get("fallback_ops") or {}}
+                    entry.via |= via
+                    entry.cls = min(
+                        filter(None, (entry.cls, *(classes.get(op) for op in via))), default=None
+                    )
                 else:
                     entry.native.add(dtype)
                 continue
@@ -104,7 +110,8 @@ def _row(name: str, e: _Op) -> CompatRow:
             seen_in=parts,
         )
     if e.host:
-        return CompatRow(name, HOST, sorted(e.host), e.cls, seen_in=parts)
+        via = f"on the host: {', '.join(sorted(e.via))}" if e.via - {name} else ""
+        return CompatRow(name, HOST, sorted(e.host), e.cls, detail=via, seen_in=parts)
     if e.native:
         return CompatRow(name, NATIVE, sorted(e.native), seen_in=parts)
     detail = ", ".join(f"{d}: {why}" for d, why in sorted(e.skipped.items())) or "no result"

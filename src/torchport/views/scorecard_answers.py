@@ -71,7 +71,8 @@ class Reader:
 
 
 def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
-    per_part = []
+    per_part: list[str] = []
+    counted: list[str] = []
     passed = total = 0
     planned = {
         p.name: p.cases
@@ -90,6 +91,7 @@ def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
             continue
         n = sum(case_passed(by_case.get(c, []), stage, mode) for c in cases)
         per_part.append(f"{part} {n}/{len(cases)}")
+        counted.append(part)
         passed, total = passed + n, total + len(cases)
     if not total:
         return Answer(question, f"not evaluated: no {mode} result recorded", NONE)
@@ -101,7 +103,7 @@ def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
         + (" (compiled and run)" if mode == "compile" else "")
         + f" ({', '.join(per_part)})",
         tone,
-        evidence(reader.group, reader.model_parts(), "coverage"),
+        evidence(reader.group, counted, "coverage"),
         {"passed": passed, "cases": total},
     )
 

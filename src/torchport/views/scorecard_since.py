@@ -11,6 +11,13 @@ from torchport.views.noise import FASTER, SLOWER
 from torchport.views.scorecard_answers import Answer, Reader, more
 
 
+def _step(change) -> str:
+    return (
+        f"{change.case} [{change.mode}] step {change.before_ms:.3g} -> {change.after_ms:.3g} ms "
+        f"(x{change.ratio:.2f})"
+    )
+
+
 def since(
     store, reader: Reader, group: Group, compat: list[CompatRow]
 ) -> tuple[Answer, str | None]:
@@ -38,8 +45,9 @@ def since(
             if e.get("after") and e.get("after") != "pass"
         ]
         fixed += [f"{e['case']} [{e['mode']}]" for e in cmp.newly_passing]
-        slower += [f"{p.case} [{p.mode}] x{p.ratio:.2f}" for p in cmp.perf if p.verdict == SLOWER]
-        faster += [f"{p.case} [{p.mode}] x{p.ratio:.2f}" for p in cmp.perf if p.verdict == FASTER]
+        # ratio: this evaluation's step time over the last one's (below 1: faster)
+        slower += [_step(p) for p in cmp.perf if p.verdict == SLOWER]
+        faster += [_step(p) for p in cmp.perf if p.verdict == FASTER]
         evidence.append({"run": a["id"], "part": part, "side": "previous", "view": "compare"})
         evidence.append({"run": b["id"], "part": part, "side": DEVICE_SIDE, "view": "compare"})
     old_compat = compat_table(Reader(store, before).results_by_side(DEVICE_SIDE), before.plan)
