@@ -83,12 +83,8 @@ def write_compat(card: Scorecard, path: str) -> str:
 
 
 def _write(path: str, text: str) -> None:
-    from torchport.interfaces.output import OutputError, output_file
+    """OutputError (interfaces/output.py) when the file cannot be written."""
+    from torchport.interfaces.output import output_file
 
-    try:
-        with output_file(path) as f:
-            f.write(text)
-    except OutputError as exc:
-        from torchport.interfaces.cli import UsageProblem
-
-        raise UsageProblem(str(exc)) from None
+    with output_file(path) as f:
+        f.write(text)

@@ -240,11 +240,17 @@ def _finish(store, evaluation, console, as_json, report, compat, outcome) -> Non
             card = scorecard(store, evaluation)
         except LookupError as exc:
             raise UsageProblem(str(exc)) from None
+    from torchport.interfaces.output import OutputError
+
     written = []
-    if report:
-        written.append(write_report(card, report))
-    if compat:
-        written.append(write_compat(card, compat))
+    try:
+        if report:
+            written.append(write_report(card, report))
+        if compat:
+            written.append(write_compat(card, compat))
+    except OutputError as exc:  # the evaluation is recorded: --scorecard writes it again
+        raise UsageProblem(f"{exc}; 'torchport evaluate --scorecard {evaluation}' with "
+                           "another path writes it") from None  # fmt: skip
     if as_json:
         body = {"scorecard": card.to_dict()}
         if outcome is not None:
