@@ -227,3 +227,13 @@ def test_bad_input_is_one_line_and_records_nothing(tmp_path, args, says):
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "\x1b" not in proc.stderr
     assert not db.exists()
+
+
+def test_resuming_a_finished_evaluation_runs_nothing(evaluated):
+    db = evaluated["store"].url
+    before = len(evaluated["store"].list_runs())
+    proc = torchport("evaluate", "--resume", "ev-b", "--db", db, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "== smoke (device, simdev): already recorded" in proc.stdout
+    assert "evaluation ev-b: complete" in proc.stdout
+    assert len(evaluated["store"].list_runs()) == before

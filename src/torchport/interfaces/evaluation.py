@@ -352,13 +352,14 @@ def evaluate(
     outcome = EvaluationOutcome(plan.evaluation)
     with _Stop(left - since_start - RESERVE_S) as stop:
         for part in plan.parts:
-            if stop.signum is not None:
-                break
             run = already.get(part.key)
             if run is not None and run["state"] == "complete":
                 outcome.runs.append(run["id"])
                 on_part(part, "done")
                 continue
+            if stop.signum is not None:  # a part left to run, and no time or leave to run it
+                outcome.state, outcome.signal = "interrupted", stop.signum
+                break
             part_labels = {
                 **(labels or {}),
                 LABEL: plan.evaluation,
@@ -406,8 +407,6 @@ def evaluate(
                 outcome.state = "interrupted"
                 outcome.signal = result.signal
                 break
-        if stop.signum is not None and outcome.state == "complete":
-            outcome.state, outcome.signal = "interrupted", stop.signum
         if outcome.state == "interrupted" and outcome.stopped_by is None:
             outcome.stopped_by = "budget" if stop.budget_spent else "signal"
     outcome.elapsed_s = time.monotonic() - now
