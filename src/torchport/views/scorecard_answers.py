@@ -295,8 +295,16 @@ def dist(reader: Reader) -> Answer:
     ]
     if rows:
         ok = sum(row.get("status") == "pass" for row in rows)
-        answer.answer += f"; collectives: {ok} of {len(rows)} checks match float64"
-        answer.figures.update({"collective_checks": len(rows), "collective_pass": ok})
+        refused = sum(row.get("status") == "skip" for row in rows)
+        tried = len(rows) - refused
+        answer.answer += f"; collectives: {ok} of {tried} checks match float64" + (
+            f", {refused} refused by the backend" if refused else ""
+        )
+        answer.figures.update(
+            {"collective_checks": tried, "collective_pass": ok, "collective_refused": refused}
+        )
+        if ok < tried and answer.tone == GOOD:
+            answer.tone = WARN
     return answer
 
 
