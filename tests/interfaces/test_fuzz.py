@@ -234,6 +234,8 @@ ROUTES = {
         "after_metric",
     ],
     "/cases/smoke/mlp": [],
+    "/evaluations": [],
+    "/evaluations/r1": [],  # no evaluation there: a 404 whatever the name
 }
 
 

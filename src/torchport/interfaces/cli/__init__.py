@@ -12,6 +12,7 @@ import click
 
 SUBCOMMANDS = (
     "run",
+    "evaluate",
     "suites",
     "cases",
     "runs",

@@ -161,6 +161,16 @@ def create_app(
 
         return matrix_page(store, request.path_params["name"], links)
 
+    def evaluations(request: Request) -> pages.Page:
+        from torchport.interfaces.web.scorecard_page import evaluations_page
+
+        return evaluations_page(store, links)
+
+    def evaluation(request: Request) -> pages.Page:
+        from torchport.interfaces.web.scorecard_page import scorecard_page
+
+        return scorecard_page(store, request.path_params["evaluation"], links)
+
     def op(request: Request) -> pages.Page:
         return pages.op_page(store, request.path_params["op"], links, offset=_offset(request))
 
@@ -217,6 +227,8 @@ def create_app(
             page_route("/compare", compare),
             page_route("/matrix/{name}", matrix),
             page_route("/ops/{op}", op),
+            page_route("/evaluations", evaluations),
+            page_route("/evaluations/{evaluation}", evaluation),
             page_route("/search", search),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

@@ -74,6 +74,9 @@ class Links:
     def run(self, run_id: str, offset: int | None = None) -> str | None:
         return self._path(f"/runs/{quote(run_id, safe='')}", {"offset": offset})
 
+    def evaluation(self, evaluation: str) -> str | None:
+        return self._path(f"/evaluations/{quote(evaluation, safe='')}")
+
     def case(self, case: str) -> str | None:
         return self._path(f"/cases/{quote(case, safe='/')}")
 

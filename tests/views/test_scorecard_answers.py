@@ -1,0 +1,92 @@
+"""The scorecard's answers from results given directly (no store, no run): each states the
+numbers it was computed from, and names the parts that hold them."""
+
+from __future__ import annotations
+
+from torchport.views.evaluation import Group, Plan
+from torchport.views.scorecard_answers import Reader, compile_wait, hotspots, on_device
+
+
+def _reader(results_by_part: dict[str, list[dict]]) -> Reader:
+    runs = {(p, "device"): {"id": f"run-{p}", "state": "complete"} for p in results_by_part}
+    reader = Reader.__new__(Reader)
+    reader.group = Group(Plan("ev", "simdev", None, 60, []), runs, [])
+    reader.results = {(p, "device"): rs for p, rs in results_by_part.items()}
+    return reader
+
+
+def _result(case, **findings_and_metrics):
+    metrics = findings_and_metrics.pop("metrics", {})
+    return {"case": case, "mode": "eager", "status": "pass", "metrics": metrics,
+            "findings": findings_and_metrics}  # fmt: skip
+
+
+def test_hot_spots_rank_ops_and_fall_back_to_modules():
+    ops = _reader(
+        {
+            "hotspots": [
+                _result(
+                    "hf/llama",
+                    hotspots={
+                        "ops": [
+                            {"op": "aten.mm", "saving_ms": 3.0, "share": 0.5},
+                            {"op": "aten.add", "saving_ms": 1.0},
+                        ]
+                    },
+                ),  # fmt: skip
+            ],
+            "smoke": [_result("smoke/mlp")],
+        }
+    )
+    answer = hotspots(ops)
+    assert answer.answer.startswith("the ops with most time to save")
+    assert "aten.mm in hf/llama [eager] (3 ms/step to save, 50% of the step)" in answer.answer
+    assert answer.figures == {"ranked": 2, "by": "op", "top_saving_ms": 3.0}
+    assert [e["part"] for e in answer.evidence] == ["hotspots"]
+    modules = _reader(
+        {
+            "hotspots": [
+                _result(
+                    "hf/llama",
+                    hotspots={
+                        "ops": [],
+                        "modules": [{"op": "layers.0.self_attn", "saving_ms": 9.0}],
+                    },
+                )
+            ]
+        }  # fmt: skip
+    )
+    answer = hotspots(modules)
+    assert answer.figures["by"] == "module" and "layers.0.self_attn" in answer.answer
+    assert answer.evidence[0]["view"] == "hotspots_modules"
+    assert hotspots(_reader({"smoke": [_result("smoke/mlp")]})).tone == "none"
+
+
+def test_compile_wait_states_its_medians_and_longest():
+    reader = _reader(
+        {
+            "smoke": [
+                _result(
+                    "a",
+                    metrics={"compile_cold_first_step_s": 2.0, "compile_warm_first_step_s": 1.0},
+                ),  # fmt: skip
+                _result("b", metrics={"compile_cold_first_step_s": 6.0}),
+            ],
+            "ops": [_result("ops/relu/float32")],
+        }
+    )
+    answer = compile_wait(reader)
+    assert answer.figures == {
+        "cold_median_s": 4.0,
+        "cold_results": 2,
+        "warm_median_s": 1.0,
+        "warm_results": 1,
+    }
+    assert "longest 6 s, b" in answer.answer
+    assert [e["part"] for e in answer.evidence] == ["smoke"]
+
+
+def test_placement_on_the_host_itself_is_not_graded():
+    reader = _reader({"smoke": [dict(_result("smoke/mlp"), grade=None)]})
+    assert on_device(reader, "cpu").answer == "the CPU is the host: placement is not graded"
+    assert on_device(reader, "simdev").tone == "none"
