@@ -40,7 +40,7 @@ def test_hot_spots_rank_ops_and_fall_back_to_modules():
     )
     answer = hotspots(ops)
     assert answer.answer.startswith("the ops with most time to save")
-    assert "aten.mm in hf/llama [eager] (3 ms/step to save, 50% of the step)" in answer.answer
+    assert "aten.mm in hf/llama [eager] (3 ms/step to save, 50% of the op time)" in answer.answer
     assert answer.figures == {"ranked": 2, "by": "op", "top_saving_ms": 3.0}
     assert [e["part"] for e in answer.evidence] == ["hotspots"]
     modules = _reader(

@@ -328,7 +328,7 @@ def hotspots(reader: Reader) -> Answer:
     found.sort(reverse=True)
     top = [
         f"{op} in {case} [{mode}] ({saving:.3g} ms/step to save"
-        + (f", {share:.0%} of the step" if isinstance(share, (int, float)) else "")
+        + (f", {share:.0%} of the op time" if isinstance(share, (int, float)) else "")
         + ")"
         for saving, op, case, mode, share, _ in found[:3]
     ]
