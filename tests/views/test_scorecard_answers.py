@@ -4,7 +4,14 @@ numbers it was computed from, and names the parts that hold them."""
 from __future__ import annotations
 
 from torchport.views.evaluation import Group, Plan
-from torchport.views.scorecard_answers import Reader, compile_wait, hotspots, on_device
+from torchport.views.scorecard_answers import (
+    Reader,
+    compile_wait,
+    hotspots,
+    on_device,
+    speed,
+    speed_pairs,
+)
 
 
 def _reader(results_by_part: dict[str, list[dict]]) -> Reader:
@@ -90,3 +97,37 @@ def test_placement_on_the_host_itself_is_not_graded():
     reader = _reader({"smoke": [dict(_result("smoke/mlp"), grade=None)]})
     assert on_device(reader, "cpu").answer == "the CPU is the host: placement is not graded"
     assert on_device(reader, "simdev").tone == "none"
+
+
+def _timed(case, median_ms, load_avg, noisy=None):
+    perf = {"host_load": {"load_avg_1min": load_avg, "cpu_count": 2}}
+    if noisy:
+        perf["noisy"] = noisy
+    metrics = {"perf_median_ms": median_ms, "perf_p10_ms": median_ms * 0.98,
+               "perf_p90_ms": median_ms * 1.02, "perf_samples": 40}  # fmt: skip
+    return _result(case, perf=perf, metrics=metrics)
+
+
+def _two_sided(device: list[dict], reference: list[dict]) -> Reader:
+    reader = _reader({"smoke": device})
+    reader.group.runs[("smoke", "reference")] = {"id": "run-ref", "state": "complete"}
+    reader.results[("smoke", "reference")] = reference
+    return reader
+
+
+def test_a_speed_ratio_from_an_oversubscribed_or_noisy_side_is_shown_but_not_judged():
+    calm = _two_sided([_timed("smoke/mlp", 10.0, 0.5)], [_timed("smoke/mlp", 20.0, 0.8)])
+    answer = speed(calm, "cpu")
+    assert answer.tone == "good" and answer.figures["faster"] == 1
+    assert "not judged 0" in answer.answer
+    # the same figures with the reference side timed at load 15 on 2 CPUs: a ratio, no verdict
+    loaded = _two_sided([_timed("smoke/mlp", 10.0, 0.5)], [_timed("smoke/mlp", 20.0, 15.0)])
+    answer = speed(loaded, "cpu")
+    assert answer.tone == "info" and answer.figures["faster"] == 0
+    assert "x2.00" in answer.answer and "host load 15 on 2 CPUs" in answer.answer
+    assert [p["verdict"] for p in speed_pairs(loaded)] == [None]
+    noisy = _two_sided(
+        [_timed("smoke/mlp", 10.0, 0.5, noisy={"eager": ["cv 0.4"]})],
+        [_timed("smoke/mlp", 20.0, 0.5)],
+    )
+    assert speed_pairs(noisy)[0]["unfit"] == "smoke/mlp [eager] timed noisy"

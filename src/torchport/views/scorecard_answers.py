@@ -199,9 +199,32 @@ def compile_wait(reader: Reader) -> Answer:
     )
 
 
+# Above this many runnable processes per CPU (the 1-minute load average over the CPU count,
+# as the perf probe records it) the host was oversubscribed while a side was timed.
+OVERSUBSCRIBED_LOAD_PER_CPU = 1.0
+
+
+def unfit_timing(result: dict) -> str | None:
+    """Why one side's step time cannot stand in a comparison with a side timed in another run
+    (the two sides of an evaluation are not interleaved: docs/design.md rules 1 and 12), or
+    None: the perf probe flagged it noisy, or the host was oversubscribed while it was timed."""
+    perf = (result.get("findings") or {}).get("perf") or {}
+    if perf.get("noisy"):
+        return f"{result['case']} [{result['mode']}] timed noisy"
+    load = perf.get("host_load") or {}
+    avg, cpus = load.get("load_avg_1min"), load.get("cpu_count")
+    if isinstance(avg, (int, float)) and isinstance(cpus, int) and cpus > 0:
+        if avg / cpus > OVERSUBSCRIBED_LOAD_PER_CPU:
+            return f"host load {avg:g} on {cpus} CPUs"
+    return None
+
+
 def speed_pairs(reader: Reader) -> list[dict]:
     """Each (case, mode) timed on both sides: the reference's step time over the device's
-    (above 1: the device is faster) and the noise verdict (views/noise.py)."""
+    (above 1: the device is faster) and the noise verdict (views/noise.py). The sides ran in
+    separate runs, so each run's own spread does not cover a change of load between them: a
+    pair with a side timed noisy or on an oversubscribed host keeps its ratio but no verdict
+    (``unfit`` says why)."""
     pairs = []
     for part in reader.device_parts():
         ref = {(r["case"], r["mode"]): r for r in reader.of(part, REFERENCE_SIDE)}
@@ -212,6 +235,7 @@ def speed_pairs(reader: Reader) -> list[dict]:
             judged = judge(other.get("metrics") or {}, r.get("metrics") or {})
             if judged is None:
                 continue
+            unfit = unfit_timing(r) or unfit_timing(other)
             pairs.append(
                 {
                     "part": part,
@@ -220,7 +244,8 @@ def speed_pairs(reader: Reader) -> list[dict]:
                     "reference_ms": judged.before_ms,
                     "device_ms": judged.after_ms,
                     "speedup": judged.before_ms / judged.after_ms,
-                    "verdict": judged.verdict,
+                    "verdict": None if unfit else judged.verdict,
+                    "unfit": unfit,
                 }
             )
     return pairs
@@ -245,11 +270,18 @@ def speed(reader: Reader, against: str | None) -> Answer:
         f"x{slowest['speedup']:.2f} ({slowest['case']} [{slowest['mode']}]) to "
         f"x{fastest['speedup']:.2f} ({fastest['case']} [{fastest['mode']}])"
     )
+    unfit = [p["unfit"] for p in pairs if p["unfit"]]
+    if unfit:
+        answer += (
+            f"; {len(unfit)} of {len(pairs)} pairs not judged, the sides being timed in "
+            f"separate runs: {more(sorted(set(unfit)))}"
+        )
     parts = sorted({p["part"] for p in pairs})
+    judged_pairs = len(pairs) - len(unfit)
     return Answer(
         question,
         answer,
-        GOOD if median >= 1 else WARN,
+        INFO if not judged_pairs else (GOOD if median >= 1 else WARN),
         evidence(reader.group, parts, "perf")
         + evidence(reader.group, parts, "perf", REFERENCE_SIDE),
         {"median_speedup": median, "pairs": len(pairs), **verdicts},

@@ -8,7 +8,7 @@ from torchport.views.compat import HOST, NATIVE, NOT_REACHED, CompatRow, compat_
 from torchport.views.evaluation import DEVICE_SIDE, Group, load_group, previous_evaluation
 from torchport.views.headline import BAD, GOOD, NONE, WARN
 from torchport.views.noise import FASTER, SLOWER
-from torchport.views.scorecard_answers import Answer, Reader, more
+from torchport.views.scorecard_answers import Answer, Reader, more, unfit_timing
 
 
 def _step(change) -> str:
@@ -30,7 +30,8 @@ def since(
             question, "first evaluation of this device in this knowledge base", NONE
         ), None
     before = load_group(store, previous)
-    new_fail, fixed, slower, faster, evidence = [], [], [], [], []
+    earlier = Reader(store, before)
+    new_fail, fixed, slower, faster, evidence, unjudged = [], [], [], [], [], []
     for part in reader.device_parts():
         a, b = before.run_of(part), group.run_of(part)
         if a is None or b is None:
@@ -45,9 +46,21 @@ def since(
             if e.get("after") and e.get("after") != "pass"
         ]
         fixed += [f"{e['case']} [{e['mode']}]" for e in cmp.newly_passing]
-        # ratio: this evaluation's step time over the last one's (below 1: faster)
-        slower += [_step(p) for p in cmp.perf if p.verdict == SLOWER]
-        faster += [_step(p) for p in cmp.perf if p.verdict == FASTER]
+        # Two evaluations' runs are minutes or days apart: a step time taken noisy or on an
+        # oversubscribed host decides no change (its run's own spread cannot cover the load).
+        unfit = {
+            (r["case"], r["mode"]): why
+            for r in earlier.of(part) + reader.of(part)
+            if (why := unfit_timing(r))
+        }
+        for change in cmp.perf:
+            if change.verdict not in (SLOWER, FASTER):
+                continue
+            if (change.case, change.mode) in unfit:
+                unjudged.append(unfit[(change.case, change.mode)])
+                continue
+            # ratio: this evaluation's step time over the last one's (below 1: faster)
+            (slower if change.verdict == SLOWER else faster).append(_step(change))
         evidence.append({"run": a["id"], "part": part, "side": "previous", "view": "compare"})
         evidence.append({"run": b["id"], "part": part, "side": DEVICE_SIDE, "view": "compare"})
     old_compat = compat_table(Reader(store, before).results_by_side(DEVICE_SIDE), before.plan)
@@ -72,6 +85,8 @@ def since(
         parts.append(f"slower beyond noise: {more(slower)}")
     if faster:
         parts.append(f"faster beyond noise: {more(faster)}")
+    if unjudged:
+        parts.append(f"{len(unjudged)} step-time changes not judged: {more(sorted(set(unjudged)))}")
     tone = BAD if new_fail else WARN if (slower or new_host) else GOOD
     answer = f"against {previous}: " + (
         "; ".join(parts) if parts else "no change beyond noise in the parts both ran"
