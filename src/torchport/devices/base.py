@@ -12,6 +12,10 @@ import os
 import platform
 
 
+# device string -> (computes float64, why), probed once per process (float64_support)
+_FLOAT64: dict[str, tuple[bool, str]] = {}
+
+
 class DeviceAdapter:
     name: str = ""
     torch_type: str = ""  # the torch device type string
@@ -186,6 +190,20 @@ class DeviceAdapter:
 
     def device_info(self) -> dict:
         return {"device_type": self.torch_type, "device_count": 0}
+
+    def float64_support(self) -> tuple[bool, str]:
+        """(computes float64, why): asked of the device once per process with a few small ops
+        that also catch a silent downcast (devices/float64.py); every instrument that would
+        put float64 on the device reads it. Call after ``prepare``."""
+        device = self.device()
+        if device not in _FLOAT64:
+            from torchport.devices import float64
+
+            try:
+                _FLOAT64[device] = float64.probe(device)
+            except Exception as exc:  # the probe itself broke: no float64 assumed, said
+                _FLOAT64[device] = (False, f"float64 not probed: {type(exc).__name__}: {exc}")
+        return _FLOAT64[device]
 
     def versions(self) -> dict:
         from importlib import metadata
