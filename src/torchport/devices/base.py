@@ -11,7 +11,6 @@ import contextlib
 import os
 import platform
 
-
 # device string -> (computes float64, why), probed once per process (float64_support)
 _FLOAT64: dict[str, tuple[bool, str]] = {}
 

@@ -38,14 +38,14 @@ from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
 from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
-from torchport.records.result import capture, error_note, error_value
+from torchport.records.result import capture, error_note, error_value, skipped
 from torchport.runner import kernel_checks
 from torchport.runner.stages import Stage, StageRunner, Stop
 from torchport.timing import Summary, clock, sample_blocked, sample_interleaved, step_timer
 
-# relative error (max abs err / max |reference|) the whole-model A/B allows, by the dtype it ran
-# in: float64 allows for an original that computes in float32 inside
-MODEL_TOLERANCE = {"float64": 1e-4, "float32": 1e-3}
+# the allclose part of the whole-model A/B against the float64 truth, by the run's dtype (an
+# original computing in float32 inside sets the floor at float64)
+MODEL_ATOL = {"float64": 1e-4, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2}
 # timed rounds at least (each round: both sides once): the per-round ratios decide a noisy step
 MIN_ROUNDS = 20
 
@@ -87,6 +87,7 @@ class KernelLadder(StageRunner):
         self.out.findings["kernel"] = self.kernel
         self.backend: compile_backend.Choice | None = None
         self.device = adapter.device()
+        self.float64: tuple[bool, str] = (True, "not asked")
 
     # -- the ladder -------------------------------------------------------------------------
     # Declared to the stage runner (runner/stages.py). The checks (opcheck, gradcheck,
@@ -96,10 +97,9 @@ class KernelLadder(StageRunner):
     STAGES = (
         Stage("build", "_build_stage", synchronise=False, failed="_build_failed", then="_built"),
         _check("op_call", when="_has_custom_op", before="_float32_samples", then="_op_called"),
-        _check("opcheck", when="_op_runs", then="_opchecked"),
-        _check(
-            "gradcheck", when="_checks_gradients", before="_float64_samples", then="_gradchecked"
-        ),
+        _check("opcheck", when="_op_runs", before="_op_variants", then="_opchecked"),
+        _check("gradcheck", when="_checks_gradients", then="_gradchecked"),
+        _check("op_values", when="_op_checked", then="_op_valued"),
         Stage("place", "_place_stage", synchronise=False, then="_placed"),
         _check("samples", when="_has_module_input", then="_sampled"),
         # compiled once: its first call is the A/B's replaced side
@@ -131,6 +131,20 @@ class KernelLadder(StageRunner):
         import torch
 
         self.dtype = getattr(torch, self.config.dtype)
+        self.float64 = self.adapter.float64_support()
+        self.kernel["device_float64"] = {"supported": self.float64[0], "detail": self.float64[1]}
+        if self.config.dtype == "float64" and not self.float64[0]:
+            why = f"the run's dtype is float64 and {self.device} has none: {self.float64[1]}"
+            self.kernel.update(verdict="skip", reason=why)
+            self.skip(
+                skipped(
+                    self.case.id,
+                    self.mode,
+                    case_version=self.case.version,
+                    reason=why,
+                    tags=tuple(self.case.tags),
+                )
+            )
         return self._build(Size(batch=self.config.batch, seq=self.config.seq))
 
     def _build_failed(self, done) -> None:
@@ -157,6 +171,9 @@ class KernelLadder(StageRunner):
 
     def _checks_gradients(self) -> bool:
         return "opcheck" in self.got and self.rep.trains  # opcheck ran (a crash ends the checks)
+
+    def _op_checked(self) -> bool:
+        return "opcheck" in self.got
 
     def _place_stage(self):
         # the replaced side is a second placement of the same host model, not a copy of the
@@ -264,8 +281,42 @@ class KernelLadder(StageRunner):
         """The op ran on the device (opcheck checks a registration of an op that runs)."""
         return "op_call" in self.got and not self.got["op_call"][0]["failed"]
 
+    def _op_variants(self) -> None:
+        """Variants of the user's own samples (runner/kernel_variants.py), from float64 CPU
+        copies: each check makes them at its dtype on its device."""
+        import torch
+
+        from torchport.runner import kernel_variants
+
+        samples = self.rep.op_samples(torch.float64, "cpu")
+        self.op_variants = [
+            v
+            for index, (args, kwargs) in enumerate(samples)
+            for v in kernel_variants.variants(args, kwargs, index)
+        ]
+
     def _opcheck_stage(self) -> dict:
-        return kernel_checks.opcheck(self.rep.op, self.op_samples)
+        """opcheck on the device on every variant in float32, and on the samples as given at
+        every other dtype the replacement claims and the device computes."""
+        import torch
+
+        calls, skipped = [], []
+        for dtype_name in self.rep.dtypes:
+            if dtype_name == "float64" and not self.float64[0]:
+                skipped.append(f"float64: {self.float64[1]}")
+                continue
+            dtype = getattr(torch, dtype_name)
+            for var in self.op_variants:
+                if dtype_name != "float32" and var.name != "as_given":
+                    continue
+                calls.append(
+                    (f"{dtype_name} {var.label}", var.call_args(var.leaves(dtype, self.device)))
+                )
+        report = kernel_checks.opcheck(self.rep.op, [c for _, c in calls])
+        for failure in report["failures"]:
+            failure["sample"] = calls[failure["sample"]][0]
+        report["skipped"] = skipped
+        return report
 
     def _opchecked(self, report: dict) -> None:
         self.kernel["opcheck"] = report
@@ -283,27 +334,85 @@ class KernelLadder(StageRunner):
                 "opcheck_fail",
             )
 
-    def _float64_samples(self) -> None:
-        import torch
-
-        self.op_samples = self.rep.op_samples(torch.float64, self.device)
-
     def _gradcheck_stage(self) -> dict:
-        return kernel_checks.gradcheck(self.rep.op, self.op_samples)
+        """gradcheck in float64 on the CPU (the op's CPU implementation) over every variant;
+        on the device too where it computes float64; else the device's gradients are judged
+        at its dtypes against the float64 truth (``op_values``), and the report says so."""
+        from torchport.runner import kernel_truth
+
+        report: dict = {"cpu": kernel_truth.gradcheck(self.rep.op, self.op_variants, "cpu")}
+        if self.device.startswith("cpu"):
+            report["device"] = {"check": "the CPU gradcheck (the device is the CPU)"}
+        elif self.float64[0]:
+            ran = kernel_truth.gradcheck(self.rep.op, self.op_variants, self.device)
+            if ran["checked"]:
+                report["device"] = {"check": f"gradcheck float64 on {self.device}", **ran}
+            else:  # float64 computes, but not this op: its refusal said, the truth instead
+                why = ran["skipped"][0] if ran["skipped"] else "no variant ran"
+                report["device"] = {
+                    "check": f"gradients at {self._device_dtypes()} against the float64 truth "
+                    f"(op_values): gradcheck float64 could not run on {self.device}: {why}",
+                    "skipped": ran["skipped"],
+                }
+        else:
+            report["device"] = {
+                "check": f"gradients at {self._device_dtypes()} against the float64 truth "
+                f"(op_values): no float64 on {self.device}: {self.float64[1]}"
+            }
+        report["failed"] = report["cpu"]["failed"] + report["device"].get("failed", 0)
+        return report
+
+    def _device_dtypes(self) -> str:
+        names = [d for d in self.rep.dtypes if d != "float64" or self.float64[0]]
+        return ", ".join(names) or "no dtype"
 
     def _gradchecked(self, report: dict) -> None:
         self.kernel["gradcheck"] = report
         self.out.metrics["kernel_gradcheck_failed"] = report["failed"]
+        for where in ("cpu", "device"):
+            failures = report[where].get("failures") or []
+            if failures:
+                first = failures[0]
+                on = "cpu" if where == "cpu" else self.device
+                self._fail_once(
+                    "accuracy_fail",
+                    "gradcheck",
+                    error_note(
+                        "GradcheckError",
+                        f"gradcheck (float64, {on}) failed on {first['sample']}: "
+                        f"{first['message']}",
+                    ),
+                    "gradcheck_fail",
+                )
+
+    def _op_values_stage(self) -> dict:
+        from torchport.runner import kernel_truth
+
+        return kernel_truth.op_values(
+            self.rep.op,
+            self.op_variants,
+            self.rep.dtypes,
+            self.device,
+            trains=self.rep.trains,
+            float64=self.float64,
+            host_scope=self.adapter.host_scope,
+        )
+
+    def _op_valued(self, report: dict) -> None:
+        self.kernel["op_values"] = report
+        self.out.metrics["kernel_op_values_checked"] = report["checked"]
+        self.out.metrics["kernel_op_values_failed"] = report["failed"]
         if report["failed"]:
             first = report["failures"][0]
             self._fail_once(
                 "accuracy_fail",
-                "gradcheck",
+                "op_values",
                 error_note(
-                    "GradcheckError",
-                    f"gradcheck (float64) failed on sample {first['sample']}: {first['message']}",
+                    "OpMismatch",
+                    f"the op on {self.device} against the float64 truth, {first['dtype']} "
+                    f"{first['sample']}: {first['message']}",
                 ),
-                "gradcheck_fail",
+                "op_mismatch",
             )
 
     def _module_input(self, workload, rep):
@@ -315,11 +424,21 @@ class KernelLadder(StageRunner):
         if target is None:
             return None
 
-        def hook(_module, args):
-            if not seen and args and isinstance(args[0], torch.Tensor):
-                seen.append((args[0].detach().clone(), _module))
+        def detached(value):
+            return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
-        handle = target.register_forward_pre_hook(hook)
+        def hook(_module, args, kwargs):
+            # keyword arguments too: transformers calls attention by keyword
+            if not seen:
+                seen.append(
+                    (
+                        tuple(detached(a) for a in args),
+                        {k: detached(v) for k, v in kwargs.items()},
+                        _module,
+                    )
+                )
+
+        handle = target.register_forward_pre_hook(hook, with_kwargs=True)
         try:
             with torch.no_grad():
                 workload.model(*workload.args, **workload.kwargs)
@@ -333,9 +452,35 @@ class KernelLadder(StageRunner):
         return seen[0] if seen else None
 
     def _samples_stage(self) -> dict:
-        x, module = self.module_input
-        rep = self.rep
-        return kernel_checks.compare_samples(module, rep.make, x, rep.dtypes, rep.trains)
+        """The replacement module against the original module on variants of the input the
+        model gave it, both judged against the original in float64 on the CPU."""
+        import torch
+
+        from torchport.runner import kernel_truth, kernel_variants
+
+        args, kwargs, module = self.module_input
+        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+        if len(args) == 1 and len(tensors) == 1 and args[0].dim() >= 1:
+            found = kernel_variants.from_module_input(args[0])
+        else:  # several inputs (attention): layouts only, every input in the same layout
+            found = kernel_variants.variants(args, kwargs, sizes=False)
+        host = next(m for m in self.workload.model.modules() if self.rep.matches(m))
+        report = kernel_truth.module_samples(
+            module,
+            host,
+            self.rep.make,
+            found,
+            self.rep.dtypes,
+            trains=self.rep.trains,
+            device=self.device,
+            float64=self.float64,
+            host_scope=self.adapter.host_scope,
+        )
+        report["inputs"] = {
+            "args": len(args),
+            "kwargs": sorted(k for k, v in kwargs.items() if isinstance(v, torch.Tensor)),
+        }
+        return report
 
     def _sampled(self, report: dict) -> None:
         self.kernel["samples"] = report
@@ -354,89 +499,101 @@ class KernelLadder(StageRunner):
 
     # -- whole model --------------------------------------------------------------------------
     def _model_ab(self, rep, workload, got: dict | None) -> None:
-        """The replaced model against the same model with the ORIGINAL modules in eager,
-        float64 where the device allows it. ``got``: the compiled replaced model's first step
-        (compile mode, at the run's dtype); None: the replaced model in eager, float64 too."""
-        import torch
-
+        """The replaced model and the model with the ORIGINAL modules, both at the run's dtype
+        on the device, each judged against the original model in float64 on the CPU (the
+        reference child's, rule 8): the replaced side fails only where it is further from
+        that truth than the original by more than the dtype's noise (instruments/parity.py).
+        ``got``: the compiled replaced model's first step (compile mode); None: the replaced
+        model in eager."""
         from torchport.cases.kernels import swap_modules
+        from torchport.execution import reference as reference_mod
+        from torchport.instruments import parity
 
         start = clock()
-        tensors: dict = {}
-        for dtype_name in ("float64", "float32"):
-            try:
-                dtype = getattr(torch, dtype_name)
-                ref_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-                tensors["original"] = make_step(ref_w.model, ref_w.model, ref_w)()
-            except Exception as exc:  # the device refuses this dtype: try the next
-                tensors["refused"] = f"{dtype_name}: {_first_line(exc)}"
+        size = Size(batch=self.config.batch, seq=self.config.seq)
+        sides: dict = {}
+        for name in ("original", "replacement"):
+            if name == "replacement" and got is not None:
+                sides[name] = got
                 continue
-            break
-        else:
-            self._fail_once(
-                "eager_fail", "model", error_note("ModelError", tensors["refused"]), "error"
-            )
-            return
-        if got is None:
-            new_w = place(workload, self.device, dtype, host_scope=self.adapter.host_scope)
-            swap_modules(new_w.model, rep)
-            done = capture("run", make_step(new_w.model, new_w.model, new_w), clock)
+            placed = place(workload, self.device, self.dtype, host_scope=self.adapter.host_scope)
+            if name == "replacement":
+                swap_modules(placed.model, rep)
+            done = capture("run", make_step(placed.model, placed.model, placed), clock)
             if not done.ok:
-                self.kernel["model"] = {"error": _first_line(done.exc)}
+                self.kernel["model"] = {"error": f"{name}: {_first_line(done.exc)}"}
                 self._fail_once(done.status, "model", error_value(_exc(done)), "error")
                 return
-            got = done.value
-        else:  # compared at the lower precision of the two sides
-            dtype_name = "float64" if self.config.dtype == "float64" else "float32"
+            self.adapter.wait_for(done.value)
+            sides[name] = done.value
+        try:
+            local = None if reference_mod.rebuildable(self.case, self.config) else self.case
+            with self.adapter.host_scope():
+                truth = reference_mod.obtain(
+                    reference_mod.spec_for(self.case, self.config, size),
+                    local,
+                    timeout_s=max(self.config.timeout_s - (clock() - start), 60.0),
+                )
+        except Exception as exc:  # no truth: no verdict on the model, said
+            self.kernel["model"] = {"error": f"no float64 reference: {_first_line(exc)}"}
+            self._fail_once(
+                "build_fail", "reference", error_note("ReferenceFailed", _first_line(exc)), "error"
+            )
+            return
         self.out.durations["model_s"] = clock() - start
-        report = self._compare_tensors(got, tensors["original"], dtype_name)
-        if "refused" in tensors:
-            report["note"] = f"float64 refused ({tensors['refused']}); compared in float32"
-        self.kernel["model"] = report
-        self.out.metrics["kernel_model_max_rel_err"] = report["max_rel_err"]
-        self.out.metrics["parity_max_rel_err"] = report["max_rel_err"]  # compare's parity drift
-        if report["failed"]:
-            worst = report["failures"][0]
+        with self.adapter.host_scope():
+            report = parity.compare(
+                {k: v.detach().to("cpu") for k, v in sides["replacement"].items()},
+                truth["reference"],
+                {k: v.detach().to("cpu") for k, v in sides["original"].items()},
+                atol=MODEL_ATOL[self.config.dtype],
+                rtol=MODEL_ATOL[self.config.dtype],
+                low_precision=self.config.dtype in ("float16", "bfloat16"),
+                dtype=self.config.dtype if self.config.dtype in parity.CEILING else "float32",
+            )
+            original = parity.compare(
+                {k: v.detach().to("cpu") for k, v in sides["original"].items()},
+                truth["reference"],
+                truth["baseline"],
+                atol=MODEL_ATOL[self.config.dtype],
+                rtol=MODEL_ATOL[self.config.dtype],
+                low_precision=self.config.dtype in ("float16", "bfloat16"),
+                dtype=self.config.dtype if self.config.dtype in parity.CEILING else "float32",
+            )
+        found = report.findings()
+        figures = report.metrics()
+        model = {
+            "dtype": self.config.dtype,
+            "truth": f"the ORIGINAL model on the CPU in {truth['kind']}"
+            + (
+                f" (float64 failed: {truth.get('float64_error')})"
+                if truth["kind"] != "float64"
+                else ""
+            ),
+            "rule": "replaced vs the truth, allowed k x the original's error at the same dtype "
+            "+ atol/10 under the dtype's ceiling (instruments/parity.py)",
+            "compared": found["tensors"],
+            "gradients": sum(1 for t in report.tensors if t.name.startswith("grad.")),
+            "failed": found["failing"],
+            "failures": found["worst"],
+            "missing": found["missing"],
+            "max_rel_err": figures.get("parity_max_rel_err", 0.0),
+            "original_max_rel_err": original.metrics().get("parity_max_rel_err", 0.0),
+        }
+        self.kernel["model"] = model
+        self.out.metrics["kernel_model_max_rel_err"] = model["max_rel_err"]
+        self.out.metrics["parity_max_rel_err"] = model["max_rel_err"]  # compare's parity drift
+        if model["failed"]:
             self._fail_once(
                 "accuracy_fail",
                 "model",
                 error_note(
                     "ParityMismatch",
-                    f"whole model ({dtype_name}) vs the original: "
-                    f"{worst['name']} rel err {worst['rel_err']:.3g} > "
-                    f"{report['tolerance']:g}"
-                    f" ({report['failed']} of {report['compared']} "
-                    "tensors)",
+                    f"whole model ({self.config.dtype}) against the float64 truth, the "
+                    f"original's error allowed: {report.message()}",
                 ),
                 "model_mismatch",
             )
-
-    @staticmethod
-    def _compare_tensors(got: dict, want: dict, dtype_name: str) -> dict:
-        tol = MODEL_TOLERANCE[dtype_name]
-        rows = []
-        missing = sorted(set(want) ^ set(got))
-        for name in sorted(set(want) & set(got)):
-            a, b = got[name].double().cpu(), want[name].double().cpu()
-            if a.shape != b.shape:
-                rows.append({"name": name, "rel_err": float("inf"), "abs_err": float("inf")})
-                continue
-            scale = float(b.abs().max()) if b.numel() else 0.0
-            err = float((a - b).abs().max()) if b.numel() else 0.0
-            rows.append({"name": name, "abs_err": err, "rel_err": err / max(scale, 1e-30)})
-        rows.sort(key=lambda r: -r["rel_err"])
-        bad = [r for r in rows if not r["rel_err"] <= tol]
-        return {
-            "dtype": dtype_name,
-            "compared": len(rows),
-            "gradients": sum(1 for r in rows if r["name"].startswith("grad.")),
-            "failed": len(bad) + len(missing),
-            "failures": (bad + [{"name": m, "rel_err": float("inf")} for m in missing])[:10],
-            "worst": rows[:5],
-            "max_rel_err": rows[0]["rel_err"] if rows else 0.0,
-            "tolerance": tol,
-            "rule": "max |replaced - original| / max |original| per tensor",
-        }
 
     # -- timing -------------------------------------------------------------------------------
     def _timing(self, rep, sides_step: dict, seen) -> None:
@@ -451,11 +608,16 @@ class KernelLadder(StageRunner):
         self.kernel["timing"] = timing
         sides_op: dict = {}
         if seen is not None:
-            x, module = seen
+            args, kwargs, module = seen
             new_module = rep.make(module)  # shares its parameters: both sides time the same
-            cot = torch.randn_like(module(x)) if rep.trains else None
+            cots = None
+            if rep.trains:
+                from torchport.execution.steps import flatten_output
+
+                outs = flatten_output(module(*args, **kwargs))
+                cots = {k: torch.randn_like(v) for k, v in outs.items()}
             for name, mod in (("original", module), ("replacement", new_module)):
-                sides_op[name] = self._op_call(mod, x, cot)
+                sides_op[name] = self._op_call(mod, args, kwargs, cots)
         if self.mode == "compile":
             self._compile_op_sides(sides_op, timing)
         for label, sides in (("step", sides_step), ("op", sides_op)):
@@ -509,12 +671,24 @@ class KernelLadder(StageRunner):
         self.out.durations["timing_s"] = clock() - start
 
     @staticmethod
-    def _op_call(module, x, cot):
+    def _op_call(module, args, kwargs, cots):
+        """One forward (+ backward with ``cots``) of ``module`` on the captured inputs, its
+        floating inputs leaves that need a gradient, as in the model."""
+        import torch
+
+        from torchport.execution.steps import flatten_output
+
+        def leaf(v):
+            if isinstance(v, torch.Tensor) and v.is_floating_point():
+                return v.detach().requires_grad_(cots is not None)
+            return v
+
         def call():
-            leaf = x.detach().requires_grad_(cot is not None)
-            out = module(leaf)
-            if cot is not None:
-                out.backward(cot)
+            out = module(*(leaf(a) for a in args), **{k: leaf(v) for k, v in kwargs.items()})
+            if cots is not None:
+                outs = flatten_output(out)
+                pairs = [(t, cots[k]) for k, t in outs.items() if t.requires_grad and k in cots]
+                torch.autograd.backward([t for t, _ in pairs], [c for _, c in pairs])
             return out
 
         return call
