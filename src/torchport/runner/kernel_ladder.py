@@ -340,6 +340,13 @@ class KernelLadder(StageRunner):
         at its dtypes against the float64 truth (``op_values``), and the report says so."""
         from torchport.runner import kernel_truth
 
+        if "float64" not in self.rep.dtypes:  # its float64 is no claim of its own to hold
+            why = (
+                f"gradcheck not run: the replacement claims {', '.join(self.rep.dtypes)}, not "
+                "float64; its gradients are judged at those dtypes against the original's "
+                "float64 truth (samples, whole model)"
+            )
+            return {"cpu": {"check": why}, "device": {"check": why}, "failed": 0}
         report: dict = {"cpu": kernel_truth.gradcheck(self.rep.op, self.op_variants, "cpu")}
         if self.device.startswith("cpu"):
             report["device"] = {"check": "the CPU gradcheck (the device is the CPU)"}
@@ -783,6 +790,33 @@ class KernelLadder(StageRunner):
             else ""
         )
 
+    def _checks_ran(self) -> str:
+        """The checks that ran, as a reason says them: which gradcheck, on which device, or
+        what stood in for it."""
+        k, parts = self.kernel, []
+        if isinstance(k.get("opcheck"), dict):
+            parts.append(f"opcheck on {k['opcheck']['checked']} calls")
+        grad = k.get("gradcheck")
+        if isinstance(grad, dict):
+            cpu, dev = grad.get("cpu", {}), grad.get("device", {})
+            if "checked" in cpu:
+                text = f"gradcheck float64 on cpu ({cpu['checked']} variants)"
+                if "checked" in dev:
+                    text += f" and on {self.device} ({dev['checked']})"
+                elif "float64 truth" in dev.get("check", ""):
+                    text += (
+                        f"; on {self.device} its gradients at its dtypes against the float64 truth"
+                    )
+                parts.append(text)
+            else:
+                parts.append("no gradcheck (float64 not claimed)")
+        if isinstance(k.get("op_values"), dict):
+            parts.append(f"op values on {k['op_values']['checked']} variants against float64")
+        if isinstance(k.get("samples"), dict):
+            parts.append(f"{k['samples']['checked']} module samples against float64")
+        parts.append("whole model against float64")
+        return ", ".join(parts)
+
     def finish(self) -> dict:
         k, m = self.kernel, self.out.metrics
         if self.out.status == "pass":
@@ -799,8 +833,7 @@ class KernelLadder(StageRunner):
                     else "correct_slower"
                 )
                 k["reason"] = (
-                    f"correct (opcheck, gradcheck, {m.get('kernel_samples_checked', 0):g} "
-                    f"samples, whole model); training step {speed:.3g}x the original's speed "
+                    f"correct ({self._checks_ran()}); training step {speed:.3g}x the original's speed "
                     f"({m['step_ms_original']:.3g} ms -> {m['step_ms_replacement']:.3g} ms, "
                     f"{self.mode})" + (f"; timing noisy: {noise}" if noise else "")
                 )
