@@ -15,7 +15,6 @@ from torchport.cases.kernels import KernelCase, Replacement, rms_norm_replacemen
 from torchport.config import RunConfig
 from torchport.devices.cpu import CPUAdapter
 from torchport.records.result import Result
-from torchport.runner import kernel_checks
 from torchport.runner.kernel_ladder import KernelLadder
 
 

@@ -30,34 +30,19 @@ is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model e
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 
 from torchport.cases.base import Size
-from torchport.config import RunConfig
 from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
-from torchport.instruments import compile_metrics
-from torchport.probes.perf import host_load, noisy, summary_dict
 from torchport.records.result import capture, error_note, error_value, skipped
-from torchport.runner import kernel_checks
-from torchport.runner.stages import Stage, StageRunner, Stop
-from torchport.timing import Summary, clock, sample_blocked, sample_interleaved, step_timer
+from torchport.runner.kernel_op_stages import _exc, _first_line
+from torchport.runner.kernel_timing import KernelTiming
+from torchport.runner.stages import Stage, Stop
+from torchport.timing import clock
 
 # the allclose part of the whole-model A/B against the float64 truth, by the run's dtype (an
 # original computing in float32 inside sets the floor at float64)
 MODEL_ATOL = {"float64": 1e-4, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2}
-# timed rounds at least (each round: both sides once): the per-round ratios decide a noisy step
-MIN_ROUNDS = 20
-
-
-def _first_line(exc: BaseException | None) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
-
-
-def _exc(captured) -> BaseException:
-    assert captured.exc is not None  # only called on a failed capture
-    return captured.exc
 
 
 def _check(name: str, *, when: str, then: str, before: str | None = None) -> Stage:
@@ -75,19 +60,8 @@ def _check(name: str, *, when: str, then: str, before: str | None = None) -> Sta
     )
 
 
-class KernelLadder(StageRunner):
+class KernelLadder(KernelTiming):
     """Replacement kernels on the one stage runner (runner/stages.py)."""
-
-    def __init__(
-        self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
-    ):
-        super().__init__(case, mode, config, adapter, emit, reference_cache)
-        self.out.findings.update({"tags": list(case.tags), "ladder": "kernel"})
-        self.kernel: dict = {}
-        self.out.findings["kernel"] = self.kernel
-        self.backend: compile_backend.Choice | None = None
-        self.device = adapter.device()
-        self.float64: tuple[bool, str] = (True, "not asked")
 
     # -- the ladder -------------------------------------------------------------------------
     # Declared to the stage runner (runner/stages.py). The checks (opcheck, gradcheck,
@@ -115,17 +89,6 @@ class KernelLadder(StageRunner):
         Stage("timing", "_timing_stage", captured=False, when="_correct"),
     )
     EXPLAINS = False  # the checks' failures are reported as they are
-
-    def _fail_once(self, status: str, stage: str, error: dict, verdict: str) -> None:
-        """The first failure decides the status; later stages still record what they saw."""
-        if self.out.status == "pass":
-            self.out.fail(status, stage, error)
-            self.kernel["verdict"] = verdict
-            self.kernel["reason"] = error["message"]
-
-    def _check_crashed(self, done) -> None:
-        """A check that raised (not one that found a fault): the first failure, as a crash."""
-        self._fail_once("crash", done.stage, error_value(_exc(done)), "error")
 
     def _build_stage(self):
         import torch
@@ -248,262 +211,6 @@ class KernelLadder(StageRunner):
             self.stop("compile_fail", "compile", error_note("NoCompileBackend", str(exc)))
         self.out.findings["compile_backend"] = self.backend.to_dict()
 
-    def _float32_samples(self) -> None:
-        import torch
-
-        self.op_samples = self.rep.op_samples(torch.float32, self.device)
-
-    def _op_call_stage(self):
-        # the op called plainly first: opcheck's own instruments (SchemaCheckMode's aliasing
-        # checks) need ops a backend may lack, so an op that cannot run on the device at all
-        # would read as a wrong registration; it is a failure to run, named as such
-        return kernel_checks.runs(self.rep.op, self.op_samples)
-
-    def _op_called(self, value) -> None:
-        ran, first_exc = value
-        if ran["failed"]:
-            first = ran["failures"][0]
-            self.kernel["op_call"] = ran
-            self.kernel["opcheck"] = self.kernel["gradcheck"] = "not run: the op does not run"
-            explained = first_exc is not None and self.adapter.explain_failure("eager", first_exc)
-            self._fail_once(
-                "eager_fail",
-                "op_call",
-                error_note(
-                    type(first_exc).__name__,
-                    f"the op does not run on {self.device} (sample {first['sample']}): "
-                    f"{first['message']}" + (f"; {explained}" if explained else ""),
-                ),
-                "does_not_run",
-            )
-
-    def _op_runs(self) -> bool:
-        """The op ran on the device (opcheck checks a registration of an op that runs)."""
-        return "op_call" in self.got and not self.got["op_call"][0]["failed"]
-
-    def _op_variants(self) -> None:
-        """Variants of the user's own samples (runner/kernel_variants.py), from float64 CPU
-        copies: each check makes them at its dtype on its device."""
-        import torch
-
-        from torchport.runner import kernel_variants
-
-        samples = self.rep.op_samples(torch.float64, "cpu")
-        self.op_variants = [
-            v
-            for index, (args, kwargs) in enumerate(samples)
-            for v in kernel_variants.variants(args, kwargs, index)
-        ]
-
-    def _opcheck_stage(self) -> dict:
-        """opcheck on the device on every variant in float32, and on the samples as given at
-        every other dtype the replacement claims and the device computes."""
-        import torch
-
-        calls, skipped = [], []
-        for dtype_name in self.rep.dtypes:
-            if dtype_name == "float64" and not self.float64[0]:
-                skipped.append(f"float64: {self.float64[1]}")
-                continue
-            dtype = getattr(torch, dtype_name)
-            for var in self.op_variants:
-                if dtype_name != "float32" and var.name != "as_given":
-                    continue
-                calls.append(
-                    (f"{dtype_name} {var.label}", var.call_args(var.leaves(dtype, self.device)))
-                )
-        report = kernel_checks.opcheck(self.rep.op, [c for _, c in calls])
-        for failure in report["failures"]:
-            failure["sample"] = calls[failure["sample"]][0]
-        report["skipped"] = skipped
-        return report
-
-    def _opchecked(self, report: dict) -> None:
-        self.kernel["opcheck"] = report
-        self.out.metrics["kernel_opcheck_failed"] = report["failed"]
-        if report["failed"]:
-            first = report["failures"][0]
-            self._fail_once(
-                "eager_fail",
-                "opcheck",
-                error_note(
-                    "OpCheckError",
-                    f"opcheck {first['test']} failed on sample "
-                    f"{first['sample']}: {first['message']}",
-                ),
-                "opcheck_fail",
-            )
-
-    def _gradcheck_stage(self) -> dict:
-        """gradcheck in float64 on the CPU (the op's CPU implementation) over every variant;
-        on the device too where it computes float64; else the device's gradients are judged
-        at its dtypes against the float64 truth (``op_values``), and the report says so."""
-        from torchport.runner import kernel_truth
-
-        if "float64" not in self.rep.dtypes:  # its float64 is no claim of its own to hold
-            why = (
-                f"gradcheck not run: the replacement claims {', '.join(self.rep.dtypes)}, not "
-                "float64; its gradients are judged at those dtypes against the original's "
-                "float64 truth (samples, whole model)"
-            )
-            return {"cpu": {"check": why}, "device": {"check": why}, "failed": 0}
-        report: dict = {"cpu": kernel_truth.gradcheck(self.rep.op, self.op_variants, "cpu")}
-        if self.device.startswith("cpu"):
-            report["device"] = {"check": "the CPU gradcheck (the device is the CPU)"}
-        elif self.float64[0]:
-            ran = kernel_truth.gradcheck(self.rep.op, self.op_variants, self.device)
-            if ran["checked"]:
-                report["device"] = {"check": f"gradcheck float64 on {self.device}", **ran}
-            else:  # float64 computes, but not this op: its refusal said, the truth instead
-                why = ran["skipped"][0] if ran["skipped"] else "no variant ran"
-                report["device"] = {
-                    "check": f"gradients at {self._device_dtypes()} against the float64 truth "
-                    f"(op_values): gradcheck float64 could not run on {self.device}: {why}",
-                    "skipped": ran["skipped"],
-                }
-        else:
-            report["device"] = {
-                "check": f"gradients at {self._device_dtypes()} against the float64 truth "
-                f"(op_values): no float64 on {self.device}: {self.float64[1]}"
-            }
-        report["failed"] = report["cpu"]["failed"] + report["device"].get("failed", 0)
-        return report
-
-    def _device_dtypes(self) -> str:
-        names = [d for d in self.rep.dtypes if d != "float64" or self.float64[0]]
-        return ", ".join(names) or "no dtype"
-
-    def _gradchecked(self, report: dict) -> None:
-        self.kernel["gradcheck"] = report
-        self.out.metrics["kernel_gradcheck_failed"] = report["failed"]
-        for where in ("cpu", "device"):
-            failures = report[where].get("failures") or []
-            if failures:
-                first = failures[0]
-                on = "cpu" if where == "cpu" else self.device
-                self._fail_once(
-                    "accuracy_fail",
-                    "gradcheck",
-                    error_note(
-                        "GradcheckError",
-                        f"gradcheck (float64, {on}) failed on {first['sample']}: "
-                        f"{first['message']}",
-                    ),
-                    "gradcheck_fail",
-                )
-
-    def _op_values_stage(self) -> dict:
-        from torchport.runner import kernel_truth
-
-        return kernel_truth.op_values(
-            self.rep.op,
-            self.op_variants,
-            self.rep.dtypes,
-            self.device,
-            trains=self.rep.trains,
-            float64=self.float64,
-            host_scope=self.adapter.host_scope,
-        )
-
-    def _op_valued(self, report: dict) -> None:
-        self.kernel["op_values"] = report
-        self.out.metrics["kernel_op_values_checked"] = report["checked"]
-        self.out.metrics["kernel_op_values_failed"] = report["failed"]
-        if report["failed"]:
-            first = report["failures"][0]
-            self._fail_once(
-                "accuracy_fail",
-                "op_values",
-                error_note(
-                    "OpMismatch",
-                    f"the op on {self.device} against the float64 truth, {first['dtype']} "
-                    f"{first['sample']}: {first['message']}",
-                ),
-                "op_mismatch",
-            )
-
-    def _module_input(self, workload, rep):
-        """The input the model gives its first targeted module (one eager forward)."""
-        import torch
-
-        seen: list = []
-        target = next((m for m in workload.model.modules() if rep.matches(m)), None)
-        if target is None:
-            return None
-
-        def detached(value):
-            return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-        def hook(_module, args, kwargs):
-            # keyword arguments too: transformers calls attention by keyword
-            if not seen:
-                seen.append(
-                    (
-                        tuple(detached(a) for a in args),
-                        {k: detached(v) for k, v in kwargs.items()},
-                        _module,
-                    )
-                )
-
-        handle = target.register_forward_pre_hook(hook, with_kwargs=True)
-        try:
-            with torch.no_grad():
-                workload.model(*workload.args, **workload.kwargs)
-        except Exception as exc:
-            self.kernel["module_input"] = (
-                f"unavailable: the original model raised: {_first_line(exc)}"
-            )
-            return None
-        finally:
-            handle.remove()
-        return seen[0] if seen else None
-
-    def _samples_stage(self) -> dict:
-        """The replacement module against the original module on variants of the input the
-        model gave it, both judged against the original in float64 on the CPU."""
-        import torch
-
-        from torchport.runner import kernel_truth, kernel_variants
-
-        args, kwargs, module = self.module_input
-        tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
-        if len(args) == 1 and len(tensors) == 1 and args[0].dim() >= 1:
-            found = kernel_variants.from_module_input(args[0])
-        else:  # several inputs (attention): layouts only, every input in the same layout
-            found = kernel_variants.variants(args, kwargs, sizes=False)
-        host = next(m for m in self.workload.model.modules() if self.rep.matches(m))
-        report = kernel_truth.module_samples(
-            module,
-            host,
-            self.rep.make,
-            found,
-            self.rep.dtypes,
-            trains=self.rep.trains,
-            device=self.device,
-            float64=self.float64,
-            host_scope=self.adapter.host_scope,
-        )
-        report["inputs"] = {
-            "args": len(args),
-            "kwargs": sorted(k for k, v in kwargs.items() if isinstance(v, torch.Tensor)),
-        }
-        return report
-
-    def _sampled(self, report: dict) -> None:
-        self.kernel["samples"] = report
-        self.out.metrics["kernel_samples_checked"] = report["checked"]
-        self.out.metrics["kernel_samples_failed"] = report["failed"]
-        if report["failed"]:
-            first = report["failures"][0]
-            self._fail_once(
-                "accuracy_fail",
-                "samples",
-                error_note(
-                    "SampleMismatch", f"{first['dtype']} {first['sample']}: {first['message']}"
-                ),
-                "sample_mismatch",
-            )
-
     # -- whole model --------------------------------------------------------------------------
     def _model_ab(self, rep, workload, got: dict | None) -> None:
         """The replaced model and the model with the ORIGINAL modules, both at the run's dtype
@@ -602,194 +309,6 @@ class KernelLadder(StageRunner):
                 "model_mismatch",
             )
 
-    # -- timing -------------------------------------------------------------------------------
-    def _timing(self, rep, sides_step: dict, seen) -> None:
-        import torch
-
-        start = clock()
-        timer = step_timer(self.adapter, steady=True)  # training steps and op calls repeat
-        budget = self.config.perf_budget_s
-        timing: dict = {"timer": timer.kind, "host": host_load(), "mode": self.mode}
-        if "compile" in self.kernel:
-            timing["compile"] = self.kernel.pop("compile")
-        self.kernel["timing"] = timing
-        sides_op: dict = {}
-        if seen is not None:
-            args, kwargs, module = seen
-            new_module = rep.make(module)  # shares its parameters: both sides time the same
-            cots = None
-            if rep.trains:
-                from torchport.execution.steps import flatten_output
-
-                outs = flatten_output(module(*args, **kwargs))
-                cots = {k: torch.randn_like(v) for k, v in outs.items()}
-            for name, mod in (("original", module), ("replacement", new_module)):
-                sides_op[name] = self._op_call(mod, args, kwargs, cots)
-        if self.mode == "compile":
-            self._compile_op_sides(sides_op, timing)
-        for label, sides in (("step", sides_step), ("op", sides_op)):
-            if not sides:
-                continue
-            try:
-                # the op alone is a sub-millisecond call: timed in blocks of calls, so the
-                # synchronisation and clock reads around each sample are not part of the figure
-                if label == "op":
-                    samples, calls = sample_blocked(
-                        sides, timer, budget_s=budget, min_samples=MIN_ROUNDS
-                    )
-                else:
-                    samples, calls = (
-                        sample_interleaved(sides, timer, budget_s=budget, min_samples=MIN_ROUNDS),
-                        1,
-                    )
-            except Exception as exc:
-                timing[label] = f"unavailable: {_first_line(exc)}"
-                continue
-            timing[f"{label}_calls_per_sample"] = calls
-            figures = {name: Summary.of(s) for name, s in samples.items()}
-            timing[label] = {
-                name: {**summary_dict(f), "noisy": noisy(f)} for name, f in figures.items()
-            }
-            # each round times both sides back to back (order alternating): the per-round
-            # ratio sees the same host load on both sides, so it drifts less than either side
-            rounds = Summary.of(
-                [a / b for a, b in zip(samples["original"], samples["replacement"], strict=True)]
-            )
-            timing[f"{label}_paired"] = {
-                "median": rounds.median_s,
-                "p10": rounds.p10_s,
-                "p90": rounds.p90_s,
-                "n": rounds.n,
-                "what": "per-round original / replacement time (above 1: faster)",
-            }
-            o, r = figures["original"].median_s, figures["replacement"].median_s
-            prefix = "step" if label == "step" else "kernel_op"
-            self.out.metrics[f"{prefix}_ms_original"] = o * 1e3
-            self.out.metrics[f"{prefix}_ms_replacement"] = r * 1e3
-            self.out.metrics[f"kernel_{label}_speedup"] = o / r if r > 0 else float("nan")
-            if label == "step":  # the replaced model's step: what compare and gate judge
-                replaced = figures["replacement"]
-                self.out.metrics.update(
-                    perf_median_ms=replaced.median_s * 1e3,
-                    perf_p10_ms=replaced.p10_s * 1e3,
-                    perf_p90_ms=replaced.p90_s * 1e3,
-                    perf_samples=replaced.n,
-                )
-        self.out.durations["timing_s"] = clock() - start
-
-    @staticmethod
-    def _op_call(module, args, kwargs, cots):
-        """One forward (+ backward with ``cots``) of ``module`` on the captured inputs, its
-        floating inputs leaves that need a gradient, as in the model."""
-        import torch
-
-        from torchport.execution.steps import flatten_output
-
-        def leaf(v):
-            if isinstance(v, torch.Tensor) and v.is_floating_point():
-                return v.detach().requires_grad_(cots is not None)
-            return v
-
-        def call():
-            out = module(*(leaf(a) for a in args), **{k: leaf(v) for k, v in kwargs.items()})
-            if cots is not None:
-                outs = flatten_output(out)
-                pairs = [(t, cots[k]) for k, t in outs.items() if t.requires_grad and k in cots]
-                torch.autograd.backward([t for t, _ in pairs], [c for _, c in pairs])
-            return out
-
-        return call
-
-    def _compiled_sides(self, original, replaced) -> tuple[dict, dict | None]:
-        """Compile each side's training step and call it three times: graphs and graph breaks
-        of the first call, recompiles in the later two, per side, and what the replacement
-        adds (metrics). Returns the compiled steps and the replaced side's first outputs
-        (None when it failed, recorded)."""
-        assert self.backend is not None
-        report: dict = {}
-        self.kernel["compile"] = report
-        compile_metrics.reset_dynamo()
-        steps: dict = {}
-        first_out = None
-        for name, w in (("original", original), ("replacement", replaced)):
-            step = make_step(self.backend.compile(w.model), w.model, w)
-            compile_metrics.clear_counters()
-            compile_metrics.clear_compilation_metrics()
-            first = capture("compile", step, clock)
-            if not first.ok:
-                report[name] = {"error": _first_line(first.exc)}
-                if name == "replacement":
-                    self._fail_once(first.status, "compile", error_value(_exc(first)), "error")
-                else:
-                    self.out.fail_from(first)
-                    self.kernel.update(verdict="error", reason=_first_line(first.exc))
-                return steps, None
-            snapshot = compile_metrics.counters_snapshot()
-            entries = compile_metrics.compilation_metrics()
-            compile_metrics.clear_compilation_metrics()
-            step()
-            step()
-            later = compile_metrics.compilation_metrics()
-            report[name] = {
-                "first_call_s": first.duration_s,
-                "graphs": len(entries) if isinstance(entries, list) else entries,
-                "graph_breaks": sum(snapshot.get("graph_break", {}).values())
-                if isinstance(snapshot, dict)
-                else snapshot,
-                "later_recompiles": len(later) if isinstance(later, list) else later,
-                "recompile_reasons": [e.get("recompile_reason") for e in later][:5]
-                if isinstance(later, list)
-                else later,
-            }
-            steps[name] = step
-            first_out = first.value
-        for key, metric in (
-            ("graph_breaks", "kernel_graph_breaks_added"),
-            ("graphs", "kernel_graphs_added"),
-            ("later_recompiles", "kernel_recompiles_added"),
-        ):
-            o, r = report["original"][key], report["replacement"][key]
-            if isinstance(o, int) and isinstance(r, int):
-                self.out.metrics[metric] = r - o
-        return steps, first_out
-
-    def _compile_op_sides(self, sides_op: dict, timing: dict) -> None:
-        """The op alone, compiled (each side once, outside timing); dropped if one fails."""
-        assert self.backend is not None
-        for name in list(sides_op):
-            compiled_fn = self.backend.compile(sides_op[name])
-            try:
-                compiled_fn()
-            except Exception as exc:
-                timing["op"] = f"unavailable: {name} compiled raised {_first_line(exc)}"
-                sides_op.clear()
-                return
-            sides_op[name] = compiled_fn
-
-    # -- verdict ------------------------------------------------------------------------------
-    def _step_noise(self) -> str:
-        """Why the step timing cannot tell the sides apart ("" when it can). Decided when the
-        per-round ratios' p10-p90 range excludes 1, or the sides' p10-p90 ranges do not
-        overlap, or neither side is flagged noisy (a 3x slowdown on a loaded host is still a
-        slowdown); otherwise why it is noisy."""
-        timing = self.kernel.get("timing")
-        step = timing.get("step") if isinstance(timing, dict) else None
-        if not isinstance(step, dict) or len(step) != 2:
-            return ""
-        paired = timing.get("step_paired") or {}  # type: ignore[union-attr]
-        if paired and (paired["p10"] > 1.0 or paired["p90"] < 1.0):
-            return ""
-        o, r = step["original"], step["replacement"]
-        apart = r["p10_ms"] > o["p90_ms"] or r["p90_ms"] < o["p10_ms"]
-        flagged = [f"{n} {', '.join(s['noisy'])}" for n, s in step.items() if s["noisy"]]
-        if apart or not flagged:
-            return ""
-        return "; ".join(flagged) + (
-            f"; per-round ratio p10-p90 {paired['p10']:.2f}-{paired['p90']:.2f} spans 1"
-            if paired
-            else ""
-        )
-
     def _checks_ran(self) -> str:
         """The checks that ran, as a reason says them: which gradcheck, on which device, or
         what stood in for it."""
@@ -833,7 +352,8 @@ class KernelLadder(StageRunner):
                     else "correct_slower"
                 )
                 k["reason"] = (
-                    f"correct ({self._checks_ran()}); training step {speed:.3g}x the original's speed "
+                    f"correct ({self._checks_ran()}); training step {speed:.3g}x the "
+                    "original's speed "
                     f"({m['step_ms_original']:.3g} ms -> {m['step_ms_replacement']:.3g} ms, "
                     f"{self.mode})" + (f"; timing noisy: {noise}" if noise else "")
                 )

@@ -200,7 +200,7 @@ def op_values(
                     sides[side] = exc
                 if side == "truth" and isinstance(sides[side], Exception):
                     break
-            truth = sides.get("truth")
+            truth = sides["truth"]
             if isinstance(truth, Exception):
                 skipped.append(f"{where}: the op's float64 CPU run refused it: {first_line(truth)}")
                 continue
@@ -316,7 +316,7 @@ def module_samples(
             except Exception as exc:  # the original refuses this input: not the kernel's fault
                 refused.append(f"{where}: {first_line(exc)}")
                 continue
-            sides = {}
+            sides: dict = {}
             for side, module in (("original", orig_mod), ("replacement", new_mod)):
                 leaves = var.leaves(dtype, device, grad=trains)
 
