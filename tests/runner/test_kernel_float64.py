@@ -31,9 +31,7 @@ adapter.prepare()
 probe = adapter.float64_support()
 config = RunConfig(suite="kernels", device="simdev", modes=("eager",), perf_budget_s=0.1)
 result = KernelLadder(tiny_case("rms_norm"), "eager", config, adapter, lambda e: None, {}).run()
-config64 = RunConfig(suite="kernels", device="simdev", dtype="float64", perf_budget_s=0.1)
-skipped = KernelLadder(tiny_case("rms_norm"), "eager", config64, adapter, lambda e: None, {}).run()
-print(json.dumps({"probe": probe, "result": result, "float64_run": skipped}))
+print(json.dumps({"probe": probe, "result": result}))
 """
 
 
@@ -80,7 +78,3 @@ def test_a_device_without_float64_passes_the_correct_kernel_naming_the_check_tha
     assert set(values["worst_rmse_ratio"]) == {"float32", "bfloat16", "float16"}
     assert any(s.startswith("float64 not run") for s in k["samples"]["skipped"])
     assert k["samples"]["failed"] == 0 and k["model"]["failed"] == 0
-    # a run asked for in float64 on a device without it: skipped with the probe's reason
-    skipped = got["float64_run"]
-    assert skipped["status"] == "skip"
-    assert "has none" in skipped["error"]["message"] and why in skipped["error"]["message"]

@@ -90,11 +90,6 @@ class TrainProbe(Probe):
             "notes": [],
         }
         report.findings["train"] = info
-        if config.dtype == "float64":  # the device side would be float64: probed, not assumed
-            computes, why = subject.adapter.float64_support()
-            if not computes:
-                info["notes"].append(f"not run: the device has no float64 ({why})")
-                return report
         from torchport.execution.build import build_workload
 
         workload = build_workload(

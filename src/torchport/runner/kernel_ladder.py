@@ -34,7 +34,7 @@ import copy
 from torchport.cases.base import Size
 from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
-from torchport.records.result import capture, error_note, error_value, skipped
+from torchport.records.result import capture, error_note, error_value
 from torchport.runner.kernel_op_stages import _exc, _first_line
 from torchport.runner.kernel_timing import KernelTiming
 from torchport.runner.stages import Stage, Stop
@@ -96,18 +96,6 @@ class KernelLadder(KernelTiming):
         self.dtype = getattr(torch, self.config.dtype)
         self.float64 = self.adapter.float64_support()
         self.kernel["device_float64"] = {"supported": self.float64[0], "detail": self.float64[1]}
-        if self.config.dtype == "float64" and not self.float64[0]:
-            why = f"the run's dtype is float64 and {self.device} has none: {self.float64[1]}"
-            self.kernel.update(verdict="skip", reason=why)
-            self.skip(
-                skipped(
-                    self.case.id,
-                    self.mode,
-                    case_version=self.case.version,
-                    reason=why,
-                    tags=tuple(self.case.tags),
-                )
-            )
         return self._build(Size(batch=self.config.batch, seq=self.config.seq))
 
     def _build_failed(self, done) -> None:

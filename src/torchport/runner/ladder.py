@@ -87,12 +87,6 @@ class Ladder(StageRunner):
         reason = self.case.skip_reason_for(mode=self.mode, device=self.adapter.device())
         if reason:
             self._skip(reason)
-        if self.config.dtype == "float64":  # float64 on the device: probed, not assumed
-            computes, why = self.adapter.float64_support()
-            if not computes:
-                self._skip(
-                    f"the run's dtype is float64 and {self.adapter.device()} has none: {why}"
-                )
         self.dtype = getattr(torch, self.config.dtype)
         self.size = Size(batch=self.config.batch, seq=self.config.seq)
 
