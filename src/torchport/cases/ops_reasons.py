@@ -4,7 +4,6 @@ knowledge base can name them)."""
 SKIP_REASONS = {
     "op_dtype": "the op does not support this dtype on the CPU reference (OpInfo dtypes)",
     "device_dtype": "OpInfo says the op does not support this dtype on this device type",
-    "device_float64": "the device does not compute float64 (probed: DeviceAdapter.float64_support)",
     "opinfo_skip": "OpInfo skips the device-vs-CPU comparison of this op here",
     "random": "random op: its values depend on the device's generator",
     "sparse": "sparse (non-strided) layout",

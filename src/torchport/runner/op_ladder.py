@@ -126,10 +126,6 @@ class OpLadder(StageRunner):
             self._skip("op_dtype", f"{case.op_key} at {case.dtype}")
         if case.dtype not in device_dtypes:
             self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
-        if case.dtype in ("float64", "complex128"):  # float64 on the device: probed, not assumed
-            computes, why = self.adapter.float64_support()
-            if not computes:
-                self._skip("device_float64", f"{case.op_key} at {case.dtype}: {why}")
         if decor.skip:
             self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
         if decor.expected_failure:
