@@ -268,6 +268,19 @@ def gradcheck(op, found: list[Variant], device: str) -> dict:
     }
 
 
+def _returned(module, var: Variant, dtype, device: str) -> set[str] | None:
+    """The outputs ``module`` returns on ``var`` (a forward without gradients); None when it
+    raises (its failure is recorded where it runs with them)."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            args, kwargs = var.call_args(var.leaves(dtype, device))
+            return set(flatten(module(*args, **kwargs)))
+    except Exception:
+        return None
+
+
 def module_samples(
     original,
     host_original,
@@ -288,6 +301,7 @@ def module_samples(
     run, skipped = _dtypes(dtypes, *float64, device)
     failures: list[dict] = []
     refused: list[str] = []
+    not_returned: set[str] = set()
     worst: dict[str, float] = {}
     checked = 0
     for dtype_name in run:
@@ -302,6 +316,7 @@ def module_samples(
             continue
         for index, var in enumerate(found):
             where = f"{dtype_name} {var.name}"
+            returned = _returned(new_mod, var, dtype, device)
             try:
                 with host_scope():
                     leaves = [x.to(torch.float64) for x in var.leaves(dtype, "cpu", grad=False)]
@@ -312,6 +327,8 @@ def module_samples(
                         return module(*args, **kwargs)
 
                     cots = _cotangents(flatten(truth_call()), 2000 + index) if trains else None
+                    if cots is not None and returned is not None:  # only what both return
+                        cots = {k: v for k, v in cots.items() if k in returned}
                     truth = _side(truth_call, leaves, dict(truth_mod.named_parameters()), cots)
             except Exception as exc:  # the original refuses this input: not the kernel's fault
                 refused.append(f"{where}: {first_line(exc)}")
@@ -341,6 +358,9 @@ def module_samples(
                 )
                 continue
             for name, want in truth.items():
+                if name.startswith("out") and returned is not None and name not in returned:
+                    not_returned.add(name)  # None where the original returns a tensor: said
+                    continue
                 original_value = sides["original"].get(name)
                 if original_value is None:  # the original has no such gradient: nothing to hold
                     continue
@@ -356,5 +376,6 @@ def module_samples(
         skipped,
         worst,
         original_refused=refused[:MAX_KEPT],
+        not_returned=sorted(not_returned),  # outputs the replacement gives as None: not compared
         truth="the original module on the CPU in float64 (its inputs rounded to each dtype)",
     )
