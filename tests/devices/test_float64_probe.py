@@ -64,3 +64,18 @@ def test_asked_once_per_process_and_a_broken_probe_is_no_float64(monkeypatch):
     assert first == (False, "float64 not probed: ValueError: no such device")
     assert adapter.float64_support() == first and calls == ["cpu"]
     assert torch.tensor([1.0], dtype=torch.float64).abs().item() == 1.0  # the CPU untouched
+
+
+def test_other_floating_dtypes_are_asked_whether_they_run(monkeypatch):
+    monkeypatch.setattr(base, "_FLOAT64", {})
+    adapter = CPUAdapter()
+    assert adapter.dtype_support("float16") == (
+        True,
+        "computes float16 (add, mul, abs, sum, matmul, exp run)",
+    )
+    assert adapter.dtype_support("float32")[0] and adapter.dtype_support("float64")[0]
+    ops = float64._ops()
+    monkeypatch.setattr(base, "_FLOAT64", {})
+    monkeypatch.setattr(float64, "_ops", lambda: [*ops[:1], ("abs", _refuse)])
+    ok, why = adapter.dtype_support("bfloat16")
+    assert not ok and why.startswith("bfloat16 refused: abs raised RuntimeError: Abs kernel")

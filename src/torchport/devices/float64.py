@@ -11,6 +11,7 @@ The probe runs each op of ``OPS`` on the device on values that float32 cannot ho
 the result must be float64 and agree to ``RELATIVE`` (far below 2**-40). An op that raises
 is a refusal; a result that is float32, or rounded as float32 would round it, is a silent
 downcast. Either way the answer is False with the op and what it did, in one line.
+``probe_dtype`` asks the same of float16 and bfloat16 (that they run at all).
 """
 
 from __future__ import annotations
@@ -72,3 +73,23 @@ def probe(device: str) -> tuple[bool, str]:
     return True, (
         f"computes float64 ({', '.join(names)} agree with the CPU to {RELATIVE:g} on 1 + 2**-40)"
     )
+
+
+def probe_dtype(device: str, dtype_name: str) -> tuple[bool, str]:
+    """(computes it, why) for a floating dtype other than float64: the same ops, which must run
+    and keep the dtype (OpenReg's float32-only kernels refuse float16 as they refuse float64)."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    try:
+        x = torch.tensor([1.0, -1.5, 0.5], dtype=dtype).to(device)
+    except Exception as exc:
+        return False, f"{dtype_name} refused: moving a tensor raised {_first_line(exc)}"
+    for name, fn in _ops():
+        try:
+            got = fn(x)
+        except Exception as exc:
+            return False, f"{dtype_name} refused: {name} raised {_first_line(exc)}"
+        if got.dtype != dtype:
+            return False, f"{dtype_name} not kept: {name} returned {got.dtype}"
+    return True, f"computes {dtype_name} ({', '.join(n for n, _ in _ops())} run)"

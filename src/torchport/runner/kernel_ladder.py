@@ -96,7 +96,13 @@ class KernelLadder(KernelTiming):
         self.dtype = getattr(torch, self.config.dtype)
         self.float64 = self.adapter.float64_support()
         self.kernel["device_float64"] = {"supported": self.float64[0], "detail": self.float64[1]}
-        return self._build(Size(batch=self.config.batch, seq=self.config.seq))
+        built = self._build(Size(batch=self.config.batch, seq=self.config.seq))
+        # every claimed dtype asked of the device once: a check never runs one it refuses
+        self.support = {d: self.adapter.dtype_support(d) for d in built[0].dtypes}
+        refused = {d: why for d, (ok, why) in self.support.items() if not ok}
+        if refused:
+            self.kernel["device_refuses"] = refused
+        return built
 
     def _build_failed(self, done) -> None:
         self.out.fail_from(done)

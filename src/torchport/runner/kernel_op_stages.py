@@ -59,6 +59,7 @@ class KernelChecks(StageRunner):
         self.backend: compile_backend.Choice | None = None
         self.device = adapter.device()
         self.float64: tuple[bool, str] = (True, "not asked")
+        self.support: dict[str, tuple[bool, str]] = {}  # claimed dtype -> dtype_support
 
     def _fail_once(self, status: str, stage: str, error: dict, verdict: str) -> None:
         """The first failure decides the status; later stages still record what they saw."""
@@ -125,8 +126,9 @@ class KernelChecks(StageRunner):
 
         calls, skipped = [], []
         for dtype_name in self.rep.dtypes:
-            if dtype_name == "float64" and not self.float64[0]:
-                skipped.append(f"float64: {self.float64[1]}")
+            computes, why = self.support.get(dtype_name, (True, ""))
+            if not computes:
+                skipped.append(f"{dtype_name} not run on {self.device}: {why}")
                 continue
             dtype = getattr(torch, dtype_name)
             for var in self.op_variants:
@@ -195,7 +197,7 @@ class KernelChecks(StageRunner):
         return report
 
     def _device_dtypes(self) -> str:
-        names = [d for d in self.rep.dtypes if d != "float64" or self.float64[0]]
+        names = [d for d in self.rep.dtypes if self.support.get(d, (True, ""))[0]]
         return ", ".join(names) or "no dtype"
 
     def _gradchecked(self, report: dict) -> None:
@@ -226,7 +228,7 @@ class KernelChecks(StageRunner):
             self.rep.dtypes,
             self.device,
             trains=self.rep.trains,
-            float64=self.float64,
+            support=self.support,
             host_scope=self.adapter.host_scope,
         )
 
@@ -305,7 +307,7 @@ class KernelChecks(StageRunner):
             self.rep.dtypes,
             trains=self.rep.trains,
             device=self.device,
-            float64=self.float64,
+            support=self.support,
             host_scope=self.adapter.host_scope,
         )
         report["inputs"] = {

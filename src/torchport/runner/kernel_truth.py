@@ -127,13 +127,16 @@ def judge(name: str, got, truth, original, dtype_name: str) -> tuple[bool, str, 
     )
 
 
-def _dtypes(dtypes, float64_ok: bool, why: str, device: str) -> tuple[list[str], list[str]]:
+def _dtypes(dtypes, support: dict, device: str) -> tuple[list[str], list[str]]:
+    """(the claimed dtypes the device computes, why each other one is not run): ``support``
+    maps a dtype to ``DeviceAdapter.dtype_support``'s answer (missing: computed)."""
     run, skipped = [], []
     for name in dtypes:
-        if name == "float64" and not float64_ok and not device.startswith("cpu"):
-            skipped.append(f"float64 not run on {device}: {why}")
-        else:
+        ok, why = support.get(name, (True, ""))
+        if ok:
             run.append(name)
+        else:
+            skipped.append(f"{name} not run on {device}: {why}")
     return run, skipped
 
 
@@ -157,7 +160,7 @@ def op_values(
     device: str,
     *,
     trains: bool,
-    float64: tuple[bool, str],
+    support: dict,
     host_scope: Callable = contextlib.nullcontext,
 ) -> dict:
     """The op on the device against its own CPU implementation in float64 (the truth) and at
@@ -165,7 +168,7 @@ def op_values(
     gradients of every floating input."""
     import torch
 
-    run, skipped = _dtypes(dtypes, *float64, device)
+    run, skipped = _dtypes(dtypes, support, device)
     failures: list[dict] = []
     worst: dict[str, float] = {}
     checked = 0
@@ -290,7 +293,7 @@ def module_samples(
     *,
     trains: bool,
     device: str,
-    float64: tuple[bool, str],
+    support: dict,
     host_scope: Callable = contextlib.nullcontext,
 ) -> dict:
     """The replacement module against the ORIGINAL module on every variant and dtype, both
@@ -298,7 +301,7 @@ def module_samples(
     module, so the truth never goes through the backend)."""
     import torch
 
-    run, skipped = _dtypes(dtypes, *float64, device)
+    run, skipped = _dtypes(dtypes, support, device)
     failures: list[dict] = []
     refused: list[str] = []
     not_returned: set[str] = set()
