@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 
+import hypothesis
+import hypothesis.strategies as st
 import pytest
 import torch
 
@@ -150,3 +152,24 @@ def test_the_module_input_is_captured_with_its_keyword_arguments():
     args, kwargs, module = ladder._module_input(workload, rep)
     assert args == () and set(kwargs) == {"hidden_states", "scale"}
     assert module is workload.model.mix
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(
+    shape=st.lists(st.integers(0, 4), min_size=0, max_size=4),
+    extra=st.sampled_from([None, 3, "text"]),
+)
+def test_variants_of_any_sample_keep_shapes_and_layout_values(shape, extra):
+    """Any tensor shape (empty dims and 0-d included): every layout variant has the sample's
+    shape, the values it was given where the layout keeps them, and other values untouched."""
+    x = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    kwargs = {"x": x, "extra": extra}
+    for var in kernel_variants.variants((), kwargs):
+        _, got = var.call_args(var.leaves(torch.float32, "cpu"))
+        assert got["extra"] == extra
+        if var.name in ("one_row", "odd_rows"):
+            assert got["x"].shape[1:] == x.shape[1:]
+            continue
+        assert got["x"].shape == x.shape, var.name
+        if var.name != "expanded":
+            assert torch.equal(got["x"], x), var.name
