@@ -122,7 +122,8 @@ def variants(args, kwargs, sample: int = 0, *, sizes: bool = True) -> list[Varia
     flat, spec = tree_flatten((list(args), dict(kwargs or {})))
     flat = [v.detach() if isinstance(v, torch.Tensor) else v for v in flat]
     slots = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    values = [flat[i].to("cpu", torch.float64) for i in slots]
+    # to the host first, then float64 there: a device need not compute float64
+    values = [flat[i].to("cpu").to(torch.float64) for i in slots]
 
     def variant(name, bases, views):
         return Variant(name, sample, flat, spec, slots, bases, views)
@@ -158,8 +159,9 @@ def from_module_input(x) -> list[Variant]:
     found = variants((x,), {}, sizes=False)
     gen = torch.Generator().manual_seed(1234)
     feat = x.shape[-1]
-    mean = float(x.detach().double().mean()) if x.numel() else 0.0
-    std = float(x.detach().double().std()) if x.numel() > 1 else 1.0
+    host = x.detach().to("cpu").double()  # never float64 on the device
+    mean = float(host.mean()) if host.numel() else 0.0
+    std = float(host.std()) if host.numel() > 1 else 1.0
     std = std if std == std and std > 0 else 1.0  # NaN or 0: unit spread
     base = found[0]
     for name, shape in (
