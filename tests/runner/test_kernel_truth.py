@@ -173,3 +173,35 @@ def test_variants_of_any_sample_keep_shapes_and_layout_values(shape, extra):
         assert got["x"].shape == x.shape, var.name
         if var.name != "expanded":
             assert torch.equal(got["x"], x), var.name
+
+
+@torch.library.custom_op("torchport_test::scale_rows_assumed", mutates_args=())
+def _scale_rows_assumed(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x * w, its kernel reading x's storage as if x were contiguous (a loader's bug)."""
+    return _rows_assumed(x) * w
+
+
+@_scale_rows_assumed.register_fake
+def _(x, w):
+    return torch.empty(x.shape, dtype=x.dtype)
+
+
+def test_an_op_wrong_only_on_a_layout_fails_op_values_naming_the_sample():
+    g = torch.Generator().manual_seed(0)
+    samples = [((torch.randn(3, 8, generator=g), torch.rand(8, generator=g) + 0.5), {})]
+    found = [
+        v for i, (a, k) in enumerate(samples) for v in kernel_variants.variants(a, k, sample=i)
+    ]
+    report = kernel_truth.op_values(
+        _scale_rows_assumed,
+        found,
+        ("float32", "bfloat16"),
+        "cpu",
+        trains=False,
+        support={"bfloat16": (False, "bfloat16 refused: abs raised ...")},
+    )
+    named = {f["sample"] for f in report["failures"]}
+    assert "sample 0 as_given" not in named and "sample 0 sliced" not in named
+    assert {"sample 0 non_contiguous", "sample 0 transposed"} <= named
+    assert report["skipped"] == ["bfloat16 not run on cpu: bfloat16 refused: abs raised ..."]
+    assert report["checked"] == len(found)  # float32 only
