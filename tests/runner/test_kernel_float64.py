@@ -51,6 +51,7 @@ def run_mode(mode: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.timeout(900)  # a child on a loaded host: about 70 s each
 @pytest.mark.parametrize(
     ("mode", "said"),
     [
