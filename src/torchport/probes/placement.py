@@ -24,7 +24,9 @@ The first three need nothing from the backend. The backend's names (aten::cumsum
 are matched to the recorder's by packet (aten.cumsum).
 
 Evidence classes (``evidence_class`` on each host-op row, the strongest its evidence gives):
-  a  served by the backend's fallback (the dispatcher);
+  a  served by the backend's fallback (the dispatcher), or by a kernel that is the CPU fallback
+     (the fallback's ``aten::_to_cpu`` nested inside it); the fallback's own copies to the host
+     are part of the op they serve, never a row of their own;
   b  named by the backend itself (its op list, its warnings);
   c  ran on host tensors (parameters or buffers left on the host, tensors made there);
   d  host aten work nested inside a device op, and nothing else: the backend's kernel computes
@@ -59,6 +61,10 @@ BACKEND_LIST = "backend op list"
 WARNING = "warning ({})"  # adapter pattern / generic pattern
 EARLIER_WARNING = "warning earlier in this process ({})"
 NESTED = "nested"  # the prefix of nested evidence (class d)
+# A kernel registered as the CPU fallback itself (OpenReg's ``sub.Tensor`` is
+# ``wrapper_cpu_fallback``): the dispatcher says "kernel", but the fallback's own mechanics
+# (``aten::_to_cpu``, which only ``at::native::cpu_fallback`` calls) ran inside it.
+FALLBACK_KERNEL = "dispatcher: a kernel that runs the CPU fallback (aten._to_cpu inside)"
 EVIDENCE_CLASSES = {
     "a": "served by the backend's fallback (dispatcher)",
     "b": "named by the backend (its op list, its warnings)",
@@ -356,19 +362,20 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
         row["served_by"] = served
         if served == "fallback":
             mark(row, DISPATCHER_FALLBACK)
-        elif served == "composite" and result.nested is None:
-            # no profiled pass to follow the composite: its own family (cumsum.default calls
-            # cumsum.out), when every overload with a device entry is the fallback
-            family = rec.packet_key(row["op"])
-            if he.served_by_packet(family, result.key) == "fallback":
-                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
         elif served == "composite":
-            for inner in _followed(rec.packet_key(row["op"]), composites):
-                if he.served_by_packet(inner, result.key) == "fallback":
-                    mark(
-                        row,
-                        f"dispatcher: composite calling {inner}, served by the backend's fallback",
-                    )
+            family = rec.packet_key(row["op"])
+            followed = [
+                inner
+                for inner in (_followed(family, composites) if result.nested is not None else ())
+                if he.served_by_packet(inner, result.key) == "fallback"
+            ]
+            for inner in followed:
+                mark(row, f"dispatcher: composite calling {inner}, served by the backend's fallback")
+            if not followed and he.served_by_packet(family, result.key) == "fallback":
+                # not followed (no profiled pass, or the inner call took no device tensor in:
+                # arange.default -> arange.start_out(out=)): its own family (cumsum.default
+                # calls cumsum.out), when no overload has a kernel and one is the fallback
+                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
 
 
 def _followed(start: str, composites: dict) -> list[str]:
@@ -392,9 +399,13 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
         what = ", ".join(f"{op} on the host x{n}" for op, n in inside.host_ops.most_common(3))
         if inside.to_host_copies:
             what += (", " if what else "") + f"{inside.to_host_copies} copies to the host"
+        if inside.fallback_copies:
+            what += f" ({inside.fallback_copies} by the CPU fallback's _to_cpu)"
         how = f"{NESTED}: {what} inside the device op"
         matched = [r for r in on_device if _family(r["op"]) == _family(packet)]
         for row in matched:
+            if inside.fallback_copies and row.get("served_by") == "kernel":
+                mark(row, FALLBACK_KERNEL)
             mark(row, how)
         if not matched:
             row = rows[(packet, target)] = {
@@ -406,6 +417,8 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
             }
             if result.key and he.served_by_packet(packet, result.key) == "fallback":
                 mark(row, DISPATCHER_FALLBACK)
+            elif inside.fallback_copies:
+                mark(row, FALLBACK_KERNEL)
             mark(row, how)
 
 
