@@ -120,3 +120,44 @@ def test_a_kernel_that_is_the_fallback_is_class_a(dispatcher, monkeypatch):
     # host compute inside a real kernel, with no fallback mechanics: still class d
     assert (add["evidence_class"], add.get("host_kernel")) == ("d", True)
     assert not any(r["op"].startswith("aten._to_cpu") for r in rows)
+
+
+def test_compiled_placement_observes_the_graph_when_a_recorder_makes_dynamo_give_up(monkeypatch):
+    """torch 2.9: the function recorder (a torch-function mode) is in dynamo's guards, so each
+    step under it recompiles until the limit and the frame runs eagerly. Simulated here by a
+    function recorder whose entry changes a value the compiled code reads."""
+    import torch
+
+    from torchport.devices.cpu import CPUAdapter
+    from torchport.instruments import compile_metrics as cm
+    from torchport.instruments import function_recorder as fr
+
+    state = {"generation": 0}
+
+    class Recompiling(fr.FunctionRecorder):
+        def __enter__(self):
+            state["generation"] += 1
+            return super().__enter__()
+
+    def f(x):
+        return x * state["generation"]  # dynamo guards on the value
+
+    monkeypatch.setattr(fr, "FunctionRecorder", Recompiling)
+    cm.reset_dynamo()
+    limit = cm.recompile_limit()
+    cm.set_recompile_limit(1)
+    try:
+        compiled = torch.compile(f, backend="eager")
+        x = torch.ones(3)
+        compiled(x)
+        result = placement.observe(
+            CPUAdapter(), lambda: compiled(x), "cpu", mode="compile", nested=False
+        )
+    finally:
+        cm.set_recompile_limit(limit)
+        cm.reset_dynamo()
+    skipped = result.instruments["function_recorder"]
+    assert skipped["status"] == "skipped"
+    assert "dynamo reached its recompile limit 1 time(s)" in skipped["reason"]
+    assert result.compiles["limit_hits"] == 0 and result.compiles["graphs_compiled"] >= 1
+    assert result.recording.ops  # the compiled graph's ops, seen by the dispatch recorder

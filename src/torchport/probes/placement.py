@@ -37,10 +37,12 @@ Every list ranks by class first and calls second, so no class-a op hides behind 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 
 from torchport.devices import signals
+from torchport.instruments import compile_metrics as cm
 from torchport.instruments import dispatch_recorder as rec
 from torchport.instruments import function_recorder as fr
 from torchport.instruments import host_evidence as he
@@ -84,6 +86,8 @@ class PassResult:
     # instrument -> {"status": "ok" | "failed" | "skipped", "error"/"reason": ...}
     instruments: dict = field(default_factory=dict)
     observer_effect: dict | None = None  # backend ops the recorders added to the step
+    # compile mode: graphs compiled and recompile-limit hits during the recorders' pass
+    compiles: dict | None = None
 
 
 class InstrumentFailed(RuntimeError):
@@ -152,15 +156,21 @@ def observe(
         instruments["recorders"] = _failed(exc)
         raise InstrumentFailed(instruments) from exc
     try:
-        adapter.start_fallback_tracking()
-        with (
-            signals.capture(adapter.fallback_patterns) as messages,
-            fr.FunctionRecorder() as functions,
-            rec.DispatchRecorder() as r,
-        ):
-            value = step()
-        adapter.wait_for(value)
-        recorded = adapter.fallback_ops()
+        (r, functions, messages, recorded, compiles) = _recorders_pass(adapter, step, mode)
+        if _gave_up(compiles):
+            # the recorders made dynamo recompile to its limit, so the frames ran eagerly: the
+            # function recorder (a torch-function mode, in dynamo's guards on torch 2.9) is
+            # left out and the compiled step observed again under the dispatch recorder alone
+            first = compiles
+            cm.reset_dynamo()
+            (r, functions, messages, recorded, compiles) = _recorders_pass(
+                adapter, step, mode, functions_too=False
+            )
+            instruments["function_recorder"] = {
+                "status": "skipped",
+                "reason": f"with it on, dynamo reached its recompile limit "
+                f"{first['limit_hits']} time(s) (frames ran eagerly); compiled again without it",
+            }
     except Exception as exc:
         instruments["recorders"] = _failed(exc)
         raise InstrumentFailed(instruments) from exc
@@ -171,6 +181,7 @@ def observe(
         messages=messages,
         functions=functions.calls,
         instruments=instruments,
+        compiles=compiles or None,
     )
     if plain is not None and recorded is not None:
         result.backend, result.observer_effect = _without_observer_ops(plain, recorded)
@@ -182,6 +193,27 @@ def observe(
         else:
             he.forget_registrations()  # kernels may have been registered since the last pass
     return result
+
+
+def _recorders_pass(adapter, step, mode: str, *, functions_too: bool = True) -> tuple:
+    """One step under the recorders: (dispatch recorder, function recorder, messages heard,
+    the backend's accounting, what dynamo compiled meanwhile in compile mode)."""
+    adapter.start_fallback_tracking()
+    functions = fr.FunctionRecorder()
+    with cm.watch_compiles(mode == "compile") as compiles:
+        with (
+            signals.capture(adapter.fallback_patterns) as messages,
+            functions if functions_too else contextlib.nullcontext(),
+            rec.DispatchRecorder() as r,
+        ):
+            value = step()
+        adapter.wait_for(value)
+    return r, functions, messages, adapter.fallback_ops(), compiles
+
+
+def _gave_up(compiles: dict) -> bool:
+    hits = compiles.get("limit_hits")
+    return isinstance(hits, int) and hits > 0
 
 
 def _plain_accounting(adapter, step, instruments: dict, warmup: int) -> dict | None:
@@ -619,6 +651,15 @@ class PlacementProbe(Probe):
         except InstrumentFailed as exc:  # the instrument's failure, never the case's
             return ProbeReport(findings={**findings, "placement_instruments": exc.instruments})
         findings["placement_instruments"] = result.instruments
+        if result.compiles is not None:
+            findings["placement_compiles"] = result.compiles
+            if _gave_up(result.compiles):  # even the dispatch recorder alone: said, not hidden
+                findings["placement_observed"] = "eager (degraded)"
+                findings["placement_degraded"] = (
+                    "under the recorders dynamo reached its recompile limit "
+                    f"{result.compiles['limit_hits']} time(s): the frames ran eagerly, so the "
+                    "ops recorded are eager ones, not the compiled graph's"
+                )
         if result.observer_effect is not None:
             findings["placement_observer_effect"] = result.observer_effect
         ops = op_table(result, target)
