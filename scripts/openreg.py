@@ -86,7 +86,9 @@ def pack_wheel(built_venv: Path, out_dir: Path) -> Path:
     dist = dists[0]
     info = f"{DIST}-{dist.version}.dist-info"
     wheel_meta = (site / info / "WHEEL").read_text()
-    tag = next(line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:"))
+    tag = next(
+        line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{DIST}-{dist.version}-{tag}.whl"
     partial = target.with_suffix(".partial")
@@ -141,8 +143,7 @@ def overlay_venv(path: Path) -> Path:
     )
     launcher = path / "bin" / "torchport"
     launcher.write_text(
-        f"#!{python}\nimport sys\nfrom torchport.interfaces.cli import main\n"
-        "sys.exit(main())\n"
+        f"#!{python}\nimport sys\nfrom torchport.interfaces.cli import main\nsys.exit(main())\n"
     )
     launcher.chmod(0o755)
     return python
@@ -150,8 +151,18 @@ def overlay_venv(path: Path) -> Path:
 
 def install(wheel: Path, python: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-         "--force-reinstall", str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--force-reinstall",
+            str(wheel),
+        ],
         check=True,
     )
 

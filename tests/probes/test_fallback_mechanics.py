@@ -20,7 +20,9 @@ DEV = "openreg"
 
 def event(name, *children, devices=(), start=0):
     """A profiler event: its name, its tensor inputs' devices, its children."""
-    inputs = [types.SimpleNamespace(device=types.SimpleNamespace(type=d), sizes=[2]) for d in devices]
+    inputs = [
+        types.SimpleNamespace(device=types.SimpleNamespace(type=d), sizes=[2]) for d in devices
+    ]
     return types.SimpleNamespace(
         name=name,
         children=list(children),
@@ -104,7 +106,11 @@ def dispatcher(monkeypatch):
 
 def test_a_kernel_that_is_the_fallback_is_class_a(dispatcher, monkeypatch):
     monkeypatch.setattr(placement.signals, "_HEARD", placement.signals.Messages())
-    served = {"aten.sub.Tensor": "kernel", "aten.mm.default": "fallback", "aten.add.Tensor": "kernel"}
+    served = {
+        "aten.sub.Tensor": "kernel",
+        "aten.mm.default": "fallback",
+        "aten.add.Tensor": "kernel",
+    }
     dispatcher(served)
     nested = he.Nested()
     nested.inside["aten.sub"] = he.Inside(calls=3, to_host_copies=6, fallback_copies=6)

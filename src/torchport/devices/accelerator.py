@@ -36,7 +36,7 @@ class Route:
 
     @property
     def standard(self) -> bool:
-        return bool(self.how) and self.how.startswith(STANDARD)
+        return self.how is not None and self.how.startswith(STANDARD)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -139,7 +139,10 @@ class DeviceAdapter:
                 and not self.waits_by_reading_back
             )
             if not plain or not self.route("synchronize").standard:
-                self.__dict__["_events"] = (None, "the device is not synchronised by the standard API")
+                self.__dict__["_events"] = (
+                    None,
+                    "the device is not synchronised by the standard API",
+                )
             else:
                 from torchport.devices import accelerator
 

@@ -402,7 +402,9 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
                 if he.served_by_packet(inner, result.key) == "fallback"
             ]
             for inner in followed:
-                mark(row, f"dispatcher: composite calling {inner}, served by the backend's fallback")
+                mark(
+                    row, f"dispatcher: composite calling {inner}, served by the backend's fallback"
+                )
             if not followed and he.served_by_packet(family, result.key) == "fallback":
                 # not followed (no profiled pass, or the inner call took no device tensor in:
                 # arange.default -> arange.start_out(out=)): its own family (cumsum.default
