@@ -21,7 +21,7 @@ Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong,
 replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
 words (``correct_faster``, ``correct_slower``, ``correct_noisy_timing`` when the timing cannot tell
 the sides apart, ``correct_same_speed`` when the gap is under ``MIN_SPEED_GAP`` or inside the
-noise, ``opcheck_fail``, ...) with its reason; the
+noise (``runner/speed_verdict.py``), ``opcheck_fail``, ...) with its reason; the
 metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
 above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
 is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
@@ -39,10 +39,7 @@ from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
 from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
-
-# A speed verdict (correct_faster / correct_slower) needs the step medians this far apart, as
-# well as a gap beyond the noise (``KernelLadder._gap_unclear``).
-MIN_SPEED_GAP = 0.05
+from torchport.runner.speed_verdict import gap_unclear
 from torchport.records.result import capture, error_note, error_value
 from torchport.runner import kernel_checks
 from torchport.runner.stages import Stage, StageRunner, Stop
@@ -614,33 +611,6 @@ class KernelLadder(StageRunner):
             else ""
         )
 
-    def _gap_unclear(self, speed: float) -> str:
-        """Why the step medians' gap decides no speed verdict ("" when it does): under
-        ``MIN_SPEED_GAP``, or inside the noise (the per-round ratios' p10-p90 spans 1 and the
-        sides' p10-p90 ranges overlap), so a 1 % gap under load is never "faster"."""
-        gap = abs(speed - 1.0)
-        if gap < MIN_SPEED_GAP:
-            return (
-                f"the step medians differ by {gap:.1%}, under the {MIN_SPEED_GAP:.0%} a speed "
-                "verdict needs"
-            )
-        timing = self.kernel.get("timing")
-        step = timing.get("step") if isinstance(timing, dict) else None
-        if not isinstance(step, dict) or len(step) != 2:
-            return ""
-        paired = timing.get("step_paired") or {}  # type: ignore[union-attr]
-        if paired and (paired["p10"] > 1.0 or paired["p90"] < 1.0):
-            return ""
-        o, r = step["original"], step["replacement"]
-        if r["p10_ms"] > o["p90_ms"] or r["p90_ms"] < o["p10_ms"]:
-            return ""
-        spans = (
-            f"the per-round ratio's p10-p90 {paired['p10']:.2f}-{paired['p90']:.2f} spans 1 and "
-            if paired
-            else ""
-        )
-        return f"the gap is inside the noise: {spans}the sides' p10-p90 ranges overlap"
-
     def finish(self) -> dict:
         k, m = self.kernel, self.out.metrics
         if self.out.status == "pass":
@@ -649,7 +619,7 @@ class KernelLadder(StageRunner):
                 k.update(verdict="correct_untimed", reason="correct; the step was not timed")
             else:
                 noise = self._step_noise()
-                unclear = "" if noise else self._gap_unclear(speed)
+                unclear = "" if noise else gap_unclear(self.kernel.get("timing"), speed)
                 k["verdict"] = (
                     "correct_noisy_timing"
                     if noise
