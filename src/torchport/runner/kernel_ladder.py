@@ -39,9 +39,9 @@ from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
 from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
-from torchport.runner.speed_verdict import gap_unclear
 from torchport.records.result import capture, error_note, error_value
 from torchport.runner import kernel_checks
+from torchport.runner.speed_verdict import gap_unclear
 from torchport.runner.stages import Stage, StageRunner, Stop
 from torchport.timing import Summary, clock, sample_blocked, sample_interleaved, step_timer
 
