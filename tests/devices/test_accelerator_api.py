@@ -133,8 +133,17 @@ def fake_torch(monkeypatch):
     module = types.SimpleNamespace(
         synchronize=lambda: calls.append("module sync"), max_memory_allocated=lambda: 5
     )
+    original_empty = torch.empty
+
+    def empty(*args, device=None, **kwargs):  # the trial calls touch the device first
+        if str(device).startswith("fakedev"):
+            calls.append(f"touched {device}")
+            return original_empty(*args, **kwargs)
+        return original_empty(*args, device=device, **kwargs)
+
     monkeypatch.setattr(torch, "accelerator", api)
     monkeypatch.setattr(torch, "fakedev", module, raising=False)
+    monkeypatch.setattr(torch, "empty", empty)
     return types.SimpleNamespace(api=api, memory=memory, module=module, calls=calls)
 
 
@@ -200,3 +209,22 @@ def test_a_failing_peak_read_is_a_reason_not_a_figure(fake_torch):
     a = adapter()
     assert a.peak_memory_bytes() is None
     assert "allocator gone" in a.peak_memory_reason()
+
+
+def test_a_standard_call_that_refuses_later_hands_over_to_the_device_module(fake_torch):
+    """A Python backend's synchronize answers an untouched device and refuses once it holds a
+    tensor: the adapter touches the device before trying, and re-routes if it refuses later."""
+    state = {"calls": 0}
+
+    def later(i=None):
+        state["calls"] += 1
+        if state["calls"] > 1:
+            raise RuntimeError("Backend doesn't support synchronizing all streams on device.")
+
+    fake_torch.api.synchronize = later
+    a = adapter()
+    a.synchronize()  # tried once (works), then the real call refuses
+    assert fake_torch.calls[0] == "touched fakedev:0"
+    assert fake_torch.calls[-1] == "module sync"
+    assert a.sync_method == "torch.fakedev.synchronize()"
+    assert "doesn't support synchronizing" in a.route("synchronize").why_not

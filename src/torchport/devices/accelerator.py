@@ -77,7 +77,7 @@ def _standard_function(name: str) -> tuple[Callable | None, str]:
     return None, f"torch {torch.__version__} has no {STANDARD}.memory.{name}"
 
 
-def _module_route(device_type: str, name: str, why_not: str) -> Route:
+def module_route(device_type: str, name: str, why_not: str) -> Route:
     import torch
 
     fn = getattr(getattr(torch, device_type, None), name, None)
@@ -85,6 +85,15 @@ def _module_route(device_type: str, name: str, why_not: str) -> Route:
         return Route(f"torch.{device_type}.{name}()", fn, why_not)
     missing = f"torch.{device_type} has no {name}"
     return Route(None, None, f"{why_not}; {missing}" if why_not else missing)
+
+
+def _touch(device_type: str, index: int) -> None:
+    """Put one element on the device, so that a trial call meets the device as a step will:
+    some backends answer an untouched device without doing anything (a Python backend's
+    synchronize succeeds before its first tensor and raises after it)."""
+    import torch
+
+    torch.empty(1, device=f"{device_type}:{index}")
 
 
 def synchronize_route(device_type: str, index: int) -> Route:
@@ -98,12 +107,13 @@ def synchronize_route(device_type: str, index: int) -> Route:
             why = f"torch {torch.__version__} has no {STANDARD}.synchronize"
         else:
             try:
+                _touch(device_type, index)
                 sync(index)
             except Exception as exc:
                 why = f"{STANDARD}.synchronize() raised {_first_line(exc)}"
             else:
                 return Route(f"{STANDARD}.synchronize()", lambda: sync(index))
-    return _module_route(device_type, "synchronize", why)
+    return module_route(device_type, "synchronize", why)
 
 
 def memory_route(device_type: str, name: str, index: int) -> Route:
@@ -118,13 +128,14 @@ def memory_route(device_type: str, name: str, index: int) -> Route:
             why = where
         else:
             try:
+                _touch(device_type, index)
                 if probe is not None:
                     probe(index)
             except Exception as exc:
                 why = f"{STANDARD}.memory.memory_allocated() raised {_first_line(exc)}"
             else:
                 return Route(where, lambda: fn(index))
-    return _module_route(device_type, name, why)
+    return module_route(device_type, name, why)
 
 
 def device_count_route(device_type: str) -> Route:
@@ -136,7 +147,7 @@ def device_count_route(device_type: str) -> Route:
         if callable(count):
             return Route(f"{STANDARD}.device_count()", count)
         why = f"torch {torch.__version__} has no {STANDARD}.device_count"
-    return _module_route(device_type, "device_count", why)
+    return module_route(device_type, "device_count", why)
 
 
 def event_timing(device_type: str, index: int) -> tuple[Callable | None, str]:

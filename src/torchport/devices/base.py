@@ -124,9 +124,23 @@ class DeviceAdapter:
         return routes[what]
 
     def synchronize(self) -> None:
-        call = self.route("synchronize").call
-        if call is not None:
-            call()
+        route = self.route("synchronize")
+        if route.call is None:
+            return
+        try:
+            route.call()
+        except Exception as exc:
+            if not route.standard:
+                raise
+            # the standard call worked when tried and refuses now: the device module answers
+            # from here on, and the route says why
+            from torchport.devices import accelerator
+
+            why = f"torch.accelerator.synchronize() raised {type(exc).__name__}: {exc}"[:200]
+            self.__dict__["_routes"]["synchronize"] = accelerator.module_route(
+                self.torch_type, "synchronize", why
+            )
+            self.synchronize()
 
     def timing_events(self):
         """A maker of timing events (``torch.Event``) where the device's events time an
