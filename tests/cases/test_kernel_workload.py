@@ -45,13 +45,26 @@ def test_a_marked_function_must_return_a_replacement(folder):
 
 
 def test_builtin_ops_opcheck_and_gradcheck_verdicts():
+    from torchport.runner import kernel_truth, kernel_variants
+
     ops = kernels.builtin_ops()
     f32 = kernels.rms_norm_samples(torch.float32, "cpu")
-    f64 = kernels.rms_norm_samples(torch.float64, "cpu")
     assert kernel_checks.opcheck(ops["rms_norm"], f32)["failed"] == 0
     bad_fake = kernel_checks.opcheck(ops["rms_norm_bad_fake"], f32)
     assert bad_fake["failed"] == 3 and bad_fake["failures"][0]["test"] == "test_faketensor"
-    assert kernel_checks.gradcheck(ops["rms_norm"], f64)["failed"] == 0
-    assert kernel_checks.gradcheck(ops["rms_norm_slow"], f64)["failed"] == 0
-    bad = kernel_checks.gradcheck(ops["rms_norm_bad_backward"], f64)
-    assert bad["failed"] == 3 and "Jacobian mismatch" in bad["failures"][0]["message"]
+    # gradcheck on every variant of the samples (layouts, sizes), float64 on the CPU
+    found = [
+        v
+        for i, (args, kwargs) in enumerate(kernels.rms_norm_samples(torch.float64, "cpu"))
+        for v in kernel_variants.variants(args, kwargs, i)
+    ]
+    assert {"non_contiguous", "transposed", "sliced", "expanded", "odd_rows"} <= {
+        v.name for v in found
+    }
+    assert kernel_truth.gradcheck(ops["rms_norm"], found, "cpu")["failed"] == 0
+    bad = kernel_truth.gradcheck(ops["rms_norm_bad_backward"], found, "cpu")
+    assert bad["failed"] >= 3 and "Jacobian mismatch" in bad["failures"][0]["message"]
+    # the fake kernel keeps a transposed input's layout, as the real kernel does
+    transposed = [v for v in found if v.name == "transposed"]
+    calls = [v.call_args(v.leaves(torch.float32, "cpu")) for v in transposed]
+    assert kernel_checks.opcheck(ops["rms_norm"], calls)["failed"] == 0

@@ -4,9 +4,11 @@
     torchport run --workload my_rmsnorm:fused_rmsnorm --device cpu --modes eager
 
 The op is a ``torch.library.custom_op`` (Python here; a C++, Triton or vendor-language kernel
-registers the same way). torchport checks its registration (opcheck), its gradients
-(gradcheck, float64), compares it with transformers' LlamaRMSNorm on OpInfo-like samples, runs
-the whole model with it against the model with the original, and times both.
+registers the same way). torchport checks its registration (opcheck) and its gradients
+(gradcheck, float64) on variants of the samples below (non-contiguous, transposed, sliced,
+expanded, odd sizes), compares it and transformers' LlamaRMSNorm with the float64 truth on
+samples of what the model gives it, runs the whole model with it against the model with the
+original, and times both.
 """
 
 import torch
@@ -24,7 +26,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 @rms_norm.register_fake
 def _(x, weight, eps):
-    return x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype))
+    # element-wise on x: the real output keeps x's layout (strides), and so must the fake one
+    # (torchport's opcheck runs on transposed and sliced copies of the samples too)
+    return torch.empty_like(x, dtype=torch.promote_types(x.dtype, weight.dtype))
 
 
 def _setup(ctx, inputs, output):

@@ -153,9 +153,15 @@ def builtin_ops() -> dict[str, Any]:
             impl
         )
 
-        def fake(x, weight, eps, _wrong=wrong_fake):
-            shape = x.shape[:-1] if _wrong else x.shape  # the bad one drops the last dim
-            return x.new_empty(shape, dtype=torch.promote_types(x.dtype, weight.dtype))
+        def fake(x, weight, eps, _wrong=wrong_fake, _rows=impl is _forward_slow):
+            dtype = torch.promote_types(x.dtype, weight.dtype)
+            if _wrong:  # the bad one drops the last dim
+                return x.new_empty(x.shape[:-1], dtype=dtype)
+            if _rows:  # stacked row by row: contiguous whatever x's layout
+                return x.new_empty(x.shape, dtype=dtype)
+            # element-wise on x: the output keeps x's layout (a transposed x, a transposed y),
+            # as the real kernel's does; opcheck compares the strides
+            return torch.empty_like(x, dtype=dtype)
 
         op.register_fake(fake)
         op.register_autograd(

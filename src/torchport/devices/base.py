@@ -11,6 +11,10 @@ import contextlib
 import os
 import platform
 
+# device string (or device/dtype) -> (computes it, why), probed once per process
+# (float64_support, dtype_support)
+_FLOAT64: dict[str, tuple[bool, str]] = {}
+
 
 class DeviceAdapter:
     name: str = ""
@@ -262,6 +266,38 @@ class DeviceAdapter:
 
     def device_info(self) -> dict:
         return {"device_type": self.torch_type, "device_count": 0}
+
+    def float64_support(self) -> tuple[bool, str]:
+        """(computes float64, why): asked of the device once per process with a few small ops
+        that also catch a silent downcast (devices/float64.py); every instrument that would
+        put float64 on the device reads it. Call after ``prepare``."""
+        device = self.device()
+        if device not in _FLOAT64:
+            from torchport.devices import float64
+
+            try:
+                _FLOAT64[device] = float64.probe(device)
+            except Exception as exc:  # the probe itself broke: no float64 assumed, said
+                _FLOAT64[device] = (False, f"float64 not probed: {type(exc).__name__}: {exc}")
+        return _FLOAT64[device]
+
+    def dtype_support(self, dtype_name: str) -> tuple[bool, str]:
+        """(computes it, why) for a floating dtype, asked once per process: float64 as
+        ``float64_support``; float16 and bfloat16 by running the same small ops (a backend
+        whose kernels are float32-only refuses them too); float32 is assumed."""
+        if dtype_name == "float64":
+            return self.float64_support()
+        if dtype_name == "float32":
+            return True, "float32 assumed"
+        key = f"{self.device()}/{dtype_name}"
+        if key not in _FLOAT64:
+            from torchport.devices import float64
+
+            try:
+                _FLOAT64[key] = float64.probe_dtype(self.device(), dtype_name)
+            except Exception as exc:
+                _FLOAT64[key] = (False, f"{dtype_name} not probed: {type(exc).__name__}: {exc}")
+        return _FLOAT64[key]
 
     def versions(self) -> dict:
         from importlib import metadata

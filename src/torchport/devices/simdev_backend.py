@@ -41,6 +41,12 @@ The same machinery makes other test backends (``install(name=..., fallback_messa
 silent_fallback=...)``): a backend under another PrivateUse1 name, one that words its fallback
 warning its own way, or one that falls back without any word (see ``devices/quirkdev.py``).
 
+No float64 (``TORCHPORT_SIMDEV_FLOAT64``, read at each op): ``refuse`` makes every kernel that
+computes raise on a float64 device tensor, as OpenReg's float32-only kernels do ("... only
+supports float type"; tensors are still made, viewed and copied); ``float32`` computes float64
+silently at float32 precision (values rounded on the way in and out, the dtype still says
+float64), as a backend that downcasts without a word.
+
 Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
 names as for the native set, read at install) makes those native kernels return wrong values:
 floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
@@ -66,6 +72,34 @@ NATIVE_OPS_ENV = "TORCHPORT_SIMDEV_NATIVE_OPS"
 STRICT_ENV = "TORCHPORT_SIMDEV_STRICT"
 WRONG_OPS_ENV = "TORCHPORT_SIMDEV_WRONG_OPS"
 DONATE_ENV = "TORCHPORT_SIMDEV_DONATE"
+FLOAT64_ENV = "TORCHPORT_SIMDEV_FLOAT64"
+# Ops that only make, view or move memory: a device without float64 arithmetic still holds
+# float64 tensors (OpenReg's model: its float32-only kernels refuse, its copies do not).
+_FLOAT64_MEMORY_OPS = frozenset(
+    {
+        "empty",
+        "empty_strided",
+        "as_strided",
+        "view",
+        "_reshape_alias",
+        "_unsafe_view",
+        "alias",
+        "resize_",
+        "set_",
+        "fill_",
+        "zero_",
+        "copy_",
+        "_to_copy",
+        "clone",
+        "_local_scalar_dense",
+        "detach",
+        "lift_fresh",
+        "expand",
+        "slice",
+        "select",
+        "unfold",
+    }
+)
 
 # Ops that reach the backend key (composites decompose before it) in forward + backward of the
 # smoke models (MLP, conv net, HF llama / gpt2 / qwen3_moe, eager and torch.compile), found by
@@ -471,7 +505,54 @@ def _device_compute():
             torch._C._autograd._enable_record_function(True)
 
 
+def _float64_mode() -> str:
+    return os.environ.get(FLOAT64_ENV, "").strip().lower()
+
+
+def _float64_args(args, kwargs) -> bool:
+    found = []
+
+    def look(x):
+        if _is_simdev(x) and x.dtype == torch.float64:
+            found.append(x)
+        return x
+
+    tree_map(look, (args, kwargs))
+    return bool(found)
+
+
+def _round_float64(value):
+    """Every float64 simdev tensor in ``value`` rounded to float32 precision, in place."""
+
+    def spoil(x):
+        if _is_simdev(x) and x.dtype == torch.float64:
+            host = _host_view(x)
+            host.copy_(host.float())
+        return x
+
+    tree_map(spoil, value)
+    return value
+
+
 def _execute(op, args, kwargs):
+    mode = _float64_mode()
+    if mode in ("refuse", "float32"):
+        schema = getattr(op, "_schema", None)
+        name = _normalize(schema.name) if schema is not None else getattr(op, "__name__", "")
+        computes = name.removesuffix("_") not in _FLOAT64_MEMORY_OPS and (
+            name not in _FLOAT64_MEMORY_OPS
+        )
+        if computes and _float64_args(args, kwargs):
+            if mode == "refuse":
+                raise RuntimeError(
+                    f"{name} kernel only supports float32 on {_name()}: got a float64 tensor "
+                    f"({FLOAT64_ENV}=refuse)"
+                )
+            return _round_float64(_compute(op, args, kwargs))
+    return _compute(op, args, kwargs)
+
+
+def _compute(op, args, kwargs):
     pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (simdev arg, its CPU alias)
     cpu_args: set[int] = set()  # storages of genuine CPU args
 
@@ -556,6 +637,8 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
         src_h = _host_view(src) if _is_simdev(src) else src
         dst_h = _host_view(dst) if _is_simdev(dst) else dst
         dst_h.copy_(src_h)
+    if _float64_mode() == "float32" and _is_simdev(dst) and dst.dtype == torch.float64:
+        _round_float64(dst)  # the device keeps float32 precision whatever the dtype says
     return dst
 
 

@@ -37,6 +37,7 @@ def fingerprint(adapter) -> dict:
     info = {}
     with contextlib.suppress(Exception):
         info = adapter.device_info()
+    float64, why = adapter.float64_support()  # never raises: a broken probe says so
     return {
         "torch": torch.__version__,
         "torch_git": getattr(torch.version, "git_version", None),
@@ -47,6 +48,7 @@ def fingerprint(adapter) -> dict:
         "backend_packages": adapter.versions(),
         "device": adapter.name,
         **{k: v for k, v in info.items() if k != "device_type"},
+        "float64": {"supported": float64, "detail": why},
         "cpu": cpu_model(),
         "python": sys.version.split()[0],
         "os": platform.platform(),

@@ -335,7 +335,9 @@ def _bandwidth_calls(n: int, world: int, device: str) -> dict:
 def _over_ranks(seconds: float, op, device: str) -> float:
     """``seconds`` of this rank reduced over the world by ``op`` (an all_reduce on the device,
     outside any timed region): every rank gets the same value back."""
-    shared = torch.tensor([seconds], dtype=torch.float64)
+    # float32: a device is never assumed to compute float64 (TPUs, Trainium, OpenReg do not);
+    # seven significant digits of a time are more than its noise
+    shared = torch.tensor([seconds], dtype=torch.float32)
     shared = shared.to(device) if device != "cpu" else shared
     dist.all_reduce(shared, op=op)
     return float(shared.to("cpu"))
