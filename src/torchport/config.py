@@ -368,6 +368,13 @@ class RunConfig:
             raise ConfigError("--ray-address needs --executor ray")
         if self.ray_retries < 0:
             raise ConfigError(f"--ray-retries must be >= 0; got {self.ray_retries}")
+        for name in ("world_size", "nnodes"):  # before the division below
+            flag, least, most = INT_RANGES[name]
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+                raise ConfigError(
+                    f"{flag} must be an integer from {least} to {most}; got {value!r}"
+                )
         if self.world_size % self.nnodes:
             raise ConfigError(
                 f"--world-size {self.world_size} must be a multiple of --nnodes {self.nnodes} "
@@ -375,7 +382,8 @@ class RunConfig:
             )
         if self.rdzv_endpoint is not None and not _host_port(self.rdzv_endpoint):
             raise ConfigError(
-                "--rdzv-endpoint must be HOST:PORT (e.g. 10.0.0.1:29400); "
+                "--rdzv-endpoint must be HOST:PORT with a port from 1 to 65535 "
+                "(e.g. 10.0.0.1:29400); "
                 f"got {self.rdzv_endpoint!r}"
             )
         for name, (flag, least, most) in INT_RANGES.items():  # the bounds not checked above

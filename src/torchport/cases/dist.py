@@ -22,8 +22,9 @@ from torchport.cases.base import Case
 
 KINDS = ("collectives", "bandwidth", "train")
 STRATEGIES = ("ddp", "fsdp2", "tp")
-# Element counts: one element, odd counts, and several MB at float32 (4 bytes per element).
-CONFORMANCE_SIZES = (1, 7, 1000, 65_537, 1_048_579)
+# Element counts: none (an empty tensor), one element, odd counts, and several MB at float32
+# (4 bytes per element).
+CONFORMANCE_SIZES = (0, 1, 7, 1000, 65_537, 1_048_579)
 BANDWIDTH_SIZES = (1024, 16_384, 262_144, 1_048_576, 4_194_304)
 CONFORMANCE_DTYPES = ("float32", "bfloat16", "float16", "int64", "bool")
 TRAIN_MODELS = ("mlp", "llama", "qwen3_moe")
@@ -42,6 +43,9 @@ class DistSpec:
     steps: int = 3
     fault: str | None = None  # a simccl planted fault (devices/simdev_dist.py)
     backend: str | None = None  # forces the collective backend (planted faults: simccl)
+    # each checked collective's own deadline (None: runner/dist_guard.py's default, from the
+    # world's deadline); a planted hang keeps it short
+    collective_deadline_s: float | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -79,9 +83,11 @@ class DistCase(Case):
 def dist_suite() -> list[Case]:
     """Distributed interface: collectives vs float64, bandwidth, DDP/FSDP2/TP training parity."""
     cases: list[Case] = [
+        # version 2: empty tensors; integer AVG judged by the backend's convention
         DistCase(
             "dist/collectives",
             DistSpec(kind="collectives", sizes=CONFORMANCE_SIZES, dtypes=CONFORMANCE_DTYPES),
+            version=2,
         ),
         # non-contiguous inputs apart: a backend that ignores strides is its own finding
         DistCase(
@@ -111,6 +117,8 @@ PLANTED_FAULTS = {
     "dist_drop_rank": "drop_rank",  # all_reduce leaves out one rank's contribution
     "dist_chunk_order": "chunk_order",  # reduce_scatter hands out the wrong chunk
     "dist_hang": "hang",  # all_reduce never completes on the last rank
+    "dist_empty_hang": "empty_hang",  # an empty tensor's collective never completes
+    "dist_no_data": "no_data",  # every collective succeeds and moves no data
 }
 
 
@@ -121,10 +129,11 @@ def planted_dist_cases() -> list[Case]:
             f"planted/{name}",
             DistSpec(
                 kind="collectives",
-                sizes=(1, 7),
+                sizes=(0, 1, 7) if fault == "empty_hang" else (1, 7),
                 dtypes=("float32",),
                 fault=fault,
                 backend="simccl",
+                collective_deadline_s=10.0 if fault == "empty_hang" else None,
             ),
             tags=("planted",),
         )

@@ -13,6 +13,13 @@ Planted faults, read at each collective from ``FAULT_ENV`` (for ``planted/dist_*
 drop_rank     all_reduce leaves out the last rank's contribution
 chunk_order   reduce_scatter hands each rank the chunk of the next rank
 hang          the last rank never completes its first all_reduce
+empty_hang    the last rank never completes a collective of an empty tensor (a backend that
+              waits for bytes that never come)
+no_data       every collective returns success at once and moves no data, leaving every
+              output as it was (OpenReg's upstream OCCL process group is such a stub)
+
+An integer AVG divides the integer sum by the world size truncating toward zero, as NCCL and C
+do (documented here, so conformance judges simccl by it).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import torch.distributed as dist
 
 BACKEND_NAME = "simccl"
 FAULT_ENV = "TORCHPORT_SIMCCL_FAULT"
-FAULTS = ("drop_rank", "chunk_order", "hang")
+FAULTS = ("drop_rank", "chunk_order", "hang", "empty_hang", "no_data")
 CHUNK_BYTES = 4 * 1024 * 1024  # one store value; the TCPStore server refuses more than 8 MiB
 
 
@@ -87,8 +94,10 @@ def _reduce(values: list[torch.Tensor], op) -> torch.Tensor:
         out = values[0].clone()
         for v in values[1:]:
             out = out + v if out.dtype != torch.bool else out | v
-        if op == dist.ReduceOp.AVG:
-            out = out / len(values) if out.is_floating_point() else out // len(values)
+        if op == dist.ReduceOp.AVG:  # integers: truncation toward zero, as NCCL and C
+            out = torch.div(
+                out, len(values), rounding_mode=None if out.is_floating_point() else "trunc"
+            )
         return out.to(values[0].dtype)
     if op == dist.ReduceOp.PRODUCT:
         out = values[0].clone()
@@ -143,6 +152,14 @@ class SimcclProcessGroup(dist.ProcessGroup):
         tensor is more than that."""
         self._seq += 1
         seq = self._seq
+        if (
+            self._fault() == "empty_hang"
+            and payload is not None
+            and payload.numel() == 0
+            and self._rank == self._size - 1
+        ):
+            while True:  # a planted hang: an empty tensor's collective never completes here
+                time.sleep(1)
         _post(self._store, f"{seq}/{self._rank}", _bytes(payload) if payload is not None else b"")
         counts: list[int] = []
         got: list[torch.Tensor | None] = []
@@ -309,6 +326,22 @@ _COLLECTIVES = (
     "send",
     "recv",
 )
+
+
+def _moves_no_data(method):
+    """``method``, or with the planted fault ``no_data``: success at once, nothing moved."""
+
+    def collective(self, *args, **kwargs):
+        if self._fault() == "no_data":
+            return _Done(None)
+        return method(self, *args, **kwargs)
+
+    collective.__name__ = method.__name__
+    return collective
+
+
+for _name in _COLLECTIVES:
+    setattr(SimcclProcessGroup, _name, _moves_no_data(getattr(SimcclProcessGroup, _name)))
 
 
 def hide_from_dynamo() -> None:

@@ -22,6 +22,7 @@ outside kill.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -54,6 +55,37 @@ _BOOTSTRAP = (
     f"sys.path.extend(filter(None, [os.environ.get('{WORKLOAD_PATH_ENV}')])); "
     "module = sys.argv.pop(1); runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
+
+
+def owned_folder(prefix: str) -> str:
+    """A new temporary folder that belongs to this process, ``<prefix>pid<PID>-<random>``:
+    the supervisor that ends this process removes it (``Child.kill``), however the process
+    ended (a SIGTERM or SIGKILL included), and ``remove_orphaned`` removes one whose process
+    is gone. The process removes it itself when it can."""
+    return tempfile.mkdtemp(prefix=f"{prefix}pid{os.getpid()}-")
+
+
+def remove_owned(pid: int, where: str | None = None) -> None:
+    """Every ``owned_folder`` of process ``pid`` (in ``where``: its temporary folder)."""
+    where = where or tempfile.gettempdir()
+    for path in glob.glob(os.path.join(where, f"torchport-*-pid{pid}-*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_orphaned(prefix: str) -> list[str]:
+    """The ``owned_folder``s of ``prefix`` whose process is gone (its supervisor was killed
+    before it could remove them): removed, when they are this user's. Returns their paths."""
+    removed = []
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{prefix}pid*-*")):
+        pid = path[len(os.path.join(tempfile.gettempdir(), prefix)) + 3 :].split("-", 1)[0]
+        try:
+            mine = os.stat(path).st_uid == os.getuid()
+        except OSError:
+            continue
+        if pid.isdigit() and mine and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class BadEvent(ValueError):
@@ -143,6 +175,10 @@ class Child:
         tokens = [t for t in env.get(CHILD_TOKEN_ENV, "").split(":") if t]
         env.update(
             {SUPERVISOR_PID_ENV: str(os.getpid()), CHILD_TOKEN_ENV: ":".join([*tokens, self.token])}
+        )
+        # where the child makes its temporary folders (its environment's, as tempfile reads it)
+        self.tmpdir = next(
+            (env[k] for k in ("TMPDIR", "TEMP", "TMP") if env.get(k)), tempfile.gettempdir()
         )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, module, *args, "--fd", str(write_fd)],
@@ -245,6 +281,7 @@ class Child:
                     pass
         self.reader.close()
         self.close_stdin()
+        remove_owned(self.proc.pid, self.tmpdir)  # its temporary folders, whatever ended it
         return self.returncode
 
     def tail(self, chars: int = TAIL_CHARS) -> str:

@@ -20,6 +20,7 @@ collective between two rounds would only disturb the one being timed.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import traceback
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
+from torchport.runner.dist_guard import INT_AVG_CONVENTION
 from torchport.timing import Summary, clock
 
 DTYPES = {
@@ -38,6 +40,9 @@ DTYPES = {
     "bool": torch.bool,
 }
 REDUCE_OPS = ("sum", "avg", "max", "min", "product")
+# An integer AVG divides the integer sum by the world size: NCCL and C truncate toward zero,
+# Python's // floors; they differ for a negative sum the world size does not divide.
+AVG_CONVENTIONS = {"trunc": "truncation toward zero (C, NCCL)", "floor": "floor division (//)"}
 BUS_FACTORS = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather_into_tensor": lambda n: (n - 1) / n,
@@ -68,15 +73,20 @@ def make_input(seed: int, rank: int, n: int, dtype: str, *, positive: bool = Fal
     return values.to(DTYPES[dtype]).to(torch.float64)
 
 
-def reduce_f64(values: list[torch.Tensor], op: str, dtype: str) -> torch.Tensor:
-    """The reduction over ranks computed on the CPU in float64 (int64/bool exactly)."""
+def reduce_f64(
+    values: list[torch.Tensor], op: str, dtype: str, *, convention: str = "trunc"
+) -> torch.Tensor:
+    """The reduction over ranks computed on the CPU in float64 (int64/bool exactly); an
+    integer AVG rounds by ``convention`` (``AVG_CONVENTIONS``)."""
     stacked = torch.stack(values)
     if dtype == "bool":
         return stacked.any(0) if op in ("sum", "max") else stacked.all(0)
     if op == "sum":
         return stacked.sum(0)
+    if op == "avg" and dtype == "int64":
+        return torch.div(stacked.sum(0), len(values), rounding_mode=convention)
     if op == "avg":
-        return stacked.sum(0) / len(values) if dtype != "int64" else stacked.sum(0) // len(values)
+        return stacked.sum(0) / len(values)
     if op == "product":
         return stacked.prod(0)
     return stacked.amax(0) if op == "max" else stacked.amin(0)
@@ -112,11 +122,25 @@ class Conformance:
     """Runs every (collective, op, dtype, size, layout) row on this rank."""
 
     def __init__(
-        self, *, rank: int, world: int, device: str, seed: int, sync, progress, record=None
+        self,
+        *,
+        rank: int,
+        world: int,
+        device: str,
+        seed: int,
+        sync,
+        progress,
+        record=None,
+        guard=None,
+        backend: str | None = None,
     ):
         self.rank, self.world, self.device, self.seed = rank, world, device, seed
         self.sync, self.progress = sync, progress
         self.rows: list[dict] = []
+        # each collective's own deadline (dist_guard.CollectiveDeadline): a context per row
+        self.guard = guard or (lambda label: contextlib.nullcontext())
+        # the integer AVG convention the backend documents (dist_guard.INT_AVG_CONVENTION)
+        self.int_avg = INT_AVG_CONVENTION.get(backend or "")
         # each finished row as it ends (the rank writes it to disk): a later collective that
         # kills the process (a backend's abort) does not take the rows before it along
         self.record = record or (lambda row: None)
@@ -146,9 +170,13 @@ class Conformance:
         )
         label = f"{collective}{'(' + op + ')' if op else ''} {dtype} n={n} {layout}"
         self.progress(label)
+        note = None
         try:
-            ok, worst = fn()
-            self.sync()
+            with self.guard(label):
+                got = fn()
+                self.sync()
+            ok, worst = got[:2]
+            note = got[2] if len(got) > 2 else None
         except Exception as exc:
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
             if core:
@@ -157,18 +185,61 @@ class Conformance:
                 row.update(status="skip", reason=f"the backend refused it: {reason}")
         else:
             row.update(status="pass" if ok else "fail", max_abs_err=worst)
+            if note:
+                row["note" if ok else "reason"] = note
         self.rows.append(row)
         self.record(row)
 
-    def inputs(self, n: int, dtype: str, *, positive: bool = False) -> list[torch.Tensor]:
-        return [make_input(self.seed, r, n, dtype, positive=positive) for r in range(self.world)]
+    def inputs(
+        self, n: int, dtype: str, *, positive: bool = False, odd_negative: bool = False
+    ) -> list[torch.Tensor]:
+        """Every rank's input; ``odd_negative``: element 0 sums to -(world + 1) over the
+        ranks, a negative sum that the world size does not divide (from a world of two on),
+        where truncation toward zero and floor division of an integer AVG differ."""
+        values = [make_input(self.seed, r, n, dtype, positive=positive) for r in range(self.world)]
+        if odd_negative and n:
+            for r, v in enumerate(values):
+                v[0] = -(self.world + 1) if r == 0 else 0
+        return values
+
+    def _int_avg(self, got: torch.Tensor, values: list[torch.Tensor]):
+        """(ok, wrong elements, note) of an integer AVG: judged by the convention the backend
+        documents (``INT_AVG_CONVENTION``), else passing with either convention, the one it
+        follows named."""
+        results = {c: reduce_f64(values, "avg", "int64", convention=c) for c in AVG_CONVENTIONS}
+        matched = [c for c in AVG_CONVENTIONS if compare(got, results[c], "int64", None)[0]]
+        wrong = compare(got, results[self.int_avg or "trunc"], "int64", None)[1]
+        if self.int_avg:
+            other = [c for c in matched if c != self.int_avg]
+            if self.int_avg in matched:
+                return True, 0.0, f"integer AVG by {AVG_CONVENTIONS[self.int_avg]}, as documented"
+            note = f"the backend documents {AVG_CONVENTIONS[self.int_avg]}" + (
+                f", this is {AVG_CONVENTIONS[other[0]]}" if other else ""
+            )
+            return False, wrong, note
+        if not matched:
+            return False, wrong, "neither convention: " + " nor ".join(AVG_CONVENTIONS.values())
+        if len(matched) == len(AVG_CONVENTIONS):
+            return True, 0.0, "integer AVG: both conventions agree on these inputs"
+        return (
+            True,
+            0.0,
+            (
+                f"integer AVG by {AVG_CONVENTIONS[matched[0]]} (the backend documents no "
+                "convention; both are accepted)"
+            ),
+        )
 
     # -- the collectives ------------------------------------------------------------------
     def all_reduce(self, n: int, dtype: str, op: str, layout: str):
+        int_avg = op == "avg" and dtype == "int64"
+
         def run():
-            values = self.inputs(n, dtype, positive=op == "product")
+            values = self.inputs(n, dtype, positive=op == "product", odd_negative=int_avg)
             tensor = self._dev(values[self.rank], dtype, strided=layout == "strided")
             dist.all_reduce(tensor, op=_op(op))
+            if int_avg:
+                return self._int_avg(tensor, values)
             bound = float_bound(values, dtype)
             if bound is not None and op in ("max", "min"):
                 bound = None  # exact: a max is one of the inputs
@@ -453,7 +524,7 @@ def bandwidth(
     return rows
 
 
-def host_staging(*, world: int, device: str, progress, n: int = 1024) -> list[dict]:
+def host_staging(*, world: int, device: str, progress, n: int = 1024, guard=None) -> list[dict]:
     """Collectives whose device tensors are copied to host memory while they run: each
     collective once (float32, ``n`` elements per rank) under a dispatch recorder that counts
     device→host copies (``_to_copy`` / ``copy_`` with a ``device`` source and a CPU result).
@@ -486,9 +557,10 @@ def host_staging(*, world: int, device: str, progress, n: int = 1024) -> list[di
 
     rows = []
     for name, (fn, nbytes) in _bandwidth_calls(n, world, device).items():
-        progress(f"{name} host-staging check n={n}")
+        label = f"{name} host-staging check n={n}"
+        progress(label)
         recorder = DeviceToHost()
-        with recorder:
+        with guard(label) if guard else contextlib.nullcontext(), recorder:
             fn()
         rows.append(
             {

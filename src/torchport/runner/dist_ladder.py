@@ -21,15 +21,20 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
-from torchport.records.result import error_note
+from torchport.execution.child import owned_folder, remove_orphaned
+from torchport.records.result import error_note, skipped
+from torchport.runner.dist_guard import NoCollectiveBackend, collective_deadline_s
 from torchport.runner.dist_launch import launch_world
 from torchport.runner.stages import Stage, StageRunner
 from torchport.timing import clock
 
-VERSION = 2  # 2: the training reference comes from a clean child
+VERSION = 3  # 2: the training reference comes from a clean child; 3: every rank's report
 SKIPPED_STATUSES = ("skip",)
+OUT_PREFIX = "torchport-dist-"  # the ranks' folder: task, per-rank logs, rows and outcomes
+# what a rank writes before it has joined the world: a rank last seen here never got past
+# the rendezvous (None: it never wrote anything)
+RENDEZVOUS_STEPS = (None, "start-up", "init_process_group")
 
 
 def group_deadline_s(timeout_s: float) -> float:
@@ -43,14 +48,21 @@ def merge_rows(ranks: list[dict]) -> list[dict]:
     ranks where it was not a pass, the largest error."""
     order = {"error": 0, "fail": 1, "skip": 2, "pass": 3}
     merged: dict[tuple, dict] = {}
+    seen: dict[tuple, set] = {}  # the ranks that reported each row
+    everyone: set = set()
     for record in ranks:
         outcome = record.get("outcome") or {}
-        for row in outcome.get("rows") or record.get("rows_before_death", []):
+        rows = outcome.get("rows") or record.get("rows_before_death", [])
+        everyone.update(row["rank"] for row in rows)
+        if record.get("outcome"):
+            everyone.add(outcome.get("rank"))
+        for row in rows:
             key = (row["collective"], row["op"], row["dtype"], row["size"], row["layout"])
             into = merged.setdefault(
                 key, {k: row[k] for k in ("collective", "op", "dtype", "size", "layout")}
             )
             into.setdefault("status", row["status"])
+            seen.setdefault(key, set()).add(row["rank"])
             if order[row["status"]] < order[into["status"]]:
                 into["status"] = row["status"]
             if row["status"] != "pass":
@@ -59,7 +71,27 @@ def merge_rows(ranks: list[dict]) -> list[dict]:
                     into.setdefault("reason", row["reason"])
             if "max_abs_err" in row:
                 into["max_abs_err"] = max(into.get("max_abs_err", 0.0), row["max_abs_err"])
+            if row.get("note"):
+                into.setdefault("note", row["note"])
+    for key, into in merged.items():
+        missing = everyone - seen[key] - {None}
+        if missing:  # ranks that reported, but not this row
+            into["missing_ranks"] = sorted(missing)
     return list(merged.values())
+
+
+def _log_quote(log: str, lines: int = 3) -> str:
+    """The last ``lines`` message lines of a launcher's log, joined: a C++ backtrace's frames
+    (``frame #N: ...``, ``<omitting python frames>``) and a Python traceback's indented lines
+    are left out, so the quote is the error itself."""
+    kept = [
+        line.strip()
+        for line in log.splitlines()
+        if line.strip()
+        and not line[:1].isspace()
+        and not line.startswith(("frame #", "<omitting python frames>", "Traceback ("))
+    ]
+    return " | ".join(kept[-lines:])[-400:]
 
 
 def row_label(row: dict) -> str:
@@ -101,6 +133,7 @@ class DistLadder(StageRunner):
         )
         if spec.strategy:
             self.out.findings["dist"]["strategy"] = spec.strategy
+        self._refuse_without_backend()
         if world_size % config.nnodes:
             self.stop(
                 "build_fail",
@@ -111,6 +144,33 @@ class DistLadder(StageRunner):
                 ),
             )
 
+    def _refuse_without_backend(self) -> None:
+        """``skip`` before anything starts when no collective backend serves the device (none
+        mapped to its type, or the one mapped or asked for does not declare it): the reason
+        says so, instead of a failure inside the first collective."""
+        from torchport.devices.simdev_dist import register as register_simccl
+        from torchport.runner.dist_guard import collective_backend
+
+        register_simccl()  # as a rank does: simdev's backend, and planted faults' on any device
+        self.adapter.register_collectives()
+        try:
+            backend = collective_backend(
+                self.adapter.torch_type, self.case.spec.backend or self.config.dist_backend
+            )
+        except NoCollectiveBackend as exc:
+            result = skipped(
+                self.case.id,
+                self.mode,
+                case_version=self.case.version,
+                reason=str(exc),
+                tags=tuple(self.case.tags),
+            )
+            result.findings.update(self.out.findings)
+            result.findings["skip"] = "no collective backend"
+            result.probe_versions.update(self.out.probe_versions)
+            self.skip(result)
+        self.out.findings["dist"]["backend_chosen"] = backend
+
     def _trains(self) -> bool:
         return self.case.spec.kind == "train"
 
@@ -118,7 +178,11 @@ class DistLadder(StageRunner):
         return self._train_reference(self.config.world_size)
 
     def _world_stage(self):
-        out_dir = tempfile.mkdtemp(prefix="torchport-dist-")
+        # The ranks' folder belongs to this worker: removed here, and by the supervisor that
+        # ends the worker however it ends (a SIGTERM or SIGKILL of the run included); one a
+        # killed supervisor left behind is removed by the next dist case.
+        remove_orphaned(OUT_PREFIX)
+        out_dir = owned_folder(OUT_PREFIX)
         try:
             return self._launch(out_dir, self.got.get("reference"))
         finally:
@@ -165,6 +229,9 @@ class DistLadder(StageRunner):
             "out_dir": out_dir,
             # the backend's own timeout is past the group deadline: a hang is ours to name
             "collective_timeout_s": config.timeout_s + 60,
+            # each checked collective's own deadline, inside the world's
+            "collective_deadline_s": spec.collective_deadline_s
+            or collective_deadline_s(deadline_s),
             "compile_backend": config.compile_backend,
             "train_reference": reference_path,
         }
@@ -197,9 +264,14 @@ class DistLadder(StageRunner):
             self.out.findings["dist"]["rows_before_death"] = len(before)
 
     def _judge(self, world) -> None:
+        """One verdict from what the world reported. A world in which fewer ranks reported
+        than were expected here is never a pass: ``timeout`` (the deadline, or torchrun's
+        rendezvous limit, passed) or ``crash``, naming the ranks that did not report, where
+        each was, the rendezvous, and the launcher's exit status and last log lines."""
         out = self.out
         info = out.findings["dist"]
         info["elapsed_s"] = world.elapsed_s
+        info["rendezvous"] = world.rendezvous
         ranks = world.ranks
         info["ranks"] = [
             {
@@ -214,70 +286,186 @@ class DistLadder(StageRunner):
             }
             for r in ranks
         ]
+        if world.agents:
+            info["launcher_exit"] = [{**a, "log_tail": a["log_tail"][-2000:]} for a in world.agents]
         outcomes = [r["outcome"] for r in ranks if r["outcome"]]
         backends = {o.get("backend") for o in outcomes if o.get("backend")}
         if backends:
             info["backend"] = sorted(backends)[0]
         out.metrics["world_size"] = float(self.config.world_size)
+        out.metrics["ranks_reported"] = float(len(outcomes))
         out.durations["world_s"] = world.elapsed_s
         if world.left_running:
             info["left_running"] = world.left_running
-        stuck = [r for r in ranks if not r["outcome"]]
-        if world.timed_out and not stuck:
+        silent = [r for r in ranks if not r["outcome"]]  # started here, no report
+        never = world.expected_local - len(ranks)  # expected here, never started
+        complete = not silent and never <= 0
+        if world.timed_out and complete:
             # every rank reported, but the world did not exit in time: the results stand,
             # the hang at exit is recorded
             info["hung_after_reporting"] = True
         elif world.timed_out:
             self._rows_before_death(ranks)  # what the ranks finished before the hang
-            where = "; ".join(f"rank {r['rank']} in {r['last_collective']}" for r in stuck)
             out.fail(
                 "timeout",
                 "run",
                 error_note(
                     "DistTimeout",
-                    f"the world of {len(ranks)} ranks ran past its "
-                    f"{self.world_deadline_s:.3g} s deadline: {where}; "
-                    "every rank was ended",
+                    f"the world of {self.config.world_size} ranks ran past its "
+                    f"{self.world_deadline_s:.3g} s deadline: "
+                    f"{self._missing(world, silent, never)}; every rank was ended"
+                    f"{self._launcher_said(world)}",
                 ),
             )
             return
         failed = [o for o in outcomes if o.get("error")]
         if failed:
-            first = failed[0]
-            last = next(r["last_collective"] for r in ranks if r["rank"] == first["rank"])
-            error = dict(first["error"])
-            ended = [str(r["rank"]) for r in ranks if r.get("killed")]
-            error["message"] = f"rank {first['rank']} in {last}: {error['message']}" + (
-                f" (ranks ended by the supervisor: {', '.join(ended)})" if ended else ""
-            )
-            out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
+            self._failed(ranks, failed)
             return
-        # a rank that died on its own before those the supervisor ended
-        dead = sorted((r for r in ranks if not r["outcome"]), key=lambda r: bool(r.get("killed")))
-        if dead:
+        if not complete:
             self._rows_before_death(ranks)  # what the ranks finished before one died
+            self._died(world, silent, never)
+            return
+        self._rows(outcomes, expected=len(ranks))
+
+    def _missing(self, world, silent: list[dict], never: int) -> str:
+        """Where each rank that did not report was; the rendezvous, when no rank got past
+        it (then nothing the ranks were to do ever ran)."""
+        parts = []
+        for r in silent:
+            where = r["last_collective"]
+            parts.append(f"rank {r['rank']} " + (f"in {where}" if where else "never started"))
+        endpoint = world.rendezvous.get("endpoint")
+        if never > 0:
+            parts.append(
+                f"{never} rank(s) of this node never started "
+                + (
+                    "(their global ranks are given out by the rendezvous)"
+                    if world.expected_local < self.config.world_size
+                    else ""
+                )
+            )
+        per_node = self.config.world_size // self.config.nnodes
+        joined = [r for r in world.ranks if r["last_collective"] not in RENDEZVOUS_STEPS]
+        if not joined:
+            kind = world.rendezvous.get("kind", "?")
+            parts.append(
+                f"the rendezvous ({kind} at {endpoint}"
+                + (f", id {world.rendezvous['id']}" if world.rendezvous.get("id") else "")
+                + f") never completed: no rank got past it, {len(world.ranks)} of "
+                f"{world.expected_local} expected here started"
+                + (
+                    f" ({self.config.nnodes} nodes of {per_node} rank(s) each were to join)"
+                    if self.config.nnodes > 1
+                    else ""
+                )
+            )
+        return "; ".join(p.strip() for p in parts)
+
+    @staticmethod
+    def _launcher_said(world) -> str:
+        """torchrun's exit status and the last lines of its log, quoted."""
+        said = []
+        for agent in world.agents:
+            how = (
+                f"signal {agent['signal']}"
+                if agent.get("signal")
+                else f"exit code {agent.get('exit_code')}"
+            )
+            how += " (ended by the supervisor)" if agent.get("killed") else ""
+            quote = _log_quote(agent["log_tail"])
+            said.append(
+                f"torchrun (node {agent['node']}): {how}"
+                + (f", its log ends: {quote!r}" if quote else ", its log is empty")
+            )
+        return ("; " + "; ".join(said)) if said else ""
+
+    def _failed(self, ranks: list[dict], failed: list[dict]) -> None:
+        """Ranks reported errors: the first one's status, the rank and collective named; a
+        collective past its own deadline (``timeout``) first, with every rank that saw it."""
+        out = self.out
+        timed = [o for o in failed if o.get("status") == "timeout"]
+        first = (timed or failed)[0]
+        last = next(r["last_collective"] for r in ranks if r["rank"] == first["rank"])
+        error = dict(first["error"])
+        ended = [str(r["rank"]) for r in ranks if r.get("killed")]
+        if timed:
+            self._rows_before_death(ranks)
+            error["message"] = (
+                f"{error['message']} on rank(s) {', '.join(str(o['rank']) for o in timed)}"
+            )
+        else:
+            error["message"] = f"rank {first['rank']} in {last}: {error['message']}"
+        error["message"] += f" (ranks ended by the supervisor: {', '.join(ended)})" if ended else ""
+        if first.get("placement_evidence"):
+            out.findings["dist"]["placement_evidence"] = first["placement_evidence"]
+        out.fail(first.get("status", "eager_fail"), first.get("stage", "run"), error)
+
+    def _died(self, world, silent: list[dict], never: int) -> None:
+        """Ranks did not report and the world ended before its deadline: a rank that died
+        on its own (before those the supervisor ended), or ranks that never started (the
+        launcher gave up; past its rendezvous limit that is a ``timeout``)."""
+        dead = sorted(silent, key=lambda r: bool(r.get("killed")))
+        if dead and dead[0]["last_collective"] not in RENDEZVOUS_STEPS:
             first = dead[0]
             how = (
                 f"signal {first['signal']}"
                 if first.get("signal")
                 else f"exit code {first.get('exit_code')}"
             )
-            out.fail(
+            message = (
+                f"rank {first['rank']} died ({how}) in {first['last_collective']} "
+                f"without reporting; ranks without a report: "
+                f"{', '.join(str(r['rank']) for r in dead)}"
+            )
+            if never > 0:
+                message += f"; {never} rank(s) of this node never started"
+            self.out.fail(
                 "crash",
                 "run",
                 error_note(
                     "RankDied",
-                    f"rank {first['rank']} died ({how}) in {first['last_collective']} "
-                    f"without reporting; ranks without a report: "
-                    f"{', '.join(str(r['rank']) for r in dead)}; the others were ended",
+                    f"{message}; the others were ended{self._launcher_said(world)}",
                 ),
             )
             return
-        self._rows(outcomes)
+        join = world.rendezvous.get("join_timeout_s")
+        gave_up = join is not None and world.elapsed_s >= join
+        self.out.fail(
+            "timeout" if gave_up else "crash",
+            "run",
+            error_note(
+                "RendezvousTimeout" if gave_up else "WorldIncomplete",
+                f"the world of {self.config.world_size} ranks did not form: "
+                f"{self._missing(world, silent, never)}"
+                + (f"; torchrun's rendezvous limit ({join} s) passed" if gave_up else "")
+                + self._launcher_said(world),
+            ),
+        )
 
-    def _rows(self, outcomes: list[dict]) -> None:
+    def _rows(self, outcomes: list[dict], *, expected: int) -> None:
+        """The world's results, once every rank reported: a pass needs every rank's rows
+        (the kind's results from each of the ``expected`` ranks, every row on each)."""
         out = self.out
+        kind = self.case.spec.kind
+        field = {"collectives": "rows", "bandwidth": "bandwidth", "train": "train"}[kind]
+        empty = [o["rank"] for o in outcomes if not o.get(field)]
+        if empty or len(outcomes) < expected:
+            out.fail(
+                "crash",
+                "run",
+                error_note(
+                    "RankWithoutResults",
+                    f"{len(outcomes)} of {expected} ranks reported; ranks "
+                    f"{', '.join(map(str, empty)) or '-'} reported no {kind} results",
+                ),
+            )
+            return
         rows = merge_rows([{"outcome": o} for o in outcomes])
+        for row in rows:  # a check some rank never reported is no pass
+            if row.get("missing_ranks"):
+                row["status"] = "error"
+                row["reason"] = f"not reported by ranks {row['missing_ranks']}"
         if rows:
             out.findings["dist_rows"] = rows
             counts = {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skip")}
@@ -337,7 +525,15 @@ class DistLadder(StageRunner):
         first = per_rank[0]
         record = {
             k: first[k]
-            for k in ("strategy", "model", "steps", "worst", "passed", "compile_backend")
+            for k in (
+                "strategy",
+                "model",
+                "steps",
+                "worst",
+                "passed",
+                "compile_backend",
+                "left_on_host",
+            )
             if k in first
         }
         record["step_s"] = max(t.get("step_s", 0.0) for t in per_rank)

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from torchport.timing import clock
 
 GRACE_S = 5.0
+JOIN_SHARE = 0.6  # torchrun's rendezvous gives up after this share of the world's deadline
 LOG_TAIL_CHARS = 2000
+AGENT_LOG_CHARS = 16_000  # torchrun's log: its error comes before a long C++ backtrace
 _PR_SET_PDEATHSIG = 1
 
 
@@ -88,6 +90,14 @@ class World:
     failed_first: int | None = None  # the rank that failed first, when one did
     elapsed_s: float = 0.0
     left_running: list[int] = field(default_factory=list)  # pids alive after the kill: a bug
+    # the ranks this machine was to run: every rank of the world, or with a rendezvous
+    # endpoint this node's share (their global ranks are given out by the rendezvous)
+    expected_local: int = 0
+    # how the ranks meet: {"kind": "env://" | "c10d", "endpoint": HOST:PORT, "id": ...,
+    # "join_timeout_s": ...}
+    rendezvous: dict = field(default_factory=dict)
+    # torchrun's agents: {"node": i, "exit_code", "signal", "killed", "log_tail"}
+    agents: list[dict] = field(default_factory=list)
 
 
 def _read_json(path: str) -> dict | None:
@@ -117,11 +127,11 @@ def _read_lines(path: str) -> list[dict]:
     return rows
 
 
-def _tail(path: str) -> str:
+def _tail(path: str, chars: int = LOG_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - LOG_TAIL_CHARS))
+            f.seek(max(0, f.tell() - chars))
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
@@ -139,13 +149,19 @@ def launch_world(
     launcher: str = "procs",
     rdzv_id: str = "torchport",
 ) -> World:
+    """Start the world and wait for it (``deadline_s``); what was seen, as a ``World``.
+    torchrun's rendezvous is given a join timeout inside the deadline, so a rendezvous that
+    never completes (a node missing) ends in torchrun's own words, which are kept."""
     base_env = {**os.environ, **env, "TORCHPORT_DIST_OUT": out_dir}
     rank_cmd = [sys.executable, "-m", "torchport.runner.dist_rank", spec_path]
     procs: list[subprocess.Popen] = []
     rank_pids: dict[int, int] = {}
     start = clock()
+    world = World(launcher=launcher)
+    world.expected_local = world_size // nnodes if rdzv_endpoint else world_size
     if launcher == "procs":
         port = free_port()
+        world.rendezvous = {"kind": "env://", "endpoint": f"127.0.0.1:{port}"}
         for rank in range(world_size):
             rank_env = {
                 **base_env,
@@ -171,6 +187,15 @@ def launch_world(
         endpoint = rdzv_endpoint or f"127.0.0.1:{free_port()}"
         local_agents = 1 if rdzv_endpoint else nnodes
         per_node = world_size // nnodes
+        # torchrun's own limit on the rendezvous, well inside ours (its own start-up, seconds
+        # on a loaded host, comes first): past it, it says so and exits
+        join_timeout_s = max(1, int(JOIN_SHARE * deadline_s - 2))
+        world.rendezvous = {
+            "kind": "c10d",
+            "endpoint": endpoint,
+            "id": rdzv_id,
+            "join_timeout_s": join_timeout_s,
+        }
         for agent in range(local_agents):
             agent_cmd = [
                 sys.executable,
@@ -181,6 +206,7 @@ def launch_world(
                 "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={endpoint}",
                 f"--rdzv-id={rdzv_id}",  # the same on every node: a name of the task
+                f"--rdzv-conf=join_timeout={join_timeout_s}",
                 "--max-restarts=0",
                 "--monitor-interval=0.5",
                 "--module",
@@ -199,7 +225,6 @@ def launch_world(
                 )
             )
             log.close()
-    world = World(launcher=launcher)
     deadline = start + deadline_s
     failed_at: float | None = None
     while True:
@@ -222,6 +247,16 @@ def launch_world(
     killed = _end_all(procs)
     world.left_running = [pid for pid in killed if alive(pid)]
     world.ranks = _rank_records(out_dir, world_size, procs, rank_pids, killed)
+    if launcher == "torchrun":
+        world.agents = [
+            {
+                "node": i,
+                **_exit(p.returncode),
+                "killed": p.pid in killed,
+                "log_tail": _tail(os.path.join(out_dir, f"agent{i}.log"), AGENT_LOG_CHARS),
+            }
+            for i, p in enumerate(procs)
+        ]
     if rdzv_endpoint:
         # joined a rendezvous across machines: ranks on other nodes never wrote here (each
         # node's own run records its ranks); a local rank writes its .last file first thing
@@ -273,9 +308,15 @@ def _rank_records(out_dir, world_size, procs, rank_pids, killed) -> list[dict]:
             rows_path = os.path.join(out_dir, f"rank{rank}.rows.jsonl")
             record["rows_before_death"] = _read_lines(rows_path)
         if rank in rank_pids:  # started directly: its exit status is ours to read
-            code = procs[rank].returncode
-            record["exit_code"] = code if code is None or code >= 0 else None
-            record["signal"] = signal.Signals(-code).name if code is not None and code < 0 else None
+            record.update(_exit(procs[rank].returncode))
             record["killed"] = pid in killed
         records.append(record)
     return records
+
+
+def _exit(code: int | None) -> dict:
+    """A process's exit status as recorded: its exit code, or the signal that ended it."""
+    return {
+        "exit_code": code if code is None or code >= 0 else None,
+        "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
+    }

@@ -13,12 +13,7 @@ import os
 import sys
 from datetime import timedelta
 
-
-def _write(path: str, data: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+from torchport.runner.dist_guard import write_json as _write
 
 
 def _device(adapter, local_rank: int) -> str:
@@ -38,28 +33,11 @@ def _device(adapter, local_rank: int) -> str:
 
 
 def backend_for(adapter, requested: str | None) -> str:
-    """The collective backend: ``requested`` if given, else the one the device's type is
-    mapped to (gloo for cpu, nccl for cuda, xccl for xpu, a PrivateUse1 backend's own)."""
-    import torch.distributed as dist
+    """The collective backend of the adapter's device (``dist_guard.collective_backend``);
+    raises ``NoCollectiveBackend`` when none serves it."""
+    from torchport.runner.dist_guard import collective_backend
 
-    if requested:
-        return requested
-    backend = dist.Backend.default_device_backend_map.get(adapter.torch_type)
-    if backend is None:
-        # the one backend that declares the device as a capability: torch_xla 2.9 registers
-        # "xla" with devices="xla", a string, so the default map gets "x", "l" and "a"
-        serving = [
-            name
-            for name, devices in dist.Backend.backend_capability.items()
-            if adapter.torch_type in devices and name != "fake"
-        ]
-        backend = serving[0] if len(serving) == 1 else None
-    if backend is None:
-        raise RuntimeError(
-            f"no collective backend is registered for device type '{adapter.torch_type}'; "
-            "name one with --dist-backend"
-        )
-    return backend
+    return collective_backend(adapter.torch_type, requested)
 
 
 def check_collective_world(adapter, world: int) -> None:
@@ -100,6 +78,16 @@ def main(argv=None) -> int:
 
     outcome: dict = {"rank": rank, "world_size": world, "pid": os.getpid()}
     stage = "build"
+    rows: list[dict] = []  # the rows finished so far (the conformance's own list)
+
+    def expired(label: str, seconds: float) -> None:  # on the watchdog's thread
+        from torchport.runner.dist_guard import timed_out_outcome
+
+        _write(out_path, timed_out_outcome(outcome, label, seconds, rows))
+
+    from torchport.runner.dist_guard import CollectiveDeadline
+
+    guard = CollectiveDeadline(task["collective_deadline_s"], expired)
     try:
         progress("start-up")
         import torch
@@ -122,6 +110,24 @@ def main(argv=None) -> int:
         dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
         check_collective_world(adapter, world)
         stage = "run"
+        from torchport.runner.dist_guard import data_moves
+
+        progress("data-moving check")
+        moved = data_moves(world=world, rank=rank, device=device, guard=guard)
+        outcome["data_check"] = moved
+        if moved["no_data"]:
+            outcome.update(
+                status="accuracy_fail",
+                stage="parity",
+                error={
+                    "type": "CollectiveMovedNoData",
+                    "message": f"the {backend} process group returned success and moved no "
+                    f"data: {'; '.join(moved['no_data'])}",
+                    "traceback": None,
+                },
+            )
+            _write(out_path, outcome)
+            return 1
         if task["mode"] == "compile" and backend == "simccl":
             from torchport.devices.simdev_dist import hide_from_dynamo
 
@@ -137,13 +143,16 @@ def main(argv=None) -> int:
                 sync=adapter.synchronize,
                 progress=progress,
                 record=record,
+                guard=guard,
+                backend=backend,
             )
+            rows = conformance.rows
             outcome["rows"] = conformance.run_all(spec.sizes, spec.dtypes, spec.layouts)
             if not device.startswith("cpu"):  # on the CPU, host memory is the device's
                 from torchport.runner.dist_collectives import host_staging
 
                 outcome["host_staging"] = host_staging(
-                    world=world, device=device, progress=progress
+                    world=world, device=device, progress=progress, guard=guard
                 )
         elif spec.kind == "bandwidth":
             from torchport.runner.dist_collectives import bandwidth
@@ -180,6 +189,12 @@ def main(argv=None) -> int:
         from torchport.records.result import classify, error_value
 
         outcome["error"] = error_value(exc)
+        left = getattr(exc, "torchport_placement", None)
+        if left:  # the placement evidence that explains a strategy's failure, cited
+            from torchport.runner.dist_train import placement_note
+
+            outcome["placement_evidence"] = left
+            outcome["error"]["message"] = f"{outcome['error']['message']} ({placement_note(left)})"
         outcome["stage"] = getattr(exc, "torchport_stage", stage)
         outcome["status"] = classify(outcome["stage"], exc)
         _write(out_path, outcome)

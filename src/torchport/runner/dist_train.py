@@ -13,6 +13,7 @@ Mode ``compile``: ``torch.compile`` on the sharded (wrapped) model, with the dev
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -94,6 +95,35 @@ def _at(stage: str, fn):
         raise
 
 
+def left_on_host(model, device: str) -> list[dict]:
+    """Parameters and buffers of ``model`` not on ``device``'s type after its move (the
+    placement probe's class (c) evidence, ``probes.placement.off_device``); none on the CPU."""
+    target = device.split(":")[0]
+    if target == "cpu":
+        return []
+    from torchport.probes.placement import off_device
+
+    return off_device(model, target)[0]
+
+
+def placement_note(left: list[dict]) -> str:
+    """``left`` in words, for a failure's message."""
+    named = ", ".join(f"{t['name']} ({t['kind']}, on {t['device']})" for t in left[:4])
+    more = f" (+{len(left) - 4} more)" if len(left) > 4 else ""
+    return f"placement evidence (class c): left on the host by the move: {named}{more}"
+
+
+@contextlib.contextmanager
+def _cited(left: list[dict]):
+    """An exception raised inside carries ``left`` (the rank adds it to the failure)."""
+    try:
+        yield
+    except Exception as exc:
+        if left and not hasattr(exc, "torchport_placement"):
+            exc.torchport_placement = left  # type: ignore[attr-defined]
+        raise
+
+
 def train_parity(
     spec,
     *,
@@ -115,76 +145,86 @@ def train_parity(
         raise ValueError(f"the reference has {len(expected)} steps, the case trains {steps}")
     torch.manual_seed(seed)
     model = MODELS[model_name]().to(device)
-    progress(f"{strategy} wrap")
-    wrapped = _wrap(strategy, model_name, model, device, world)
-    step_fn = wrapped
-    choice = None
-    if mode == "compile":
-        from torchport.execution import compile_backend as backends
+    # parameters and buffers the move left on the host (placement's evidence class c): a
+    # strategy that fails on them says so, a pass records them
+    left = left_on_host(model, device)
+    with _cited(left):
+        progress(f"{strategy} wrap")
+        wrapped = _wrap(strategy, model_name, model, device, world)
+        step_fn = wrapped
+        choice = None
+        if mode == "compile":
+            from torchport.execution import compile_backend as backends
 
-        choice = _at("compile", lambda: backends.choose(adapter, compile_backend))
-        step_fn = choice.compile(wrapped)
-    x, y = global_batch(seed, GLOBAL_PER_RANK * world, model)
-    if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
-        x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
-        y = y[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
-    x, y = x.to(device), y.to(device)
-    # foreach=False: tensor parallel leaves DTensor and plain parameters side by side
-    opt = torch.optim.SGD(wrapped.parameters(), lr=LR, foreach=False)
-    adapter.reset_peak_memory()
-    times, detail = [], []
-    worst: dict[str, Any] = {"name": None, "step": None, "rel_err": 0.0}
-    names = [n for n, _ in model.named_parameters()]
-    for step in range(steps):
-        progress(f"{strategy} step {step} ({mode})")
-        adapter.synchronize()
-        start = clock()
-        opt.zero_grad()
-        # the first compiled step compiles: its failure is the compiler's (or the compiled
-        # code's, which classify tells apart)
-        stage = "run" if mode != "compile" else "compile" if step == 0 else "compiled_run"
-
-        def one_step():
-            step_loss = loss(step_fn(x), y)
-            step_loss.backward()
-            if strategy == "tp":
-                _sum_partial_grads(model, model_name)
-            opt.step()
+            choice = _at("compile", lambda: backends.choose(adapter, compile_backend))
+            step_fn = choice.compile(wrapped)
+        x, y = global_batch(seed, GLOBAL_PER_RANK * world, model)
+        if strategy in ("ddp", "fsdp2"):  # this rank's shard of the global batch
+            x = x[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
+            y = y[rank * GLOBAL_PER_RANK : (rank + 1) * GLOBAL_PER_RANK]
+        x, y = x.to(device), y.to(device)
+        # foreach=False: tensor parallel leaves DTensor and plain parameters side by side
+        opt = torch.optim.SGD(wrapped.parameters(), lr=LR, foreach=False)
+        adapter.reset_peak_memory()
+        times, detail = [], []
+        worst: dict[str, Any] = {"name": None, "step": None, "rel_err": 0.0}
+        names = [n for n, _ in model.named_parameters()]
+        for step in range(steps):
+            progress(f"{strategy} step {step} ({mode})")
             adapter.synchronize()
-            return step_loss
+            start = clock()
+            opt.zero_grad()
+            # the first compiled step compiles: its failure is the compiler's (or the compiled
+            # code's, which classify tells apart)
+            stage = "run" if mode != "compile" else "compile" if step == 0 else "compiled_run"
 
-        step_loss = _at(stage, one_step)
-        times.append(clock() - start)
-        global_loss = step_loss.detach().to(torch.float64)
-        if strategy in ("ddp", "fsdp2"):  # the mean over equal shards is the global mean
-            dist.all_reduce(global_loss)
-            global_loss = global_loss / world
-        ref = expected[step]
-        loss_err = abs(float(global_loss) - ref["loss"]) / max(abs(ref["loss"]), 1e-12)
-        step_worst: dict[str, Any] = {"name": "loss", "step": step, "rel_err": loss_err}
-        params = dict(model.named_parameters())
-        for name in names:
-            got, want = _full(params[name]), ref["params"][name]
-            err = float((got - want).abs().max()) / max(float(want.abs().max()), 1e-12)
-            if err > step_worst["rel_err"]:
-                step_worst = {"name": name, "step": step, "rel_err": err}
-        detail.append(
-            {"step": step, "loss": float(global_loss), "reference_loss": ref["loss"], **step_worst}
-        )
-        if step_worst["rel_err"] >= worst["rel_err"]:
-            worst = step_worst
-    return {
-        "strategy": strategy,
-        "model": model_name,
-        "mode": mode,
-        "steps": steps,
-        "passed": worst["rel_err"] <= REL_TOLERANCE,
-        "tolerance_rel": REL_TOLERANCE,
-        "worst": worst,
-        # the first step pays for compiling and allocating: the step time is after it
-        **({"compile_backend": choice.to_dict()} if choice is not None else {}),
-        "step_s": Summary.of(times[1:] or times).median_s,
-        "first_step_s": times[0],
-        "peak_bytes": adapter.peak_memory_bytes(),
-        "steps_detail": detail,
-    }
+            def one_step():
+                step_loss = loss(step_fn(x), y)
+                step_loss.backward()
+                if strategy == "tp":
+                    _sum_partial_grads(model, model_name)
+                opt.step()
+                adapter.synchronize()
+                return step_loss
+
+            step_loss = _at(stage, one_step)
+            times.append(clock() - start)
+            global_loss = step_loss.detach().to(torch.float64)
+            if strategy in ("ddp", "fsdp2"):  # the mean over equal shards is the global mean
+                dist.all_reduce(global_loss)
+                global_loss = global_loss / world
+            ref = expected[step]
+            loss_err = abs(float(global_loss) - ref["loss"]) / max(abs(ref["loss"]), 1e-12)
+            step_worst: dict[str, Any] = {"name": "loss", "step": step, "rel_err": loss_err}
+            params = dict(model.named_parameters())
+            for name in names:
+                got, want = _full(params[name]), ref["params"][name]
+                err = float((got - want).abs().max()) / max(float(want.abs().max()), 1e-12)
+                if err > step_worst["rel_err"]:
+                    step_worst = {"name": name, "step": step, "rel_err": err}
+            detail.append(
+                {
+                    "step": step,
+                    "loss": float(global_loss),
+                    "reference_loss": ref["loss"],
+                    **step_worst,
+                }
+            )
+            if step_worst["rel_err"] >= worst["rel_err"]:
+                worst = step_worst
+        return {
+            "strategy": strategy,
+            "model": model_name,
+            "mode": mode,
+            "steps": steps,
+            "passed": worst["rel_err"] <= REL_TOLERANCE,
+            "tolerance_rel": REL_TOLERANCE,
+            "worst": worst,
+            # the first step pays for compiling and allocating: the step time is after it
+            **({"compile_backend": choice.to_dict()} if choice is not None else {}),
+            "step_s": Summary.of(times[1:] or times).median_s,
+            "first_step_s": times[0],
+            "peak_bytes": adapter.peak_memory_bytes(),
+            "steps_detail": detail,
+            **({"left_on_host": left} if left else {}),
+        }

@@ -50,10 +50,13 @@ def _world_note(results: list[dict]) -> list[str]:
     notes = []
     for r in results:
         info = r["findings"].get("dist") or {}
+        reported = (r.get("metrics") or {}).get("ranks_reported")
         notes.append(
             f"{r['case']} [{r['mode']}]: {r['status']}, world of {info.get('world_size')} "
-            f"on {info.get('backend') or info.get('requested_backend') or '?'} "
-            f"({info.get('launcher')}, {info.get('nnodes')} node(s))"
+            f"on {info.get('backend') or info.get('backend_chosen') or '?'} "
+            f"({info.get('launcher')}, {info.get('nnodes')} node(s)"
+            + (f", {int(reported)} rank(s) reported here" if reported is not None else "")
+            + ")"
         )
     return notes
 
@@ -68,7 +71,11 @@ def build(run: dict, results: list[dict]) -> View | None:
             for b in r["findings"].get("dist_bandwidth") or []
         }
         for row in r["findings"].get("dist_rows") or []:
-            reason = row.get("reason") or (f"ranks {row['ranks']}" if row.get("ranks") else "")
+            reason = (
+                row.get("reason")
+                or (f"ranks {row['ranks']}" if row.get("ranks") else "")
+                or row.get("note", "")  # how a pass was judged (an integer AVG's convention)
+            )
             rows.append(
                 [
                     r["case"],
