@@ -31,7 +31,7 @@ declare -A RUNS=(
   [kernels]="run --suite kernels --device openreg"
   [workload]="run --workload hf_forward:llama --device openreg"
 )
-ORDER=(doctor smoke hf ops flex generate dist kernels workload)
+ORDER=(doctor smoke kernels dist generate flex ops hf workload)
 [ $# -gt 0 ] && ORDER=("$@")
 for name in "${ORDER[@]}"; do
   args=${RUNS[$name]:?unknown run $name}
