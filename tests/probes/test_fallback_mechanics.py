@@ -108,6 +108,7 @@ def test_a_kernel_that_is_the_fallback_is_class_a(dispatcher, monkeypatch):
     monkeypatch.setattr(placement.signals, "_HEARD", placement.signals.Messages())
     served = {
         "aten.sub.Tensor": "kernel",
+        "aten.sub_.Tensor": "composite",  # calls sub.Tensor: the fallback inside it too
         "aten.mm.default": "fallback",
         "aten.add.Tensor": "kernel",
     }
@@ -123,6 +124,8 @@ def test_a_kernel_that_is_the_fallback_is_class_a(dispatcher, monkeypatch):
     assert sub["found_by"][0] == placement.FALLBACK_KERNEL
     assert "(6 by the CPU fallback's _to_cpu)" in sub["found_by"][1]
     assert (mm["evidence_class"], mm["found_by"][0]) == ("a", placement.DISPATCHER_FALLBACK)
+    in_place = by_op["aten.sub_.Tensor"]
+    assert (in_place["evidence_class"], in_place["found_by"][0]) == ("a", placement.FALLBACK_KERNEL)
     # host compute inside a real kernel, with no fallback mechanics: still class d
     assert (add["evidence_class"], add.get("host_kernel")) == ("d", True)
     assert not any(r["op"].startswith("aten._to_cpu") for r in rows)

@@ -64,9 +64,10 @@ WARNING = "warning ({})"  # adapter pattern / generic pattern
 EARLIER_WARNING = "warning earlier in this process ({})"
 NESTED = "nested"  # the prefix of nested evidence (class d)
 # A kernel registered as the CPU fallback itself (OpenReg's ``sub.Tensor`` is
-# ``wrapper_cpu_fallback``): the dispatcher says "kernel", but the fallback's own mechanics
-# (``aten::_to_cpu``, which only ``at::native::cpu_fallback`` calls) ran inside it.
-FALLBACK_KERNEL = "dispatcher: a kernel that runs the CPU fallback (aten._to_cpu inside)"
+# ``wrapper_cpu_fallback``), or a composite calling one (``sub_.Tensor``): the dispatcher says
+# "kernel" or "composite", but the fallback's own mechanics (``aten::_to_cpu``, which only
+# ``at::native::cpu_fallback`` calls) ran inside it.
+FALLBACK_KERNEL = "dispatcher: the CPU fallback ran inside it (aten._to_cpu)"
 EVIDENCE_CLASSES = {
     "a": "served by the backend's fallback (dispatcher)",
     "b": "named by the backend (its op list, its warnings)",
@@ -438,7 +439,7 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
         how = f"{NESTED}: {what} inside the device op"
         matched = [r for r in on_device if _family(r["op"]) == _family(packet)]
         for row in matched:
-            if inside.fallback_copies and row.get("served_by") == "kernel":
+            if inside.fallback_copies and row.get("served_by") in ("kernel", "composite"):
                 mark(row, FALLBACK_KERNEL)
             mark(row, how)
         if not matched:
