@@ -74,6 +74,24 @@ def flex():
     return flex_attention(q, q, q).shape
 
 
+def compiled_mutation():
+    """A static KV cache's update: an in-place op whose result is unused, the buffer read
+    after it. OpenReg's compile backend runs ``gm.graph.eliminate_dead_code()`` on dynamo's
+    graph, which drops the call."""
+
+    def update(cache, x, idx):
+        cache.index_copy_(0, idx, x)
+        return cache * 2
+
+    got = {}
+    for backend in ("eager", "openreg"):
+        cache = torch.zeros(3, 1, device=dev)
+        args = (cache, torch.ones(1, 1, device=dev), torch.tensor([1], device=dev))
+        got[backend] = torch.compile(update, backend=backend, fullgraph=True)(*args)
+        got[backend] = got[backend].cpu().flatten().tolist()
+    return f"backend eager {got['eager']}, backend openreg {got['openreg']}"
+
+
 proof("convolution", conv)
 proof("mm on PrivateUse1", lambda: dispatch("aten::mm.out"))
 proof("sub.Tensor on PrivateUse1", lambda: dispatch("aten::sub.Tensor"))
@@ -84,4 +102,5 @@ proof("peak memory", peak)
 proof("random ops", generator)
 proof("all_reduce through gloo", collective)
 proof("flex_attention eager", flex)
+proof("compiled in-place update", compiled_mutation)
 proof("inductor", lambda: torch.compile(lambda x: x + 1)(torch.ones(2, device=dev)))
