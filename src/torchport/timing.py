@@ -72,8 +72,8 @@ class StepTimer:
         return value, clock() - start
 
 
-class CudaEventTimer(StepTimer):
-    """Times one call with CUDA events recorded on the current stream.
+class EventTimer(StepTimer):
+    """Times one call with two timing events recorded on the device's current stream.
 
     The device is synchronised first so no earlier work falls inside the interval; the events
     then measure the device timeline from the first launch to the last kernel's end.
@@ -87,17 +87,21 @@ class CudaEventTimer(StepTimer):
     sample then costs two calls.
     """
 
-    kind = "cuda events"
-
-    def __init__(self, sync: Callable[[], None], steady: bool = False):
-        import torch
-
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        make_event: Callable[[], object],
+        *,
+        kind: str,
+        steady: bool = False,
+    ):
         super().__init__(sync)
         self.steady = steady
+        self.kind = kind
         if steady:
-            self.kind = "cuda events, steady state (each timed call behind an untimed one)"
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
+            self.kind = f"{kind}, steady state (each timed call behind an untimed one)"
+        self._start = make_event()
+        self._end = make_event()
 
     def __call__(self, fn):
         self.sync()
@@ -110,9 +114,22 @@ class CudaEventTimer(StepTimer):
         return value, self._start.elapsed_time(self._end) / 1000.0  # elapsed_time is in ms
 
 
+class CudaEventTimer(EventTimer):
+    """``EventTimer`` with CUDA's own events (``torch.cuda.Event``)."""
+
+    def __init__(self, sync: Callable[[], None], steady: bool = False):
+        import torch
+
+        super().__init__(
+            sync, lambda: torch.cuda.Event(enable_timing=True), kind="cuda events", steady=steady
+        )
+
+
 def step_timer(adapter, *, steady: bool = False) -> StepTimer:
-    """The best timer for a device adapter: CUDA events on CUDA, synchronise + clock elsewhere.
-    ``steady``: on CUDA, each timed call launched behind an untimed one (CudaEventTimer)."""
+    """The best timer for a device adapter: CUDA events on CUDA; ``torch.Event`` timing events
+    where the device has them and is synchronised through ``torch.accelerator``; elsewhere the
+    host clock between two synchronisations. ``steady``: each timed call launched behind an
+    untimed one (event timers only)."""
     if getattr(adapter, "torch_type", "") == "cuda":
         try:
             import torch
@@ -121,6 +138,15 @@ def step_timer(adapter, *, steady: bool = False) -> StepTimer:
                 return CudaEventTimer(adapter.synchronize, steady=steady)
         except (ImportError, AttributeError, RuntimeError):
             pass
+    events = getattr(adapter, "timing_events", None)
+    make_event = events() if callable(events) else None
+    if make_event is not None:
+        return EventTimer(
+            adapter.synchronize,
+            make_event,
+            kind=f"device events (torch.Event) after {adapter.sync_method}",
+            steady=steady,
+        )
     reads_back = getattr(adapter, "waits_by_reading_back", False)
     return StepTimer(
         adapter.synchronize,

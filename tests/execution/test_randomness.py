@@ -277,3 +277,29 @@ def test_a_cpu_draw_without_a_meta_kernel_takes_the_calls_dtype():
         )
     want = torch.randn(3, generator=torch.Generator().manual_seed(5))
     assert got.dtype == torch.float64 and torch.equal(got, want.double())
+
+
+def test_whose_generator_a_device_draws_from_is_judged_by_one_seeded_draw(monkeypatch):
+    import torch
+
+    from torchport.execution.randomness import device_generator
+
+    state = torch.get_rng_state()
+    assert device_generator("cpu").startswith("cpu: the device's random ops draw from the CPU")
+    assert torch.equal(torch.get_rng_state(), state)  # the CPU generator's state is kept
+    original = torch.randn
+
+    def own_generator(*args, device=None, **kwargs):  # a device that draws its own numbers
+        drawn = original(*args, **kwargs)
+        return drawn + 1 if device is not None else drawn
+
+    monkeypatch.setattr(torch, "randn", own_generator)
+    assert device_generator("cpu").startswith("own:")
+
+    def refuses(*args, device=None, **kwargs):
+        raise RuntimeError("no generator here")
+
+    monkeypatch.setattr(torch, "randn", refuses)
+    assert device_generator("cpu") == (
+        "unknown: a seeded draw on cpu raised RuntimeError: no generator here"
+    )

@@ -32,3 +32,18 @@ def test_doctor_lists_devices(tmp_path):
     out = torchport("doctor", "--json")
     assert out.returncode == 0, out.stderr
     assert '"device": "cpu"' in out.stdout
+
+
+def test_doctor_says_which_api_each_figure_uses(monkeypatch):
+    """A backend reached only through torch.accelerator (accdev): doctor names the standard
+    API for synchronise, device count and peak memory, and why timing uses the host clock."""
+    from torchport.runner.doctor import diagnose
+
+    monkeypatch.setenv("TORCHPORT_PRIVATEUSE1_MODULE", "torchport.devices.accdev")
+    rows = {r["device"]: r for r in diagnose()["devices"]}
+    api = rows["accdev"]["api"]
+    assert api["synchronize"] == "torch.accelerator.synchronize()"
+    assert api["device_count"] == "torch.accelerator.device_count()"
+    assert api["peak_memory"] == "torch.accelerator.memory.max_memory_allocated()"
+    assert api["timing"].startswith("host clock (no timing events:")
+    assert "api" not in rows["cpu"]

@@ -341,3 +341,18 @@ def test_the_gpu_checks_triton_kernel_does_not_run_where_triton_cannot_and_says_
     assert (result["status"], result["stage"]) == ("eager_fail", "op_call")
     if importlib.util.find_spec("triton") is None:
         assert "needs Triton" in result["error"]["message"]
+
+
+def test_a_speed_verdict_needs_a_gap_beyond_noise_and_a_minimum_size():
+    from torchport.runner.speed_verdict import gap_unclear
+
+    quiet = {"original": _side(100, 98, 102, ()), "replacement": _side(99, 97, 101, ())}
+    timing = {"step": quiet, "step_paired": {"p10": 0.97, "p90": 1.04}}
+    assert "under the 5%" in gap_unclear(timing, 1.01)  # a 1 % gap under load: not "faster"
+    # 10 % apart by the medians, but the rounds disagree and the ranges overlap
+    wide = {"original": _side(110, 90, 130, ()), "replacement": _side(100, 85, 120, ())}
+    timing = {"step": wide, "step_paired": {"p10": 0.9, "p90": 1.3}}
+    assert "inside the noise" in gap_unclear(timing, 1.1)
+    timing["step_paired"] = {"p10": 1.05, "p90": 1.15}  # every round faster by 10 %
+    assert gap_unclear(timing, 1.1) == ""
+    assert gap_unclear(None, 0.5) == ""  # untimed sides: the medians decide

@@ -50,3 +50,22 @@ def test_modes_are_counted_apart():
     )
     assert [r[0] for r in rows] == ["compile", "eager"]
     assert all(r[4] == 1.0 for r in rows)
+
+
+def test_a_crashed_kernel_task_is_counted_as_tried():
+    # what the supervisor records when the worker dies: no ladder, the task's tags
+    crashed = {
+        "case": "kernels/f",
+        "mode": "eager",
+        "status": "crash",
+        "metrics": {},
+        "findings": {"tags": ["kernel", "rms_norm"], "worker_log": "w.log"},
+        "error": {"message": "worker died (signal SIGABRT)"},
+    }
+    other = {**crashed, "case": "hf/x", "findings": {"tags": ["dense"]}}
+    chosen = kernels.kernel_results([*RESULTS, crashed, other])
+    assert [r["case"] for r in chosen][-1] == "kernels/f"
+    (row,) = kernels.fast_p(chosen)
+    assert row[1:3] == [6, 4]  # tried 6 (the crash among them), correct 4
+    view = kernels.build({}, [*RESULTS, crashed])
+    assert view.records()[-1]["reason"] == "worker died (signal SIGABRT)"

@@ -109,10 +109,81 @@ class DeviceAdapter:
 
         return getattr(torch, self.torch_type, None)
 
+    # -- the standard accelerator API first (devices/accelerator.py) -------------------------
+    def route(self, what: str):
+        """Which API answers ``what`` on this device (``synchronize``, ``device_count``, or a
+        memory statistic such as ``max_memory_allocated``): ``torch.accelerator`` where it
+        serves the device, else ``torch.<name>``; found once per adapter (the standard call is
+        tried once) and kept."""
+        routes = self.__dict__.setdefault("_routes", {})
+        if what not in routes:
+            from torchport.devices import accelerator
+
+            if what == "synchronize":
+                routes[what] = accelerator.synchronize_route(self.torch_type, self.index)
+            elif what == "device_count":
+                routes[what] = accelerator.device_count_route(self.torch_type)
+            else:
+                routes[what] = accelerator.memory_route(self.torch_type, what, self.index)
+        return routes[what]
+
     def synchronize(self) -> None:
-        mod = self.module()
-        if mod is not None and hasattr(mod, "synchronize"):
-            mod.synchronize()
+        route = self.route("synchronize")
+        if route.call is None:
+            return
+        try:
+            route.call()
+        except Exception as exc:
+            if not route.standard:
+                raise
+            # the standard call worked when tried and refuses now: the device module answers
+            # from here on, and the route says why
+            from torchport.devices import accelerator
+
+            why = f"torch.accelerator.synchronize() raised {type(exc).__name__}: {exc}"[:200]
+            self.__dict__["_routes"]["synchronize"] = accelerator.module_route(
+                self.torch_type, "synchronize", why
+            )
+            self.synchronize()
+
+    def timing_events(self):
+        """A maker of timing events (``torch.Event``) where the device's events time an
+        interval and the device is synchronised through the standard API; None elsewhere (the
+        host clock between synchronisations is used). Found once per adapter."""
+        if "_events" not in self.__dict__:
+            plain = (
+                type(self).synchronize is DeviceAdapter.synchronize
+                and not self.defers_ops
+                and not self.waits_by_reading_back
+            )
+            if not plain or not self.route("synchronize").standard:
+                self.__dict__["_events"] = (
+                    None,
+                    "the device is not synchronised by the standard API",
+                )
+            else:
+                from torchport.devices import accelerator
+
+                self.__dict__["_events"] = accelerator.event_timing(self.torch_type, self.index)
+        return self.__dict__["_events"][0]
+
+    def api_used(self) -> dict[str, str]:
+        """Which API each figure uses on this device (doctor, device info): the route's call,
+        or "none: why"."""
+        used = {}
+        for what, route in (
+            ("synchronize", self.route("synchronize")),
+            ("device_count", self.route("device_count")),
+            ("peak_memory", self.route("max_memory_allocated")),
+        ):
+            used[what] = route.how or f"none: {route.why_not}"
+        events = self.timing_events()
+        used["timing"] = (
+            "torch.Event (enable_timing) on torch.accelerator.current_stream()"
+            if events is not None
+            else f"host clock (no timing events: {self.__dict__['_events'][1]})"
+        )
+        return used
 
     # True for a backend that defers and fuses ops until a synchronisation (lazy tensors):
     # short calls are then timed one synchronised call per sample, never in blocks.
@@ -129,13 +200,10 @@ class DeviceAdapter:
     @property
     def sync_method(self) -> str:
         """How this adapter waits on the device: the record and the perf table say it."""
-        mod = self.module()
-        if mod is not None and hasattr(mod, "synchronize"):
-            return f"torch.{self.torch_type}.synchronize()"
-        return (
-            f"none: torch.{self.torch_type} has no synchronize (figures may time the "
-            "launch, not the work)"
-        )
+        route = self.route("synchronize")
+        if route.how:
+            return route.how
+        return f"none: {route.why_not} (figures may time the launch, not the work)"
 
     def host_scope(self):
         """A context in which host (CPU) work runs untouched by the backend's global state
@@ -169,24 +237,32 @@ class DeviceAdapter:
     placement_warmup_steps: int = 0
 
     def reset_peak_memory(self) -> None:
-        mod = self.module()
-        with contextlib.suppress(Exception):
-            mod.reset_peak_memory_stats()
+        call = self.route("reset_peak_memory_stats").call
+        if call is not None:
+            with contextlib.suppress(Exception):
+                call()
 
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory since the last reset, or None where the backend cannot say."""
-        mod = self.module()
-        try:
-            return int(mod.max_memory_allocated())
-        except Exception:
+        call = self.route("max_memory_allocated").call
+        if call is None:
             return None
+        try:
+            return int(call())
+        except Exception as exc:
+            self.__dict__["_peak_error"] = f"{self.peak_memory_source()} raised {exc!r}"[:300]
+            return None
+
+    def peak_memory_source(self) -> str | None:
+        """The call that read the peak (``torch.accelerator.memory.max_memory_allocated()``)."""
+        return self.route("max_memory_allocated").how
 
     def peak_memory_reason(self) -> str:
         """Why ``peak_memory_bytes`` answered None (recorded instead of a figure)."""
-        mod = self.module()
-        if mod is None or not hasattr(mod, "max_memory_allocated"):
-            return f"torch.{self.torch_type} has no max_memory_allocated()"
-        return f"{self.name} reports no peak memory"
+        if self.__dict__.get("_peak_error"):
+            return self.__dict__["_peak_error"]
+        route = self.route("max_memory_allocated")
+        return route.why_not or f"{self.name} reports no peak memory"
 
     def device_info(self) -> dict:
         return {"device_type": self.torch_type, "device_count": 0}

@@ -26,6 +26,9 @@ class CPUAdapter(DeviceAdapter):
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+    def peak_memory_source(self):
+        return None  # peak_bytes_is says what the figure is (the process's resident set)
+
     def device_info(self):
         import psutil
 

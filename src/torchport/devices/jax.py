@@ -13,8 +13,11 @@ Waiting: ``torch.jax`` has no synchronize. The adapter waits for a step by readi
 back, ``jax.block_until_ready`` on the arrays behind the step's output tensors, and records
 that it did (``sync_method``). ``synchronize()`` alone can only ``jax.effects_barrier()``.
 
-Compile: torchax registers no dynamo backend, and dynamo skips every frame while its dispatch
-mode is on; the ladder then records "not compiled: all frames skipped" with dynamo's reason.
+Compile: torchax registers no dynamo backend and Inductor has no code generator for ``jax``,
+so compile mode is refused before compiling starts (``compile_backend.NoCompileBackend``:
+``compile_fail`` with that reason); with a backend named by ``--compile-backend``, dynamo
+skips every frame while torchax's dispatch mode is on, and the ladder records "not compiled:
+all frames skipped" with dynamo's reason.
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ class PrivateUse1Adapter(DeviceAdapter):
         self._load()
 
     def device_info(self):
-        mod = self.module()
-        count = getattr(mod, "device_count", lambda: 0)() if mod is not None else 0
+        count_fn = self.route("device_count").call
+        count = count_fn() if count_fn is not None else 0
         return {
             "device_type": self.torch_type,
             "device_name": self.torch_type,
@@ -89,4 +89,5 @@ class PrivateUse1Adapter(DeviceAdapter):
             "privateuse1_backend": self.torch_type,
             "adapter": f"{GENERIC} (generic: torchport has no adapter of its own for "
             f"'{self.torch_type}')",
+            "api": self.api_used(),
         }

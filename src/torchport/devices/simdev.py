@@ -48,6 +48,11 @@ class SimdevAdapter(DeviceAdapter):
     def peak_memory_bytes(self):
         return None
 
+    def peak_memory_reason(self):
+        # No caching allocator: torch.accelerator.memory refuses it (an internal assert), and
+        # its device module counts live bytes only.
+        return "torch.simdev has no max_memory_allocated()"
+
     def device_info(self):
         from torchport.devices import simdev_backend
 

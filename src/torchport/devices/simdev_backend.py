@@ -275,6 +275,9 @@ def _record(name: str, fallback: bool) -> None:
         _executed_counts[name] += 1
         if fallback:
             _fallback_counts[name] += 1
+    launched = _state.get("on_launch")
+    if launched is not None:  # a test backend that queues work (devices/accdev.py)
+        launched(name)
 
 
 # ---------------------------------------------------------------------------------------------

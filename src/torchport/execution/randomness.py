@@ -35,7 +35,9 @@ What this does not cover, recorded so a reader can weigh it:
   failure says so;
 - other random ops (``torch.rand``/``randn`` with a shape, ``multinomial``, ``randperm``) keep
   their generators: ``torch.manual_seed(seed)`` before each compared step makes the CPU
-  sides of one dtype agree, but a device's generator differs. ``RandomOpWatch`` lists them on the
+  sides of one dtype agree, and the device too where its random ops run on the CPU generator
+  (OpenReg, simdev: ``device_generator`` says which, recorded with the step); a device's own
+  generator differs. ``RandomOpWatch`` lists them on the
   reference (``uncontrolled``). A compared step that fails parity while drawing them is judged
   again with its randomness switched off (every module in eval mode, ``Compared.random_off``
   and the reference's ``random_off``), and what still draws then (a ``torch.randn`` that
@@ -358,6 +360,34 @@ def comparable(seed: int, *, reset: bool = True):
         report["masked_calls"] = _state.masked
         report["drawn_calls"] = _state.drawn
         report["traced_draws"] = sorted(_state.traced)
+
+
+def device_generator(device: str) -> str:
+    """Whose generator a seeded random op on ``device`` draws from, judged by one draw: "cpu"
+    for a backend whose random ops run on the CPU generator (OpenReg, simdev): there the random
+    ops this layer leaves uncontrolled (``torch.randn`` with a shape, ...) draw the same numbers
+    on the device and on the CPU side of one dtype, so seeding makes them comparable; "own"
+    for a device generator (CUDA's), where a parity failure with such ops is judged again with
+    randomness off. The CPU generator's state is kept."""
+    import torch
+
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(20_231)
+            drawn = torch.randn(16, device=device).cpu()
+            torch.manual_seed(20_231)
+            cpu = torch.randn(16)
+    except Exception as exc:  # a device that cannot draw: said, never guessed
+        lines = str(exc).strip().splitlines()
+        return f"unknown: a seeded draw on {device} raised {type(exc).__name__}: " + (
+            lines[0][:160] if lines else ""
+        )
+    if torch.equal(drawn, cpu):
+        return (
+            "cpu: the device's random ops draw from the CPU generator, so seeded draws are "
+            "the same on the device and on the CPU side of one dtype"
+        )
+    return "own: the device's generator draws other numbers than the CPU's for one seed"
 
 
 def making_mask() -> bool:

@@ -6,6 +6,7 @@ missing the answer is ``unavailable("...")``, a string that says why, never a ze
 
 from __future__ import annotations
 
+import contextlib
 from typing import TypeGuard, cast
 
 CACHE_COUNTERS = {
@@ -362,3 +363,30 @@ def reset_dynamo() -> None:
     torch._dynamo.reset()
     clear_counters()
     clear_compilation_metrics()
+
+
+@contextlib.contextmanager
+def watch_compiles(on: bool = True):
+    """Within: the graphs dynamo compiled (``graphs_compiled``) and the times it reached its
+    recompile limit (``limit_hits``; past it a frame runs eagerly), filled in when the block
+    ends. An observer that makes dynamo recompile (a torch-function mode is part of dynamo's
+    guards on torch 2.9) is caught this way: a compiled step observed under it may be the
+    eager frames, not the compiled graph. Each figure is "unavailable: why" where torch cannot
+    say."""
+    seen: dict = {}
+    if not on:
+        yield seen
+        return
+    before = counters_snapshot()
+    watch = RecompileLimitWatch()
+    try:
+        yield seen
+    finally:
+        watch.close()
+        after = counters_snapshot()
+        if isinstance(before, dict) and isinstance(after, dict):
+            graphs = (after.get("stats") or {}).get("unique_graphs", 0)
+            seen["graphs_compiled"] = graphs - (before.get("stats") or {}).get("unique_graphs", 0)
+        else:
+            seen["graphs_compiled"] = before if isinstance(before, str) else after
+        seen["limit_hits"] = len(watch.hits) if watch.available else watch.reason

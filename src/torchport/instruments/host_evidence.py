@@ -73,8 +73,12 @@ NO_WORK = frozenset(
     )
 )
 COPY_PACKETS = frozenset({"aten.copy_", "aten._copy_from", "aten._copy_from_and_resize"})
+# The boxed CPU fallback's own mechanics (``at::native::cpu_fallback`` moves every device
+# argument to the host with one ``aten::_to_cpu`` call): its copies belong to the op the
+# fallback serves, never a device op of their own.
+FALLBACK_MECHANICS = frozenset({"aten._to_cpu"})
 # The machinery of a transfer: never the "device op" that host work is attributed to.
-TRANSFERS = COPY_PACKETS | {"aten.to", "aten._to_copy", "aten.cpu"}
+TRANSFERS = COPY_PACKETS | FALLBACK_MECHANICS | {"aten.to", "aten._to_copy", "aten.cpu"}
 SERVED = ("kernel", "composite", "fallback", "missing")
 
 
@@ -156,6 +160,7 @@ class Inside:
     calls: int = 0  # device-op calls with host work inside
     host_ops: Counter = field(default_factory=Counter)  # nested host compute op -> calls
     to_host_copies: int = 0  # nested copies from the device to the host
+    fallback_copies: int = 0  # of those, made by the CPU fallback's ``_to_cpu``
 
 
 @dataclass
@@ -193,16 +198,20 @@ def observe_nested(step, target: str) -> Nested:
         nested.unavailable = f"unavailable: torch.profiler event tree: {exc!r}"
         return nested
     seen_calls: set = set()
-    stack = [(root, None) for root in roots]
+    # (event, owner: the innermost device-op event around it, whether a _to_cpu is between)
+    stack = [(root, None, False) for root in roots]
     while stack:
-        event, owner = stack.pop()  # owner: the innermost device-op event around this one
+        event, owner, via_fallback = stack.pop()
         inner_owner = owner
         if _is_aten(event.name):
             key, devices = packet(event.name), _devices(event)
             types = {d for d, _ in devices}
             if owner is not None and _to_host(key, devices, target):
-                _inside(nested, owner, seen_calls).to_host_copies += 1
+                inside = _inside(nested, owner, seen_calls)
+                inside.to_host_copies += 1
+                inside.fallback_copies += via_fallback
                 continue  # the copy's own nested _copy_from is the same bytes
+            via_fallback = via_fallback or key in FALLBACK_MECHANICS
             if owner is not None and types == {"cpu"} and key not in NO_WORK | TRANSFERS:
                 _inside(nested, owner, seen_calls).host_ops[key] += 1
                 continue  # what a host op does inside is its own business
@@ -210,7 +219,7 @@ def observe_nested(step, target: str) -> Nested:
                 if owner is not None:
                     nested.composites.setdefault(packet(owner.name), Counter())[key] += 1
                 inner_owner = event
-        stack.extend((child, inner_owner) for child in event.children)
+        stack.extend((child, inner_owner, via_fallback) for child in event.children)
     return nested
 
 

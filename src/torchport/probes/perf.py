@@ -355,6 +355,9 @@ class PerfProbe(Probe):
             info["notes"].append(f"no peak memory: {reason}")
             return
         metrics["perf_peak_bytes"] = peak
+        source = getattr(adapter, "peak_memory_source", lambda: None)()
+        if source:
+            info["peak_bytes_by"] = source
         if adapter.torch_type == "cpu":
             info["peak_bytes_is"] = "peak resident set of the worker process since it started"
         else:

@@ -24,7 +24,9 @@ The first three need nothing from the backend. The backend's names (aten::cumsum
 are matched to the recorder's by packet (aten.cumsum).
 
 Evidence classes (``evidence_class`` on each host-op row, the strongest its evidence gives):
-  a  served by the backend's fallback (the dispatcher);
+  a  served by the backend's fallback (the dispatcher), or by a kernel that is the CPU fallback
+     (the fallback's ``aten::_to_cpu`` nested inside it); the fallback's own copies to the host
+     are part of the op they serve, never a row of their own;
   b  named by the backend itself (its op list, its warnings);
   c  ran on host tensors (parameters or buffers left on the host, tensors made there);
   d  host aten work nested inside a device op, and nothing else: the backend's kernel computes
@@ -35,10 +37,12 @@ Every list ranks by class first and calls second, so no class-a op hides behind 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
 
 from torchport.devices import signals
+from torchport.instruments import compile_metrics as cm
 from torchport.instruments import dispatch_recorder as rec
 from torchport.instruments import function_recorder as fr
 from torchport.instruments import host_evidence as he
@@ -59,6 +63,11 @@ BACKEND_LIST = "backend op list"
 WARNING = "warning ({})"  # adapter pattern / generic pattern
 EARLIER_WARNING = "warning earlier in this process ({})"
 NESTED = "nested"  # the prefix of nested evidence (class d)
+# A kernel registered as the CPU fallback itself (OpenReg's ``sub.Tensor`` is
+# ``wrapper_cpu_fallback``), or a composite calling one (``sub_.Tensor``): the dispatcher says
+# "kernel" or "composite", but the fallback's own mechanics (``aten::_to_cpu``, which only
+# ``at::native::cpu_fallback`` calls) ran inside it.
+FALLBACK_KERNEL = "dispatcher: the CPU fallback ran inside it (aten._to_cpu)"
 EVIDENCE_CLASSES = {
     "a": "served by the backend's fallback (dispatcher)",
     "b": "named by the backend (its op list, its warnings)",
@@ -78,6 +87,8 @@ class PassResult:
     # instrument -> {"status": "ok" | "failed" | "skipped", "error"/"reason": ...}
     instruments: dict = field(default_factory=dict)
     observer_effect: dict | None = None  # backend ops the recorders added to the step
+    # compile mode: graphs compiled and recompile-limit hits during the recorders' pass
+    compiles: dict | None = None
 
 
 class InstrumentFailed(RuntimeError):
@@ -146,15 +157,21 @@ def observe(
         instruments["recorders"] = _failed(exc)
         raise InstrumentFailed(instruments) from exc
     try:
-        adapter.start_fallback_tracking()
-        with (
-            signals.capture(adapter.fallback_patterns) as messages,
-            fr.FunctionRecorder() as functions,
-            rec.DispatchRecorder() as r,
-        ):
-            value = step()
-        adapter.wait_for(value)
-        recorded = adapter.fallback_ops()
+        (r, functions, messages, recorded, compiles) = _recorders_pass(adapter, step, mode)
+        if _gave_up(compiles):
+            # the recorders made dynamo recompile to its limit, so the frames ran eagerly: the
+            # function recorder (a torch-function mode, in dynamo's guards on torch 2.9) is
+            # left out and the compiled step observed again under the dispatch recorder alone
+            first = compiles
+            cm.reset_dynamo()
+            (r, functions, messages, recorded, compiles) = _recorders_pass(
+                adapter, step, mode, functions_too=False
+            )
+            instruments["function_recorder"] = {
+                "status": "skipped",
+                "reason": f"with it on, dynamo reached its recompile limit "
+                f"{first['limit_hits']} time(s) (frames ran eagerly); compiled again without it",
+            }
     except Exception as exc:
         instruments["recorders"] = _failed(exc)
         raise InstrumentFailed(instruments) from exc
@@ -165,6 +182,7 @@ def observe(
         messages=messages,
         functions=functions.calls,
         instruments=instruments,
+        compiles=compiles or None,
     )
     if plain is not None and recorded is not None:
         result.backend, result.observer_effect = _without_observer_ops(plain, recorded)
@@ -176,6 +194,27 @@ def observe(
         else:
             he.forget_registrations()  # kernels may have been registered since the last pass
     return result
+
+
+def _recorders_pass(adapter, step, mode: str, *, functions_too: bool = True) -> tuple:
+    """One step under the recorders: (dispatch recorder, function recorder, messages heard,
+    the backend's accounting, what dynamo compiled meanwhile in compile mode)."""
+    adapter.start_fallback_tracking()
+    functions = fr.FunctionRecorder()
+    with cm.watch_compiles(mode == "compile") as compiles:
+        with (
+            signals.capture(adapter.fallback_patterns) as messages,
+            functions if functions_too else contextlib.nullcontext(),
+            rec.DispatchRecorder() as r,
+        ):
+            value = step()
+        adapter.wait_for(value)
+    return r, functions, messages, adapter.fallback_ops(), compiles
+
+
+def _gave_up(compiles: dict) -> bool:
+    hits = compiles.get("limit_hits")
+    return isinstance(hits, int) and hits > 0
 
 
 def _plain_accounting(adapter, step, instruments: dict, warmup: int) -> dict | None:
@@ -356,19 +395,22 @@ def _merge_dispatcher(rows: dict, result: PassResult, target: str) -> None:
         row["served_by"] = served
         if served == "fallback":
             mark(row, DISPATCHER_FALLBACK)
-        elif served == "composite" and result.nested is None:
-            # no profiled pass to follow the composite: its own family (cumsum.default calls
-            # cumsum.out), when every overload with a device entry is the fallback
-            family = rec.packet_key(row["op"])
-            if he.served_by_packet(family, result.key) == "fallback":
-                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
         elif served == "composite":
-            for inner in _followed(rec.packet_key(row["op"]), composites):
-                if he.served_by_packet(inner, result.key) == "fallback":
-                    mark(
-                        row,
-                        f"dispatcher: composite calling {inner}, served by the backend's fallback",
-                    )
+            family = rec.packet_key(row["op"])
+            followed = [
+                inner
+                for inner in (_followed(family, composites) if result.nested is not None else ())
+                if he.served_by_packet(inner, result.key) == "fallback"
+            ]
+            for inner in followed:
+                mark(
+                    row, f"dispatcher: composite calling {inner}, served by the backend's fallback"
+                )
+            if not followed and he.served_by_packet(family, result.key) == "fallback":
+                # not followed (no profiled pass, or the inner call took no device tensor in:
+                # arange.default -> arange.start_out(out=)): its own family (cumsum.default
+                # calls cumsum.out), when no overload has a kernel and one is the fallback
+                mark(row, f"dispatcher: composite of {family}, served by the backend's fallback")
 
 
 def _followed(start: str, composites: dict) -> list[str]:
@@ -392,9 +434,13 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
         what = ", ".join(f"{op} on the host x{n}" for op, n in inside.host_ops.most_common(3))
         if inside.to_host_copies:
             what += (", " if what else "") + f"{inside.to_host_copies} copies to the host"
+        if inside.fallback_copies:
+            what += f" ({inside.fallback_copies} by the CPU fallback's _to_cpu)"
         how = f"{NESTED}: {what} inside the device op"
         matched = [r for r in on_device if _family(r["op"]) == _family(packet)]
         for row in matched:
+            if inside.fallback_copies and row.get("served_by") in ("kernel", "composite"):
+                mark(row, FALLBACK_KERNEL)
             mark(row, how)
         if not matched:
             row = rows[(packet, target)] = {
@@ -406,6 +452,8 @@ def _merge_nested(rows: dict, result: PassResult, target: str) -> None:
             }
             if result.key and he.served_by_packet(packet, result.key) == "fallback":
                 mark(row, DISPATCHER_FALLBACK)
+            elif inside.fallback_copies:
+                mark(row, FALLBACK_KERNEL)
             mark(row, how)
 
 
@@ -606,6 +654,15 @@ class PlacementProbe(Probe):
         except InstrumentFailed as exc:  # the instrument's failure, never the case's
             return ProbeReport(findings={**findings, "placement_instruments": exc.instruments})
         findings["placement_instruments"] = result.instruments
+        if result.compiles is not None:
+            findings["placement_compiles"] = result.compiles
+            if _gave_up(result.compiles):  # even the dispatch recorder alone: said, not hidden
+                findings["placement_observed"] = "eager (degraded)"
+                findings["placement_degraded"] = (
+                    "under the recorders dynamo reached its recompile limit "
+                    f"{result.compiles['limit_hits']} time(s): the frames ran eagerly, so the "
+                    "ops recorded are eager ones, not the compiled graph's"
+                )
         if result.observer_effect is not None:
             findings["placement_observer_effect"] = result.observer_effect
         ops = op_table(result, target)

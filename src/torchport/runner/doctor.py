@@ -108,6 +108,9 @@ def collect() -> dict:
         backends = _dist_backends(adapter) if ok else []
         if backends:
             row["dist_backends"] = backends
+        api = _api_used(adapter) if ok else None
+        if api:
+            row["api"] = api
         if warnings:
             row["warnings"] = warnings
         rows.append(row)
@@ -120,6 +123,21 @@ def collect() -> dict:
         "transformers": metadata.version("transformers"),
         "devices": rows,
     }
+
+
+def _api_used(adapter) -> dict | None:
+    """Which API each figure uses on a usable device that is live in this process (the
+    standard accelerator API, or the device module where it is missing): synchronise, device
+    count, peak memory, timing. None for the CPU and for a device an adapter installs only in
+    its worker (simdev)."""
+    import torch
+
+    if adapter.torch_type == "cpu" or getattr(torch, adapter.torch_type, None) is None:
+        return None
+    try:
+        return adapter.api_used()
+    except Exception as exc:  # an adapter that cannot say: said
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def _dist_backends(adapter) -> list[str]:
@@ -161,19 +179,21 @@ def _privateuse1_by_name(known: set[str]) -> list[dict]:
     name = privateuse1.registered_name()
     if not name or name in known:
         return []
+    adapter = privateuse1.PrivateUse1Adapter(by_name=name)
     try:
-        ok, reason = privateuse1.PrivateUse1Adapter(by_name=name).availability()
+        ok, reason = adapter.availability()
     except Exception as exc:
         ok, reason = False, f"adapter error: {type(exc).__name__}: {exc}"
-    return [
-        {
-            "device": name,
-            "usable": ok,
-            "versions": {},
-            "detail": f"{reason}; generic PrivateUse1 adapter (also --device "
-            f"{privateuse1.GENERIC})",
-        }
-    ]
+    row = {
+        "device": name,
+        "usable": ok,
+        "versions": {},
+        "detail": f"{reason}; generic PrivateUse1 adapter (also --device {privateuse1.GENERIC})",
+    }
+    api = _api_used(adapter) if ok else None
+    if api:
+        row["api"] = api
+    return [row]
 
 
 def main(argv=None) -> int:

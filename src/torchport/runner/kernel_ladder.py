@@ -20,7 +20,8 @@ Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong,
 @gradcheck / @samples / @model when values or gradients differ, the usual statuses when the
 replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
 words (``correct_faster``, ``correct_slower``, ``correct_noisy_timing`` when the timing cannot tell
-the sides apart, ``opcheck_fail``, ...) with its reason; the
+the sides apart, ``correct_same_speed`` when the gap is under ``MIN_SPEED_GAP`` or inside the
+noise (``runner/speed_verdict.py``), ``opcheck_fail``, ...) with its reason; the
 metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
 above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
 is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
@@ -37,6 +38,7 @@ from torchport.execution.steps import make_step, place
 from torchport.records.result import capture, error_note, error_value
 from torchport.runner.kernel_op_stages import _exc, _first_line
 from torchport.runner.kernel_timing import KernelTiming
+from torchport.runner.speed_verdict import gap_unclear
 from torchport.runner.stages import Stage, Stop
 from torchport.timing import clock
 
@@ -338,9 +340,12 @@ class KernelLadder(KernelTiming):
                 k.update(verdict="correct_untimed", reason="correct; the step was not timed")
             else:
                 noise = self._step_noise()
+                unclear = "" if noise else gap_unclear(self.kernel.get("timing"), speed)
                 k["verdict"] = (
                     "correct_noisy_timing"
                     if noise
+                    else "correct_same_speed"
+                    if unclear
                     else "correct_faster"
                     if speed > 1.0
                     else "correct_slower"
@@ -349,7 +354,9 @@ class KernelLadder(KernelTiming):
                     f"correct ({self._checks_ran()}); training step {speed:.3g}x the "
                     "original's speed "
                     f"({m['step_ms_original']:.3g} ms -> {m['step_ms_replacement']:.3g} ms, "
-                    f"{self.mode})" + (f"; timing noisy: {noise}" if noise else "")
+                    f"{self.mode})"
+                    + (f"; timing noisy: {noise}" if noise else "")
+                    + (f"; no speed verdict: {unclear}" if unclear else "")
                 )
         self.out.findings["kernel"] = k
         return self.out.to_dict()

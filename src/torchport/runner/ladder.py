@@ -444,7 +444,12 @@ class Ladder(StageRunner):
             else parity_weak.RULE
         )
         if value.get("randomness"):
-            self.out.findings["step"]["randomness"] = value["randomness"]
+            randomness = dict(value["randomness"])
+            if randomness.get("uncontrolled_random_ops") and self.adapter.torch_type != "cpu":
+                from torchport.execution.randomness import device_generator
+
+                randomness["device_generator"] = device_generator(self.adapter.device())
+            self.out.findings["step"]["randomness"] = randomness
         return value
 
     def _choose_backend(self) -> None:

@@ -49,6 +49,48 @@ class WorkerStartError(RuntimeError):
     pass
 
 
+# A worker is replaced before its next task once it holds more than these (it stays up across
+# tasks otherwise): memory maps past a quarter of the kernel's limit (torch_xla's cached
+# executables hold maps until a long-lived worker reaches vm.max_map_count, 65 530, and aborts
+# in a case that passes alone), or a resident set past half the host's memory.
+MAPS_ENV = "TORCHPORT_WORKER_MAX_MAPS"
+RSS_ENV = "TORCHPORT_WORKER_MAX_RSS_BYTES"
+
+
+def _max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530  # Linux's default
+
+
+def watermarks() -> dict[str, int]:
+    import os
+
+    import psutil
+
+    maps = os.environ.get(MAPS_ENV)
+    rss = os.environ.get(RSS_ENV)
+    return {
+        "maps": int(maps) if maps else _max_map_count() // 4,
+        "rss_bytes": int(rss) if rss else psutil.virtual_memory().total // 2,
+    }
+
+
+def over_watermark(resources: dict, limits: dict[str, int] | None = None) -> str | None:
+    """Why a worker holding ``resources`` (its own report after a task) is replaced, or None."""
+    limits = limits or watermarks()
+    for what, unit in (("maps", "memory maps"), ("rss_bytes", "bytes resident")):
+        held = resources.get(what)
+        if isinstance(held, int) and held >= limits[what]:
+            return (
+                f"the worker held {held:,} {unit} after this task (watermark {limits[what]:,}): "
+                "replaced by a fresh one before the next task"
+            )
+    return None
+
+
 class WorkerProcess:
     """One ``python -m torchport.runner.worker`` process."""
 
@@ -70,6 +112,12 @@ class WorkerProcess:
         self.started = self.case_deadline = 0.0
         self.compile_deadline: float | None = None
         self.config_sent: dict | None = None  # the run's config, sent once before any task
+        self.recycle_reason: str | None = None  # past a watermark: no further task
+
+    @property
+    def reusable(self) -> bool:
+        """Alive and within its watermarks (``over_watermark``): it may take another task."""
+        return self.alive and self.recycle_reason is None
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> dict:
         """Wait for the worker's ready event (at most ``timeout_s``); its environment
@@ -178,7 +226,17 @@ class WorkerProcess:
             # Something in the worker wrote a result that is not this task's: nothing more
             # it sends can be trusted. The api records the mismatch as a crash.
             self.child.kill()
+        elif isinstance(event.get("resources"), dict):
+            self._note_resources(result, event["resources"])
         return True, result
+
+    def _note_resources(self, result: dict, resources: dict) -> None:
+        self.recycle_reason = over_watermark(resources)
+        findings = result.setdefault("findings", {})
+        if isinstance(findings, dict):
+            findings["worker_resources"] = resources
+            if self.recycle_reason:
+                findings["worker_recycled"] = self.recycle_reason
 
     def on_bad_event(self, exc: BadEvent) -> dict:
         self.child.kill()
@@ -267,8 +325,9 @@ def warm_worker(
     logs: LogFolder,
     start_s: float = READY_TIMEOUT_S,
 ) -> WorkerProcess:
-    """``current`` while it lives; else a new worker, started (WorkerStartError if it cannot)."""
-    if current is not None and current.alive:
+    """``current`` while it lives within its watermarks; else a new worker, started
+    (WorkerStartError if it cannot)."""
+    if current is not None and current.reusable:
         return current
     if current is not None:
         current.close()

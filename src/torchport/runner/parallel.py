@@ -83,7 +83,7 @@ class ParallelExecutor(SlotLoop):
             root = tempfile.mkdtemp(prefix="torchport-cold-")
             env = {**self._slot_env(slot), **self.cache_dirs(root), COLD_WORKER_ENV: root}
             slot.worker = WorkerProcess(slot.device, env, self.logs, cold_root=root)
-        elif slot.warm is not None and slot.warm.alive:
+        elif slot.warm is not None and slot.warm.reusable:
             slot.worker = slot.warm
             self._begin(slot)
             return

@@ -34,6 +34,21 @@ def _reset_compiler() -> None:
         pass
 
 
+def resources() -> dict:
+    """What this worker holds now, read after each task (the supervisor recycles a worker past
+    its watermarks, runner/local.py): memory maps (``/proc/self/maps``: a backend that keeps
+    every compiled executable, torch_xla's, runs into ``vm.max_map_count``) and resident set."""
+    found: dict = {"pid": os.getpid()}
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            found["maps"] = sum(1 for _ in maps)
+        with open("/proc/self/statm") as statm:
+            found["rss_bytes"] = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: nothing to watch
+        pass
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fd", type=int, required=True)
@@ -88,7 +103,7 @@ def main(argv=None) -> int:
                 task["case"], task["mode"], stage="worker", error=error_value(exc)
             ).to_dict()
         watchdog.arm(None)
-        channel.emit({"event": "result", "result": result})
+        channel.emit({"event": "result", "result": result, "resources": resources()})
     return 0
 
 

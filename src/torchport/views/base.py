@@ -34,6 +34,16 @@ KINDS = (
 )
 
 
+def of_ladder(result: dict, ladder: str) -> bool:
+    """Whether ``result`` came from a task of ``ladder`` ("kernel", "dist"): the ladder it
+    recorded, or, for a result the supervisor made because the worker never returned one
+    (crash, timeout: no ladder recorded), the task's tags. Summaries count those too."""
+    findings = result.get("findings") or {}
+    if findings.get("ladder"):
+        return findings["ladder"] == ladder
+    return ladder in (findings.get("tags") or ())
+
+
 @dataclass(frozen=True)
 class Column:
     name: str

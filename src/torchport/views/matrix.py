@@ -35,6 +35,7 @@ def step_notes(results: list[dict]) -> list[str]:
     kinds: dict[str, int] = {}
     masked: list[str] = []
     drawn: list[str] = []
+    seeded: dict[str, list[str]] = {}  # uncontrolled random ops, by whose generator drew them
     for r in results:
         step = (r.get("findings") or {}).get("step")
         if isinstance(step, dict) and step.get("kind"):
@@ -44,6 +45,11 @@ def step_notes(results: list[dict]) -> list[str]:
             if isinstance(randomness, dict):
                 for key, cases in (("masked_dropout_calls", masked), ("drawn_noise_calls", drawn)):
                     if randomness.get(key) and r["case"] not in cases:
+                        cases.append(r["case"])
+                whose = str(randomness.get("device_generator") or "").split(":")[0]
+                if whose and randomness.get("uncontrolled_random_ops"):
+                    cases = seeded.setdefault(whose, [])
+                    if r["case"] not in cases:
                         cases.append(r["case"])
     notes = ["steps: " + ", ".join(f"{k} ({n})" for k, n in kinds.items())] if kinds else []
     if masked:
@@ -55,6 +61,12 @@ def step_notes(results: list[dict]) -> list[str]:
         notes.append(
             "in-model noise (router jitter, Gumbel sampling) drawn on the CPU and used "
             "identically on every side: " + ", ".join(drawn)
+        )
+    if seeded.get("cpu"):
+        notes.append(
+            "random ops left to their generator (torch.randn with a shape, ...) draw from the "
+            "CPU generator on this device: seeded per step, the same draws on both sides: "
+            + ", ".join(seeded["cpu"])
         )
     notes += [
         f"{r['case']} ({r['mode']}): {note}"

@@ -215,6 +215,9 @@ def build(run: dict, results: list[dict]) -> View | None:
         )
     if any(str(i.get("peak_bytes_is") or "").startswith("peak resident") for i in infos):
         notes.append("peak memory on the CPU is the worker process's peak resident set")
+    peak_by = sorted({str(i["peak_bytes_by"]) for i in infos if i.get("peak_bytes_by")})
+    if peak_by:
+        notes.append("peak memory read with " + ", ".join(peak_by))
     loads = [
         (r, i["host_load"])
         for r, i in zip(measured, infos, strict=True)

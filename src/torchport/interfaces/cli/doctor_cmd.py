@@ -47,5 +47,7 @@ def command(as_json):
                 f"       {'':<8} collectives: {row['dist_backends'][0]} (default)"
                 + "".join(f", {b}" for b in row["dist_backends"][1:])
             )
+        for what, how in (row.get("api") or {}).items():
+            click.echo(f"       {'':<8} {what}: {how}")
         for warning in row.get("warnings", ()):
             click.echo(f"  warning ({row['device']}): {warning}")
