@@ -28,11 +28,12 @@ class SettingError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # int | float | flag | folder | module | text
+    kind: str  # int | float | flag | folder | module | choice | text
     default: Any = None
     low: float | None = None
     high: float | None = None
     what: str = ""  # what it is for (the error line says it)
+    choices: tuple[str, ...] = ()  # the values a ``choice`` may hold ('' is its default)
 
 
 _S = Setting
@@ -60,6 +61,23 @@ SETTINGS = {
         _S("TORCHPORT_SIMDEV_NATIVE_OPS", "text", "", what="simdev's native ops"),
         _S("TORCHPORT_SIMDEV_WRONG_OPS", "text", "", what="simdev's planted wrong ops"),
         _S("TORCHPORT_SIMCCL_FAULT", "text", "", what="simccl's planted fault"),
+        _S(
+            "TORCHPORT_SIMDEV_FLOAT64",
+            "choice",
+            "",
+            what="simdev without float64 arithmetic",
+            choices=("refuse", "float32"),
+        ),
+        _S("TORCHPORT_ACCDEV_KERNEL_S", "float", 0.002, 0.0, 60.0, "accdev's kernel seconds"),
+        _S("TORCHPORT_WORKER_MAX_MAPS", "int", None, 1, 2**31 - 1, "a worker's memory-map limit"),
+        _S(
+            "TORCHPORT_WORKER_MAX_RSS_BYTES",
+            "int",
+            None,
+            1,
+            2**62,
+            "a worker's resident-memory limit in bytes",
+        ),
         # set by torchport for its own children
         _S("TORCHPORT_DIST_OUT", "text", None, what="a world's output folder"),
         _S("TORCHPORT_SUPERVISOR_PID", "int", None, 1, 2**31 - 1, "the supervisor's pid"),
@@ -114,6 +132,11 @@ def parse(name: str, raw: str | None) -> Any:
     if s.kind == "folder":
         _check_folder(s, raw)
         return raw
+    if s.kind == "choice":
+        chosen = raw.strip().lower()
+        if chosen not in s.choices:
+            raise _bad(s, raw, "one of " + ", ".join(s.choices))
+        return chosen
     return raw
 
 

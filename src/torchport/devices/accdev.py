@@ -24,20 +24,21 @@ queued work            every kernel launch queues ``KERNEL_S`` seconds of "devic
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
+from torchport import settings
+
 NAME = "accdev"
 KERNEL_S_ENV = "TORCHPORT_ACCDEV_KERNEL_S"
-KERNEL_S = 0.002
+KERNEL_S = 0.002  # the default of TORCHPORT_ACCDEV_KERNEL_S (settings.py)
 
 _state: dict = {"installed": False, "busy_until": 0.0, "peak": 0, "waits": 0}
 _lock = threading.Lock()
 
 
 def kernel_s() -> float:
-    return float(os.environ.get(KERNEL_S_ENV) or KERNEL_S)
+    return float(settings.value(KERNEL_S_ENV))
 
 
 def _launched(name: str) -> None:

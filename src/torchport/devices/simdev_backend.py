@@ -507,7 +507,7 @@ def _device_compute():
 
 
 def _float64_mode() -> str:
-    return os.environ.get(FLOAT64_ENV, "").strip().lower()
+    return settings.value(FLOAT64_ENV)
 
 
 def _float64_args(args, kwargs) -> bool:

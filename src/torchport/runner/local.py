@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
+from torchport import settings
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, Child, LogFolder
 from torchport.records.result import crashed, error_note
@@ -66,15 +67,13 @@ def _max_map_count() -> int:
 
 
 def watermarks() -> dict[str, int]:
-    import os
-
     import psutil
 
-    maps = os.environ.get(MAPS_ENV)
-    rss = os.environ.get(RSS_ENV)
+    maps = settings.value(MAPS_ENV)
+    rss = settings.value(RSS_ENV)
     return {
-        "maps": int(maps) if maps else _max_map_count() // 4,
-        "rss_bytes": int(rss) if rss else psutil.virtual_memory().total // 2,
+        "maps": maps if maps is not None else _max_map_count() // 4,
+        "rss_bytes": rss if rss is not None else psutil.virtual_memory().total // 2,
     }
 
 

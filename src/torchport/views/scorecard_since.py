@@ -31,7 +31,12 @@ def since(
         ), None
     before = load_group(store, previous)
     earlier = Reader(store, before)
-    new_fail, fixed, slower, faster, evidence, unjudged = [], [], [], [], [], []
+    new_fail: list[str] = []
+    fixed: list[str] = []
+    slower: list[str] = []
+    faster: list[str] = []
+    evidence: list[dict] = []
+    unjudged: list[str] = []
     for part in reader.device_parts():
         a, b = before.run_of(part), group.run_of(part)
         if a is None or b is None:
