@@ -10,3 +10,23 @@ SKIP_REASONS = {
     "cpu_raises": "the CPU reference raises on it too (not a valid input at this dtype)",
     "no_samples": "OpInfo has no sample inputs for it at this dtype",
 }
+
+# Why a backend-relevant ATen overload is left out of the coverage audit's "tested" count
+# (instruments/op_coverage.py): a fixed list, each said in the audit.
+EXCLUDE_REASONS = {
+    "sparse": "sparse layouts (COO, CSR, CSC, BSR, BSC): not a strided tensor",
+    "quantized": "quantized tensors and quantization helpers",
+    "nested": "nested (jagged) tensors",
+    "backend_internal": "another backend's internal op (cuDNN, MIOpen, oneDNN, MPS, CUDA-only "
+    "attention and helpers)",
+    "no_cpu_kernel": "no CPU kernel and no composite in this torch: another backend's op, with "
+    "nothing on the CPU to compare it against",
+}
+
+# A coverage state of one backend-relevant overload in a run (views/op_coverage.py).
+COVERAGE_STATES = {
+    "tested": "dispatched on the device by a case of the run (named), judged against the CPU",
+    "excluded": "left out with a reason of EXCLUDE_REASONS",
+    "not_reached": "no case of the run dispatched it on the device",
+    "unknown": "the dispatcher could not say how it is served (a private API missing)",
+}

@@ -68,6 +68,8 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
         else:
             results = store.results(run_id=run["id"])
             views = build_views(run, results)
+            if csv_view == COVERAGE_VIEW or as_json:  # 2 000+ rows: only when asked for
+                views.update(_coverage(run, results))
     if csv_view:
         _print_csv(views, csv_view)
         return
@@ -110,6 +112,17 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
             markup=False,
             highlight=False,
         )
+
+
+COVERAGE_VIEW = "ops-coverage"
+
+
+def _coverage(run: dict, results: list[dict]) -> dict:
+    """Every backend-relevant overload's coverage state, when the run has an audit."""
+    from torchport.views import op_coverage
+
+    cov = op_coverage.coverage(run, results)
+    return {COVERAGE_VIEW: op_coverage.view(cov)} if cov is not None else {}
 
 
 def _print_csv(views: dict, name: str) -> None:
