@@ -9,7 +9,41 @@ SKIP_REASONS = {
     "sparse": "sparse (non-strided) layout",
     "cpu_raises": "the CPU reference raises on it too (not a valid input at this dtype)",
     "no_samples": "OpInfo has no sample inputs for it at this dtype",
+    "time_budget": "the case's time budget ran out before it (the samples checked stand)",
+    "capability": "the device lacks what it needs (it cannot make a tensor of this dtype)",
 }
+
+# What was not run, by kind (a fixed list, counted apart from failures): each skip reason
+# above belongs to one kind; a case whose worker died (crash, timeout) left its samples unrun.
+NOT_RUN_KINDS = {
+    "dtype_unsupported": "the dtype is unsupported, by the op (OpInfo) or on the device",
+    "capability_absent": "the device lacks a capability the check needs",
+    "excluded_family": "excluded by design: random ops, sparse layouts, OpInfo's own skips",
+    "invalid_input": "the CPU reference rejects the input too: no verdict to compare with",
+    "no_samples": "no sample inputs at this dtype",
+    "time_budget": "the time budget ran out (samples left, or the case's deadline)",
+    "crash_isolated": "the worker died on the case (crash): the run went on without it",
+}
+REASON_KIND = {
+    "op_dtype": "dtype_unsupported",
+    "device_dtype": "dtype_unsupported",
+    "capability": "capability_absent",
+    "opinfo_skip": "excluded_family",
+    "random": "excluded_family",
+    "sparse": "excluded_family",
+    "mode": "excluded_family",
+    "cpu_raises": "invalid_input",
+    "no_samples": "no_samples",
+    "time_budget": "time_budget",
+}
+# --depth: what each level adds to the one below it; the ops suite runs DEFAULT_DEPTH.
+DEPTHS = {
+    1: "forward",
+    2: "backward",
+    3: "variants",
+    4: "error inputs",
+}
+DEFAULT_DEPTH = 2
 
 # Why a backend-relevant ATen overload is left out of the coverage audit's "tested" count
 # (instruments/op_coverage.py): a fixed list, each said in the audit.

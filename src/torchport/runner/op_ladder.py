@@ -31,8 +31,13 @@ from torchport.records.result import error_value, is_oom
 from torchport.records.status import STAGE_STATUS
 from torchport.records.status import grade as grade_rule
 from torchport.runner.stages import Stage, StageRunner, Stop
+from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
+# Samples start only while this share of the case's deadline (--timeout) is left unspent: the
+# rest are counted not run (time_budget) and the samples checked stand, where the deadline
+# would have killed the worker and kept nothing (docs/suites/ops.md).
+TIME_BUDGET_SHARE = 0.75
 
 
 def _error(exc: BaseException) -> str:
@@ -53,6 +58,10 @@ class OpLadder(StageRunner):
         self.tags: set[str] = set()
         self.errors = {"abs": 0.0, "rel": 0.0}
         self.counts: collections.Counter[str] = collections.Counter()
+        from torchport.cases.ops_reasons import DEFAULT_DEPTH
+
+        self.depth = config.depth or DEFAULT_DEPTH
+        self.started = clock()
 
     # -- outcome helpers --------------------------------------------------------------------
     def _skip(self, reason: str, message: str) -> NoReturn:
@@ -103,7 +112,13 @@ class OpLadder(StageRunner):
     def begin(self) -> None:
         case = self.case
         self.out.findings.update(
-            {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
+            {
+                "tags": list(case.tags),
+                "op": case.op_key,
+                "dtype": case.dtype,
+                "ladder": "op",
+                "depth": self.depth,
+            }
         )
         if self.mode != "eager":
             self._skip_mode()
@@ -128,6 +143,12 @@ class OpLadder(StageRunner):
             self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
         if decor.skip:
             self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
+        try:  # the device itself: a dtype it cannot hold is not the op's failure
+            torch.empty(1, dtype=getattr(torch, case.dtype), device=self.adapter.device())
+        except Exception as exc:
+            if is_oom(exc):
+                raise
+            self._skip("capability", f"{case.dtype} on {device_type}: {_error(exc)}")
         if decor.expected_failure:
             self.out.findings["opinfo_expected_failure"] = True
         self.tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
@@ -138,7 +159,8 @@ class OpLadder(StageRunner):
             or "default by output dtype (instruments/op_parity.py)",
         }
         self.backward = (
-            op.supports_autograd
+            self.depth >= 2
+            and op.supports_autograd
             and case.dtype in opinfo.backward_dtype_names(op, device_type)
             and case.dtype in opinfo.backward_dtype_names(op, "cpu")
         )
@@ -157,7 +179,12 @@ class OpLadder(StageRunner):
         self.samples = samples
 
     def _run_stage(self) -> int:
+        budget_s = TIME_BUDGET_SHARE * self.config.timeout_s
         for index, sample in enumerate(self.samples):
+            if clock() - self.started > budget_s:
+                self.sample_skips["time_budget"] += len(self.samples) - index
+                self.out.findings["time_budget_s"] = budget_s
+                break
             try:
                 self._sample(
                     self.op,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from torchport.records.status import STATUS, is_failure
-from torchport.views import op_coverage
+from torchport.views import op_coverage, ops_not_run
 from torchport.views.base import View, columns
 
 SHORT = {
@@ -114,7 +114,7 @@ def summary_line(results: list[dict]) -> str:
 def _notes(run: dict, results: list[dict], by_op: dict, cov) -> list[str]:
     from torchport.cases.ops_reasons import SKIP_REASONS
 
-    notes = [summary_line(results)]
+    notes = [summary_line(results), ops_not_run.note(ops_not_run.not_run(results))]
     if cov is not None:
         notes.append(op_coverage.summary(cov))
     metrics = [r.get("metrics") or {} for r in results]
