@@ -9,6 +9,7 @@ and stay counted as such), and single samples of a case that ran (findings["samp
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from torchport.cases.ops_reasons import NOT_RUN_KINDS, REASON_KIND
 from torchport.views.base import View, columns
@@ -23,7 +24,9 @@ def kind_of(reason: str) -> str:
 def not_run(results: list[dict]) -> dict[str, dict]:
     """kind -> {"cases": n, "samples": n, "reasons": {reason: n}} for every kind (zeros
     included: an empty kind is a statement too)."""
-    out = {k: {"cases": 0, "samples": 0, "reasons": Counter()} for k in NOT_RUN_KINDS}
+    out: dict[str, dict[str, Any]] = {
+        k: {"cases": 0, "samples": 0, "reasons": Counter()} for k in NOT_RUN_KINDS
+    }
     for r in results:
         findings = r.get("findings") or {}
         if r["status"] == "skip":
