@@ -64,3 +64,19 @@ COVERAGE_STATES = {
     "not_reached": "no case of the run dispatched it on the device",
     "unknown": "the dispatcher could not say how it is served (a private API missing)",
 }
+
+# --depth 3 (and 4: error_input): the call forms OpInfo's samples leave out, each judged
+# against the CPU (runner/op_variants.py).
+VARIANT_KINDS = {
+    "inplace": "the in-place form (x.op_(...)): the input holds the result and is returned",
+    "out": "the out= form: the result in the given tensor, which is returned",
+    "out_alias": "out= the input itself: the op must read its input before writing it",
+    "view_write": "a view the op returns, written: the write reaches its base",
+    "factory": "a factory with device=: the tensor is made on that device",
+    "scalar": "the first tensor argument as a Python scalar",
+    "inplace_scalar": "the in-place form with a Python scalar argument",
+    "mixed_device": "one input left on the host: the device must raise",
+    "nan_inf": "NaN, +Inf and -Inf in the input",
+    "empty": "an empty input (zero rows)",
+    "error_input": "OpInfo's error inputs: the device must reject them as the CPU does",
+}

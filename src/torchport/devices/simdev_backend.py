@@ -41,6 +41,10 @@ The same machinery makes other test backends (``install(name=..., fallback_messa
 silent_fallback=...)``): a backend under another PrivateUse1 name, one that words its fallback
 warning its own way, or one that falls back without any word (see ``devices/quirkdev.py``).
 
+Planted device bugs of the kinds a conformance suite must find (in-place with a scalar, out=
+aliasing, mixed devices, error inputs, NaN, a fallback inside a kernel): opt-in with
+``TORCHPORT_SIMDEV_BUGS`` (devices/simdev_bugs.py).
+
 Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
 names as for the native set, read at install) makes those native kernels return wrong values:
 floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
@@ -52,6 +56,7 @@ import collections
 import contextlib
 import functools
 import os
+import sys
 import threading
 import types
 import warnings
@@ -900,6 +905,12 @@ def install(
             for overload, kernel in kernels:
                 lib.impl(overload, _opaque(kernel), "PrivateUse1")
             _state["native_lib"], _state["native"] = lib, names
+        if _state.get("bugs_lib") is None:  # planted bugs, opt-in (devices/simdev_bugs.py)
+            from torchport.devices import simdev_bugs
+
+            kinds = simdev_bugs.wanted()
+            if kinds:
+                _state["bugs_lib"] = simdev_bugs.register(sys.modules[__name__], kinds)
 
 
 def native_ops() -> frozenset[str]:

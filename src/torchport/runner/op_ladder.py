@@ -40,6 +40,28 @@ MAX_FAILURES_KEPT = 10
 TIME_BUDGET_SHARE = 0.75
 
 
+GUESS = "dispatcher: composite of"  # placement's family guess when no nested pass ran
+
+
+def _guessed(rows: list[dict]) -> bool:
+    return any(how.startswith(GUESS) for r in rows for how in r.get("found_by") or ())
+
+
+def _sample_host_rows(rows: list[dict], target: str) -> None:
+    """Host ops whose only evidence is that they ran on host tensors, in a pass that copied
+    nothing from the device to the host, computed on tensors the sample itself made there (a
+    factory called without ``device=``, a CPU tensor OpInfo gives on purpose): the sample's,
+    not the op's fallback. Kept as rows (``source: sample``), never graded."""
+    from torchport.probes.placement import RECORDER
+
+    if target == "cpu" or any(r["device"].endswith("->cpu") for r in rows):
+        return
+    for r in rows:
+        if r["device"] == "cpu" and r.get("found_by") == [RECORDER]:
+            r["fallback"], r["source"] = False, "sample"
+            del r["found_by"]
+
+
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
@@ -198,7 +220,31 @@ class OpLadder(StageRunner):
                 if is_oom(exc):
                     self.stop("oom", "run", error_value(exc))
                 self._fail(index, "harness", "error", _error(exc), [], exc)
+        if self.depth >= 3:
+            self._variants()
         return len(self.samples)
+
+    def _variants(self) -> None:
+        """--depth 3 and 4: the call forms OpInfo leaves out, each from the first strided
+        sample that allows it (``runner/op_variants.py``)."""
+        from torchport.runner import op_samples as ops
+        from torchport.runner import op_variants
+
+        strided = [s for s in self.samples if not ops.non_strided(s)][
+            : op_variants.SAMPLES_SEARCHED
+        ]
+        to_cpu = self._device_fn("cpu", self.adapter.device())
+        on_cpu = [
+            ops.convert(s, lambda t: ops.leaf(t.detach(), device="cpu"), to_cpu) for s in strided
+        ]
+        found = op_variants.check_all(self, self.op, on_cpu)
+        self.out.findings["variants"] = found
+        self.counts["variants_checked"] = sum(v["checked"] for v in found.values())
+
+    def _note_rows(self, rows: list[dict]) -> None:
+        """A variant's placement rows, merged like a sample's."""
+        _sample_host_rows(rows, self.target)
+        self._add_rows(rows)
 
     def _skip_mode(self) -> NoReturn:
         self.out.status = "skip"
@@ -374,12 +420,43 @@ class OpLadder(StageRunner):
                         repeatable=False,
                     )
                 )
+        tables = [placement.op_table(observed, self.target) for observed in passes]
+        if any(_guessed(rows) for rows in tables):
+            tables = self._replayed(op, sample, side, seed) or tables
         aten: set[str] = set()
-        for observed in passes:
-            rows = placement.op_table(observed, self.target)
+        for rows in tables:
+            _sample_host_rows(rows, self.target)
             self._add_rows(rows)
             aten |= {r["op"] for r in rows if "->" not in r["device"]}
         return ops.to_host_side(side), sorted(aten)
+
+    def _replayed(self, op, sample, side, seed: int) -> list[list[dict]] | None:
+        """The sample again, on copies made on the device before the replay (they are the
+        harness's, not the op's), with the profiler's nested pass on: a composite is then
+        followed to the ops it really called, instead of guessed from its family (narrow_copy
+        is composite and narrow_copy.out falls back, but narrow_copy calls clone, which does
+        not). The copies are two: the recorders' pass and the nested pass each run once.
+        None when the replay itself failed (the guess stands, with the reason kept)."""
+        from torchport.runner import op_samples as ops
+
+        copies = [ops.convert(sample, lambda t: ops.leaf(t)) for _ in range(2)]
+        backward = side.cotangents is not None
+
+        def step():
+            again = copies.pop()
+            replay = ops.forward(op, again)
+            if backward and replay.forward_error is None:
+                ops.backward(replay, again, side.cotangents)
+
+        try:
+            observed = placement.observe(
+                self.adapter, step, self.target, nested=True, repeatable=False
+            )
+        except Exception as exc:  # an instrument's failure: recorded, never the op's
+            self.out.findings["replay"] = f"failed: {_error(exc)}"
+            return None
+        self.counts["replayed"] += 1
+        return [placement.op_table(observed, self.target)]
 
     def _check(
         self, index, phase, result: dict, baseline: dict, reference: dict | None, tolerance, aten
@@ -412,6 +489,8 @@ class OpLadder(StageRunner):
             entry = self.rows.setdefault((r["op"], r["device"]), dict(r, count=0))
             entry["count"] += r["count"]
             entry["fallback"] = entry["fallback"] or r["fallback"]
+            if r.get("source") != "sample":  # one sample's own host tensors: not every one's
+                entry.pop("source", None)
             for how in r.get("found_by") or ():
                 if how not in entry.setdefault("found_by", []):
                     entry["found_by"].append(how)
@@ -427,6 +506,7 @@ class OpLadder(StageRunner):
                 "ops_samples_skipped": sum(self.sample_skips.values()),
                 "ops_samples_failed": len({(f["sample"]) for f in self.failures}) if failed else 0,
                 "ops_backward_checked": counts["backward_checked"],
+                "ops_variants_checked": counts["variants_checked"],
             }
         )
         if counts["checked"]:
@@ -473,7 +553,9 @@ class OpLadder(StageRunner):
             compute = [
                 r
                 for r in rows
-                if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
+                if "->" not in r["device"]
+                and rec.packet_key(r["op"]) not in HOST_NO_WORK
+                and r.get("source") != "sample"
             ]
             on_host = sum(r["count"] for r in compute if r["fallback"])
             self.out.grade = grade_rule(
@@ -483,9 +565,38 @@ class OpLadder(StageRunner):
                 host_kernel=any(r.get("host_kernel") for r in compute),
             )
             self.out.findings["served"] = self._served(compute)
+            inner = self._inner_overloads([r for r in compute if r["fallback"]])
+            if inner:
+                self.out.findings["composite_fallbacks"] = inner
+        if self.counts["replayed"]:
+            self.out.findings["replayed_samples"] = self.counts["replayed"]
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
         return self.out.to_dict()
+
+    def _inner_overloads(self, fallen: list[dict]) -> dict[str, list[str]]:
+        """For each fallback row the user's op reached only inside a composite (a row named
+        by packet, ``aten.norm``, or a composite's own overload): the overloads of it the
+        backend's fallback serves (``aten.norm.out``), the call that really ran on the
+        host, attributed to this op (docs/suites/ops.md)."""
+        from torchport.instruments import host_evidence as he
+
+        key = he.device_key(self.target)[0] if self.target != "cpu" else None
+        if key is None:
+            return {}
+        found = {}
+        recorded = {r["op"] for r in self.rows.values() if r["op"].count(".") >= 2}
+        for r in fallen:
+            own = he.served_by(r["op"], key) if r["op"].count(".") >= 2 else "packet"
+            if own in ("fallback", "kernel"):
+                continue  # the overload recorded is the one that fell back (or a kernel)
+            if own == "packet" and any(o.startswith(f"{r['op']}.") for o in recorded):
+                continue  # an overload of it was recorded: that call is the one named
+            inner = [o for o in he.fallback_overloads(r["op"], key) if o != r["op"]]
+            if inner:
+                r["inner_overloads"] = inner
+                found[r["op"]] = inner
+        return found
 
     def _served(self, compute: list[dict]) -> str:
         """``kernel`` when the op's own aten op reached the device, else ``composite`` (torch
