@@ -222,3 +222,16 @@ def test_without_the_switch_simdev_has_none_of_the_planted_bugs():
     assert "composite_fallbacks" not in got["ops/trace/float32"]["findings"] or (
         "aten.cumsum" not in got["ops/trace/float32"]["findings"]["composite_fallbacks"]
     )
+
+
+def test_complex_samples_are_not_replayed():
+    """A profiled replay over complex tensors killed simdev's worker: the guess stands, said."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    from torchport.runner import op_ladder
+    from torchport.runner.op_samples import Side
+
+    real = SampleInput(torch.ones(2))
+    assert not op_ladder._complex(real, Side(live={"out": torch.ones(2)}))
+    assert op_ladder._complex(real, Side(live={"out": torch.ones(2, dtype=torch.complex64)}))
+    assert op_ladder._complex(SampleInput(torch.ones(2, dtype=torch.complex64)), Side())

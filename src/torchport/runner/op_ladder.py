@@ -43,6 +43,20 @@ TIME_BUDGET_SHARE = 0.75
 GUESS = "dispatcher: composite of"  # placement's family guess when no nested pass ran
 
 
+# A replay's profiled pass over complex tensors killed simdev's worker (SIGSEGV: polar,
+# linalg.eig, linalg.eigvals), and a crash would lose the case's verdict.
+NO_COMPLEX_REPLAY = "the profiled replay crashed a worker on them"
+
+
+def _complex(sample, side) -> bool:
+    import torch
+
+    from torchport.runner import op_samples as ops
+
+    values = [t for _, t in ops.named_tensors(sample)] + list((side.live or {}).values())
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
+
+
 def _guessed(rows: list[dict]) -> bool:
     return any(how.startswith(GUESS) for r in rows for how in r.get("found_by") or ())
 
@@ -422,7 +436,10 @@ class OpLadder(StageRunner):
                 )
         tables = [placement.op_table(observed, self.target) for observed in passes]
         if any(_guessed(rows) for rows in tables):
-            tables = self._replayed(op, sample, side, seed) or tables
+            if _complex(sample, side):  # the guess stands, and says why it was not checked
+                self.out.findings["replay"] = "skipped: complex tensors (" + NO_COMPLEX_REPLAY + ")"
+            else:
+                tables = self._replayed(op, sample, side, seed) or tables
         aten: set[str] = set()
         for rows in tables:
             _sample_host_rows(rows, self.target)
