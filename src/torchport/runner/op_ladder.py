@@ -57,6 +57,20 @@ def _complex(sample, side) -> bool:
     return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
 
 
+# Replays per guessed op and case: the same composite calls the same ops for every sample of
+# a case, and a replay per sample made logspace's cases 40 s each (1 200 replays).
+REPLAYS_PER_OP = 2
+
+
+def _drop_guess(row: dict) -> None:
+    kept = [how for how in row.get("found_by") or () if not how.startswith(GUESS)]
+    if kept:
+        row["found_by"] = kept
+    else:
+        row.pop("found_by", None)
+        row["fallback"] = False
+
+
 def _guessed(rows: list[dict]) -> bool:
     return any(how.startswith(GUESS) for r in rows for how in r.get("found_by") or ())
 
@@ -97,6 +111,8 @@ class OpLadder(StageRunner):
         from torchport.cases.ops_reasons import DEFAULT_DEPTH
 
         self.depth = config.depth or DEFAULT_DEPTH
+        self.replays: collections.Counter[str] = collections.Counter()  # by guessed op
+        self.confirmed: dict[str, bool] = {}  # guessed op -> a replay saw it fall back
         self.started = clock()
 
     # -- outcome helpers --------------------------------------------------------------------
@@ -435,11 +451,23 @@ class OpLadder(StageRunner):
                     )
                 )
         tables = [placement.op_table(observed, self.target) for observed in passes]
-        if any(_guessed(rows) for rows in tables):
-            if _complex(sample, side):  # the guess stands, and says why it was not checked
-                self.out.findings["replay"] = "skipped: complex tensors (" + NO_COMPLEX_REPLAY + ")"
-            else:
-                tables = self._replayed(op, sample, side, seed) or tables
+        guessed = {r["op"] for rows in tables for r in rows if _guessed([r])}
+        if guessed and _complex(sample, side):  # the guess stands, and says why
+            self.out.findings["replay"] = "skipped: complex tensors (" + NO_COMPLEX_REPLAY + ")"
+        elif guessed and any(self.replays[o] < REPLAYS_PER_OP for o in guessed):
+            replayed = self._replayed(op, sample, side, seed)
+            if replayed is not None:
+                for o in guessed:
+                    self.replays[o] += 1
+                    self.confirmed[o] = self.confirmed.get(o, False) or any(
+                        r["fallback"] for r in replayed[0] if r["op"] == o
+                    )
+                tables = replayed
+        elif guessed:  # replayed enough: the replays' verdict, op by op
+            for rows in tables:
+                for r in rows:
+                    if r["op"] in guessed and not self.confirmed.get(r["op"], True):
+                        _drop_guess(r)
         aten: set[str] = set()
         for rows in tables:
             _sample_host_rows(rows, self.target)
