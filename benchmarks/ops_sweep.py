@@ -8,6 +8,12 @@ failing result with its message, the slowest ops, and the head of the compatibil
 
     .venv/bin/python benchmarks/ops_sweep.py --device simdev --out docs/results/ops_simdev.txt
     .venv/bin/python benchmarks/ops_sweep.py --device cpu --cases 'ops/a*' --out /tmp/x.txt
+    .venv/bin/python benchmarks/ops_sweep.py --device simdev --depth 2 --jobs 2 \
+        --target-min 30 --out docs/results/ops_simdev_depth2.txt     # issue 47's target
+
+With the whole suite the run includes ``audit/dispatcher``, so the report carries the coverage
+line ("X of Y backend-relevant aten overloads tested") and what was not run, by kind; the
+overload-by-overload coverage goes next to it as ``*_coverage.csv``.
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="per-op deadline, s")
     parser.add_argument("--db", default=None, help="knowledge base (default: a temp file)")
     parser.add_argument("--out", default=None, help="report path (CSV next to it)")
+    parser.add_argument("--depth", type=int, default=None, help="torchport run --depth")
+    parser.add_argument("--jobs", type=int, default=None, help="torchport run --jobs")
+    parser.add_argument(
+        "--target-min", type=float, default=None, help="say whether the wall time met this"
+    )
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="ops-sweep-")
     db = args.db or os.path.join(folder, "ops.db")
@@ -73,6 +84,10 @@ def main() -> None:
     ]
     if args.cases:
         run_args += ["--cases", args.cases]
+    if args.depth is not None:
+        run_args += ["--depth", str(args.depth)]
+    if args.jobs is not None:
+        run_args += ["--jobs", str(args.jobs)]
     started, load_before = datetime.now(timezone.utc), os.getloadavg()
     code, wall, cpu = _run(run_args, os.path.join(folder, "run.log"))
     load_after = os.getloadavg()
@@ -98,6 +113,9 @@ def main() -> None:
         f"torch {shown['environment'].get('torch')}, python {platform.python_version()}",
         "",
     ]
+    if args.target_min is not None:
+        met = "met" if wall <= args.target_min * 60 else "NOT met"
+        lines += [f"target: the run within {args.target_min:g} min: {met}", ""]
     lines += [view["notes"][0], ""] + [f"  {n}" for n in view["notes"][1:-2]] + [""]
     status = Counter(r["status"] for r in results)
     lines.append("results by status: " + ", ".join(f"{s} {n}" for s, n in status.most_common()))
@@ -138,6 +156,20 @@ def main() -> None:
         with open(csv_path, "w") as f:
             f.write(_show(run_id, db, "--csv", "ops"))
         lines.append(f"whole table: {os.path.basename(csv_path)}")
+        extra = {"ops-not-run": None, "ops-coverage": None}
+        for name in extra:
+            try:
+                extra[name] = _show(run_id, db, "--csv", name)
+            except subprocess.CalledProcessError:  # no such view in this run (no audit)
+                continue
+        if extra["ops-coverage"]:
+            coverage_path = os.path.splitext(args.out)[0] + "_coverage.csv"
+            with open(coverage_path, "w") as f:
+                f.write(extra["ops-coverage"])
+            lines.append(f"every overload's coverage: {os.path.basename(coverage_path)}")
+        if extra["ops-not-run"]:
+            lines += ["", "not run, by kind (torchport show RUN --csv ops-not-run):"]
+            lines += ["  " + row for row in extra["ops-not-run"].splitlines()]
     emit(lines, args.out)
     if not args.db:
         shutil.rmtree(folder, ignore_errors=True)

@@ -39,6 +39,7 @@ INT_RANGES = {
     "ray_retries": ("--ray-retries", 0, 1000),
     "world_size": ("--world-size", 1, 4096),
     "nnodes": ("--nnodes", 1, 4096),
+    "depth": ("--depth", 1, 4),  # cases/ops_reasons.py DEPTHS
 }
 LIST_MOST = 2**31 - 1  # each of --prompt-lengths, --gen-batches
 
@@ -190,6 +191,12 @@ class Measurement:
         show_default=True,
         help="Seconds of timed steps per side (eager/compiled) in the perf probe.",
     )  # time budget per side of the perf probe
+    depth: int | None = option(
+        None,
+        help="ops: how deep each op is tested: 1 forward, 2 + backward (the default), "
+        "3 + variants (in-place, out=, views, scalars, mixed devices, NaN/Inf, empty), "
+        "4 + error inputs.",
+    )
     artifacts_dir: str = "artifacts"
 
 
@@ -303,7 +310,7 @@ class RunConfig:
         across its sections)."""
         for name, (flag, _, _) in INT_RANGES.items():
             value = getattr(self, name)
-            if (value is not None or name not in ("batch", "seq")) and (
+            if (value is not None or name not in ("batch", "seq", "depth")) and (
                 isinstance(value, bool) or not isinstance(value, int)
             ):
                 raise ConfigError(f"{flag} must be an integer; got {value!r}")

@@ -61,6 +61,7 @@ SETTINGS = {
         _S("TORCHPORT_SIMDEV_NATIVE_OPS", "text", "", what="simdev's native ops"),
         _S("TORCHPORT_SIMDEV_WRONG_OPS", "text", "", what="simdev's planted wrong ops"),
         _S("TORCHPORT_SIMCCL_FAULT", "text", "", what="simccl's planted fault"),
+        _S("TORCHPORT_SIMDEV_BUGS", "text", "", what="simdev's planted conformance bugs"),
         _S(
             "TORCHPORT_SIMDEV_FLOAT64",
             "choice",

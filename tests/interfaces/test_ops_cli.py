@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("expecttest")
 
 SCRIPT = Path(sys.executable).parent / "torchport"
-SIMDEV_CASES = "ops/add/float32,ops/cumsum/float32,ops/exp/float32,ops/eq/int64"
+SIMDEV_CASES = "ops/add/float32,ops/cumsum/float32,ops/exp/float32,ops/eq/int64,audit/*"
 
 
 def torchport(*args, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -73,7 +73,7 @@ def test_simdev_ops_inside_the_native_set_run_on_device_and_outside_on_the_host(
     assert "aten.cumsum.default" in cumsum["findings"]["fallback_ops"]
     seen = 0
     for r in by_case.values():
-        for row in r["findings"]["ops"]:
+        for row in r["findings"].get("ops") or ():
             if row["device"] != "simdev":
                 continue
             seen += 1
@@ -121,6 +121,54 @@ def test_compatibility_table_summary_and_csv(simdev_run):
     assert "Operator compatibility on simdev" in text and view["notes"][0] in text
     bad = torchport("show", out["run_id"], "--db", db, "--csv", "nope", cwd=tmp)
     assert bad.returncode == 2 and "no view 'nope'" in bad.stderr
+
+
+def test_coverage_x_of_y_in_show_csv_and_compare(simdev_run):
+    """The audit's denominator on simdev, joined with what the run dispatched: "X of Y" in
+    show (and so the dashboard's run page, which shows the same view), every overload in the
+    CSV, and both runs' figures with what changed in compare (a CPU run as the other)."""
+    db, tmp, out, by_case = simdev_run
+    audit = by_case["audit/dispatcher"]
+    assert audit["status"] == "pass" and audit["findings"]["coverage_audit"]["dispatch_key"] == (
+        "PrivateUse1"
+    )
+    overloads = audit["findings"]["coverage_audit"]["overloads"]
+    relevant = sum(1 for served, _ in overloads.values() if served != "composite_implicit")
+    line = next(n for n in out["views"]["ops"]["notes"] if n.startswith("coverage:"))
+    tested = int(line.split()[1])
+    assert line.startswith(f"coverage: {tested} of {relevant} backend-relevant") and tested > 5
+    text = torchport("show", out["run_id"], "--db", db, cwd=tmp).stdout
+    assert f"{tested} of {relevant} backend-relevant" in " ".join(text.split())
+    shown = torchport("show", out["run_id"], "--db", db, "--csv", "ops-coverage", cwd=tmp)
+    rows = list(csv.DictReader(io.StringIO(shown.stdout)))
+    assert len(rows) == relevant and sum(r["state"] == "tested" for r in rows) == tested
+    by_name = {r["overload"]: r for r in rows}
+    assert by_name["aten::add.Tensor"]["tested by"] == "ops: ops/add/float32"
+    assert by_name["aten::cumsum.out"]["served as"] == "fallback"
+    cpu = torchport(
+        "run",
+        "--suite",
+        "ops",
+        "--cases",
+        "ops/add/float32,audit/*",
+        "--device",
+        "cpu",
+        "--db",
+        db,
+        "--json",
+        cwd=tmp,
+    )
+    assert cpu.returncode == 0, cpu.stderr[-2000:]
+    cpu_id = json.loads(cpu.stdout)["run_id"]
+    cmp = torchport("compare", out["run_id"], cpu_id, "--db", db, "--json", cwd=tmp)
+    assert cmp.returncode == 0, cmp.stderr[-2000:]
+    coverage = json.loads(cmp.stdout)["coverage"]
+    assert coverage["a"]["states"]["tested"] == tested
+    assert coverage["b"]["dispatch_key"] == "CPU"
+    assert "aten::cumsum" in coverage["no_longer_tested"]
+    assert any(c["overload"] == "aten::cumsum.out" for c in coverage["served_changed"])
+    table = torchport("compare", out["run_id"], cpu_id, "--db", db, cwd=tmp).stdout
+    assert "Operator coverage (dispatcher audit)" in table
 
 
 def test_results_answer_which_ops_an_aten_overload_falls_back_for(simdev_run):

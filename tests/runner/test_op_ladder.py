@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("expecttest")
 torch = pytest.importorskip("torch")
 
-from torchport.cases.ops import SKIP_REASONS, OpCase, ops_suite
+from torchport.cases.ops import AUDIT_CASE, SKIP_REASONS, AuditCase, OpCase, ops_suite
 from torchport.cases.registry import select
 from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
@@ -118,7 +118,8 @@ def test_suite_shape_and_selection():
     assert not any(c.id.endswith(("complex64", "float64")) for c in cases)
     chosen = {c.id for c in select(cases, ("ops/add*",))}
     assert "ops/add/float32" in chosen and "ops/addmm/float32" in chosen
-    assert all(isinstance(c, OpCase) and c.modes == ("eager",) for c in cases)
+    assert all(isinstance(c, OpCase) and c.modes == ("eager",) for c in cases[1:])
+    assert isinstance(cases[0], AuditCase) and cases[0].id == AUDIT_CASE
     add = next(c for c in cases if c.id == "ops/add/float32")
     assert add.sample_count() == run_count(add)
     assert next(c for c in cases if c.id == "ops/bitwise_and/float32").sample_count() == 0
@@ -165,3 +166,44 @@ def test_verdict_names_an_error_that_came_after_more_mismatches_than_are_kept():
     assert "sample 99 backward: RuntimeError: boom" in out["error"]["message"]
     kinds = [f["kind"] for f in out["findings"]["failures"]]
     assert kinds.count("mismatch") == op_ladder.MAX_FAILURES_KEPT and kinds[-1] == "error"
+
+
+def _ladder(case_id: str, **config):
+    by_id = {c.id: c for c in ops_suite()}
+    cfg = RunConfig(suite="ops", device="cpu", modes=("eager",), **config)
+    return OpLadder(by_id[case_id], "eager", cfg, get_adapter("cpu"), lambda event: None, {})
+
+
+def test_depth_one_runs_forward_only():
+    r = _ladder("ops/add/float32", depth=1).run()
+    assert r["status"] == "pass" and r["findings"]["depth"] == 1
+    assert not r["findings"]["backward"] and r["metrics"]["ops_backward_checked"] == 0
+    assert r["metrics"]["ops_samples_checked"] == r["metrics"]["ops_samples"] > 0
+
+
+@pytest.mark.parametrize("depth", [0, 5, True, "2"])
+def test_depth_out_of_range_is_refused_with_the_flag(depth):
+    with pytest.raises(ConfigError, match="--depth"):
+        RunConfig(suite="ops", depth=depth)
+
+
+def test_a_spent_time_budget_counts_the_samples_left_as_not_run():
+    """Past the budget no sample starts: the rest are counted (time_budget), never failed."""
+    r = _ladder("ops/add/float32", timeout_s=1e-6).run()
+    assert r["status"] == "skip" and r["findings"]["skip"] == "time_budget"
+    assert r["findings"]["sample_skips"] == {"time_budget": r["metrics"]["ops_samples"]}
+    assert r["findings"]["time_budget_s"] > 0
+
+
+def test_a_dtype_the_device_cannot_make_is_a_capability_skip(monkeypatch):
+    real = torch.empty
+
+    def empty(*size, dtype=None, device=None, **kw):
+        if size == (1,) and dtype is torch.bfloat16 and device is not None:
+            raise RuntimeError("bfloat16 is not supported on this device")
+        return real(*size, dtype=dtype, device=device, **kw)
+
+    monkeypatch.setattr(torch, "empty", empty)
+    r = _ladder("ops/add/bfloat16").run()
+    assert r["status"] == "skip" and r["findings"]["skip"] == "capability"
+    assert "bfloat16 is not supported" in r["error"]["message"]

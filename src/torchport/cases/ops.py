@@ -20,6 +20,7 @@ import functools
 from torchport.cases.base import Case, cataloged
 from torchport.cases.ops_reasons import SKIP_REASONS  # noqa: F401  (re-exported)
 
+AUDIT_CASE = "audit/dispatcher"
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 EXACT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -62,11 +63,22 @@ class OpCase(Case):
         return len(opinfo.samples(op, "cpu", self.dtype, requires_grad=False, seed=0))
 
 
+class AuditCase(Case):
+    """The coverage audit's denominator: the dispatcher's registry for the device's key, read
+    in the worker (``runner/op_audit.py``); no op runs."""
+
+    id = AUDIT_CASE
+    version = 1
+    ladder = "audit"
+    modes = ("eager",)
+    tags = ("audit",)
+
+
 @functools.cache
-def _cases() -> tuple[OpCase, ...]:
+def _cases() -> tuple[Case, ...]:
     from torchport.cases import opinfo
 
-    cases = []
+    cases: list[Case] = [AuditCase()]  # first: a run cut short still has its denominator
     for op_key, op in opinfo.op_db().items():
         supported = opinfo.dtype_names(op, "cpu")
         grad = opinfo.backward_dtype_names(op, "cpu")

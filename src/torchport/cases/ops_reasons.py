@@ -9,4 +9,74 @@ SKIP_REASONS = {
     "sparse": "sparse (non-strided) layout",
     "cpu_raises": "the CPU reference raises on it too (not a valid input at this dtype)",
     "no_samples": "OpInfo has no sample inputs for it at this dtype",
+    "time_budget": "the case's time budget ran out before it (the samples checked stand)",
+    "capability": "the device lacks what it needs (it cannot make a tensor of this dtype)",
+}
+
+# What was not run, by kind (a fixed list, counted apart from failures): each skip reason
+# above belongs to one kind; a case whose worker died (crash, timeout) left its samples unrun.
+NOT_RUN_KINDS = {
+    "dtype_unsupported": "the dtype is unsupported, by the op (OpInfo) or on the device",
+    "capability_absent": "the device lacks a capability the check needs",
+    "excluded_family": "excluded by design: random ops, sparse layouts, OpInfo's own skips",
+    "invalid_input": "the CPU reference rejects the input too: no verdict to compare with",
+    "no_samples": "no sample inputs at this dtype",
+    "time_budget": "the time budget ran out (samples left, or the case's deadline)",
+    "crash_isolated": "the worker died on the case (crash): the run went on without it",
+}
+REASON_KIND = {
+    "op_dtype": "dtype_unsupported",
+    "device_dtype": "dtype_unsupported",
+    "capability": "capability_absent",
+    "opinfo_skip": "excluded_family",
+    "random": "excluded_family",
+    "sparse": "excluded_family",
+    "mode": "excluded_family",
+    "cpu_raises": "invalid_input",
+    "no_samples": "no_samples",
+    "time_budget": "time_budget",
+}
+# --depth: what each level adds to the one below it; the ops suite runs DEFAULT_DEPTH.
+DEPTHS = {
+    1: "forward",
+    2: "backward",
+    3: "variants",
+    4: "error inputs",
+}
+DEFAULT_DEPTH = 2
+
+# Why a backend-relevant ATen overload is left out of the coverage audit's "tested" count
+# (instruments/op_coverage.py): a fixed list, each said in the audit.
+EXCLUDE_REASONS = {
+    "sparse": "sparse layouts (COO, CSR, CSC, BSR, BSC): not a strided tensor",
+    "quantized": "quantized tensors and quantization helpers",
+    "nested": "nested (jagged) tensors",
+    "backend_internal": "another backend's internal op (cuDNN, MIOpen, oneDNN, MPS, CUDA-only "
+    "attention and helpers)",
+    "no_cpu_kernel": "no CPU kernel and no composite in this torch: another backend's op, with "
+    "nothing on the CPU to compare it against",
+}
+
+# A coverage state of one backend-relevant overload in a run (views/op_coverage.py).
+COVERAGE_STATES = {
+    "tested": "dispatched on the device by a case of the run (named), judged against the CPU",
+    "excluded": "left out with a reason of EXCLUDE_REASONS",
+    "not_reached": "no case of the run dispatched it on the device",
+    "unknown": "the dispatcher could not say how it is served (a private API missing)",
+}
+
+# --depth 3 (and 4: error_input): the call forms OpInfo's samples leave out, each judged
+# against the CPU (runner/op_variants.py).
+VARIANT_KINDS = {
+    "inplace": "the in-place form (x.op_(...)): the input holds the result and is returned",
+    "out": "the out= form: the result in the given tensor, which is returned",
+    "out_alias": "out= the input itself: the op must read its input before writing it",
+    "view_write": "a view the op returns, written: the write reaches its base",
+    "factory": "a factory with device=: the tensor is made on that device",
+    "scalar": "the first tensor argument as a Python scalar",
+    "inplace_scalar": "the in-place form with a Python scalar argument",
+    "mixed_device": "one input left on the host: the device must raise",
+    "nan_inf": "NaN, +Inf and -Inf in the input",
+    "empty": "an empty input (zero rows)",
+    "error_input": "OpInfo's error inputs: the device must reject them as the CPU does",
 }

@@ -47,6 +47,10 @@ supports float type"; tensors are still made, viewed and copied); ``float32`` co
 silently at float32 precision (values rounded on the way in and out, the dtype still says
 float64), as a backend that downcasts without a word.
 
+Planted device bugs of the kinds a conformance suite must find (in-place with a scalar, out=
+aliasing, mixed devices, error inputs, NaN, a fallback inside a kernel): opt-in with
+``TORCHPORT_SIMDEV_BUGS`` (devices/simdev_bugs.py).
+
 Planted wrong kernels (for proving parity checks): ``TORCHPORT_SIMDEV_WRONG_OPS`` (comma list,
 names as for the native set, read at install) makes those native kernels return wrong values:
 floating and integer outputs + 1, bool outputs negated. Only native ops can be planted.
@@ -57,6 +61,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import sys
 import threading
 import types
 import warnings
@@ -987,6 +992,12 @@ def install(
             for overload, kernel in kernels:
                 lib.impl(overload, _opaque(kernel), "PrivateUse1")
             _state["native_lib"], _state["native"] = lib, names
+        if _state.get("bugs_lib") is None:  # planted bugs, opt-in (devices/simdev_bugs.py)
+            from torchport.devices import simdev_bugs
+
+            kinds = simdev_bugs.wanted()
+            if kinds:
+                _state["bugs_lib"] = simdev_bugs.register(sys.modules[__name__], kinds)
 
 
 def native_ops() -> frozenset[str]:

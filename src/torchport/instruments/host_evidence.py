@@ -147,10 +147,29 @@ def served_by_packet(name: str, key: str) -> str:
     return "kernel" if "kernel" in served else "composite"
 
 
+@functools.lru_cache(maxsize=4096)
+def fallback_overloads(name: str, key: str) -> tuple[str, ...]:
+    """The overloads of ``name``'s packet that the fallback serves for ``key``
+    (``aten.norm`` -> ``aten.norm.out``, ``aten.norm.dtype_out``): the inner call a
+    composite's fallback can be, named where the profiler or the backend gives a packet only."""
+    import torch
+
+    namespace, _, op = packet(name).partition(".")
+    ops = getattr(getattr(torch.ops, namespace, None), op, None)
+    if ops is None:
+        return ()
+    return tuple(
+        f"{namespace}.{op}.{o}"
+        for o in sorted(ops.overloads())
+        if served_by(f"{namespace}.{op}.{o}", key) == "fallback"
+    )
+
+
 def forget_registrations() -> None:
     """Drop the cached dispatch-table answers (a backend may register kernels at any time)."""
     served_by.cache_clear()
     served_by_packet.cache_clear()
+    fallback_overloads.cache_clear()
 
 
 @dataclass

@@ -31,8 +31,63 @@ from torchport.records.result import error_value, is_oom
 from torchport.records.status import STAGE_STATUS
 from torchport.records.status import grade as grade_rule
 from torchport.runner.stages import Stage, StageRunner, Stop
+from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
+# Samples start only while this share of the case's deadline (--timeout) is left unspent: the
+# rest are counted not run (time_budget) and the samples checked stand, where the deadline
+# would have killed the worker and kept nothing (docs/suites/ops.md).
+TIME_BUDGET_SHARE = 0.75
+
+
+GUESS = "dispatcher: composite of"  # placement's family guess when no nested pass ran
+
+
+# A replay's profiled pass over complex tensors killed simdev's worker (SIGSEGV: polar,
+# linalg.eig, linalg.eigvals), and a crash would lose the case's verdict.
+NO_COMPLEX_REPLAY = "the profiled replay crashed a worker on them"
+
+
+def _complex(sample, side) -> bool:
+    import torch
+
+    from torchport.runner import op_samples as ops
+
+    values = [t for _, t in ops.named_tensors(sample)] + list((side.live or {}).values())
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
+
+
+# Replays per guessed op and case: the same composite calls the same ops for every sample of
+# a case, and a replay per sample made logspace's cases 40 s each (1 200 replays).
+REPLAYS_PER_OP = 2
+
+
+def _drop_guess(row: dict) -> None:
+    kept = [how for how in row.get("found_by") or () if not how.startswith(GUESS)]
+    if kept:
+        row["found_by"] = kept
+    else:
+        row.pop("found_by", None)
+        row["fallback"] = False
+
+
+def _guessed(rows: list[dict]) -> bool:
+    return any(how.startswith(GUESS) for r in rows for how in r.get("found_by") or ())
+
+
+def _sample_host_rows(rows: list[dict], target: str) -> None:
+    """Host ops whose only evidence is that they ran on host tensors, in a pass that copied
+    nothing from the device to the host, computed on tensors the sample itself made there (a
+    factory called without ``device=``, a CPU tensor OpInfo gives on purpose): the sample's,
+    not the op's fallback. Kept as rows (``source: sample``), never graded."""
+    from torchport.probes.placement import RECORDER
+
+    if target == "cpu" or any(r["device"].endswith("->cpu") for r in rows):
+        return
+    for r in rows:
+        if r["device"] == "cpu" and r.get("found_by") == [RECORDER]:
+            r["fallback"], r["source"] = False, "sample"
+            del r["found_by"]
 
 
 def _error(exc: BaseException) -> str:
@@ -53,6 +108,12 @@ class OpLadder(StageRunner):
         self.tags: set[str] = set()
         self.errors = {"abs": 0.0, "rel": 0.0}
         self.counts: collections.Counter[str] = collections.Counter()
+        from torchport.cases.ops_reasons import DEFAULT_DEPTH
+
+        self.depth = config.depth or DEFAULT_DEPTH
+        self.replays: collections.Counter[str] = collections.Counter()  # by guessed op
+        self.confirmed: dict[str, bool] = {}  # guessed op -> a replay saw it fall back
+        self.started = clock()
 
     # -- outcome helpers --------------------------------------------------------------------
     def _skip(self, reason: str, message: str) -> NoReturn:
@@ -103,7 +164,13 @@ class OpLadder(StageRunner):
     def begin(self) -> None:
         case = self.case
         self.out.findings.update(
-            {"tags": list(case.tags), "op": case.op_key, "dtype": case.dtype, "ladder": "op"}
+            {
+                "tags": list(case.tags),
+                "op": case.op_key,
+                "dtype": case.dtype,
+                "ladder": "op",
+                "depth": self.depth,
+            }
         )
         if self.mode != "eager":
             self._skip_mode()
@@ -128,6 +195,12 @@ class OpLadder(StageRunner):
             self._skip("device_dtype", f"{case.op_key} at {case.dtype} on {device_type}")
         if decor.skip:
             self._skip("opinfo_skip", f"{case.op_key} on {device_type}: {decor.skip}")
+        try:  # the device itself: a dtype it cannot hold is not the op's failure
+            torch.empty(1, dtype=getattr(torch, case.dtype), device=self.adapter.device())
+        except Exception as exc:
+            if is_oom(exc):
+                raise
+            self._skip("capability", f"{case.dtype} on {device_type}: {_error(exc)}")
         if decor.expected_failure:
             self.out.findings["opinfo_expected_failure"] = True
         self.tolerance = (decor.atol, decor.rtol) if decor.atol is not None else None
@@ -138,7 +211,8 @@ class OpLadder(StageRunner):
             or "default by output dtype (instruments/op_parity.py)",
         }
         self.backward = (
-            op.supports_autograd
+            self.depth >= 2
+            and op.supports_autograd
             and case.dtype in opinfo.backward_dtype_names(op, device_type)
             and case.dtype in opinfo.backward_dtype_names(op, "cpu")
         )
@@ -157,7 +231,12 @@ class OpLadder(StageRunner):
         self.samples = samples
 
     def _run_stage(self) -> int:
+        budget_s = TIME_BUDGET_SHARE * self.config.timeout_s
         for index, sample in enumerate(self.samples):
+            if clock() - self.started > budget_s:
+                self.sample_skips["time_budget"] += len(self.samples) - index
+                self.out.findings["time_budget_s"] = budget_s
+                break
             try:
                 self._sample(
                     self.op,
@@ -171,7 +250,31 @@ class OpLadder(StageRunner):
                 if is_oom(exc):
                     self.stop("oom", "run", error_value(exc))
                 self._fail(index, "harness", "error", _error(exc), [], exc)
+        if self.depth >= 3:
+            self._variants()
         return len(self.samples)
+
+    def _variants(self) -> None:
+        """--depth 3 and 4: the call forms OpInfo leaves out, each from the first strided
+        sample that allows it (``runner/op_variants.py``)."""
+        from torchport.runner import op_samples as ops
+        from torchport.runner import op_variants
+
+        strided = [s for s in self.samples if not ops.non_strided(s)][
+            : op_variants.SAMPLES_SEARCHED
+        ]
+        to_cpu = self._device_fn("cpu", self.adapter.device())
+        on_cpu = [
+            ops.convert(s, lambda t: ops.leaf(t.detach(), device="cpu"), to_cpu) for s in strided
+        ]
+        found = op_variants.check_all(self, self.op, on_cpu)
+        self.out.findings["variants"] = found
+        self.counts["variants_checked"] = sum(v["checked"] for v in found.values())
+
+    def _note_rows(self, rows: list[dict]) -> None:
+        """A variant's placement rows, merged like a sample's."""
+        _sample_host_rows(rows, self.target)
+        self._add_rows(rows)
 
     def _skip_mode(self) -> NoReturn:
         self.out.status = "skip"
@@ -347,12 +450,58 @@ class OpLadder(StageRunner):
                         repeatable=False,
                     )
                 )
+        tables = [placement.op_table(observed, self.target) for observed in passes]
+        guessed = {r["op"] for rows in tables for r in rows if _guessed([r])}
+        if guessed and _complex(sample, side):  # the guess stands, and says why
+            self.out.findings["replay"] = "skipped: complex tensors (" + NO_COMPLEX_REPLAY + ")"
+        elif guessed and any(self.replays[o] < REPLAYS_PER_OP for o in guessed):
+            replayed = self._replayed(op, sample, side, seed)
+            if replayed is not None:
+                for o in guessed:
+                    self.replays[o] += 1
+                    self.confirmed[o] = self.confirmed.get(o, False) or any(
+                        r["fallback"] for r in replayed[0] if r["op"] == o
+                    )
+                tables = replayed
+        elif guessed:  # replayed enough: the replays' verdict, op by op
+            for rows in tables:
+                for r in rows:
+                    if r["op"] in guessed and not self.confirmed.get(r["op"], True):
+                        _drop_guess(r)
         aten: set[str] = set()
-        for observed in passes:
-            rows = placement.op_table(observed, self.target)
+        for rows in tables:
+            _sample_host_rows(rows, self.target)
             self._add_rows(rows)
             aten |= {r["op"] for r in rows if "->" not in r["device"]}
         return ops.to_host_side(side), sorted(aten)
+
+    def _replayed(self, op, sample, side, seed: int) -> list[list[dict]] | None:
+        """The sample again, on copies made on the device before the replay (they are the
+        harness's, not the op's), with the profiler's nested pass on: a composite is then
+        followed to the ops it really called, instead of guessed from its family (narrow_copy
+        is composite and narrow_copy.out falls back, but narrow_copy calls clone, which does
+        not). The copies are two: the recorders' pass and the nested pass each run once.
+        None when the replay itself failed (the guess stands, with the reason kept)."""
+        from torchport.runner import op_samples as ops
+
+        copies = [ops.convert(sample, lambda t: ops.leaf(t)) for _ in range(2)]
+        backward = side.cotangents is not None
+
+        def step():
+            again = copies.pop()
+            replay = ops.forward(op, again)
+            if backward and replay.forward_error is None:
+                ops.backward(replay, again, side.cotangents)
+
+        try:
+            observed = placement.observe(
+                self.adapter, step, self.target, nested=True, repeatable=False
+            )
+        except Exception as exc:  # an instrument's failure: recorded, never the op's
+            self.out.findings["replay"] = f"failed: {_error(exc)}"
+            return None
+        self.counts["replayed"] += 1
+        return [placement.op_table(observed, self.target)]
 
     def _check(
         self, index, phase, result: dict, baseline: dict, reference: dict | None, tolerance, aten
@@ -385,6 +534,8 @@ class OpLadder(StageRunner):
             entry = self.rows.setdefault((r["op"], r["device"]), dict(r, count=0))
             entry["count"] += r["count"]
             entry["fallback"] = entry["fallback"] or r["fallback"]
+            if r.get("source") != "sample":  # one sample's own host tensors: not every one's
+                entry.pop("source", None)
             for how in r.get("found_by") or ():
                 if how not in entry.setdefault("found_by", []):
                     entry["found_by"].append(how)
@@ -400,6 +551,7 @@ class OpLadder(StageRunner):
                 "ops_samples_skipped": sum(self.sample_skips.values()),
                 "ops_samples_failed": len({(f["sample"]) for f in self.failures}) if failed else 0,
                 "ops_backward_checked": counts["backward_checked"],
+                "ops_variants_checked": counts["variants_checked"],
             }
         )
         if counts["checked"]:
@@ -446,7 +598,9 @@ class OpLadder(StageRunner):
             compute = [
                 r
                 for r in rows
-                if "->" not in r["device"] and rec.packet_key(r["op"]) not in HOST_NO_WORK
+                if "->" not in r["device"]
+                and rec.packet_key(r["op"]) not in HOST_NO_WORK
+                and r.get("source") != "sample"
             ]
             on_host = sum(r["count"] for r in compute if r["fallback"])
             self.out.grade = grade_rule(
@@ -456,9 +610,38 @@ class OpLadder(StageRunner):
                 host_kernel=any(r.get("host_kernel") for r in compute),
             )
             self.out.findings["served"] = self._served(compute)
+            inner = self._inner_overloads([r for r in compute if r["fallback"]])
+            if inner:
+                self.out.findings["composite_fallbacks"] = inner
+        if self.counts["replayed"]:
+            self.out.findings["replayed_samples"] = self.counts["replayed"]
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
         return self.out.to_dict()
+
+    def _inner_overloads(self, fallen: list[dict]) -> dict[str, list[str]]:
+        """For each fallback row the user's op reached only inside a composite (a row named
+        by packet, ``aten.norm``, or a composite's own overload): the overloads of it the
+        backend's fallback serves (``aten.norm.out``), the call that really ran on the
+        host, attributed to this op (docs/suites/ops.md)."""
+        from torchport.instruments import host_evidence as he
+
+        key = he.device_key(self.target)[0] if self.target != "cpu" else None
+        if key is None:
+            return {}
+        found = {}
+        recorded = {r["op"] for r in self.rows.values() if r["op"].count(".") >= 2}
+        for r in fallen:
+            own = he.served_by(r["op"], key) if r["op"].count(".") >= 2 else "packet"
+            if own in ("fallback", "kernel"):
+                continue  # the overload recorded is the one that fell back (or a kernel)
+            if own == "packet" and any(o.startswith(f"{r['op']}.") for o in recorded):
+                continue  # an overload of it was recorded: that call is the one named
+            inner = [o for o in he.fallback_overloads(r["op"], key) if o != r["op"]]
+            if inner:
+                r["inner_overloads"] = inner
+                found[r["op"]] = inner
+        return found
 
     def _served(self, compute: list[dict]) -> str:
         """``kernel`` when the op's own aten op reached the device, else ``composite`` (torch

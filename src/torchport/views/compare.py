@@ -45,6 +45,7 @@ from torchport.views.noise import (
     change,
     step_verdict,
 )
+from torchport.views.op_coverage import coverage, coverage_summary, diff, slim
 
 # Each figure's rule and line is declared once, in records/figures.py FIGURE_RULES.
 _DEFAULTS = {rule.option: rule.default for rule in FIGURE_RULES}
@@ -141,6 +142,8 @@ class Comparison:
     placement_summary: dict = field(default_factory=dict)
     # The dist suite's collective status, bus bandwidth and training parity (views/compare_dist.py)
     dist: dict = field(default_factory=dict)
+    # The ops suite's "X of Y overloads tested" of each run and what changed (views/op_coverage.py)
+    coverage: dict = field(default_factory=dict)
     # Each list's length when the lists hold only their first rows (a page: compare_runs with
     # a limit); empty when every list is whole.
     totals: dict[str, int] = field(default_factory=dict)
@@ -379,8 +382,12 @@ def compare(
     placed_a, placed_b = new_counts(), new_counts()
     dist_a: list[dict] = []
     dist_b: list[dict] = []
+    ops_a: list[dict] = []
+    ops_b: list[dict] = []
     for key, a, b in paired(results_a, results_b):
         case, mode = key
+        ops_a += [s] if a is not None and (s := slim(a)) is not None else []
+        ops_b += [s] if b is not None and (s := slim(b)) is not None else []
         dist_a += [a] if a is not None and case.startswith("dist/") else []
         dist_b += [b] if b is not None and case.startswith("dist/") else []
         for side, r in ((placed_a, a), (placed_b, b)):
@@ -403,6 +410,7 @@ def compare(
     out.placement_summary = summarize(run_a, run_b, placed_a, placed_b)
     out.remarks += out.placement_summary["remarks"]
     out.dist = dist_changes(dist_a, dist_b)
+    out.coverage = diff(coverage(run_a, ops_a), coverage(run_b, ops_b))
     return out
 
 
@@ -480,6 +488,7 @@ def compare_runs(
     out.placement_summary = placement_summary(store, a, b)
     out.remarks += out.placement_summary["remarks"]
     out.dist = dist_summary(store, a, b)
+    out.coverage = coverage_summary(store, a, b)
     return out
 
 

@@ -13,6 +13,7 @@ from torchport.views.compare import (
 )
 from torchport.views.compare_dist import dist_views
 from torchport.views.compare_placement import placement_summary_view
+from torchport.views.op_coverage import diff_views as coverage_views
 
 LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
@@ -268,6 +269,7 @@ def comparison_views(cmp: Comparison, *, limit: int | None = LIST_ROWS) -> list[
     ):
         views.append(placement_summary_view(cmp.placement_summary))
     views += dist_views(cmp.dist)
+    views += coverage_views(cmp.coverage)
     if cmp.notes:
         views.append(notes_view(cmp.notes))
     return views

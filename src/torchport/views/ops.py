@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from torchport.records.status import STATUS, is_failure
+from torchport.views import op_coverage, ops_not_run
 from torchport.views.base import View, columns
 
 SHORT = {
@@ -110,10 +111,12 @@ def summary_line(results: list[dict]) -> str:
     return line
 
 
-def _notes(run: dict, results: list[dict], by_op: dict) -> list[str]:
+def _notes(run: dict, results: list[dict], by_op: dict, cov) -> list[str]:
     from torchport.cases.ops_reasons import SKIP_REASONS
 
-    notes = [summary_line(results)]
+    notes = [summary_line(results), ops_not_run.note(ops_not_run.not_run(results))]
+    if cov is not None:
+        notes.append(op_coverage.summary(cov))
     metrics = [r.get("metrics") or {} for r in results]
     total = sum(m.get("ops_samples", 0) for m in metrics)
     if total:
@@ -175,13 +178,17 @@ def _notes(run: dict, results: list[dict], by_op: dict) -> list[str]:
             f"device type: {', '.join(sorted(expected)[:8])}"
         )
     notes.append("skip reasons: " + "; ".join(f"{k}: {v}" for k, v in SKIP_REASONS.items()))
-    notes.append(f"CSV: torchport show {run.get('id', 'RUN')} --csv ops")
+    notes.append(
+        f"CSV: torchport show {run.get('id', 'RUN')} --csv ops"
+        + (" (every overload's coverage: --csv ops-coverage)" if cov is not None else "")
+    )
     return notes
 
 
 def build(run: dict, results: list[dict]) -> View | None:
     chosen = [r for r in results if is_op_result(r)]
-    if not chosen:
+    cov = op_coverage.coverage(run, results)
+    if not chosen and cov is None:
         return None
     by_op: dict[str, list[dict]] = {}
     for r in chosen:
@@ -192,6 +199,6 @@ def build(run: dict, results: list[dict]) -> View | None:
         f"Operator compatibility on {run.get('device')} ({len(by_op)} ops)",
         COLUMNS,
         rows,
-        _notes(run, chosen, by_op),
+        _notes(run, chosen, by_op, cov),
         supersedes=("matrix", "placement"),
     )

@@ -68,6 +68,8 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
         else:
             results = store.results(run_id=run["id"])
             views = build_views(run, results)
+            if csv_view in OPS_VIEWS or as_json:  # 2 000+ rows: only when asked for
+                views.update(_ops_extra(run, results))
     if csv_view:
         _print_csv(views, csv_view)
         return
@@ -110,6 +112,25 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
             markup=False,
             highlight=False,
         )
+
+
+OPS_VIEWS = ("ops-coverage", "ops-not-run")
+
+
+def _ops_extra(run: dict, results: list[dict]) -> dict:
+    """An ops run's coverage (every backend-relevant overload's state, when the run has an
+    audit) and what it did not run, by kind."""
+    from torchport.views import op_coverage, ops_not_run
+    from torchport.views.ops import is_op_result
+
+    extra = {}
+    cov = op_coverage.coverage(run, results)
+    if cov is not None:
+        extra["ops-coverage"] = op_coverage.view(cov)
+    ops = [r for r in results if is_op_result(r)]
+    if ops:
+        extra["ops-not-run"] = ops_not_run.view(ops_not_run.not_run(ops))
+    return extra
 
 
 def _print_csv(views: dict, name: str) -> None:
