@@ -75,21 +75,17 @@ def since(
     new_host = [c["op"] for c in changes if (c["before"], c["after"]) == (NATIVE, HOST)]
     first_seen = sum(c["before"] in (None, NOT_REACHED) and c["after"] != NOT_REACHED
                      for c in changes)  # fmt: skip
-    parts = []
-    if new_fail:
-        parts.append(f"new failures: {more(new_fail)}")
-    if fixed:
-        parts.append(f"fixed: {more(fixed)}")
-    if new_host:
-        parts.append(f"new host fallbacks: {more(new_host)}")
-    if gone:
-        parts.append(f"fallbacks gone: {more(gone)}")
+    listed = (
+        ("new failures", new_fail),
+        ("fixed", fixed),
+        ("new host fallbacks", new_host),
+        ("fallbacks gone", gone),
+    )
+    parts = [f"{what}: {more(names)}" for what, names in listed if names]
     if first_seen:
         parts.append(f"{first_seen} ops seen for the first time")
-    if slower:
-        parts.append(f"slower beyond noise: {more(slower)}")
-    if faster:
-        parts.append(f"faster beyond noise: {more(faster)}")
+    listed = (("slower beyond noise", slower), ("faster beyond noise", faster))
+    parts += [f"{what}: {more(names)}" for what, names in listed if names]
     if unjudged:
         parts.append(f"{len(unjudged)} step-time changes not judged: {more(sorted(set(unjudged)))}")
     tone = BAD if new_fail else WARN if (slower or new_host) else GOOD
