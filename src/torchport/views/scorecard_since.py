@@ -84,8 +84,8 @@ def since(
     parts = [f"{what}: {more(names)}" for what, names in listed if names]
     if first_seen:
         parts.append(f"{first_seen} ops seen for the first time")
-    listed = (("slower beyond noise", slower), ("faster beyond noise", faster))
-    parts += [f"{what}: {more(names)}" for what, names in listed if names]
+    speeds = (("slower beyond noise", slower), ("faster beyond noise", faster))
+    parts += [f"{what}: {more(names)}" for what, names in speeds if names]
     if unjudged:
         parts.append(f"{len(unjudged)} step-time changes not judged: {more(sorted(set(unjudged)))}")
     tone = BAD if new_fail else WARN if (slower or new_host) else GOOD
