@@ -34,7 +34,7 @@ def test_every_ladder_runs_on_the_stage_runner():
 
 
 def test_an_unknown_ladder_names_the_known_ones():
-    with pytest.raises(LookupError, match="known: dist, generate, kernel, model, op"):
+    with pytest.raises(LookupError, match="known: audit, dist, generate, kernel, model, op"):
         ladders.ladder_class("dist_typo")
 
 
@@ -183,6 +183,7 @@ def test_the_op_kernel_and_dist_ladders_declare_their_stages():
             "op_call",
             "opcheck",
             "gradcheck",
+            "op_values",
             "place",
             "samples",
             "compile",
