@@ -222,8 +222,9 @@ def main(argv=None) -> int:
             from torchport.runner.dist_train import host_ops_note, placement_note
 
             notes, cited = [placement_note(left)] if left else [], {"left_on_host": left or []}
-            if observe is not None:  # status decided above: one observation pass now
-                progress("placement observation of the plain model (after the failure)")
+            # status decided above: one observation pass now (no progress label: the last
+            # one says where the rank failed)
+            if observe is not None:
                 observed = observe()
                 cited.update(observed)
                 if observed.get("host_ops") or "observation_failed" in observed:
