@@ -481,11 +481,14 @@ def test_a_strategy_failure_carries_the_placement_evidence(monkeypatch, tmp_path
         "rank": 0,
         "status": "eager_fail",
         "stage": "run",
-        "placement_evidence": left,
+        "placement_evidence": {"left_on_host": left, "host_ops": []},
         "error": {"type": "RuntimeError", "message": message, "traceback": None},
     }
     ranks = [_rank(0, outcome, last="fsdp2 wrap"), _rank(1, None, last="fsdp2 wrap", killed=True)]
     ladder._judge(World(launcher="procs", ranks=ranks, expected_local=2))
     assert ladder.out.status == "eager_fail"
     assert ladder.out.error["message"].startswith(f"rank 0 in fsdp2 wrap: {message}")
-    assert ladder.out.findings["dist"]["placement_evidence"] == left
+    assert ladder.out.findings["dist"]["placement_evidence"] == {
+        "left_on_host": left,
+        "host_ops": [],
+    }

@@ -214,14 +214,24 @@ def main(argv=None) -> int:
 
             post_report(rank, {"rank": rank, "error": f"{type(exc).__name__}: {exc}"[:300]})
         outcome["error"] = error_value(exc)
-        left = getattr(exc, "torchport_placement", None)
-        if left:  # the placement evidence that explains a strategy's failure, cited
-            from torchport.runner.dist_train import placement_note
-
-            outcome["placement_evidence"] = left
-            outcome["error"]["message"] = f"{outcome['error']['message']} ({placement_note(left)})"
         outcome["stage"] = getattr(exc, "torchport_stage", stage)
         outcome["status"] = classify(outcome["stage"], exc)
+        left = getattr(exc, "torchport_placement", None)
+        observe = getattr(exc, "torchport_observe", None)
+        if left or observe:  # the placement evidence that explains a strategy's failure, cited
+            from torchport.runner.dist_train import host_ops_note, placement_note
+
+            notes, cited = [placement_note(left)] if left else [], {"left_on_host": left or []}
+            # status decided above: one observation pass now (no progress label: the last
+            # one says where the rank failed)
+            if observe is not None:
+                observed = observe()
+                cited.update(observed)
+                if observed.get("host_ops") or "observation_failed" in observed:
+                    notes.append(host_ops_note(observed))
+            outcome["placement_evidence"] = cited
+            if notes:
+                outcome["error"]["message"] += f" ({'; '.join(notes)})"
         _write(out_path, outcome)
         return 1
     _write(out_path, outcome)

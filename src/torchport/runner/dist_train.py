@@ -113,14 +113,75 @@ def placement_note(left: list[dict]) -> str:
     return f"placement evidence (class c): left on the host by the move: {named}{more}"
 
 
+# the observation after a failure: a short pass, never a hang of the rank
+HOST_OPS_BUDGET_S = 60.0
+
+
+def observe_host_ops(
+    model_name: str, seed: int, device: str, adapter, budget_s: float = HOST_OPS_BUDGET_S
+) -> dict:
+    """After a strategy has failed on ``device`` (the verdict decided: an instrument never
+    runs in the pass that decides status, docs/design.md rule 10), one forward+backward of
+    the plain model under the placement probe's recorders: ``{"host_ops": [...]}``, the ops
+    served on the host with evidence class a or b, or ``{"observation_failed": "<one line>"}``
+    when the observation itself fails or outlasts ``budget_s`` (its thread is left behind)."""
+    import threading
+
+    from torchport.probes import placement
+
+    got: dict = {}
+
+    def run() -> None:
+        try:
+            torch.manual_seed(seed)
+            model = MODELS[model_name]().to(device)
+            x, y = (t.to(device) for t in global_batch(seed, GLOBAL_PER_RANK, model))
+
+            def step():
+                model.zero_grad(set_to_none=True)
+                value = loss(model(x), y)
+                value.backward()
+                return value.detach()
+
+            result = placement.observe(adapter, step, device.split(":")[0], nested=False)
+            rows = placement.host_ops(placement.op_table(result, device.split(":")[0]))
+            got["host_ops"] = [
+                {"op": r["op"], "count": r["count"], "evidence_class": r["evidence_class"]}
+                for r in rows
+                if r.get("evidence_class") in ("a", "b")
+            ]
+        except Exception as exc:  # the observation's failure, never the strategy's
+            got["observation_failed"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+    worker = threading.Thread(target=run, name="torchport-host-ops", daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if worker.is_alive():
+        return {"observation_failed": f"took over {budget_s:g} s, abandoned"}
+    return got
+
+
+def host_ops_note(observed: dict) -> str:
+    """``observe_host_ops``'s answer in words, for a failure's message."""
+    if "observation_failed" in observed:
+        return f"placement observation failed: {observed['observation_failed']}"
+    rows = observed["host_ops"]
+    named = ", ".join(f"{r['op']} (class {r['evidence_class']})" for r in rows[:4])
+    more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
+    return f"placement evidence: ops served on the host: {named}{more}"
+
+
 @contextlib.contextmanager
-def _cited(left: list[dict]):
-    """An exception raised inside carries ``left`` (the rank adds it to the failure)."""
+def _cited(left: list[dict], observe=None):
+    """An exception raised inside carries ``left`` (the rank adds it to the failure) and
+    ``observe``, the host-op observation the rank runs once the failure is recorded."""
     try:
         yield
     except Exception as exc:
         if left and not hasattr(exc, "torchport_placement"):
             exc.torchport_placement = left  # type: ignore[attr-defined]
+        if observe is not None and not hasattr(exc, "torchport_observe"):
+            exc.torchport_observe = observe  # type: ignore[attr-defined]
         raise
 
 
@@ -148,7 +209,10 @@ def train_parity(
     # parameters and buffers the move left on the host (placement's evidence class c): a
     # strategy that fails on them says so, a pass records them
     left = left_on_host(model, device)
-    with _cited(left):
+    observe = None
+    if not device.startswith("cpu"):  # on the CPU the host is the device: nothing to observe
+        observe = lambda: observe_host_ops(model_name, seed, device, adapter)  # noqa: E731
+    with _cited(left, observe):
         progress(f"{strategy} wrap")
         wrapped = _wrap(strategy, model_name, model, device, world)
         step_fn = wrapped
