@@ -122,6 +122,34 @@ def check_device(name: str) -> None:
         )
 
 
+# The most ranks a world of host processes gets (a device whose work runs on the host CPUs):
+# more than the host has cores only measures the scheduler.
+MAX_HOST_WORLD = 4
+
+
+def dist_world_size(name: str) -> tuple[int, str]:
+    """The largest world the ``dist`` suite can run on device ``name`` here, and why: one rank
+    per visible device for an accelerator (two ranks on one device: most collective backends,
+    NCCL among them, refuse it), one per host CPU (from 2, at most ``MAX_HOST_WORLD``) where
+    the ranks are processes on the host (the CPU, a host-backed device)."""
+    import os
+
+    from torchport.devices import get_adapter
+
+    adapter = get_adapter(name)
+    if adapter.torch_type == "cpu" or adapter.host_backed:
+        cpus = os.cpu_count() or 1
+        world = max(2, min(cpus, MAX_HOST_WORLD))
+        return world, f"ranks are processes on this host's {cpus} CPUs (at most {MAX_HOST_WORLD})"
+    try:
+        count = int(adapter.device_info().get("device_count") or 0)
+    except Exception as exc:  # the count is the adapter's to give; a world of 1 is still a world
+        return 1, f"{adapter.name} did not say how many devices it has ({type(exc).__name__})"
+    if count >= 2:
+        return count, f"one rank per {adapter.name} device ({count} visible)"
+    return 1, f"{count} {adapter.name} device visible: one rank (two cannot share one device)"
+
+
 def check_workload(config: RunConfig, folder: str | None = None) -> None:
     """Import and call the factory once, in a child with a deadline: bad input, not a result."""
     from torchport.runner.check_workload import check

@@ -8,7 +8,9 @@ from torchport.views.scorecard_answers import (
     Reader,
     compile_wait,
     hotspots,
+    kernels,
     on_device,
+    runs_in,
     speed,
     speed_pairs,
 )
@@ -131,3 +133,59 @@ def test_a_speed_ratio_from_an_oversubscribed_or_noisy_side_is_shown_but_not_jud
         [_timed("smoke/mlp", 20.0, 0.5)],
     )
     assert speed_pairs(noisy)[0]["unfit"] == "smoke/mlp [eager] timed noisy"
+
+
+def test_runs_eager_counts_each_family_the_cases_recorded():
+    def tagged(case, status, tags):
+        r = _result(case, tags=list(tags))
+        r["status"] = status
+        return r
+
+    reader = _reader(
+        {
+            "smoke": [
+                tagged("smoke/mlp", "pass", ["dense"]),
+                tagged("smoke/convnet", "eager_fail", ["conv"]),
+                tagged("hf/llama", "pass", ["dense", "attention"]),
+            ]
+        }
+    )
+    answer = runs_in(reader, "eager", "run", "runs eager?")
+    assert answer.figures["passed"] == 2 and answer.figures["cases"] == 3
+    assert answer.figures["by_family"] == {
+        "dense": {"passed": 2, "cases": 2},
+        "conv": {"passed": 0, "cases": 1},
+        "attention": {"passed": 1, "cases": 1},
+    }
+    assert "by family: attention 1/1, conv 0/1, dense 2/2" in answer.answer
+
+
+def test_replacement_kernels_answer_from_their_verdicts():
+    def kernel(case, status, verdict, speedup=None):
+        r = _result(case, kernel={"verdict": verdict}, metrics={"kernel_step_speedup": speedup})
+        r["status"] = status
+        return r
+
+    assert kernels(_reader({"smoke": [_result("smoke/mlp")]})).tone == "none"
+    reader = _reader(
+        {
+            "workload:k:fast": [kernel("workload/k:fast", "pass", "correct_faster", 1.31)],
+            "workload:k:slow": [kernel("workload/k:slow", "pass", "correct_slower", 0.71)],
+        }
+    )
+    answer = kernels(reader)
+    assert answer.figures == {"tried": 2, "correct": 2, "faster": 1}
+    assert answer.tone == "good" and "workload/k:fast [eager] correct_faster, step x1.31" in (
+        answer.answer
+    )
+    reader.results[("workload:k:wrong", "device")] = [
+        kernel("workload/k:wrong", "accuracy_fail", "sample_mismatch")
+    ]
+    reader.group.runs[("workload:k:wrong", "device")] = {"id": "run-w", "state": "complete"}
+    answer = kernels(reader)
+    assert answer.tone == "bad" and "workload/k:wrong [eager] accuracy_fail" in answer.answer
+    assert {e["part"] for e in answer.evidence} == {
+        "workload:k:fast",
+        "workload:k:slow",
+        "workload:k:wrong",
+    }

@@ -2,12 +2,13 @@
 
 The protocol (views/evaluation.py sizes it): the smoke models eager and compiled with the
 compile probe; the team's own workloads (``--workload``) the same way with training steps; a
-sample of the OpInfo ops; the ``generate`` scenario; hot spots; FlexAttention; ``dist`` at a
-world of 2; a sample of ``hf`` with what is left. The parts with step times also run on the
-reference device (``against``), the same cases; the others are judged against the CPU float64
-reference already. Each part is one ``api.run`` with the evaluation's labels, so every part is
-resumable as any run is, and an interrupted evaluation picks up where it stopped
-(``resume``): finished parts are kept, an interrupted one is resumed, the rest run.
+sample of the OpInfo ops; the ``generate`` scenario; hot spots; FlexAttention; ``dist`` at the
+world the machine allows (``api.dist_world_size``); a sample of ``hf`` with what is left. The
+parts with step times also run on the reference device (``against``), the same cases; the
+others are judged against the CPU float64 reference already. Each part is one ``api.run``
+with the evaluation's labels, so every part is resumable as any run is, and an interrupted
+evaluation picks up where it stopped (``resume``): finished parts are kept, an interrupted one
+is resumed, the rest run.
 
 The budget is kept twice: the plan is sized to it up front, and a timer ends the part still
 running when the budget is spent (the run is then ``interrupted``, resumable, and the
@@ -56,7 +57,6 @@ PRIORS_S = {
 }
 PERF_BUDGET_S = 1.0  # seconds of timed steps per side of the perf probe
 TRAIN_STEPS = 3  # training-loss parity steps on the team's workloads
-WORLD_SIZE = 2
 # Kept back from the budget for what comes after the runs: stopping the part still running
 # (its workers killed, its run recorded as interrupted), the scorecard and the report, and
 # the command's own start. Measured on this project's 2-core machine under a load of 15-20:
@@ -91,8 +91,11 @@ def _probes(device: str, side: str, wanted: tuple[str, ...]) -> tuple[str, ...]:
     return chosen
 
 
-def candidates(device: str, against: str | None, workloads: list[str]) -> list[Candidate]:
-    """The protocol's parts in priority order, each with the cases it could run."""
+def candidates(
+    device: str, against: str | None, workloads: list[str], world: tuple[int, str] = (2, "")
+) -> list[Candidate]:
+    """The protocol's parts in priority order, each with the cases it could run. ``world``:
+    the dist part's world size and why (``api.dist_world_size``)."""
     both = [(DEVICE_SIDE, device)] + ([(REFERENCE_SIDE, against)] if against else [])
     alone = [(DEVICE_SIDE, device)]
     model = ("placement", "perf", "compile")
@@ -175,8 +178,9 @@ def candidates(device: str, against: str | None, workloads: list[str]) -> list[C
     out.append(
         Candidate(
             "dist",
-            "collectives and DDP / FSDP2 / TP training parity",
-            {"suite": "dist", "world_size": WORLD_SIZE, "probes": "none"},
+            f"collectives and DDP / FSDP2 / TP training parity at a world of {world[0]}"
+            + (f" ({world[1]})" if world[1] else ""),
+            {"suite": "dist", "world_size": world[0], "probes": "none"},
             dist_order,
             ("eager",),
             PRIORS_S["dist"],
@@ -192,9 +196,9 @@ def candidates(device: str, against: str | None, workloads: list[str]) -> list[C
             ("eager",),
             60.0,
             alone,
-            why_not="no replacement kernels given (the kernels suite's own cases are planted "
-            "faults for self-tests; a workload's @replacement kernels are evaluated with "
-            "'torchport run --suite kernels --workload ...')",
+            why_not="the kernels suite's own cases are planted faults for self-tests; "
+            "replacement kernels are given with --workload MODULE:FN (a @replacement "
+            "factory), judged on the kernel ladder inside their workload part",
         )
     )
     smoke = set(_suite_cases("smoke"))
@@ -225,7 +229,9 @@ def make_plan(
     """The plan, sized to ``budget_s`` less RESERVE_S and the time choosing it takes (the ops and
     hf suites, reading past durations: ``Plan.planning_s``, spent from the budget)."""
     started = time.monotonic()
-    parts = candidates(device, against, workloads)
+    from torchport import api
+
+    parts = candidates(device, against, workloads, api.dist_world_size(device))
     durations = Durations.from_store(store)
     planning_s = time.monotonic() - started
     plan = size_plan(

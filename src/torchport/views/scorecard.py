@@ -21,6 +21,7 @@ from torchport.views.scorecard_answers import (
     compile_wait,
     dist,
     hotspots,
+    kernels,
     matches,
     on_device,
     runs_in,
@@ -153,6 +154,7 @@ def scorecard(store, evaluation: str) -> Scorecard:
             "generate results",
         ),
         dist(reader),
+        kernels(reader),
         hotspots(reader),
     ]
     for part in reader.device_parts():

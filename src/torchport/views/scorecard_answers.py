@@ -74,6 +74,7 @@ def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
     per_part: list[str] = []
     counted: list[str] = []
     passed = total = 0
+    families: dict[str, list[int]] = {}  # tag -> [passed, cases] (cases that recorded tags)
     planned = {
         p.name: p.cases
         for p in reader.group.plan.parts
@@ -90,6 +91,15 @@ def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
         if not cases:
             continue
         n = sum(case_passed(by_case.get(c, []), stage, mode) for c in cases)
+        for c in cases:  # by family: the tags the case's results recorded
+            ok = case_passed(by_case.get(c, []), stage, mode)
+            recorded_tags = (
+                (r.get("findings") or {}).get("tags") or () for r in by_case.get(c, [])
+            )
+            for tag in set().union(*recorded_tags):
+                family = families.setdefault(tag, [0, 0])
+                family[0] += ok
+                family[1] += 1
         per_part.append(f"{part} {n}/{len(cases)}")
         counted.append(part)
         passed, total = passed + n, total + len(cases)
@@ -101,10 +111,19 @@ def runs_in(reader: Reader, mode: str, stage: str, question: str) -> Answer:
         question,
         f"{word}: {passed} of {total} cases ran {mode}"
         + (" (compiled and run)" if mode == "compile" else "")
-        + f" ({', '.join(per_part)})",
+        + f" ({', '.join(per_part)})"
+        + (
+            "; by family: " + ", ".join(f"{t} {n}/{k}" for t, (n, k) in sorted(families.items()))
+            if families
+            else ""
+        ),
         tone,
         evidence(reader.group, counted, "coverage"),
-        {"passed": passed, "cases": total},
+        {
+            "passed": passed,
+            "cases": total,
+            "by_family": {t: {"passed": n, "cases": k} for t, (n, k) in families.items()},
+        },
     )
 
 
@@ -338,6 +357,40 @@ def dist(reader: Reader) -> Answer:
         if ok < tried and answer.tone == GOOD:
             answer.tone = WARN
     return answer
+
+
+def kernels(reader: Reader) -> Answer:
+    """Replacement kernels given through ``--workload`` (a ``@replacement`` factory runs on the
+    kernel ladder inside its workload part): each one's verdict against the float64 truth and
+    its step-time A/B (views/kernels.py's verdicts)."""
+    question = "your replacement kernels: correct, and faster?"
+    found = [
+        (part, r)
+        for part in reader.device_parts()
+        for r in reader.of(part)
+        if ((r.get("findings") or {}).get("kernel") or {}).get("verdict")
+    ]
+    if not found:
+        return Answer(question, "not evaluated: no replacement kernel given (--workload)", NONE)
+    correct = [(p, r) for p, r in found if r["status"] == "pass"]
+    faster = [(p, r) for p, r in correct if r["findings"]["kernel"]["verdict"] == "correct_faster"]
+    wrong = [f"{r['case']} [{r['mode']}] {r['status']}" for _, r in found if r["status"] != "pass"]
+
+    def shown(r: dict) -> str:
+        speedup = (r.get("metrics") or {}).get("kernel_step_speedup")
+        step = f", step x{speedup:.2f}" if isinstance(speedup, (int, float)) else ""
+        return f"{r['case']} [{r['mode']}] {r['findings']['kernel']['verdict']}{step}"
+
+    answer = f"{len(correct)} of {len(found)} correct, {len(faster)} faster beyond noise: " + more(
+        [shown(r) for _, r in correct] + wrong
+    )
+    return Answer(
+        question,
+        answer,
+        BAD if wrong else GOOD if faster else INFO,
+        evidence(reader.group, sorted({p for p, _ in found}), "kernels"),
+        {"tried": len(found), "correct": len(correct), "faster": len(faster)},
+    )
 
 
 def hotspots(reader: Reader) -> Answer:
