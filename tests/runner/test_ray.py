@@ -114,8 +114,10 @@ def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_envir
         "hang,segfault,cumsum",
         "--modes",
         "eager",
+        # the hang must reach it; the others must not, even on a loaded 2-core host where the
+        # cumsum case's profile probe alone took over 8 s
         "--timeout",
-        "8",
+        "20",
         "--jobs",
         "2",
         "--profile",
