@@ -86,7 +86,14 @@ def test_every_answer_matches_the_runs_records(evaluated):
 
     eager = answers["runs eager?"]
     passed = sum(case_passed([r], "run", "eager") for r in device)
-    assert eager.figures == {"passed": passed, "cases": len(device)}
+    families: dict = {}
+    for r in device:  # each family the results recorded, passed of its cases
+        for tag in r["findings"].get("tags") or ():
+            family = families.setdefault(tag, {"passed": 0, "cases": 0})
+            family["passed"] += case_passed([r], "run", "eager")
+            family["cases"] += 1
+    assert families  # smoke/mlp records its family
+    assert eager.figures == {"passed": passed, "cases": len(device), "by_family": families}
     assert f"{passed} of {len(device)} cases ran eager" in eager.answer
     assert eager.tone == ("good" if passed == len(device) else "bad")
     assert {e["run"] for e in eager.evidence} == {group.run_of("smoke")["id"]}
