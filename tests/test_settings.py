@@ -101,7 +101,8 @@ def test_a_password_is_never_printed_whatever_its_bytes(monkeypatch):
     """Issue 44 (3): a password with a '%' not followed by two hex digits was printed in
     the driver's error (libpq quotes the bad token); every byte, raw and around a '%',
     leaves no piece of it in the message, the recorded command line or a redacted URL."""
-    pytest.importorskip("psycopg")
+    import psycopg  # noqa: F401  (the test extra installs it: a missing driver fails)
+
     from torchport import api
     from torchport.records import StoreError, open_store
     from torchport.records.sql_common import redact, redact_url

@@ -9,10 +9,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-torch = pytest.importorskip("torch")
 
 from torchport.cases.ops_reasons import EXCLUDE_REASONS
 from torchport.instruments import op_coverage

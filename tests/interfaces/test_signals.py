@@ -2,7 +2,12 @@
 compare --json) at several moments (issue 44): no process is left (a forked reader dies with
 its parent, PR_SET_PDEATHSIG; before, one blocked in a pipe write for minutes holding the
 database open), no temporary file is left beside the output, no process holds the database,
-and SIGTERM ends the command with 143."""
+and SIGTERM ends the command with 143.
+
+The commands under signal run through ``signal_driver.py``: the CLI's own ``main`` (what the
+installed ``torchport`` script calls) in a process whose reads are cut in tiny parts and whose
+forked children mark when they start, so a signal lands at a known moment; the baseline they
+gate against is made by the installed script, as a user makes it."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import time
 import pytest
 
 from tests import kb
+from tests.conftest import torchport
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "signal_driver.py")
 
@@ -24,10 +30,8 @@ def kb_path(tmp_path_factory):
     folder = tmp_path_factory.mktemp("signals")
     path = kb.build(folder / "kb.db", labels={"release": "a"})
     kb.build(path, run_id="r2", labels={"release": "b"})
-    subprocess.run(
-        [sys.executable, "-m", "torchport.interfaces.cli", "baseline", "save", "r1", "-o",
-         folder / "base.json", "--db", path], check=True, capture_output=True,
-    )  # fmt: skip
+    saved = torchport("baseline", "save", "r1", "-o", folder / "base.json", "--db", path)
+    assert saved.returncode == 0, saved.stderr
     return path
 
 

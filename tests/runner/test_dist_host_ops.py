@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 CHILD = """
