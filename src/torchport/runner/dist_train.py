@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from torchport.cases.dist_models import GLOBAL_PER_RANK, LR, MODELS, global_batch, loss
+from torchport.records.words import listed
 from torchport.timing import Summary, clock
 
 # float32 on the device against float64: a few SGD steps of a small model stay far inside this
@@ -108,9 +109,8 @@ def left_on_host(model, device: str) -> list[dict]:
 
 def placement_note(left: list[dict]) -> str:
     """``left`` in words, for a failure's message."""
-    named = ", ".join(f"{t['name']} ({t['kind']}, on {t['device']})" for t in left[:4])
-    more = f" (+{len(left) - 4} more)" if len(left) > 4 else ""
-    return f"placement evidence (class c): left on the host by the move: {named}{more}"
+    named = listed([f"{t['name']} ({t['kind']}, on {t['device']})" for t in left])
+    return f"placement evidence (class c): left on the host by the move: {named}"
 
 
 # the observation after a failure: a short pass, never a hang of the rank
@@ -166,9 +166,8 @@ def host_ops_note(observed: dict) -> str:
     if "observation_failed" in observed:
         return f"placement observation failed: {observed['observation_failed']}"
     rows = observed["host_ops"]
-    named = ", ".join(f"{r['op']} (class {r['evidence_class']})" for r in rows[:4])
-    more = f" (+{len(rows) - 4} more)" if len(rows) > 4 else ""
-    return f"placement evidence: ops served on the host: {named}{more}"
+    named = listed([f"{r['op']} (class {r['evidence_class']})" for r in rows])
+    return f"placement evidence: ops served on the host: {named}"
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ found, tensors left on the host, copies and bytes."""
 
 from __future__ import annotations
 
+from torchport.records.words import listed
 from torchport.views.base import Annotated, Copies, View, columns
 
 
@@ -68,9 +69,9 @@ def left_on_host(result: dict) -> str | None:
     off = (result.get("findings") or {}).get("placement_off_device") or []
     if not off or result.get("grade") == "host":
         return None
-    named = ", ".join(_tensor(t) for t in off[:4])
-    more = f" (+{len(off) - 4} more)" if len(off) > 4 else ""
-    return f"{result['case']} ({result['mode']}) left on the host: {named}{more}"
+    return (
+        f"{result['case']} ({result['mode']}) left on the host: {listed([_tensor(t) for t in off])}"
+    )
 
 
 def _tensor(entry) -> str:
@@ -174,11 +175,10 @@ def host_kernels(result: dict) -> str | None:
     if not ops:
         return None
     ranked = sorted(ops.items(), key=lambda kv: (-_calls(kv[1]), kv[0]))
-    named = ", ".join(f"{short_op(op)} x{n}" for op, n in ranked[:4])
-    more = f" (+{len(ops) - 4} more)" if len(ops) > 4 else ""
+    named = listed([f"{short_op(op)} x{n}" for op, n in ranked])
     return (
         f"{result['case']} ({result['mode']}): device kernels with host work inside "
-        f"(class d, not a fallback): {named}{more}"
+        f"(class d, not a fallback): {named}"
     )
 
 

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchport.records.words import listed
 from torchport.views.coverage import case_passed
 from torchport.views.evaluation import DEVICE_SIDE, REFERENCE_SIDE, Group
 from torchport.views.headline import BAD, GOOD, INFO, NONE, WARN
@@ -15,7 +16,6 @@ from torchport.views.placement import op_classes, ranked_host_ops
 
 # Parts whose cases are models that climb the ladder (runs? compiled? speed?).
 MODEL_PARTS = ("smoke", "hf", "flex", "generate")
-SHOWN = 4  # names listed in a sentence before "(+N more)"
 
 
 @dataclass
@@ -37,8 +37,7 @@ class Answer:
 
 
 def more(names: list[str]) -> str:
-    shown = ", ".join(names[:SHOWN])
-    return shown + (f" (+{len(names) - SHOWN} more)" if len(names) > SHOWN else "")
+    return listed(names)
 
 
 def evidence(group: Group, parts: list[str], view: str, side: str = DEVICE_SIDE) -> list[dict]:
