@@ -21,6 +21,7 @@ from torchport.cases.base import Case, cataloged
 from torchport.cases.ops_reasons import SKIP_REASONS  # noqa: F401  (re-exported)
 
 AUDIT_CASE = "audit/dispatcher"
+SCHEMA_DTYPE = "float32"  # schema cases' first plan dtype (cases/ops_schema.py PLANS)
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 EXACT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -74,6 +75,25 @@ class AuditCase(Case):
     tags = ("audit",)
 
 
+class SchemaCase(Case):
+    """Every callable overload of one ATen packet, with inputs made from its schema
+    (``cases/ops_schema.py``), on the device against the CPU; run by ``runner/op_schema.py``.
+    The overloads no OpInfo reaches (out=, in-place, ``_foreach_*``, backward ops) are the
+    reason it exists; it runs the others too (docs/suites/ops.md)."""
+
+    version = 1
+    ladder = "schema"
+    modes = ("eager",)
+
+    def __init__(self, packet: str, overloads: tuple[str, ...]):
+        self.packet, self.overloads, self.dtype = packet, overloads, SCHEMA_DTYPE
+        self.id = f"schema/{packet}"
+        self.tags = ("schema", SCHEMA_DTYPE)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "op": self.packet, "overloads": list(self.overloads)}
+
+
 @functools.cache
 def _cases() -> tuple[Case, ...]:
     from torchport.cases import opinfo
@@ -84,6 +104,9 @@ def _cases() -> tuple[Case, ...]:
         grad = opinfo.backward_dtype_names(op, "cpu")
         for dtype in FLOAT_DTYPES + tuple(d for d in EXACT_DTYPES if d in supported):
             cases.append(OpCase(op_key, dtype, autograd=dtype in grad))
+    from torchport.cases import ops_schema
+
+    cases += [SchemaCase(p, names) for p, names in ops_schema.packets().items()]
     return tuple(cases)
 
 
@@ -93,7 +116,12 @@ def catalog_key() -> str:
 
     from torchport.cache import sources_digest
 
-    code = sources_digest(__name__, "torchport.cases.opinfo", "torchport.cases.ops_reasons")
+    code = sources_digest(
+        __name__,
+        "torchport.cases.opinfo",
+        "torchport.cases.ops_reasons",
+        "torchport.cases.ops_schema",
+    )
     return f"torch-{version('torch')}-{code}"
 
 

@@ -1,6 +1,8 @@
 """Why an ops case is skipped: the closed set of reasons, as data (no torch, so views and the
 knowledge base can name them)."""
 
+import re
+
 SKIP_REASONS = {
     "op_dtype": "the op does not support this dtype on the CPU reference (OpInfo dtypes)",
     "device_dtype": "OpInfo says the op does not support this dtype on this device type",
@@ -11,6 +13,11 @@ SKIP_REASONS = {
     "no_samples": "OpInfo has no sample inputs for it at this dtype",
     "time_budget": "the case's time budget ran out before it (the samples checked stand)",
     "capability": "the device lacks what it needs (it cannot make a tensor of this dtype)",
+    # schema cases (cases/ops_schema.py), per overload
+    "no_rule": "schema sample: an argument no rule covers (a required str, Dimname, Storage...)",
+    "never_called": "schema sample: process state, autograd, tracing or RNG internals",
+    "no_schema": "schema sample: the overload's schema cannot be read in this torch",
+    "cpu_crashes": "schema sample: the CPU kernel crashed (or hung) on the made-up input",
 }
 
 # What was not run, by kind (a fixed list, counted apart from failures): each skip reason
@@ -35,6 +42,10 @@ REASON_KIND = {
     "cpu_raises": "invalid_input",
     "no_samples": "no_samples",
     "time_budget": "time_budget",
+    "no_rule": "no_samples",
+    "never_called": "excluded_family",
+    "no_schema": "no_samples",
+    "cpu_crashes": "crash_isolated",
 }
 # --depth: what each level adds to the one below it; the ops suite runs DEFAULT_DEPTH.
 DEPTHS = {
@@ -80,3 +91,40 @@ VARIANT_KINDS = {
     "empty": "an empty input (zero rows)",
     "error_input": "OpInfo's error inputs: the device must reject them as the CPU does",
 }
+
+# An op's family by its name, for the exclusions the dispatcher cannot decide: (reason, pattern
+# on the packet name, without ``aten::`` and overload). First match wins.
+FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+    (
+        "sparse",
+        re.compile(
+            r"sparse|_coo|_csr|_csc|_bsr|_bsc|^_?coalesce|is_coalesced|_nnz|^_?indices$"
+            r"|^_?values$|crow_indices|col_indices|row_indices|^_dimI$|^_dimV$|sparse_dim"
+            r"|dense_dim|^smm$|^hspmm$|^sspaddmm$|^_spdiags$|_to_dense$|^to_dense"
+        ),
+    ),
+    (
+        "quantized",
+        re.compile(
+            r"quantize|^q_|qscheme|int_repr|fake_quant|_choose_qparams|^_make_per_"
+            r"|fbgemm|_weight_int\d|_saturate_weight|_quantized|^quantized"
+        ),
+    ),
+    ("nested", re.compile(r"nested|jagged|_padded_dense")),
+    (
+        "backend_internal",
+        re.compile(
+            r"cudnn|miopen|mkldnn|onednn|_mps|^mps_|xnnpack|vulkan|nnpack|_cufft|_cslt"
+            r"|_cutlass|_triton|flash_attention|efficient_attention|_cudnn|_mixed_dtypes"
+            r"|_fused_sdp_choice|_cuda|cuda_|_use_cudnn|_cummax_helper|_cummin_helper"
+        ),
+    ),
+)
+
+
+def family_exclusion(name: str) -> str | None:
+    packet = name.removeprefix("aten::").split(".", 1)[0]
+    for reason, pattern in FAMILY_PATTERNS:
+        if pattern.search(packet):
+            return reason
+    return None

@@ -27,9 +27,7 @@ overloads are ``unknown`` (or listed from the JIT schemas), with the reason reco
 
 from __future__ import annotations
 
-import re
-
-from torchport.cases.ops_reasons import EXCLUDE_REASONS
+from torchport.cases.ops_reasons import EXCLUDE_REASONS, family_exclusion
 
 AUDIT_VERSION = 1
 CLASSES = ("kernel", "composite_explicit", "fallback", "missing", "composite_implicit", "unknown")
@@ -37,36 +35,6 @@ COMPOSITE_EXPLICIT_KEYS = (
     "CompositeExplicitAutograd",
     "CompositeExplicitAutogradNonFunctional",
 )
-
-# An op's family by its name, for the exclusions the dispatcher cannot decide: (reason, pattern
-# on the packet name, without ``aten::`` and overload). First match wins.
-FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    (
-        "sparse",
-        re.compile(
-            r"sparse|_coo|_csr|_csc|_bsr|_bsc|^_?coalesce|is_coalesced|_nnz|^_?indices$"
-            r"|^_?values$|crow_indices|col_indices|row_indices|^_dimI$|^_dimV$|sparse_dim"
-            r"|dense_dim|^smm$|^hspmm$|^sspaddmm$|^_spdiags$|_to_dense$|^to_dense"
-        ),
-    ),
-    (
-        "quantized",
-        re.compile(
-            r"quantize|^q_|qscheme|int_repr|fake_quant|_choose_qparams|^_make_per_"
-            r"|fbgemm|_weight_int\d|_saturate_weight|_quantized|^quantized"
-        ),
-    ),
-    ("nested", re.compile(r"nested|jagged|_padded_dense")),
-    (
-        "backend_internal",
-        re.compile(
-            r"cudnn|miopen|mkldnn|onednn|_mps|^mps_|xnnpack|vulkan|nnpack|_cufft|_cslt"
-            r"|_cutlass|_triton|flash_attention|efficient_attention|_cudnn|_mixed_dtypes"
-            r"|_fused_sdp_choice|_cuda|cuda_|_use_cudnn|_cummax_helper|_cummin_helper"
-        ),
-    ),
-)
-
 
 class AuditUnavailable(RuntimeError):
     """The dispatcher cannot be read here at all (no op names either way)."""
@@ -113,14 +81,6 @@ def op_names() -> tuple[list[str], str]:
         if s.name.startswith("aten::")
     }
     return sorted(listed), f"JIT schemas (the dispatcher's list is unavailable: {reason})"
-
-
-def family_exclusion(name: str) -> str | None:
-    packet = name.removeprefix("aten::").split(".", 1)[0]
-    for reason, pattern in FAMILY_PATTERNS:
-        if pattern.search(packet):
-            return reason
-    return None
 
 
 def _has(name: str, key: str) -> bool:

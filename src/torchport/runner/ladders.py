@@ -18,6 +18,7 @@ LADDERS = {
     "model": "torchport.runner.ladder:Ladder",
     "op": "torchport.runner.op_ladder:OpLadder",  # ops suite: a task per op, many samples
     "audit": "torchport.runner.op_audit:AuditLadder",  # ops suite: the dispatcher's registry
+    "schema": "torchport.runner.op_schema:SchemaLadder",  # ops suite: schema-made samples
     "kernel": "torchport.runner.kernel_ladder:KernelLadder",  # a replacement's A/B
     "generate": "torchport.runner.generate_ladder:GenerateLadder",
     "dist": "torchport.runner.dist_ladder:DistLadder",  # dist suite: a world of N ranks
