@@ -41,6 +41,30 @@ def is_op_result(result: dict) -> bool:
     return (result.get("findings") or {}).get("ladder") == "op" or result["case"].startswith("ops/")
 
 
+def is_schema_result(result: dict) -> bool:
+    return (result.get("findings") or {}).get("ladder") == "schema"
+
+
+def schema_line(results: list[dict]) -> str | None:
+    """The schema cases' line (``schema/<packet>``, docs/suites/ops.md): overloads called with
+    schema-made inputs, checked, failed and not run by reason."""
+    schema = [r for r in results if is_schema_result(r)]
+    if not schema:
+        return None
+    states: Counter[str] = Counter()
+    for r in schema:
+        states.update(((r.get("findings") or {}).get("schema") or {}).values())
+    metadata = sum((r.get("metrics") or {}).get("schema_metadata_only", 0) for r in schema)
+    judged = states["checked"] + states["failed"]
+    rest = ", ".join(f"{k} {n}" for k, n in states.most_common() if k not in ("checked", "failed"))
+    return (
+        f"schema samples: {sum(states.values())} overloads of {len(schema)} packets: "
+        f"{judged} judged on the device ({states['failed']} failed, {metadata} by shape and "
+        f"dtype only: outputs not determined by the inputs), "
+        f"{sum(states.values()) - judged} not run" + (f" ({rest})" if rest else "")
+    )
+
+
 def split_case(case_id: str) -> tuple[str, str]:
     """``ops/max.reduction_with_dim/int64`` -> ("max.reduction_with_dim", "int64")."""
     body = case_id.removeprefix("ops/")
@@ -111,12 +135,21 @@ def summary_line(results: list[dict]) -> str:
     return line
 
 
-def _notes(run: dict, results: list[dict], by_op: dict, cov) -> list[str]:
+def _notes(
+    run: dict, results: list[dict], by_op: dict, cov, schema: list[dict] | None = None
+) -> list[str]:
     from torchport.cases.ops_reasons import SKIP_REASONS
 
-    notes = [summary_line(results), ops_not_run.note(ops_not_run.not_run(results))]
+    schema = schema or []
+    notes = [
+        summary_line(results + schema),
+        ops_not_run.note(ops_not_run.not_run(results + schema)),
+    ]
     if cov is not None:
         notes.append(op_coverage.summary(cov))
+    line = schema_line(schema)
+    if line:
+        notes.append(line)
     metrics = [r.get("metrics") or {} for r in results]
     total = sum(m.get("ops_samples", 0) for m in metrics)
     if total:
@@ -187,8 +220,9 @@ def _notes(run: dict, results: list[dict], by_op: dict, cov) -> list[str]:
 
 def build(run: dict, results: list[dict]) -> View | None:
     chosen = [r for r in results if is_op_result(r)]
+    schema = [r for r in results if is_schema_result(r)]
     cov = op_coverage.coverage(run, results)
-    if not chosen and cov is None:
+    if not chosen and not schema and cov is None:
         return None
     by_op: dict[str, list[dict]] = {}
     for r in chosen:
@@ -199,6 +233,6 @@ def build(run: dict, results: list[dict]) -> View | None:
         f"Operator compatibility on {run.get('device')} ({len(by_op)} ops)",
         COLUMNS,
         rows,
-        _notes(run, chosen, by_op, cov),
+        _notes(run, chosen, by_op, cov, schema),
         supersedes=("matrix", "placement"),
     )

@@ -1,0 +1,205 @@
+"""Schema-made samples (cases/ops_schema.py) and the schema ladder (runner/op_schema.py): any
+registered overload gets a sample or a reason, never a crash; the CPU probe survives a CPU
+kernel's crash; on the CPU against itself every judged overload passes; the coverage audit
+credits what a case judged on the device (variants' out=/in-place calls and backward passes
+included) and nothing the CPU rejected; on simdev a planted bug is found by a schema case."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import expecttest  # noqa: F401  (the OpInfo database needs it: a missing one fails)
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchport.cases import ops_schema
+from torchport.cases.ops import SchemaCase, ops_suite
+from torchport.cases.ops_reasons import REASON_KIND, SKIP_REASONS
+from torchport.config import RunConfig
+from torchport.devices import get_adapter
+from torchport.runner import op_schema
+from torchport.runner.op_ladder import OpLadder
+from torchport.runner.op_schema import SchemaLadder
+from torchport.views import op_coverage
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(ops_schema.registered()),
+    st.sampled_from(ops_schema.plans("float32")),
+)
+def test_any_registered_overload_gets_a_sample_or_a_reason(name, plan):
+    try:
+        schema = ops_schema.schema_of(name)
+        sample = ops_schema.make(schema, plan[0], plan[1], "cpu", seed=1)
+    except ops_schema.NoSample as exc:
+        assert exc.reason in ops_schema.NO_SAMPLE and exc.detail
+        assert exc.reason in SKIP_REASONS and exc.reason in REASON_KIND
+        return
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    assert len(sample.args) <= len(positional)
+    assert set(sample.kwargs) <= {a.name for a in schema.arguments if a.kwarg_only}
+    for name_written in sample.written:  # every written argument is in the call
+        assert name_written in sample.values()
+
+
+def test_the_same_seed_makes_the_same_sample():
+    schema = ops_schema.schema_of("aten::add.out")
+    a, b = (ops_schema.make(schema, (2, 3), "float32", "cpu", seed=3) for _ in range(2))
+    assert torch.equal(a.args[0], b.args[0]) and a.written == ["out"]
+    assert a.kwargs["out"].numel() == 0  # out=: empty, the op resizes it
+
+
+def test_rules_cover_out_lists_devices_and_missing_rules():
+    foreach = ops_schema.make(
+        ops_schema.schema_of("aten::_foreach_add.ScalarList"), (3,), "float32", "cpu"
+    )
+    assert len(foreach.args[0]) == 2 and foreach.args[1] == [2, 3]
+    zeros = ops_schema.make(ops_schema.schema_of("aten::zeros"), (2, 3), "float32", "cpu")
+    assert zeros.args[0] == [2, 3] and zeros.kwargs["device"] == torch.device("cpu")
+    with pytest.raises(ops_schema.NoSample) as info:
+        ops_schema.make(ops_schema.schema_of("aten::from_file"), (2,), "float32", "cpu")
+    assert info.value.reason == "no_rule" and "filename" in info.value.detail
+
+
+def test_the_catalog_has_a_schema_case_per_packet_outside_composites():
+    cases = {c.id: c for c in ops_suite() if isinstance(c, SchemaCase)}
+    assert "aten::add.out" in cases["schema/add"].overloads
+    assert "schema/_foreach_add" in cases
+    # decomposed above every backend, or an excluded family: not called
+    assert "aten::linear" not in cases["schema/linear"].overloads  # (linear.out is explicit)
+    assert not any("sparse" in c for c in cases)
+
+
+def test_a_cpu_kernel_crash_in_the_probe_is_the_cpus_not_the_runs(monkeypatch):
+    real = op_schema.find_plan
+
+    def crashing(name, dtype_name, seed):
+        if name == "aten::sub.Tensor":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(name, dtype_name, seed)
+
+    monkeypatch.setattr(op_schema, "find_plan", crashing)
+    got = op_schema.probe(
+        ["aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor"], "float32", 0
+    )
+    assert got["aten::sub.Tensor"] == (None, "cpu_crashes")
+    assert got["aten::add.Tensor"] == (0, "") and got["aten::mul.Tensor"] == (0, "")
+
+
+def run_cpu(packet: str) -> dict:
+    case = SchemaCase(packet, ops_schema.packets()[packet])
+    config = RunConfig(suite="ops", device="cpu", modes=("eager",))
+    return SchemaLadder(case, "eager", config, get_adapter("cpu"), lambda e: None, {}).run()
+
+
+@pytest.mark.parametrize(
+    "packet", ["add", "add_", "cumsum", "_foreach_mul", "empty", "tanh_backward"]
+)
+def test_the_cpu_against_itself_passes_every_judged_overload(packet):
+    r = run_cpu(packet)
+    assert r["status"] == "pass", r["error"]
+    states = r["findings"]["schema"]
+    assert set(states) == set(ops_schema.packets()[packet])
+    assert "failed" not in states.values() and "checked" in states.values()
+    assert r["grade"] is None  # made-up inputs: no placement verdict
+
+
+def test_outputs_not_determined_by_the_inputs_are_compared_by_shape_only():
+    r = run_cpu("empty")
+    assert r["metrics"]["schema_metadata_only"] == r["metrics"]["schema_checked"] >= 1
+
+
+def _audit(names: list[str]) -> dict:
+    return {
+        "ladder": "audit",
+        "coverage_audit": {
+            "dispatch_key": "CPU",
+            "source": "test",
+            "overloads": {n: ["kernel", None] for n in names},
+        },
+    }
+
+
+def test_coverage_credits_what_was_judged_and_nothing_the_cpu_rejected():
+    r = run_cpu("_adaptive_avg_pool2d")  # the CPU rejects every plan: not run, not credited
+    assert set(r["findings"]["schema"].values()) == {"cpu_raises"}
+    assert not r["findings"].get("ops")
+    add = run_cpu("add")
+    results = [
+        {
+            "case": "audit/dispatcher",
+            "findings": _audit(["aten::add.out", "aten::add.Tensor", "aten::_adaptive_avg_pool2d"]),
+        },
+        add,
+        r,
+    ]
+    cov = op_coverage.coverage({"device": "cpu", "suite": "ops"}, results)
+    assert cov.entries["aten::add.out"][0] == "tested"
+    assert cov.entries["aten::add.out"][2] == "ops: schema/add"
+    assert cov.entries["aten::_adaptive_avg_pool2d"][0] == "not_reached"
+
+
+def test_depth_three_variants_and_backward_passes_are_credited():
+    by_id = {c.id: c for c in ops_suite()}
+    config = RunConfig(suite="ops", device="cpu", modes=("eager",), depth=3)
+    r = OpLadder(
+        by_id["ops/tanh/float32"], "eager", config, get_adapter("cpu"), lambda e: None, {}
+    ).run()
+    names = ["aten::tanh.out", "aten::tanh_", "aten::tanh_backward", "aten::tanh"]
+    results = [{"case": "audit/dispatcher", "findings": _audit(names)}, r]
+    cov = op_coverage.coverage({"device": "cpu", "suite": "ops"}, results)
+    assert {n: cov.entries[n][0] for n in names} == dict.fromkeys(names, "tested")
+
+
+CHILD = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import torch
+from torchport.cases import ops_schema
+from torchport.cases.ops import SchemaCase
+from torchport.config import RunConfig
+from torchport.devices import get_adapter
+from torchport.runner.op_schema import SchemaLadder
+
+adapter = get_adapter("simdev")
+adapter.prepare()
+config = RunConfig(suite="ops", device="simdev", modes=("eager",))
+out = {}
+for packet in sys.argv[1].split(","):
+    case = SchemaCase(packet, ops_schema.packets()[packet])
+    r = SchemaLadder(case, "eager", config, adapter, lambda e: None, {}).run()
+    out[packet] = {"status": r["status"], "findings": r["findings"]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_on_simdev_a_planted_bug_is_found_by_a_schema_case_and_credit_is_the_devices():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
+    env["TORCHPORT_SIMDEV_BUGS"] = "all"
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, "fmod_,cumsum,add"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    fmod = got["fmod_"]
+    assert fmod["status"] == "eager_fail"
+    assert fmod["findings"]["schema"]["aten::fmod_.Scalar"] == "failed"
+    assert any("fmod_ with a Scalar" in f["message"] for f in fmod["findings"]["failures"])
+    assert got["add"]["status"] == "pass" and got["cumsum"]["status"] == "pass"
+    rows = {r["op"]: r for r in got["cumsum"]["findings"]["ops"]}
+    assert any(op.startswith("aten.cumsum") for op in rows)
+    assert all(
+        r["device"].split(":")[0] in ("simdev", "cpu") or "->" in r["device"] for r in rows.values()
+    )
