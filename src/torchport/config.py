@@ -39,7 +39,7 @@ INT_RANGES = {
     "ray_retries": ("--ray-retries", 0, 1000),
     "world_size": ("--world-size", 1, 4096),
     "nnodes": ("--nnodes", 1, 4096),
-    "depth": ("--depth", 1, 4),  # cases/ops_reasons.py DEPTHS
+    "depth": ("--depth", 1, 5),  # cases/ops_reasons.py DEPTHS
 }
 LIST_MOST = 2**31 - 1  # each of --prompt-lengths, --gen-batches
 
@@ -195,7 +195,7 @@ class Measurement:
         None,
         help="ops: how deep each op is tested: 1 forward, 2 + backward (the default), "
         "3 + variants (in-place, out=, views, scalars, mixed devices, NaN/Inf, empty), "
-        "4 + error inputs.",
+        "4 + error inputs, 5 + torch.compile (the device's default backend).",
     )
     artifacts_dir: str = "artifacts"
 

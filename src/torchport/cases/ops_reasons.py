@@ -53,6 +53,7 @@ DEPTHS = {
     2: "backward",
     3: "variants",
     4: "error inputs",
+    5: "compile",
 }
 DEFAULT_DEPTH = 2
 

@@ -36,6 +36,7 @@ COMPOSITE_EXPLICIT_KEYS = (
     "CompositeExplicitAutogradNonFunctional",
 )
 
+
 class AuditUnavailable(RuntimeError):
     """The dispatcher cannot be read here at all (no op names either way)."""
 

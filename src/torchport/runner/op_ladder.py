@@ -60,6 +60,21 @@ def _complex(sample, side) -> bool:
 # Replays per guessed op and case: the same composite calls the same ops for every sample of
 # a case, and a replay per sample made logspace's cases 40 s each (1 200 replays).
 REPLAYS_PER_OP = 2
+COMPILE_SAMPLES = 3  # --depth 5: samples run through torch.compile per case
+
+
+class _CompiledOp:
+    """``op`` called through ``torch.compile`` (a fresh compile: the samples differ in shape),
+    with OpInfo's own calling convention kept for ``op_samples.forward``."""
+
+    def __init__(self, op, backend: str):
+        import torch
+
+        self.op = op
+        self.fn = torch.compile(lambda *a, **k: op(*a, **k), backend=backend, dynamic=False)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
 
 
 def _drop_guess(row: dict) -> None:
@@ -139,7 +154,9 @@ class OpLadder(StageRunner):
     ) -> None:
         self.counts[f"failed_{kind}"] += 1
         # the first error is always kept (the verdict names it), even past the kept mismatches
-        first_error = kind == "error" and not any(f["kind"] == "error" for f in self.failures)
+        first_error = kind in ("error", "compile") and not any(
+            f["kind"] == kind for f in self.failures
+        )
         if len(self.failures) < MAX_FAILURES_KEPT or first_error:
             entry = {
                 "sample": index,
@@ -252,7 +269,73 @@ class OpLadder(StageRunner):
                 self._fail(index, "harness", "error", _error(exc), [], exc)
         if self.depth >= 3:
             self._variants()
+        if self.depth >= 5:
+            self._compiled()
         return len(self.samples)
+
+    def _compiled(self) -> None:
+        """--depth 5: the op through torch.compile with the device's default backend
+        (``execution/compile_backend.py``), on the first ``COMPILE_SAMPLES`` strided samples,
+        judged like the eager forward (against the CPU, float64 the reference). A compile
+        that raises is the case's ``compile_fail`` (phase ``compile``), never a tool crash;
+        a compiled output outside tolerance is an accuracy failure of phase ``compile``."""
+        import torch
+
+        from torchport.execution import compile_backend
+        from torchport.runner import op_samples as ops
+
+        found: dict = {"checked": 0, "failed": 0}
+        self.out.findings["compile"] = found
+        try:
+            choice = compile_backend.choose(self.adapter, self.config.compile_backend)
+        except compile_backend.NoCompileBackend as exc:
+            found["backend"] = None
+            self._fail(0, "compile", "compile", f"no compile backend: {exc}", [])
+            found["failed"] += 1
+            return
+        found["backend"] = choice.to_dict()
+        op = self.op
+        chosen = [s for s in self.samples if not ops.non_strided(s)][:COMPILE_SAMPLES]
+        to_cpu = self._device_fn("cpu", self.adapter.device())
+        for index, sample in enumerate(chosen):
+            seed = self.config.seed * 100_003 + index
+            plain = ops.convert(sample, lambda t: ops.leaf(t.detach()))
+            cpu_sample = ops.convert(plain, lambda t: ops.leaf(t, device="cpu"), to_cpu)
+            base = ops.run_side(op, cpu_sample, backward_with=None, seed=seed, grad=False)
+            if base.forward_error is not None or base.sparse:
+                continue  # the CPU refuses it: nothing to judge by (the eager pass said so)
+            try:
+                torch._dynamo.reset()
+                side = ops.forward(_CompiledOp(op, choice.name), plain)
+            except Exception as exc:  # outside the op's call: still the compile's failure
+                side = ops.Side(forward_error=exc)
+            found["checked"] += 1
+            if side.forward_error is not None:
+                found["failed"] += 1
+                self._fail(index, "compile", "compile", _error(side.forward_error), [])
+                continue
+            ref = None
+            if self.fp64:
+                ref_sample = ops.convert(
+                    cpu_sample, lambda t: ops.leaf(t, dtype=ops.wider(t.dtype))
+                )
+                ref = ops.run_side(op, ref_sample, backward_with=None, seed=seed, grad=False)
+                ref = ref if ref.forward_error is None else None
+            failed_before = len(self.failures)
+            self._check(
+                index,
+                "compile",
+                ops.to_host(side.live or {}),
+                base.outputs or {},
+                ref.outputs if ref else None,
+                self.tolerance,
+                [],
+            )
+            found["failed"] += len(self.failures) > failed_before
+        try:
+            torch._dynamo.reset()
+        except Exception:  # a torch without it: the next case compiles beside this one's
+            pass
 
     def _variants(self) -> None:
         """--depth 3 and 4: the call forms OpInfo leaves out, each from the first strided
@@ -264,8 +347,16 @@ class OpLadder(StageRunner):
             : op_variants.SAMPLES_SEARCHED
         ]
         to_cpu = self._device_fn("cpu", self.adapter.device())
+        host = self.target != "cpu"
         on_cpu = [
-            ops.convert(s, lambda t: ops.leaf(t.detach(), device="cpu"), to_cpu) for s in strided
+            ops.convert(
+                s,
+                lambda t: op_variants.mark_host(
+                    ops.leaf(t.detach(), device="cpu"), host and t.device.type == "cpu"
+                ),
+                to_cpu,
+            )
+            for s in strided
         ]
         found = op_variants.check_all(self, self.op, on_cpu)
         self.out.findings["variants"] = found
@@ -566,13 +657,16 @@ class OpLadder(StageRunner):
         if self.failures:
             first = self.failures[0]
             errors = counts["failed_error"]
-            stage = "run" if errors else "parity"  # its status: records/status.py STAGE_STATUS
+            compiles = counts["failed_compile"]
+            # its status: records/status.py STAGE_STATUS (an eager error first, then a compile
+            # that raised, then a wrong value)
+            stage = "run" if errors else "compile" if compiles else "parity"
             status = STAGE_STATUS[stage]
-            wanted = "error" if errors else "mismatch"
+            wanted = "error" if errors else "compile" if compiles else "mismatch"
             chosen = next((f for f in self.failures if f["kind"] == wanted), first)
             out.status, out.stage = status, stage
             out.error = {
-                "type": "OpError" if errors else "ParityMismatch",
+                "type": "OpError" if errors else "CompileError" if compiles else "ParityMismatch",
                 "message": f"{self.case.op_key} [{self.case.dtype}] sample "
                 f"{chosen['sample']} {chosen['phase']}: {chosen['message']}"
                 f" (aten: {', '.join(chosen['aten_ops'][:6]) or '-'})",

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 ERROR_INPUTS_KEPT = 3  # of OpInfo's error inputs, per case
 SAMPLES_SEARCHED = 12  # the first samples a variant is looked for in
+HARNESS_ERRORS_KEPT = 3  # a variant the harness itself failed on: not run, its error kept
+# A tensor the sample holds on the host on purpose (OpInfo makes tensor_split's indices on the
+# CPU): the device's copy keeps it there (a harness that moves it makes a false failure).
+HOST_MARK = "_torchport_on_host"
 
 
 @dataclass
@@ -120,6 +124,7 @@ def make(op, sample, dtype_name: str, device_type: str) -> Iterator[Variant]:
         and x.ndim >= 1
         and arg.ndim >= 1
         and arg.shape == x.shape
+        and not getattr(arg, HOST_MARK, False)  # held on the host on purpose: may be mixed
     ):
         yield Variant("mixed_device", plain, sample, must_raise=RuntimeError)
     if floating and _tensor(x) and x.numel() >= 3:
@@ -231,8 +236,11 @@ def check_all(ladder, op, samples: list) -> dict[str, dict]:
         )
         try:
             verdict = _check(ladder, op, variant, ops)
-        except Exception as exc:  # the harness's own failure: that variant fails, said so
-            verdict = ("error", f"{variant.kind}: harness: {type(exc).__name__}: {exc}"[:400], [])
+        except Exception as exc:  # the harness's own failure: never the op's; kept, not run
+            verdict = "harness_error"
+            entry.setdefault("harness_errors", [])
+            if len(entry["harness_errors"]) < HARNESS_ERRORS_KEPT:
+                entry["harness_errors"].append(f"{type(exc).__name__}: {exc}"[:300])
         if isinstance(verdict, str):  # a reason it was not run
             entry["not_run"][verdict] = entry["not_run"].get(verdict, 0) + 1
             continue
@@ -249,12 +257,28 @@ def check_all(ladder, op, samples: list) -> dict[str, dict]:
     return summary
 
 
+def mark_host(t, on_host: bool):
+    """``t``, marked as held on the host by the sample itself (``HOST_MARK``)."""
+    if on_host:
+        setattr(t, HOST_MARK, True)
+    return t
+
+
 def _plain_copy(ops, sample, *, device=None, dtype_fn=None):
     def move(t):
+        where = "cpu" if device is not None and getattr(t, HOST_MARK, False) else device
         t = t.detach()
-        return ops.leaf(t, device=device, dtype=dtype_fn(t.dtype) if dtype_fn else None)
+        return ops.leaf(t, device=where, dtype=dtype_fn(t.dtype) if dtype_fn else None)
 
     return ops.convert(sample, move)
+
+
+def _flat(ops, values: dict) -> dict:
+    """Every named value's leaves (an op returning a tuple or list of tensors: each by name)."""
+    flat: dict = {}
+    for name, value in values.items():
+        flat.update(ops.flatten(value, name) if value is not None else {name: None})
+    return flat
 
 
 def _check(ladder, op, variant: Variant, ops):
@@ -299,8 +323,9 @@ def _check(ladder, op, variant: Variant, ops):
         ref_sample = _plain_copy(ops, variant.sample, device="cpu", dtype_fn=ops.wider)
         ref_values, ref_raised = run(variant, ref_sample, "cpu")
         reference = ref_values if ref_raised is None else None
-    device_values = ops.to_host(got)
-    cpu_values = baseline[0] or {}
+    device_values = ops.to_host(_flat(ops, got))
+    cpu_values = _flat(ops, baseline[0] or {})
+    reference = _flat(ops, reference) if reference is not None else None
     if set(device_values) != set(cpu_values):
         return (
             "mismatch",
