@@ -37,7 +37,7 @@ from torchport.views import op_coverage
 def test_any_registered_overload_gets_a_sample_or_a_reason(name, plan):
     try:
         schema = ops_schema.schema_of(name)
-        sample = ops_schema.make(schema, plan[0], plan[1], "cpu", seed=1)
+        sample = ops_schema.make(schema, plan[0], plan[1], "cpu", seed=1, fill=plan[2])
     except ops_schema.NoSample as exc:
         assert exc.reason in ops_schema.NO_SAMPLE and exc.detail
         assert exc.reason in SKIP_REASONS and exc.reason in REASON_KIND
@@ -114,6 +114,9 @@ def test_the_cpu_against_itself_passes_every_judged_overload(packet):
 def test_outputs_not_determined_by_the_inputs_are_compared_by_shape_only():
     r = run_cpu("empty")
     assert r["metrics"]["schema_metadata_only"] == r["metrics"]["schema_checked"] >= 1
+    r = run_cpu("rand_like")  # random: the device's generator; shape and dtype judged
+    assert r["status"] == "pass", r["error"]
+    assert r["metrics"]["schema_random"] == r["metrics"]["schema_metadata_only"] >= 1
 
 
 def _audit(names: list[str]) -> dict:
@@ -128,14 +131,14 @@ def _audit(names: list[str]) -> dict:
 
 
 def test_coverage_credits_what_was_judged_and_nothing_the_cpu_rejected():
-    r = run_cpu("_adaptive_avg_pool2d")  # the CPU rejects every plan: not run, not credited
+    r = run_cpu("view_as_real")  # the CPU rejects every plan: not run, not credited
     assert set(r["findings"]["schema"].values()) == {"cpu_raises"}
     assert not r["findings"].get("ops")
     add = run_cpu("add")
     results = [
         {
             "case": "audit/dispatcher",
-            "findings": _audit(["aten::add.out", "aten::add.Tensor", "aten::_adaptive_avg_pool2d"]),
+            "findings": _audit(["aten::add.out", "aten::add.Tensor", "aten::view_as_real"]),
         },
         add,
         r,
@@ -143,7 +146,7 @@ def test_coverage_credits_what_was_judged_and_nothing_the_cpu_rejected():
     cov = op_coverage.coverage({"device": "cpu", "suite": "ops"}, results)
     assert cov.entries["aten::add.out"][0] == "tested"
     assert cov.entries["aten::add.out"][2] == "ops: schema/add"
-    assert cov.entries["aten::_adaptive_avg_pool2d"][0] == "not_reached"
+    assert cov.entries["aten::view_as_real"][0] == "not_reached"
 
 
 def test_depth_three_variants_and_backward_passes_are_credited():
@@ -197,6 +200,9 @@ def test_on_simdev_a_planted_bug_is_found_by_a_schema_case_and_credit_is_the_dev
     assert fmod["status"] == "eager_fail"
     assert fmod["findings"]["schema"]["aten::fmod_.Scalar"] == "failed"
     assert any("fmod_ with a Scalar" in f["message"] for f in fmod["findings"]["failures"])
+    # it raised on the device: tested (and failed), credited though the recorder kept no row
+    raised = {r["op"]: r for r in fmod["findings"]["ops"]}["aten.fmod_.Scalar"]
+    assert raised["raised"] and raised["device"].startswith("simdev")
     assert got["add"]["status"] == "pass" and got["cumsum"]["status"] == "pass"
     rows = {r["op"]: r for r in got["cumsum"]["findings"]["ops"]}
     assert any(op.startswith("aten.cumsum") for op in rows)

@@ -18,6 +18,7 @@ SKIP_REASONS = {
     "never_called": "schema sample: process state, autograd, tracing or RNG internals",
     "no_schema": "schema sample: the overload's schema cannot be read in this torch",
     "cpu_crashes": "schema sample: the CPU kernel crashed (or hung) on the made-up input",
+    "harness_error": "the harness itself failed on it (its error kept): never the op's verdict",
 }
 
 # What was not run, by kind (a fixed list, counted apart from failures): each skip reason
@@ -29,7 +30,8 @@ NOT_RUN_KINDS = {
     "invalid_input": "the CPU reference rejects the input too: no verdict to compare with",
     "no_samples": "no sample inputs at this dtype",
     "time_budget": "the time budget ran out (samples left, or the case's deadline)",
-    "crash_isolated": "the worker died on the case (crash): the run went on without it",
+    "crash_isolated": "the worker died on the case (crash), or a CPU kernel or the harness "
+    "failed on one input (kept with its error): the run went on without it",
 }
 REASON_KIND = {
     "op_dtype": "dtype_unsupported",
@@ -46,6 +48,7 @@ REASON_KIND = {
     "never_called": "excluded_family",
     "no_schema": "no_samples",
     "cpu_crashes": "crash_isolated",
+    "harness_error": "crash_isolated",
 }
 # --depth: what each level adds to the one below it; the ops suite runs DEFAULT_DEPTH.
 DEPTHS = {

@@ -39,7 +39,10 @@ ARG_RULES = {
     "bool": "False ('output_mask' and other bool[]: True)",
     "Device": "the side's device (the device, or the CPU)",
     "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean')",
-    "optional, with a default": "the default (None), except a Device: the side's device",
+    "optional, no rule for its element (Generator?, str?)": "None",
+    "optional, with a default": "the default (None), except a Device: the side's device; "
+    "the plans that fill (PLANS' second half) give it a value by its rule (not a dtype, "
+    "layout, memory format or generator)",
     "anything else": "no sample (NoSample names the argument): other str, Dimname, Storage, "
     "Generator, Stream, Any",
 }
@@ -151,10 +154,11 @@ def schema_of(name: str):
         raise NoSample("no_schema", f"{name}: {type(exc).__name__}: {exc}") from None
 
 
-def plans(dtype_name: str) -> list[tuple[tuple[int, ...], str]]:
-    """(shape, dtype) in the order tried."""
+def plans(dtype_name: str) -> list[tuple[tuple[int, ...], str, bool]]:
+    """(shape, dtype, fill) in the order tried: ``fill`` also gives the optional arguments
+    (``Tensor?``, ``Scalar?``, ``int?``...) a value by their rule (``clamp`` needs a min)."""
     dtypes = [dtype_name] + [d for d in FALLBACK_DTYPES if d != dtype_name]
-    return [(shape, d) for d in dtypes for shape in SHAPES]
+    return [(shape, d, fill) for fill in (False, True) for d in dtypes for shape in SHAPES]
 
 
 def _strides(shape: tuple[int, ...]) -> list[int]:
@@ -192,7 +196,9 @@ class _Maker:
 
     def int_list(self, name: str, n: int | None) -> list[int]:
         rank = len(self.shape)
-        if name in SIZE_NAMES:
+        if name in SIZE_NAMES:  # a fixed length (upsample's output_size[2]): 2 per entry
+            return [2] * n if n else list(self.shape)
+        if name == "input_size":
             return list(self.shape)
         if name == "stride":
             return _strides(self.shape)
@@ -209,8 +215,11 @@ class _Maker:
     def value(self, name: str, jit_type, n: int | None, *, written: bool, kw: bool):
         torch = self.torch
         kind = jit_type.kind()
-        if kind == "OptionalType":
-            return self.value(name, jit_type.getElementType(), n, written=written, kw=kw)
+        if kind == "OptionalType":  # a rule for the element, else None (Generator?, str?)
+            try:
+                return self.value(name, jit_type.getElementType(), n, written=written, kw=kw)
+            except NoSample:
+                return None
         if kind == "TensorType":
             return self.tensor(name, out=written and kw)
         if kind == "ListType":
@@ -250,9 +259,37 @@ class _Maker:
         raise NoSample("no_rule", f"argument '{name}' of type {jit_type}")
 
 
-def make(schema, shape: tuple[int, ...], dtype_name: str, device: str, seed: int = 0) -> Sample:
+NOT_FILLED = frozenset({"dtype", "scalar_type", "layout", "memory_format", "generator"})
+
+
+def _fillable(a) -> bool:
+    """An optional argument ``fill`` gives a value: its rule exists and is not a choice of
+    dtype, layout, memory format or generator (those stay the default)."""
+    kind = a.type.kind()
+    if kind != "OptionalType" or a.name in NOT_FILLED:
+        return False
+    return a.type.getElementType().kind() in (
+        "TensorType",
+        "IntType",
+        "SymIntType",
+        "FloatType",
+        "NumberType",
+        "BoolType",
+        "ListType",
+    )
+
+
+def make(
+    schema,
+    shape: tuple[int, ...],
+    dtype_name: str,
+    device: str,
+    seed: int = 0,
+    fill: bool = False,
+) -> Sample:
     """A sample for ``schema`` with tensors of ``shape`` and ``dtype_name`` on ``device``
-    (the same ``seed`` makes the same values on every side), or ``NoSample``."""
+    (the same ``seed`` makes the same values on every side), or ``NoSample``. ``fill``: the
+    optional arguments get values too (``_fillable``)."""
     name = schema.name.removeprefix("aten::")
     if NEVER_CALLED.search(name):
         raise NoSample("never_called", schema.name)
@@ -260,8 +297,17 @@ def make(schema, shape: tuple[int, ...], dtype_name: str, device: str, seed: int
     arguments = list(schema.arguments)
     positional = [a for a in arguments if not a.kwarg_only]
     # positional arguments up to the last one without a default; defaults before it are given
-    last = max((i for i, a in enumerate(positional) if not a.has_default_value()), default=-1)
-    sample = Sample(args=[], kwargs={}, plan=f"{dtype_name}{list(shape)}")
+    last = max(
+        (
+            i
+            for i, a in enumerate(positional)
+            if not a.has_default_value() or (fill and _fillable(a))
+        ),
+        default=-1,
+    )
+    sample = Sample(
+        args=[], kwargs={}, plan=f"{dtype_name}{list(shape)}" + (" filled" if fill else "")
+    )
     for i, a in enumerate(arguments):
         written = bool(a.alias_info is not None and a.alias_info.is_write)
         if written:
@@ -270,7 +316,7 @@ def make(schema, shape: tuple[int, ...], dtype_name: str, device: str, seed: int
             a.type.kind() == "OptionalType" and a.type.getElementType().kind() == "DeviceObjType"
         )
         if a.kwarg_only:
-            if a.has_default_value() and not is_device:
+            if a.has_default_value() and not is_device and not (fill and _fillable(a)):
                 continue
             sample.kwargs[a.name] = maker.value(a.name, a.type, a.N, written=written, kw=True)
         elif i <= last:  # (a default's value is never read: reading some crashes torch)

@@ -62,16 +62,14 @@ def _random(name: str) -> bool:
 
 def find_plan(name: str, dtype_name: str, seed: int) -> tuple[int | None, str]:
     """(index of the first plan the CPU accepts, "") or (None, why not): ``no_rule``,
-    ``never_called``, ``no_schema`` (``ops_schema.NO_SAMPLE``), ``random`` or ``cpu_raises``."""
+    ``never_called``, ``no_schema`` (``ops_schema.NO_SAMPLE``) or ``cpu_raises``."""
     from torchport.cases import ops_schema
 
     try:
         schema = ops_schema.schema_of(name)
-        if _random(name):
-            return None, "random"
         op = overload(name)
-        for i, (shape, dtype) in enumerate(ops_schema.plans(dtype_name)):
-            sample = ops_schema.make(schema, shape, dtype, "cpu", seed)
+        for i, (shape, dtype, fill) in enumerate(ops_schema.plans(dtype_name)):
+            sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
             try:
                 op(*sample.args, **sample.kwargs)
             except Exception:
@@ -246,10 +244,14 @@ class SchemaLadder(StageRunner):
                 continue
             try:
                 self._overload(name, index)
-            except Exception as exc:
+            except Exception as exc:  # the harness's own failure: never the op's; kept
                 if is_oom(exc):
                     self.stop("oom", "run", {"type": type(exc).__name__, "message": str(exc)})
-                self._fail(name, "error", f"harness: {_error(exc)}", [])
+                self.sample_skips["harness_error"] += 1
+                self.states[name] = "harness_error"
+                errors = self.out.findings.setdefault("harness_errors", [])
+                if len(errors) < MAX_FAILURES_KEPT:
+                    errors.append(f"{name}: {_error(exc)}")
         return len(self.case.overloads)
 
     def _fail(self, name: str, kind: str, message: str, aten: list[str]) -> None:
@@ -275,8 +277,11 @@ class SchemaLadder(StageRunner):
         from torchport.runner import op_samples as ops
 
         schema = ops_schema.schema_of(name)
-        shape, dtype = ops_schema.plans(self.case.dtype)[index]
+        shape, dtype, fill = ops_schema.plans(self.case.dtype)[index]
         op, seed, device = overload(name), self.config.seed, self.adapter.device()
+
+        def made(where: str, dtype: str = dtype):
+            return ops_schema.make(schema, shape, dtype, where, seed, fill)
 
         def call(made) -> tuple[dict | None, BaseException | None]:
             try:
@@ -284,15 +289,24 @@ class SchemaLadder(StageRunner):
             except Exception as exc:
                 return None, exc
 
-        base, base_raised = call(ops_schema.make(schema, shape, dtype, "cpu", seed))
-        again, _ = call(ops_schema.make(schema, shape, dtype, "cpu", seed))
+        base, _ = call(made("cpu"))
+        again, _ = call(made("cpu"))
         if base is None:  # the probe's CPU call passed, this one did not: not a verdict
             self.sample_skips["cpu_raises"] += 1
             self.states[name] = "cpu_raises"
             return
-        metadata_only = ops_schema.uninitialised(name) or again is None or not _same(base, again)
+        # random ops (the device's generator), uninitialised memory, or two CPU runs that
+        # differ: what can be judged is the shape and dtype of each output
+        metadata_only = (
+            _random(name)
+            or ops_schema.uninitialised(name)
+            or again is None
+            or not _same(base, again)
+        )
+        if _random(name):
+            self.counts["random"] += 1
         holder: dict = {}
-        dev_sample = ops_schema.make(schema, shape, dtype, device, seed)
+        dev_sample = made(device)
 
         def step():
             holder["got"] = call(dev_sample)
@@ -307,6 +321,14 @@ class SchemaLadder(StageRunner):
         self.counts["checked"] += 1
         self.states[name] = "checked"
         if raised is not None:
+            # the call reached the device with the CPU's accepted input and raised: tested,
+            # and failed; credited as dispatched (the recorder keeps no row for a raise)
+            packet, over = ops_schema.overload_name(name)
+            own = f"aten.{packet}.{over}"
+            if own not in aten:
+                self._add_rows(
+                    [{"op": own, "device": device, "count": 1, "fallback": False, "raised": True}]
+                )
             self._fail(name, "error", f"{name} [{shape}, {dtype}]: {_error(raised)}", aten)
             return
         assert got is not None
@@ -319,7 +341,7 @@ class SchemaLadder(StageRunner):
         reference = base
         floating = getattr(torch, dtype).is_floating_point
         if floating and dtype != "float64":
-            ref, _ = call(ops_schema.make(schema, shape, "float64", "cpu", seed))
+            ref, _ = call(made("cpu", "float64"))
             if ref is not None and set(ref) == set(base):
                 reference = ref
         if set(got) != set(base):
@@ -352,6 +374,7 @@ class SchemaLadder(StageRunner):
                 "schema_checked": counts["checked"],
                 "schema_failed": sum(1 for s in self.states.values() if s == "failed"),
                 "schema_metadata_only": counts["metadata_only"],
+                "schema_random": counts["random"],
             }
         )
         if counts["checked"]:
