@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("expecttest")
 torch = pytest.importorskip("torch")
 
-from torchport.cases.ops import AUDIT_CASE, SKIP_REASONS, AuditCase, OpCase, ops_suite
+from torchport.cases.ops import AUDIT_CASE, SKIP_REASONS, AuditCase, OpCase, SchemaCase, ops_suite
 from torchport.cases.registry import select
 from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
@@ -118,7 +118,8 @@ def test_suite_shape_and_selection():
     assert not any(c.id.endswith(("complex64", "float64")) for c in cases)
     chosen = {c.id for c in select(cases, ("ops/add*",))}
     assert "ops/add/float32" in chosen and "ops/addmm/float32" in chosen
-    assert all(isinstance(c, OpCase) and c.modes == ("eager",) for c in cases[1:])
+    assert all(isinstance(c, (OpCase, SchemaCase)) and c.modes == ("eager",) for c in cases[1:])
+    assert any(isinstance(c, SchemaCase) for c in cases)
     assert isinstance(cases[0], AuditCase) and cases[0].id == AUDIT_CASE
     add = next(c for c in cases if c.id == "ops/add/float32")
     assert add.sample_count() == run_count(add)
@@ -181,7 +182,7 @@ def test_depth_one_runs_forward_only():
     assert r["metrics"]["ops_samples_checked"] == r["metrics"]["ops_samples"] > 0
 
 
-@pytest.mark.parametrize("depth", [0, 5, True, "2"])
+@pytest.mark.parametrize("depth", [0, 6, True, "2"])
 def test_depth_out_of_range_is_refused_with_the_flag(depth):
     with pytest.raises(ConfigError, match="--depth"):
         RunConfig(suite="ops", depth=depth)

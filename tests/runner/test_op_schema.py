@@ -188,7 +188,7 @@ def test_on_simdev_a_planted_bug_is_found_by_a_schema_case_and_credit_is_the_dev
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPORT_")}
     env["TORCHPORT_SIMDEV_BUGS"] = "all"
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, "fmod_,cumsum,add"],
+        [sys.executable, "-c", CHILD, "fmod_,cumsum,add,randint_like"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -204,8 +204,32 @@ def test_on_simdev_a_planted_bug_is_found_by_a_schema_case_and_credit_is_the_dev
     raised = {r["op"]: r for r in fmod["findings"]["ops"]}["aten.fmod_.Scalar"]
     assert raised["raised"] and raised["device"].startswith("simdev")
     assert got["add"]["status"] == "pass" and got["cumsum"]["status"] == "pass"
+    # randint_like.Tensor demands its 0-dim high on the CPU: given there, not a failure
+    assert got["randint_like"]["status"] == "pass", got["randint_like"]["findings"]["failures"]
     rows = {r["op"]: r for r in got["cumsum"]["findings"]["ops"]}
     assert any(op.startswith("aten.cumsum") for op in rows)
     assert all(
         r["device"].split(":")[0] in ("simdev", "cpu") or "->" in r["device"] for r in rows.values()
     )
+
+
+def test_the_cpu_disagreeing_with_itself_is_no_verdict():
+    base = {"return": torch.tensor([1.0, 2.0])}
+    assert op_schema._consistent(base, {"return": torch.tensor([1.0, 2.0], dtype=torch.float64)})
+    assert not op_schema._consistent(
+        base, {"return": torch.tensor([1.0, 9.0], dtype=torch.float64)}
+    )
+
+
+def test_zero_dim_tensors_but_the_first_go_back_to_the_host():
+    meta = ops_schema.Sample(
+        args=[torch.ones(2, device="meta"), torch.tensor(1.0, device="meta")],
+        kwargs={"high": torch.tensor(2, device="meta")},
+    )
+    cpu = ops_schema.Sample(
+        args=[torch.ones(2), torch.tensor(1.0)], kwargs={"high": torch.tensor(2)}
+    )
+    assert op_schema._zero_dim_moved(meta)
+    mixed = op_schema._zero_dim_on_host(meta, cpu)
+    assert mixed.args[0].device.type == "meta"
+    assert mixed.args[1].device.type == "cpu" and mixed.kwargs["high"].device.type == "cpu"

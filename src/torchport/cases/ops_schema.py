@@ -27,6 +27,7 @@ ARG_RULES = {
     "Tensor(a!) written, keyword-only (out=)": "an empty tensor of the plan's dtype (index-like "
     "names: int64); the op resizes it",
     "Tensor[]": "a list of 2 tensors of the plan",
+    "Tensor named per channel (CHANNEL_NAMES), in the plans that fill": "1-D, the plan's dim 1",
     "Tensor?[]": "a list of one int64 index tensor in [0, 2)",
     "int / SymInt": "by name (NAME_INTS: dim 0, size-like 2, start 0...), otherwise 1; "
     "'dtype' the plan's dtype, 'layout' strided, 'memory_format' contiguous",
@@ -62,6 +63,21 @@ INDEX_NAMES = frozenset(
         "target_lengths",
         "per_sample_weights_index",
         "batch_sizes",
+    }
+)
+# In the plans that fill: 1-D, one entry per channel (the plan's dim 1), as batch norm wants.
+CHANNEL_NAMES = frozenset(
+    {
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "save_mean",
+        "save_invstd",
+        "save_var",
+        "mean",
+        "invstd",
+        "var",
     }
 )
 SIZE_NAMES = frozenset({"size", "shape", "sizes", "output_size", "new_size", "stride_size"})
@@ -170,10 +186,10 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
 
 
 class _Maker:
-    def __init__(self, shape: tuple[int, ...], dtype_name: str, device: str, seed: int):
+    def __init__(self, shape: tuple[int, ...], dtype_name: str, device: str, seed: int, fill: bool):
         import torch
 
-        self.torch = torch
+        self.torch, self.fill = torch, fill
         self.shape, self.dtype_name, self.device = shape, dtype_name, device
         self.dtype = getattr(torch, dtype_name)
         self.gen = torch.Generator().manual_seed(seed)
@@ -182,16 +198,19 @@ class _Maker:
         torch = self.torch
         index = name in INDEX_NAMES
         dtype = torch.int64 if index else torch.bool if name == "mask" else self.dtype
+        shape = self.shape
+        if self.fill and name in CHANNEL_NAMES and shape:  # per-channel vectors (batch norm)
+            shape = (shape[1] if len(shape) >= 2 else shape[0],)
         if out:
             t = torch.empty(0, dtype=dtype)
         elif index:
-            t = torch.randint(0, 2, self.shape, generator=self.gen)
+            t = torch.randint(0, 2, shape, generator=self.gen)
         elif dtype == torch.bool:
-            t = torch.randint(0, 2, self.shape, generator=self.gen).bool()
+            t = torch.randint(0, 2, shape, generator=self.gen).bool()
         elif dtype.is_floating_point or dtype.is_complex:
-            t = (torch.rand(self.shape, generator=self.gen) + 0.5).to(dtype)
+            t = (torch.rand(shape, generator=self.gen) + 0.5).to(dtype)
         else:
-            t = torch.randint(1, 4, self.shape, generator=self.gen).to(dtype)
+            t = torch.randint(1, 4, shape, generator=self.gen).to(dtype)
         return t.to(self.device)
 
     def int_list(self, name: str, n: int | None) -> list[int]:
@@ -293,7 +312,7 @@ def make(
     name = schema.name.removeprefix("aten::")
     if NEVER_CALLED.search(name):
         raise NoSample("never_called", schema.name)
-    maker = _Maker(shape, dtype_name, device, seed)
+    maker = _Maker(shape, dtype_name, device, seed, fill)
     arguments = list(schema.arguments)
     positional = [a for a in arguments if not a.kwarg_only]
     # positional arguments up to the last one without a default; defaults before it are given
