@@ -133,6 +133,7 @@ PLACEMENT_CASES = (
     "ops/pinverse/float32",
     "ops/dist/float32",
     "ops/add/float32",
+    "ops/masked.prod/float32",
 )
 
 
@@ -197,6 +198,11 @@ def test_placement_follows_the_replay_and_names_the_inner_overload():
     assert narrow["grade"] == "on_device" and narrow["findings"]["replayed_samples"] > 0
     assert narrow["replay_fallbacks"] == []
     assert got["ops/cumsum/float32"]["grade"] == "fallback"
+    # under the dispatch recorder prod's backward takes the subclass formula (cumprod, which
+    # simdev's fallback serves); without it no fallback runs: the recorder's, not the op's
+    prod = got["ops/masked.prod/float32"]
+    assert prod["grade"] != "fallback" and prod["replay_fallbacks"] == []
+    assert "aten.cumprod.default" in prod["findings"]["observer_fallbacks"]
     arange = got["ops/arange/float32"]  # samples without device= make host tensors: theirs
     assert arange["grade"] == "on_device"
     assert any(row.get("source") == "sample" for row in arange["findings"]["ops"])

@@ -128,6 +128,10 @@ class OpLadder(StageRunner):
         self.depth = config.depth or DEFAULT_DEPTH
         self.replays: collections.Counter[str] = collections.Counter()  # by guessed op
         self.confirmed: dict[str, bool] = {}  # guessed op -> a replay saw it fall back
+        # op family -> plain (unrecorded) replays run; families those replays saw fall back
+        self.plain_runs: collections.Counter[str] = collections.Counter()
+        self.plain_seen: set[str] = set()
+        self.observer: collections.Counter[str] = collections.Counter()  # rows dropped
         self.started = clock()
 
     # -- outcome helpers --------------------------------------------------------------------
@@ -559,12 +563,77 @@ class OpLadder(StageRunner):
                 for r in rows:
                     if r["op"] in guessed and not self.confirmed.get(r["op"], True):
                         _drop_guess(r)
+        tables = self._without_observer_fallbacks(op, sample, side, tables)
         aten: set[str] = set()
         for rows in tables:
             _sample_host_rows(rows, self.target)
             self._add_rows(rows)
             aten |= {r["op"] for r in rows if "->" not in r["device"]}
         return ops.to_host_side(side), sorted(aten)
+
+    def _accounts(self) -> bool:
+        """The backend keeps its own op accounting (simdev, Neuron): a plain pass can say."""
+        from torchport.devices.base import DeviceAdapter
+
+        return type(self.adapter).fallback_ops is not DeviceAdapter.fallback_ops
+
+    def _without_observer_fallbacks(self, op, sample, side, tables: list) -> list:
+        """Fallback rows the backend's own accounting does not see without the recorders.
+
+        The dispatch recorder is a Python dispatch mode, and under one autograd takes the
+        formulas written for tensor subclasses (prod's backward goes through cumprod, which
+        simdev's fallback serves; without the mode it never calls cumprod): the recorder
+        itself made that fallback. So a sample whose recorded pass has a fallback row is run
+        again with no recorder, on fresh device copies, and the backend's accounting read
+        (``REPLAYS_PER_OP`` per op family and case, then the verdict stands for the case):
+        a family it does not see is the observer's, and its rows are dropped (counted in
+        findings["observer_fallbacks"], docs/suites/ops.md)."""
+        from torchport.instruments import dispatch_recorder as rec
+        from torchport.runner import op_samples as ops
+
+        if self.target == "cpu" or not self._accounts():
+            return tables
+
+        def family(name: str) -> str:
+            return rec.packet_key(name).removesuffix("_")
+
+        def served_here(r: dict) -> bool:  # a device op the backend's fallback served
+            return bool(r.get("fallback")) and r["device"].split(":")[0] == self.target
+
+        # (host ops on the sample's own host tensors are not the backend's to count)
+        fallen = {family(r["op"]) for rows in tables for r in rows if served_here(r)}
+        if not fallen:
+            return tables
+        ask = [
+            f for f in fallen if f not in self.plain_seen and self.plain_runs[f] < REPLAYS_PER_OP
+        ]
+        if ask:
+            copy = ops.convert(sample, lambda t: ops.leaf(t))
+            try:
+                self.adapter.start_fallback_tracking()
+                replay = ops.forward(op, copy)
+                if side.cotangents is not None and replay.forward_error is None:
+                    placed = ops.placed_cotangents(replay, copy, side.cotangents)
+                    ops.backward(replay, copy, placed)
+                self.adapter.synchronize()
+                seen = {family(n) for n, k in (self.adapter.fallback_ops() or {}).items() if k}
+            except Exception as exc:  # the check's own failure: the rows stand, said so
+                self.out.findings["observer_check"] = f"failed: {_error(exc)}"
+                return tables
+            for f in ask:
+                self.plain_runs[f] += 1
+                if f in seen:
+                    self.plain_seen.add(f)
+        refuted = {f for f in fallen if f not in self.plain_seen and self.plain_runs[f] >= 1}
+        if not refuted:
+            return tables
+        kept = []
+        for rows in tables:
+            dropped = [r for r in rows if served_here(r) and family(r["op"]) in refuted]
+            for r in dropped:
+                self.observer[r["op"]] += r["count"]
+            kept.append([r for r in rows if r not in dropped])
+        return kept
 
     def _replayed(self, op, sample, side, seed: int) -> list[list[dict]] | None:
         """The sample again, on copies made on the device before the replay (they are the
@@ -709,6 +778,8 @@ class OpLadder(StageRunner):
                 self.out.findings["composite_fallbacks"] = inner
         if self.counts["replayed"]:
             self.out.findings["replayed_samples"] = self.counts["replayed"]
+        if self.observer:
+            self.out.findings["observer_fallbacks"] = dict(self.observer)
         if self.tags:
             self.out.findings["op_tags"] = sorted(self.tags)
         return self.out.to_dict()
