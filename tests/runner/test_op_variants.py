@@ -240,3 +240,22 @@ def test_complex_samples_are_not_replayed():
     assert not op_ladder._complex(real, Side(live={"out": torch.ones(2)}))
     assert op_ladder._complex(real, Side(live={"out": torch.ones(2, dtype=torch.complex64)}))
     assert op_ladder._complex(SampleInput(torch.ones(2, dtype=torch.complex64)), Side())
+
+
+@pytest.mark.parametrize(
+    "case_id, expected", [("ops/add/float32", None), ("ops/resize_as_/float32", "meta_accepts")]
+)
+def test_mixing_devices_must_raise_only_where_the_meta_device_refuses_it(case_id, expected):
+    from torchport.cases import opinfo
+    from torchport.runner import op_samples as ops
+
+    case = {c.id: c for c in ops_suite()}[case_id]
+    op = case.opinfo()
+    made = [
+        v
+        for s in opinfo.samples(op, "cpu", "float32", requires_grad=False, seed=0)
+        for v in op_variants.make(op, s, "float32", "simdev")
+        if v.kind == "mixed_device"
+    ]
+    assert made
+    assert op_variants._meta_refuses_mixing(ops, made[0]) == expected

@@ -93,7 +93,8 @@ VARIANT_KINDS = {
     "factory": "a factory with device=: the tensor is made on that device",
     "scalar": "the first tensor argument as a Python scalar",
     "inplace_scalar": "the in-place form with a Python scalar argument",
-    "mixed_device": "one input left on the host: the device must raise",
+    "mixed_device": "one input left on the host: the device must raise (where PyTorch's meta "
+    "device refuses the same mix)",
     "nan_inf": "NaN, +Inf and -Inf in the input",
     "empty": "an empty input (zero rows)",
     "error_input": "OpInfo's error inputs: the device must reject them as the CPU does",

@@ -175,7 +175,7 @@ def _zero_dim_on_host(device_sample, cpu_sample):
     )
 
 
-def _same(a: dict, b: dict) -> bool:
+def same(a: dict, b: dict) -> bool:
     """Bit for bit (NaN equal to NaN): two CPU runs of the same call."""
     import torch
 
@@ -216,7 +216,7 @@ def _consistent(base: dict, reference: dict) -> bool:
     return True
 
 
-def _meta(values: dict) -> dict:
+def meta(values: dict) -> dict:
     import torch
 
     return {
@@ -352,7 +352,7 @@ class SchemaLadder(StageRunner):
             _random(name)
             or ops_schema.uninitialised(name)
             or again is None
-            or not _same(base, again)
+            or not same(base, again)
         )
         reference = base
         floating = getattr(torch, dtype).is_floating_point
@@ -416,8 +416,8 @@ class SchemaLadder(StageRunner):
         got = ops.to_host(got)
         if metadata_only:
             self.counts["metadata_only"] += 1
-            if _meta(got) != _meta(base):
-                self._fail(name, "mismatch", f"{name}: {_meta(got)} != CPU {_meta(base)}", aten)
+            if meta(got) != meta(base):
+                self._fail(name, "mismatch", f"{name}: {meta(got)} != CPU {meta(base)}", aten)
             return
         if set(got) != set(base):
             self._fail(

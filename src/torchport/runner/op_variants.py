@@ -6,7 +6,9 @@ sample, the CPU's at the case dtype (the baseline) and the CPU's in float64 (the
 and judged against the CPU (``judge``): values against float64 (``instruments/op_parity.py``),
 errors by type (the CPU raises -> the device must raise the same type or a subclass; the CPU
 does not -> the device must not). ``mixed_device`` and ``error_input`` have a fixed expectation
-instead: the device must raise. Nothing here is recorded; the op ladder runs the device's call
+instead: the device must raise (``mixed_device`` only where PyTorch's own ``meta`` device
+refuses the same mix: resize_as_ reads only its argument's shape and accepts it).
+Nothing here is recorded; the op ladder runs the device's call
 under the placement recorder, so each variant has its placement too.
 """
 
@@ -281,10 +283,26 @@ def _flat(ops, values: dict) -> dict:
     return flat
 
 
+def _meta_refuses_mixing(ops, variant: Variant) -> str | None:
+    """None when PyTorch's own ``meta`` device, given the same mix (the first tensor argument
+    on the CPU, the rest on meta), refuses it for the device; else why the device is not held
+    to raising: ``meta_accepts`` (an op that reads only its argument's metadata, resize_as_,
+    expand_as, accepts a tensor elsewhere) or ``no_meta_reference`` (meta cannot run it)."""
+    meta = _plain_copy(ops, variant.sample, device="meta")
+    meta.args = (_plain_copy(ops, variant.sample, device="cpu").args[0], *meta.args[1:])
+    _, raised = run(variant, meta, "meta")
+    if raised is None:
+        return "meta_accepts"
+    if isinstance(raised, RuntimeError) and "device" in str(raised):
+        return None
+    return "no_meta_reference"
+
+
 def _check(ladder, op, variant: Variant, ops):
     """(failure kind or None, message, device rows), or a not-run reason."""
     from torchport.instruments import op_parity
     from torchport.probes import placement
+    from torchport.runner import op_schema
 
     device = ladder.adapter.device()
     cpu_sample = _plain_copy(ops, variant.sample, device="cpu")
@@ -294,8 +312,23 @@ def _check(ladder, op, variant: Variant, ops):
             return "cpu_accepts"  # OpInfo's error input is not an error on this CPU
     elif variant.must_raise is not None and baseline[1] is not None:
         return "cpu_raises"  # the sample itself is invalid: nothing to mix
+    if variant.kind == "mixed_device":
+        why = _meta_refuses_mixing(ops, variant)
+        if why is not None:
+            return why
     if baseline[0] is not None and baseline[0].get("skip"):
         return "not_applicable"
+    metadata_only = False
+    if baseline[0] is not None and variant.must_raise is None:
+        flat = _flat(ops, baseline[0])
+        if any(
+            _tensor(v) and (str(v.layout) != "torch.strided" or v.is_nested) for v in flat.values()
+        ):
+            return "sparse"  # a sparse result: outside the suite, as the samples' are
+        again = run(variant, _plain_copy(ops, variant.sample, device="cpu"), "cpu")[0]
+        # two CPU runs that differ: the values are not determined by the inputs (resize_as_
+        # on an empty input leaves memory uninitialised): shapes and dtypes are judged
+        metadata_only = again is None or not op_schema.same(flat, _flat(ops, again))
     dev_sample = _plain_copy(ops, variant.sample, device=device)
     if variant.kind == "mixed_device":  # the first tensor argument stays on the host
         dev_sample.args = (
@@ -326,6 +359,15 @@ def _check(ladder, op, variant: Variant, ops):
     device_values = ops.to_host(_flat(ops, got))
     cpu_values = _flat(ops, baseline[0] or {})
     reference = _flat(ops, reference) if reference is not None else None
+    if metadata_only:
+        if op_schema.meta(device_values) != op_schema.meta(cpu_values):
+            return (
+                "mismatch",
+                f"{variant.kind}: {op_schema.meta(device_values)} != CPU "
+                f"{op_schema.meta(cpu_values)}",
+                rows,
+            )
+        return (None, "", rows)
     if set(device_values) != set(cpu_values):
         return (
             "mismatch",
