@@ -5,7 +5,7 @@ overload of one ATen packet (``aten::add`` -> ``add.Tensor``, ``add.out``, ``add
 with inputs made from its schema by a fixed list of argument rules (``ARG_RULES``), on the
 device and on the CPU, and judge the device against the CPU (docs/suites/ops.md). A sample
 is made for a *plan* (a tensor shape and a dtype): the ladder tries the plans in order
-(``PLANS``) until the CPU accepts one. An argument no rule covers (a required string, a
+(``plans()``) until the CPU accepts one. An argument no rule covers (a required string, a
 ``Dimname``, a ``Storage``...) makes no sample: ``NoSample`` says which argument and why.
 
 Nothing here runs an op; torch is imported inside the functions (the suite's catalog reads
@@ -26,13 +26,17 @@ ARG_RULES = {
     "1..3 for integers); index-like names (INDEX_NAMES): int64 in [0, 2); 'mask': bool",
     "Tensor(a!) written, keyword-only (out=)": "an empty tensor of the plan's dtype (index-like "
     "names: int64); the op resizes it",
-    "Tensor[]": "a list of 2 tensors of the plan",
+    "Tensor[]": "a list of 2 tensors of the plan (max_exp_avg_sqs: empty, Adam without amsgrad)",
+    "Tensor named lr / scalars / grid": "0-dim / (2,) (one per tensor of a Tensor[]) / "
+    "(N, H, W, 2) of a 4-D plan",
     "Tensor named per channel (CHANNEL_NAMES), in the plans that fill": "1-D, the plan's dim 1",
     "Tensor?[]": "a list of one int64 index tensor in [0, 2)",
     "int / SymInt": "by name (NAME_INTS: dim 0, size-like 2, start 0...), otherwise 1; "
     "'dtype' the plan's dtype, 'layout' strided, 'memory_format' contiguous",
-    "int[] / SymInt[]": "by name (NAME_INT_LISTS: size-like the plan's shape, stride its "
-    "contiguous strides, dims its axes, dim [0]...), otherwise [1] * N",
+    "int[] / SymInt[]": "by name (_Maker.int_list): size-like the plan's shape (a fixed length "
+    "N: [2] * N), input_size the plan's shape, stride its contiguous strides beside a size "
+    "(as_strided), else 1 each, dims/perm its axes, dim [0], padding [0] * N, repeats "
+    "[1] * rank; otherwise [1] * N",
     "float": "0.5 ('eps' 1e-5)",
     "float[]": "[0.5] * N",
     "Scalar": "2",
@@ -42,13 +46,14 @@ ARG_RULES = {
     "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean')",
     "optional, no rule for its element (Generator?, str?)": "None",
     "optional, with a default": "the default (None), except a Device: the side's device; "
-    "the plans that fill (PLANS' second half) give it a value by its rule (not a dtype, "
+    "the plans that fill (the second half of plans()) give it a value by its rule (not a dtype, "
     "layout, memory format or generator)",
     "anything else": "no sample (NoSample names the argument): other str, Dimname, Storage, "
     "Generator, Stream, Any",
 }
-# Plans in the order tried: shapes first, then the fallback dtypes for ops that refuse the
-# case's dtype (integer-only ops, bool ones).
+# Plans in the order tried (plans()): shapes first, then the fallback dtypes for ops that
+# refuse the case's dtype (integer-only ops, bool ones), then all of it again filling the
+# optional arguments.
 SHAPES: tuple[tuple[int, ...], ...] = ((2, 3), (3, 3), (3,), (), (2, 3, 4), (1, 2, 4, 4))
 FALLBACK_DTYPES = ("int64", "bool")
 INDEX_NAMES = frozenset(
@@ -80,6 +85,8 @@ CHANNEL_NAMES = frozenset(
         "var",
     }
 )
+SCALAR_TENSOR_NAMES = frozenset({"lr"})  # fused optimizers' tensor_lr: 0-dim
+EMPTY_LIST_NAMES = frozenset({"max_exp_avg_sqs"})  # fused Adam without amsgrad: none
 SIZE_NAMES = frozenset({"size", "shape", "sizes", "output_size", "new_size", "stride_size"})
 NAME_INTS = {
     "dim": 0,
@@ -189,7 +196,7 @@ class _Maker:
     def __init__(self, shape: tuple[int, ...], dtype_name: str, device: str, seed: int, fill: bool):
         import torch
 
-        self.torch, self.fill = torch, fill
+        self.torch, self.fill, self.strided = torch, fill, False
         self.shape, self.dtype_name, self.device = shape, dtype_name, device
         self.dtype = getattr(torch, dtype_name)
         self.gen = torch.Generator().manual_seed(seed)
@@ -201,6 +208,12 @@ class _Maker:
         shape = self.shape
         if self.fill and name in CHANNEL_NAMES and shape:  # per-channel vectors (batch norm)
             shape = (shape[1] if len(shape) >= 2 else shape[0],)
+        elif name in SCALAR_TENSOR_NAMES:  # a learning rate as a tensor: 0-dim
+            shape = ()
+        elif name == "scalars":  # _foreach_*'s packed scalars: one per tensor of a Tensor[]
+            shape = (2,)
+        elif name == "grid" and len(shape) == 4:  # grid_sampler: (N, H, W, 2)
+            shape = (shape[0], shape[2], shape[3], 2)
         if out:
             t = torch.empty(0, dtype=dtype)
         elif index:
@@ -219,8 +232,8 @@ class _Maker:
             return [2] * n if n else list(self.shape)
         if name == "input_size":
             return list(self.shape)
-        if name == "stride":
-            return _strides(self.shape)
+        if name == "stride":  # as_strided's (beside a size): the plan's; a conv's: 1 each
+            return _strides(self.shape) if self.strided else [1] * (n or 1)
         if name in ("dims", "perm"):
             return list(range(rank))
         if name in ("dim", "dims_to_reduce"):
@@ -245,6 +258,8 @@ class _Maker:
             element = jit_type.getElementType()
             ekind = element.kind()
             if ekind == "TensorType":
+                if name in EMPTY_LIST_NAMES:
+                    return []
                 return [self.tensor(name), self.tensor(name)]
             if ekind == "OptionalType" and element.getElementType().kind() == "TensorType":
                 return [self.tensor("index")]
@@ -314,6 +329,7 @@ def make(
         raise NoSample("never_called", schema.name)
     maker = _Maker(shape, dtype_name, device, seed, fill)
     arguments = list(schema.arguments)
+    maker.strided = any(a.name == "size" for a in arguments)
     positional = [a for a in arguments if not a.kwarg_only]
     # positional arguments up to the last one without a default; defaults before it are given
     last = max(
