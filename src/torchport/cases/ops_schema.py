@@ -27,8 +27,7 @@ ARG_RULES = {
     "Tensor(a!) written, keyword-only (out=)": "an empty tensor of the plan's dtype (index-like "
     "names: int64); the op resizes it",
     "Tensor[]": "a list of 2 tensors of the plan (max_exp_avg_sqs: empty, Adam without amsgrad)",
-    "Tensor named lr / scalars / grid": "0-dim / (2,) (one per tensor of a Tensor[]) / "
-    "(N, H, W, 2) of a 4-D plan",
+    "Tensor named lr / scalars": "0-dim / (2,) (one per tensor of a Tensor[])",
     "Tensor named per channel (CHANNEL_NAMES), in the plans that fill": "1-D, the plan's dim 1",
     "Tensor?[]": "a list of one int64 index tensor in [0, 2)",
     "int / SymInt": "by name (NAME_INTS: dim 0, size-like 2, start 0...), otherwise 1; "
@@ -212,8 +211,7 @@ class _Maker:
             shape = ()
         elif name == "scalars":  # _foreach_*'s packed scalars: one per tensor of a Tensor[]
             shape = (2,)
-        elif name == "grid" and len(shape) == 4:  # grid_sampler: (N, H, W, 2)
-            shape = (shape[0], shape[2], shape[3], 2)
+
         if out:
             t = torch.empty(0, dtype=dtype)
         elif index:

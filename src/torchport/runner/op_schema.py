@@ -34,6 +34,10 @@ from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
 PROBE_TIMEOUT_S = 60.0  # one forked probe (a packet's overloads on the CPU)
+# The plan found is called this many times more in the child: a CPU kernel that reads memory
+# it was not given (grid_sampler's CPU fallback on a grid out of range) crashes by chance, and
+# a crash in the worker would be the case's (docs/suites/ops.md).
+PROBE_AGAIN = 3
 TIME_BUDGET_SHARE = 0.75  # as the op ladder's (runner/op_ladder.py)
 
 
@@ -72,6 +76,9 @@ def find_plan(name: str, dtype_name: str, seed: int) -> tuple[int | None, str]:
             sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
             try:
                 op(*sample.args, **sample.kwargs)
+                for _ in range(PROBE_AGAIN):  # a kernel reading past its input crashes by chance
+                    again = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
+                    op(*again.args, **again.kwargs)
             except Exception:
                 continue
             return i, ""
