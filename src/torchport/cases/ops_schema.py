@@ -27,7 +27,8 @@ ARG_RULES = {
     "Tensor(a!) written, keyword-only (out=)": "an empty tensor of the plan's dtype (index-like "
     "names: int64); the op resizes it",
     "Tensor[]": "a list of 2 tensors of the plan (max_exp_avg_sqs: empty, Adam without amsgrad)",
-    "Tensor named lr / scalars": "0-dim / (2,) (one per tensor of a Tensor[])",
+    "Tensor named lr / scalars": "0-dim / (2,) (one per tensor of a Tensor[]), kept on the "
+    "host (HOST_NAMES: _foreach_*'s packed scalars are a CPU tensor by contract)",
     "Tensor named per channel (CHANNEL_NAMES), in the plans that fill": "1-D, the plan's dim 1",
     "Tensor?[]": "a list of one int64 index tensor in [0, 2)",
     "int / SymInt": "by name (NAME_INTS: dim 0, size-like 2, start 0...), otherwise 1; "
@@ -84,6 +85,7 @@ CHANNEL_NAMES = frozenset(
         "var",
     }
 )
+HOST_NAMES = frozenset({"scalars"})  # tensors an op takes on the host beside device ones
 SCALAR_TENSOR_NAMES = frozenset({"lr"})  # fused optimizers' tensor_lr: 0-dim
 EMPTY_LIST_NAMES = frozenset({"max_exp_avg_sqs"})  # fused Adam without amsgrad: none
 SIZE_NAMES = frozenset({"size", "shape", "sizes", "output_size", "new_size", "stride_size"})
@@ -222,7 +224,8 @@ class _Maker:
             t = (torch.rand(shape, generator=self.gen) + 0.5).to(dtype)
         else:
             t = torch.randint(1, 4, shape, generator=self.gen).to(dtype)
-        return t.to(self.device)
+        # _foreach_*'s packed scalars are a CPU tensor by contract (the op says so)
+        return t if name in HOST_NAMES else t.to(self.device)
 
     def int_list(self, name: str, n: int | None) -> list[int]:
         rank = len(self.shape)
