@@ -233,3 +233,16 @@ def test_zero_dim_tensors_but_the_first_go_back_to_the_host():
     mixed = op_schema._zero_dim_on_host(meta, cpu)
     assert mixed.args[0].device.type == "meta"
     assert mixed.args[1].device.type == "cpu" and mixed.kwargs["high"].device.type == "cpu"
+
+
+def test_the_ops_view_counts_schema_cases_crashed_ones_included():
+    from torchport.views import ops as ops_view
+
+    judged = run_cpu("add")
+    crashed = {"case": "schema/range", "status": "crash", "findings": {}, "metrics": {}}
+    view = ops_view.build({"device": "cpu", "id": "R"}, [judged, crashed])
+    assert view is not None
+    assert view.notes[0].startswith("2 results: 1 passed, 1 failed (crash 1)")
+    assert "crash_isolated 1 cases" in view.notes[1]
+    line = ops_view.schema_line([judged, crashed])
+    assert line is not None and "of 2 packets" in line and "0 failed" in line
