@@ -9,7 +9,10 @@ run inside a counting window of simdev's fallback counter
 variants' device calls too (``runner/op_variants.py``), each in its own window. Cotangents,
 copies and the CPU side are made outside the windows: they are the harness's, not the op's. A
 grade is *false* when no window saw a fallback call; *backed* otherwise. Cases whose replay
-failed are counted apart, with the reason.
+failed are counted apart, with the reason. A case whose plain replay kills simdev (complex
+tensors and FFTs crash it outside a dispatch mode) is replayed once more under a pass-through
+dispatch mode, and listed as such: a mode can change what autograd calls (docs/suites/ops.md,
+the observer's own fallbacks), so those are weaker evidence.
 
     .venv/bin/python benchmarks/ops_replay_check.py --db RUN.db [--run RUN] [--out report.txt]
 
@@ -48,10 +51,22 @@ by_id = {c.id: c for c in ops_suite()}
 todo = json.loads(sys.stdin.read())
 
 
+UNDER_MODE = sys.argv[1:] == ["--under-mode"]
+
+
+class Passthrough(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 def window(fn):
     before = dict(sb.get_fallback_ops())
     try:
-        fn()
+        if UNDER_MODE:
+            with Passthrough():
+                fn()
+        else:
+            fn()
     except Exception:
         pass  # an error is the case's verdict, not this check's: the calls made still count
     after = sb.get_fallback_ops()
@@ -128,7 +143,7 @@ def main() -> None:
     )
     shown = json.loads(
         subprocess.run(
-            [SCRIPT, "show", run_id, "--db", args.db, "--json"],
+            [SCRIPT, "show", run_id, "--db", args.db, "--json", "--all"],
             capture_output=True,
             text=True,
             check=True,
@@ -152,24 +167,37 @@ def main() -> None:
     start = time.perf_counter()
     replayed: dict = {}
     children, left = 0, dict(graded)
-    while left:  # a child that dies (a crash in one case) is restarted after that case
-        children += 1
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD],
-            input=json.dumps(left),
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        for line in proc.stdout.splitlines():
-            if line.startswith("{"):
-                replayed.update(json.loads(line))
-        left = {k: v for k, v in left.items() if k not in replayed}
-        if left:
-            first = next(iter(left))
-            tail = proc.stderr.strip().splitlines()[-1:] or [""]
-            replayed[first] = {"error": f"the child died (exit {proc.returncode}): {tail[0]}"}
-            left.pop(first)
+    under_mode: list[str] = []
+    for extra in ([], ["--under-mode"]):
+        # the second round: the cases whose plain replay killed simdev (complex tensors, FFTs
+        # crash it outside a dispatch mode) again under a pass-through dispatch mode, said so
+        if extra:
+            left = {
+                k: graded[k]
+                for k, v in replayed.items()
+                if "the child died" in (v.get("error") or "")
+            }
+            under_mode = list(left)
+            for k in left:
+                replayed.pop(k)
+        while left:  # a child that dies (a crash in one case) is restarted after that case
+            children += 1
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, *extra],
+                input=json.dumps(left),
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            for line in proc.stdout.splitlines():
+                if line.startswith("{"):
+                    replayed.update(json.loads(line))
+            left = {k: v for k, v in left.items() if k not in replayed}
+            if left:
+                first = next(iter(left))
+                tail = proc.stderr.strip().splitlines()[-1:] or [""]
+                replayed[first] = {"error": f"the child died (exit {proc.returncode}): {tail[0]}"}
+                left.pop(first)
     wall = time.perf_counter() - start
     false, backed, failed, missing = [], [], [], []
     for case_id, spec in graded.items():
@@ -193,6 +221,8 @@ def main() -> None:
         f"backed by simdev's fallback counter: {len(backed)}",
         f"FALSE (no fallback call in the replay): {len(false)}",
         f"replay failed: {len(failed)}; not replayed (the child stopped): {len(missing)}",
+        f"replayed under a pass-through dispatch mode (their plain replay killed simdev): "
+        f"{len(under_mode)}" + (f" ({', '.join(under_mode[:12])})" if under_mode else ""),
     ]
     for case_id, spec in false:
         lines.append(f"  false: {case_id} graded {spec['grade']}, named {spec['fallback_ops']}")

@@ -68,7 +68,16 @@ def main() -> None:
     parser.add_argument(
         "--target-min", type=float, default=None, help="say whether the wall time met this"
     )
+    parser.add_argument(
+        "--report-run",
+        default=None,
+        metavar="RUN",
+        help="report a finished run of --db instead of running one (its wall time from the "
+        "run's recorded start and finish; CPU time not measured)",
+    )
     args = parser.parse_args()
+    if args.report_run and not args.db:
+        parser.error("--report-run needs --db, the knowledge base holding the run")
     folder = tempfile.mkdtemp(prefix="ops-sweep-")
     db = args.db or os.path.join(folder, "ops.db")
     run_args = [
@@ -89,20 +98,37 @@ def main() -> None:
     if args.jobs is not None:
         run_args += ["--jobs", str(args.jobs)]
     started, load_before = datetime.now(timezone.utc), os.getloadavg()
-    code, wall, cpu = _run(run_args, os.path.join(folder, "run.log"))
+    if args.report_run:
+        run_id, code, cpu = args.report_run, 0, None
+    else:
+        code, wall, cpu = _run(run_args, os.path.join(folder, "run.log"))
+        run_id = json.loads(
+            subprocess.run(
+                [SCRIPT, "runs", "--db", db, "--json"], capture_output=True, text=True, check=True
+            ).stdout
+        )[0]["id"]
     load_after = os.getloadavg()
-    run_id = json.loads(
-        subprocess.run(
-            [SCRIPT, "runs", "--db", db, "--json"], capture_output=True, text=True, check=True
-        ).stdout
-    )[0]["id"]
-    shown = json.loads(_show(run_id, db, "--json"))
+    shown = json.loads(_show(run_id, db, "--json", "--all"))  # every result, past the summary
     results, view = shown["results"], shown["views"]["ops"]
-    header = (
-        f"wall {wall:.0f} s ({wall / 60:.1f} min); CPU {cpu:.0f} s (supervisor + workers);"
-        f" {os.cpu_count()} cores ({platform.processor() or platform.machine()}); load "
-        f"average before {load_before[0]:.1f}, after {load_after[0]:.1f} (other jobs "
+    if args.report_run:
+        recorded = shown["run"]
+        run_args = recorded["command"].split()[1:]
+        started = datetime.fromisoformat(recorded["started_at"])
+        wall = (datetime.fromisoformat(recorded["finished_at"]) - started).total_seconds()
+    cpu_text = (
+        f"CPU {cpu:.0f} s (supervisor + workers)"
+        if cpu is not None
+        else "CPU not measured (--report-run: the run's recorded start and finish)"
+    )
+    load_text = (
+        f"load average at report time {load_after[0]:.1f} (not the run's: --report-run)"
+        if args.report_run
+        else f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (other jobs "
         "shared the machine when above ~2)"
+    )
+    header = (
+        f"wall {wall:.0f} s ({wall / 60:.1f} min); {cpu_text};"
+        f" {os.cpu_count()} cores ({platform.processor() or platform.machine()}); {load_text}"
     )
     lines = [
         f"$ torchport {' '.join(run_args)}",
