@@ -189,8 +189,9 @@ def test_the_placement_candidate_decides_in_sql_as_in_python(grade_a, found_a, g
     """The placement candidate (records/figures.py PLACEMENT_RULE) is declared once: its SQL
     over the stored host_ops column decides what its Python predicate decides, whether the
     view holds a result (its findings) or an outcome row (the column, parsed)."""
+    from tests.compare_oracle import decide, host_ops_key
     from torchport.records.sql_common import host_ops_text
-    from torchport.views.compare import PLACEMENT, decide, host_ops_key
+    from torchport.views.compare import PLACEMENT
 
     cond = queries.compare_decisions(version=queries.HOST_OPS_COLUMN_FROM)[PLACEMENT]
     assert PLACEMENT == PLACEMENT_RULE.name

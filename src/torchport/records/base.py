@@ -192,52 +192,25 @@ class Store(Protocol):
         mode, status, stage, perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)``;
         ``cases``: one of ``case_parts``."""
 
-    def compare_pairs(
+    def case_parts(self, run_id: str, parts: int) -> list[tuple[str | None, str | None]]:
+        """A run cut into up to ``parts`` ranges of its case ids (one, (None, None), for a
+        small run), for ``iter_statuses`` to read apart."""
+
+    def compare(
         self,
         run_a: str,
         run_b: str,
         *,
-        parity_factor: float,
-        compile_ratio: float,
-        memory_ratio: float,
-        min_samples: int,
-        min_change: float,
-        cases: tuple[str | None, str | None] | None = None,
-        counted: bool = True,
-    ) -> dict:
-        """Two runs joined by (case, mode): ``pairs`` (outcome A, outcome B, decisions) for a
-        superset of the pairs that show a change past the given lines (``decisions``, the
-        names of what holds of the pair, records/queries.py decided_names: the status lists,
-        the placement candidate, each FigureRule past its line, the step-time verdict, decided
-        by the store from the declared rules; the caller only formats), and ``tally()``, to
-        call once they are read: ``counts`` {(status A, status B): [pairs, pairs timed on both
-        sides]}, ``only_a``, ``only_b``. ``cases``: the pairs of one of ``case_parts`` only
-        (the tally of all); ``counted=False``: no tally."""
-
-    def case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
-        """A comparison with run A cut into up to ``parts`` ranges of A's case ids (one,
-        (None, None), for a small run)."""
-
-    def compare_lists(
-        self,
-        run_a: str,
-        run_b: str,
-        *,
-        parity_factor: float,
-        compile_ratio: float,
-        memory_ratio: float,
-        min_samples: int,
-        min_change: float,
-        limit: int,
+        limit: int | None = None,
         only: tuple[str, ...] | None = None,
         after: dict | None = None,
+        shape: Any = None,
+        lines: dict | None = None,
     ) -> dict:
-        """A comparison's counts and the first ``limit`` pairs of each of its lists, decided
-        by the database: ``counts`` as compare_pairs', ``decided`` {decision: pairs},
-        ``only_a``, ``only_b`` and ``lists`` {list: [(outcome A, outcome B, decisions)]} (every
-        placement candidate is listed; host-op sets are compared by the caller); ``only``:
-        just these lists (decision names, ``perf``); ``after``: each list from the pair after
-        this one (``case``, ``mode``, ``metric``: a figure's place in its list, ``gap``)."""
+        """Two runs compared in one read (records/compare_read.py): the runs, environments,
+        notes, transition and decision counts, the pairs that show a change (each list's first
+        ``limit`` with a limit) shaped by ``shape`` in parts, the unpaired keys, each run's
+        placement counts, dist results and audited results."""
 
     def count_results(
         self,

@@ -180,6 +180,14 @@ class PlacementRule:
 PLACEMENT_RULE = PlacementRule()
 # The step-time verdicts (views/noise.py): named here, below both the views and the SQL.
 SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
+MIN_SAMPLES = 5  # fewer step-time samples on a side: not judged
+MIN_CHANGE = 0.02  # medians closer than this (a fraction): within noise
+# Every line a comparison is decided by, by its keyword: each FigureRule's, the step time's.
+COMPARE_LINES: dict[str, float] = {
+    **{rule.option: rule.default for rule in FIGURE_RULES},
+    "min_samples": MIN_SAMPLES,
+    "min_change": MIN_CHANGE,
+}
 
 
 def key_figures(metrics: dict) -> list[float | None]:

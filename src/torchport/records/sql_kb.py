@@ -13,16 +13,14 @@ import collections
 import concurrent.futures
 import contextlib
 import fnmatch
-import functools
 import json
-import os
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
 from torchport.records import line_text, queries
 from torchport.records.base import StoreError
-from torchport.records.figures import OUTCOME_FIGURES, PLACEMENT_RULE
+from torchport.records.compare_read import CompareRead, outcome
 from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
 from torchport.records.status import FAILURE_SEVERITY
@@ -36,11 +34,7 @@ LINE_PART_MIN = 20_000
 ORDERS = tuple(queries.ORDERS)
 
 
-class KnowledgeBase:
-    # compare_lists splits two large runs in parts: one per core, up to four, each of at least
-    # this many pairs.
-    compare_parts = max(1, min(os.cpu_count() or 1, 4))
-    pairs_per_part = 25_000
+class KnowledgeBase(CompareRead):
     # An export reads a run's lines in spans of this many ids, this many spans at a time, each
     # on a thread of its own (the engine's; 0: on the caller's thread).
     line_span = 5000
@@ -216,7 +210,7 @@ class KnowledgeBase:
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
         sql = self.q.outcomes(version=self._version)
         for row in self._stream(sql, (run_id,)):
-            yield _outcome(row)
+            yield outcome(row)
 
     def iter_statuses(
         self, run_id: str, cases: tuple[str | None, str | None] | None = None
@@ -336,215 +330,11 @@ class KnowledgeBase:
                 self._forget(own)
 
     @guarded
-    def compare_pairs(
-        self,
-        run_a: str,
-        run_b: str,
-        *,
-        parity_factor: float,
-        compile_ratio: float,
-        memory_ratio: float,
-        min_samples: int,
-        min_change: float,
-        cases: tuple[str | None, str | None] | None = None,
-        counted: bool = True,
-    ) -> dict:
-        """Two runs joined inside the database: ``pairs``, an iterator of (outcome A, outcome
-        B, decisions) for only the pairs that may show a change
-        (queries.pairs_that_may_differ; ``decisions``: the names of what holds of the pair,
-        queries.decided_names, decided here), and ``tally()``, to call once the pairs are
-        read: ``counts`` {(status A, status B): [pairs, pairs with a step time on both
-        sides]} and ``only_a``/``only_b`` ([case, mode] lists). The transitions are counted
-        on a thread and a connection of their own while the pairs are read (an aggregate: the
-        database's work, which holds no Python lock); the pairs are read ahead on a thread of
-        their own where the engine says so (``reads_ahead``). ``cases``: only the pairs of
-        one part (``case_parts``), the tally still of every pair; ``counted=False``: no
-        tally (a part read apart)."""
-        params = _line_params(
-            run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
-        )
-        counting: concurrent.futures.Future | None = None
-        if counted:
-            pool = concurrent.futures.ThreadPoolExecutor(1)
-            counting = pool.submit(self._pair_counts_apart, dict(params))
-            pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
-        low, high = cases or (None, None)
-        params |= {"low": low, "high": high}
-        sql = self.q.pairs_that_may_differ(
-            version=self._version, bounds=(low is not None, high is not None)
-        )
-        rows = (
-            read_ahead(lambda: self._chunks(sql, params, joined=True))
-            if self.reads_ahead
-            else self._stream(sql, params, plain=True)
-        )
-        width = 7 + len(OUTCOME_FIGURES)
-        names = queries.decided_names(version=self._version)
-        pairs = (
-            (_outcome(row[:width]), _outcome(row[width : 2 * width]), _holds(names, row[-1]))
-            for row in rows
-        )
-
-        if counting is None:
-            return {"pairs": self._guard_iter(pairs)}
-        tally = functools.partial(self._pairs_tally, counting, run_a, run_b)
-        return {"pairs": self._guard_iter(pairs), "tally": tally}
-
-    @guarded
     def case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
-        """A comparison with run A cut into up to ``parts`` ranges of A's case ids (low,
-        high; None: open), each of ``pairs_per_part`` pairs or more, for ``compare_pairs``
-        to read apart; one, (None, None), for a small run."""
+        """A run cut into up to ``parts`` ranges of its case ids (low, high; None: open),
+        each of ``pairs_per_part`` results or more, for ``iter_statuses`` to read apart; one,
+        (None, None), for a small run."""
         return self._case_ranges(run_a, self.count_results(run_id=run_a), parts)
-
-    @guarded
-    def _pairs_tally(self, counting: concurrent.futures.Future, run_a: str, run_b: str) -> dict:
-        """compare_pairs' ``tally()``: the counts (waited for) and each run's unpaired keys."""
-        counts = counting.result()
-        return {"counts": counts, **self._only_in(run_a, run_b, counts)}
-
-    def _pair_counts_apart(self, params: dict) -> dict[tuple[str, str], list[int]]:
-        """The pairs per (status A, status B), and how many of them are timed on both sides
-        (queries.pair_counts), on a connection of their own (another thread's), lent back."""
-        conn = self._borrow()
-        try:
-            sql = self.q.pair_counts(version=self._version)
-            rows = self._compare_rows(conn, sql, params)
-            return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
-        finally:
-            self._lend_back(conn)
-
-    @guarded
-    def compare_lists(
-        self,
-        run_a: str,
-        run_b: str,
-        *,
-        parity_factor: float,
-        compile_ratio: float,
-        memory_ratio: float,
-        min_samples: int,
-        min_change: float,
-        limit: int,
-        only: tuple[str, ...] | None = None,
-        after: dict | None = None,
-    ) -> dict:
-        """What a comparison shows, decided inside the database: ``counts`` as compare_pairs',
-        ``decided`` {decision: pairs it holds} over all pairs (queries.compare_decisions;
-        step-time verdicts by name), ``only_a``/``only_b``, and ``lists`` {list: [(outcome A,
-        outcome B, decisions)]}: the first ``limit`` pairs of each list in its order, and
-        every placement candidate (queries.compare_lists); ``decisions`` as
-        compare_pairs'; ``only``: just these lists; ``after``: each list
-        from the pair after this one (``case``, ``mode``, ``metric``: the figure's place in
-        its list, ``gap``: the step-time list's order)."""
-        params = _line_params(
-            run_a, run_b, parity_factor, compile_ratio, memory_ratio, min_samples, min_change
-        )
-        params["limit"] = limit
-        if after:
-            params |= {f"after_{k}": after.get(k) for k in ("case", "mode", "metric", "gap")}
-        reads = {"only": only, "after": bool(after)}
-        sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
-
-        def apart(low: str | None, high: str | None) -> tuple[dict, dict, dict]:
-            conn = self._borrow()  # on the part's thread: connects while the first part runs
-            try:
-                return self._compare_part(params, low, high, conn, reads)
-            finally:
-                self._lend_back(conn)
-
-        # The first part on this thread and its connection, each other on its own
-        first, *others = self._case_ranges(run_a, sizes[run_a])
-        with concurrent.futures.ThreadPoolExecutor(max(1, len(others))) as pool:
-            rest = [pool.submit(apart, low, high) for low, high in others]
-            parts = [self._compare_part(params, *first, self._conn(), reads)]
-            parts += [future.result() for future in rest]
-        counts: dict[tuple[str, str], list[int]] = {}
-        decided: dict[str, int] = {}
-        lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
-        for part_counts, part_decided, part_lists in parts:
-            for key, (n, timed) in part_counts.items():
-                total = counts.setdefault(key, [0, 0])
-                total[0], total[1] = total[0] + n, total[1] + timed
-            for name, n in part_decided.items():
-                decided[name] = decided.get(name, 0) + n
-            for name, rows in part_lists.items():
-                lists.setdefault(name, []).extend(rows)
-        for name, rows in lists.items():  # the first pairs of each part: the first of all
-            if len(parts) > 1 and name != PLACEMENT_RULE.name:
-                rows.sort(key=_largest_change_first if name == "perf" else _in_case_order)
-                del rows[limit:]
-        return {
-            "counts": counts,
-            "decided": decided,
-            **self._only_in(run_a, run_b, counts, sizes),
-            "lists": lists,
-        }
-
-    def _case_ranges(
-        self, run_a: str, n: int, parts: int | None = None
-    ) -> list[tuple[str | None, str | None]]:
-        """Two large runs are compared in parts of A's case ids (``parts``, else
-        ``compare_parts``, at most, each of ``pairs_per_part`` pairs or more): (low, high)
-        per part, None where a part is open (``n``: A's results). A case's modes stay in one
-        part."""
-        most = self.compare_parts if parts is None else parts
-        count = max(1, min(most, n // self.pairs_per_part))
-        conn = self._conn()
-        cuts = {
-            row[0]
-            for k in range(1, count)
-            for row in conn.execute(self.q.CASE_AT, (run_a, n * k // count))
-        }
-        bounds = sorted(cuts)
-        return list(zip([None, *bounds], [*bounds, None], strict=True))
-
-    def _compare_part(
-        self, params: dict, low: str | None, high: str | None, conn, reads: dict
-    ) -> tuple[dict, dict, dict]:
-        """One part's transition counts, decision counts and first pairs of each list (one
-        statement: queries.compare_lists)."""
-        params = dict(params, low=low, high=high)
-        bounds = (low is not None, high is not None)
-        names = queries.decided_names(version=self._version)
-        counts: dict[tuple[str, str], list[int]] = {}
-        decided = dict.fromkeys(names, 0)
-        lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
-        width = 7 + len(OUTCOME_FIGURES)
-        sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
-        for row in self._compare_rows(conn, sql, params):
-            kind, outcomes = row[0], row[6 : 6 + 2 * width]
-            if kind == "transition":
-                counts[(row[1], row[2])] = [row[3], row[4] or 0]
-            elif kind == "decided":
-                for name in _holds(names, row[5]):
-                    decided[name] += row[3]
-            else:
-                pair = (
-                    _outcome(outcomes[:width]),
-                    _outcome(outcomes[width:]),
-                    _holds(names, row[5]),
-                )
-                lists.setdefault(kind, []).append(pair)
-        return counts, decided, lists
-
-    def _compare_rows(self, conn, sql: str, params: dict):
-        """The rows of one of the comparison's joins (an engine may set its planner first)."""
-        return conn.execute(sql, params)
-
-    def _only_in(
-        self, run_a: str, run_b: str, counts: dict, sizes: dict | None = None
-    ) -> dict[str, list[list[str]]]:
-        """The pairs of each run the other did not record; looked for only where the run
-        holds more results than the pairs in common (one count from an index)."""
-        common = sum(n for n, _ in counts.values())
-        conn = self._conn()
-        return {
-            side: [[r[0], r[1]] for r in conn.execute(self.q.ONLY_IN, (run, other))]
-            if (sizes[run] if sizes else self.count_results(run_id=run)) > common
-            else []
-            for side, run, other in (("only_a", run_a, run_b), ("only_b", run_b, run_a))
-        }
 
     def _guard_iter(self, rows: Iterator[T]) -> Iterator[T]:
         try:
@@ -840,61 +630,6 @@ class KnowledgeBase:
             return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
-
-
-def _line_params(run_a, run_b, parity, compile_ratio, memory, min_samples, min_change) -> dict:
-    """A comparison's named SQL parameters (queries' compare section): the runs and lines."""
-    return {
-        "run_a": run_a,
-        "run_b": run_b,
-        "parity": parity,
-        "compile": compile_ratio,
-        "memory": memory,
-        "min_samples": min_samples,
-        "min_change": min_change,
-    }
-
-
-def _holds(names: list[str], bits: int) -> frozenset[str]:
-    """The decisions a pair's bits (queries.decisions) name (a few distinct sets among the
-    pairs of two runs: each made once)."""
-    return _named_bits(tuple(names), bits)
-
-
-@functools.lru_cache(maxsize=4096)
-def _named_bits(names: tuple[str, ...], bits: int) -> frozenset[str]:
-    return frozenset(name for k, name in enumerate(names) if bits >> k & 1)
-
-
-def _in_case_order(pair: tuple) -> tuple[str, str]:
-    return pair[0]["case"], pair[0]["mode"]
-
-
-def _largest_change_first(pair: tuple) -> tuple[float, str, str]:
-    """The step-time list's order (queries.compare_lists: the gap between the medians, as
-    SQL computes it, largest first; then case order)."""
-    a, b = (p["figures"]["perf_median_ms"] for p in pair[:2])
-    return -abs(b / a - 1), pair[0]["case"], pair[0]["mode"]
-
-
-def _outcome(row) -> dict:
-    """An outcome row: case, mode, status, stage, grade, the key figures, host ops, error line."""
-    first, n = 5, len(OUTCOME_FIGURES)
-    host_ops, error_line = row[first + n], row[first + n + 1]
-    return {
-        "case": row[0],
-        "mode": row[1],
-        "status": row[2],
-        "stage": row[3],
-        "grade": row[4],
-        "figures": {
-            name: v
-            for name, v in zip(OUTCOME_FIGURES, row[first : first + n], strict=True)
-            if v is not None
-        },
-        "host_ops": json.loads(host_ops) if host_ops else None,
-        "error_line": error_line,
-    }
 
 
 def _host_op_classes(text: str | None) -> dict[str, str | None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchport.records.figures import FASTER, NOT_JUDGED, SLOWER, WITHIN
+from torchport.records.figures import FASTER, MIN_CHANGE, MIN_SAMPLES, NOT_JUDGED, SLOWER, WITHIN
 
 __all__ = [
     "FASTER",
@@ -27,9 +27,6 @@ __all__ = [
     "judge",
     "step_verdict",
 ]
-
-MIN_SAMPLES = 5
-MIN_CHANGE = 0.02
 
 
 @dataclass(frozen=True)
