@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from torchport.records.figures import FIGURE_RULES, PLACEMENT_RULE, STATUS_RULES
+from torchport.records.figures import FIGURE_RULES, PLACEMENT_RULE, STATUS_RULES, STEP_TIME
 from torchport.records.sql_common import host_ops_text
 from torchport.views.compare import (
     LINES,
@@ -64,10 +64,8 @@ def host_ops_key(result: dict) -> str | None:
 
 def both_timed(a: dict, b: dict) -> bool:
     """A step time is comparable only when both runs ran the whole ladder and timed it."""
-    return (
-        a["status"] == b["status"] == "pass"
-        and bool(metrics(a).get("perf_median_ms"))
-        and bool(metrics(b).get("perf_median_ms"))
+    return a["status"] == b["status"] == "pass" and STEP_TIME.timed(
+        metrics(a).get("perf_median_ms"), metrics(b).get("perf_median_ms")
     )
 
 

@@ -180,14 +180,147 @@ class PlacementRule:
 PLACEMENT_RULE = PlacementRule()
 # The step-time verdicts (views/noise.py): named here, below both the views and the SQL.
 SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not judged"
-MIN_SAMPLES = 5  # fewer step-time samples on a side: not judged
-MIN_CHANGE = 0.02  # medians closer than this (a fraction): within noise
+
+
+@dataclass(frozen=True)
+class StepTimeRule:
+    """Is a change in step time real? The rule, declared once (docs/verdicts.md): the
+    Python decision (``decide``: views/noise.py for a gate, a baseline and a scorecard), the
+    SQL a comparison decides every pair with inside the store (``sql``, records/queries.py
+    ``step_time_verdict``) and the words its tables and remarks print (``words``) are all
+    made from its branches and its two thresholds.
+
+    Two runs never interleave their samples, so a difference in medians is called real only
+    when it stands out of the noise both recorded: each median lies outside the other run's
+    p10-p90 range, and the medians are at least ``min_change`` apart. A side with fewer than
+    ``min_samples`` samples, or no spread recorded, is not judged. A side without a positive
+    step time is not timed: no verdict at all (``timed``)."""
+
+    min_samples: int = 5
+    min_change: float = 0.02
+
+    # The branches in the order they decide: (why, verdict). ``outside`` says slower or faster.
+    BRANCHES = (
+        ("few_samples", NOT_JUDGED),
+        ("no_spread", NOT_JUDGED),
+        ("inside", WITHIN),
+        ("under_floor", WITHIN),
+        ("outside", None),
+    )
+
+    @property
+    def lines(self) -> dict[str, float]:
+        """The thresholds by keyword: the SQL's named parameters (``:min_samples``, ...)."""
+        return {"min_samples": self.min_samples, "min_change": self.min_change}
+
+    @staticmethod
+    def timed(before, after) -> bool:
+        """Both medians positive numbers: a step time on both sides."""
+        return bool(before) and bool(after)
+
+    def decide(
+        self, before: dict, after: dict, tolerance: float | None = None
+    ) -> tuple[str, str] | None:
+        """(verdict, why: a branch's name, or ``tolerance``) of figures ``before`` and
+        ``after`` (``perf_median_ms``, ``perf_p10_ms``, ``perf_p90_ms``, ``perf_samples``),
+        None when a side is not timed. ``tolerance``: a baseline file's fraction, held to
+        instead of the measured noise (Python only: a comparison never has one)."""
+        a, b = before.get(MEDIAN), after.get(MEDIAN)
+        if not self.timed(a, b):
+            return None
+        if tolerance is not None:
+            ratio = b / a
+            slower, faster = ratio > 1 + tolerance, ratio < 1 / (1 + tolerance)
+            return (SLOWER if slower else FASTER if faster else WITHIN), "tolerance"
+        n_a, n_b = before.get(SAMPLES), after.get(SAMPLES)
+        low_a, high_a, low_b, high_b = (f.get(q) for f in (before, after) for q in SPREAD)
+        up = down = False
+        if None not in (low_a, high_a, low_b, high_b):
+            up = b > high_a and a < low_b
+            down = b < low_a and a > high_b
+        holds = {
+            "few_samples": any(n is not None and n < self.min_samples for n in (n_a, n_b)),
+            "no_spread": None in (low_a, high_a, low_b, high_b),
+            "inside": not (up or down),
+            "under_floor": abs(b / a - 1) < self.min_change,
+            "outside": True,
+        }
+        for why, verdict in self.BRANCHES:
+            if holds[why]:
+                return verdict or (SLOWER if up else FASTER), why
+        raise AssertionError("the last branch always holds")
+
+    def timed_sql(self, figure) -> str:
+        """``timed`` over the pair (a, b); ``figure(alias, name)``: a figure's SQL."""
+        a, b = figure("a", MEDIAN), figure("b", MEDIAN)
+        return f"{a} IS NOT NULL AND {b} IS NOT NULL AND {a} != 0 AND {b} != 0"
+
+    def sql(self, figure, says: dict[str, str], judged: str = "TRUE") -> str:
+        """``decide`` (without a tolerance) over the pair (a, b) as one SQL expression: what
+        ``says`` gives for each verdict (SQL values), NULL when the pair is not timed or
+        ``judged`` (an SQL condition: which pairs the caller judges) does not hold.
+        ``figure(alias, name)``: a figure's SQL; named parameters: ``lines``' keys."""
+        med_a, med_b = figure("a", MEDIAN), figure("b", MEDIAN)
+        low_a, high_a, low_b, high_b = [figure(x, q) for x in "ab" for q in SPREAD]
+        up = f"({med_b} > {high_a} AND {med_a} < {low_b})"
+        down = f"({med_b} < {low_a} AND {med_a} > {high_b})"
+        ratio = f"(CAST({med_b} AS DOUBLE PRECISION) / {med_a})"
+        holds = {
+            "few_samples": f"{figure('a', SAMPLES)} < :min_samples"
+            f" OR {figure('b', SAMPLES)} < :min_samples",
+            "no_spread": " OR ".join(f"{x} IS NULL" for x in (low_a, high_a, low_b, high_b)),
+            "inside": f"NOT ({up} OR {down})",
+            "under_floor": f"abs({ratio} - 1) < :min_change",
+        }
+        cases = " ".join(
+            f"WHEN {holds[why]} THEN {says[verdict]}"
+            for why, verdict in self.BRANCHES
+            if verdict is not None
+        )
+        return (
+            f"CASE WHEN NOT ({judged} AND {self.timed_sql(figure)}) THEN NULL {cases}"
+            f" WHEN {up} THEN {says[SLOWER]} ELSE {says[FASTER]} END"
+        )
+
+    @property
+    def words(self) -> str:
+        """The rule as a table's note and a comparison's remark say it."""
+        return (
+            f"each median outside the other run's p10-p90 and at least {self.min_change:.0%} apart"
+        )
+
+    def few_words(self, n_a, n_b) -> str:
+        return f"too few samples (n = {n_a}, {n_b}; needs {self.min_samples}+)"
+
+    def floor_words(self, ranges: str) -> str:
+        return f"outside both spreads ({ranges}) but under the {self.min_change:.0%} floor"
+
+
+MEDIAN, SAMPLES = "perf_median_ms", "perf_samples"
+SPREAD = ("perf_p10_ms", "perf_p90_ms")
+STEP_TIME = StepTimeRule()
+MIN_SAMPLES, MIN_CHANGE = STEP_TIME.min_samples, STEP_TIME.min_change
 # Every line a comparison is decided by, by its keyword: each FigureRule's, the step time's.
 COMPARE_LINES: dict[str, float] = {
     **{rule.option: rule.default for rule in FIGURE_RULES},
-    "min_samples": MIN_SAMPLES,
-    "min_change": MIN_CHANGE,
+    **STEP_TIME.lines,
 }
+# Each figure list's line in words, from its value (the tables' titles): ``{times}`` the line
+# as a factor (10x), ``{over}`` as the share past 1 (10%).
+LINE_WORDS = {
+    "parity": "error up more than {times}",
+    "compile": "beyond {times} (PyTorch HUD's line)",
+    "memory": "beyond {over}",
+}
+
+
+def line_words(shows_in: str, lines: dict[str, float] | None = None) -> str:
+    """A figure list's line in words (``LINE_WORDS``), from its FigureRule's value
+    (``lines``: by option, COMPARE_LINES by default): ``parity`` -> ``error up more than
+    10x``."""
+    option = next(rule.option for rule in FIGURE_RULES if rule.shows_in == shows_in)
+    value = (lines or COMPARE_LINES)[option]
+    return LINE_WORDS[shows_in].format(times=f"{value:g}x", over=f"{value - 1:.0%}")
 
 
 def key_figures(metrics: dict) -> list[float | None]:

@@ -14,6 +14,7 @@ from torchport.records.figures import (
     PLACEMENT_RULE,
     SLOWER,
     STATUS_RULES,
+    STEP_TIME,
     WITHIN,
 )
 from torchport.records.status import NOT_FAILURES, sql_list
@@ -465,12 +466,14 @@ def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list
     ]
 
 
+# A step time is compared only where both runs ran the whole ladder (and timed it).
+BOTH_PASSED = "a.status = 'pass' AND b.status = 'pass'"
+
+
 def _both_timed(version: int) -> str:
-    a, b = (_figure(x, "perf_median_ms", version) for x in "ab")
-    return (
-        f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
-        f" AND {a} != 0 AND {b} != 0"
-    )
+    """Both passed with a step time (``STEP_TIME.timed``): the pairs a comparison judges."""
+    timed = STEP_TIME.timed_sql(lambda alias, name: _figure(alias, name, version))
+    return f"{BOTH_PASSED} AND {timed}"
 
 
 def pairs_that_may_differ(
@@ -578,25 +581,11 @@ def _flag(condition: str) -> str:
 
 
 def step_time_verdict(*, version: int, says: dict[str, str]) -> str:
-    """views/noise.py's verdict on a pair's step times, exactly, as one SQL expression: what
-    ``says`` gives for slower, faster, not judged and within noise (SQL values), NULL when the
-    pair is not timed on both sides. Named parameters: min_samples, min_change."""
-
-    def f(alias: str, name: str) -> str:
-        return _figure(alias, name, version)
-
-    med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
-    spread = [f(x, q) for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")]
-    up = f"{med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')}"
-    down = f"{med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')}"
-    return (
-        f"CASE WHEN NOT ({_both_timed(version)}) THEN NULL"
-        f" WHEN {f('a', 'perf_samples')} < :min_samples"
-        f" OR {f('b', 'perf_samples')} < :min_samples THEN {says[NOT_JUDGED]}"
-        f" WHEN {' OR '.join(f'{x} IS NULL' for x in spread)} THEN {says[NOT_JUDGED]}"
-        f" WHEN abs({_ratio(med_a, med_b)} - 1) < :min_change THEN {says[WITHIN]}"
-        f" WHEN {up} THEN {says[SLOWER]} WHEN {down} THEN {says[FASTER]} ELSE {says[WITHIN]} END"
-    )
+    """The step-time rule (records/figures.py ``STEP_TIME``, whose Python views/noise.py
+    applies) as one SQL expression over the pair (a, b): what ``says`` gives for each
+    verdict (SQL values), NULL when the pair did not pass and was not timed on both sides.
+    Named parameters: min_samples, min_change."""
+    return STEP_TIME.sql(lambda alias, name: _figure(alias, name, version), says, BOTH_PASSED)
 
 
 def compare_decisions(*, version: int) -> dict[str, str]:

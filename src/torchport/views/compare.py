@@ -3,8 +3,9 @@
 What changed between two runs of a suite, across devices (cuda vs neuron) or across releases
 (one device, two environments): the environment difference first, then status transitions (a
 matrix and lists), placement changes per host op, parity drift, step-time changes beyond the
-measured noise (views/noise.py), compile-time changes past PyTorch HUD's 1.15x line, and peak
-memory. Interrupted runs compare on what they recorded; the denominators say so.
+measured noise (views/noise.py), compile-time changes past PyTorch HUD's line, and peak
+memory (each line declared in records/figures.py). Interrupted runs compare on what they
+recorded; the denominators say so.
 
 One path: ``compare_runs`` makes one store read (``store.compare``, records/compare_read.py),
 with or without a limit, and formats what it returns. Each pair's decisions (which lists it
@@ -28,13 +29,13 @@ from torchport.records.figures import (
     FIGURE_RULES,
     PARITY_FIGURES,
     PLACEMENT_RULE,
+    STEP_TIME,
 )
 from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.compare_dist import dist_changes
 from torchport.views.compare_placement import summarize
 from torchport.views.noise import (
     FASTER,
-    MIN_CHANGE,
     NOT_JUDGED,
     SLOWER,
     WITHIN,
@@ -44,9 +45,9 @@ from torchport.views.op_coverage import coverage, diff, slim
 
 # Each figure's rule and line is declared once, in records/figures.py FIGURE_RULES.
 _DEFAULTS = COMPARE_LINES
-COMPILE_RATIO = _DEFAULTS["compile_ratio"]  # PyTorch HUD flags compile time above 1.15x
-PARITY_FACTOR = _DEFAULTS["parity_factor"]  # the error against the reference grew tenfold
-MEMORY_RATIO = _DEFAULTS["memory_ratio"]  # peak memory up or down by more than 10%
+COMPILE_RATIO = _DEFAULTS["compile_ratio"]  # records/figures.py COMPILE_LINE
+PARITY_FACTOR = _DEFAULTS["parity_factor"]  # PARITY_LINE
+MEMORY_RATIO = _DEFAULTS["memory_ratio"]  # MEMORY_LINE
 PARITY_METRICS, COMPILE_METRICS = PARITY_FIGURES, COMPILE_FIGURES
 LINES = COMPARE_LINES
 # What a pair past a figure's line adds to its list, by list (name, A's value, B's value).
@@ -310,8 +311,7 @@ def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
         remarks.append(
             f"step time: {judged} pairs judged against the measured noise, "
             + ", ".join(f"{n} {v}" for v, n in sorted(out.perf_verdicts.items()))
-            + "; rule: each median outside the other run's p10-p90 and at least "
-            f"{MIN_CHANGE:.0%} apart"
+            + f"; rule: {STEP_TIME.words}"
         )
     return remarks
 
