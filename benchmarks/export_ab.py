@@ -18,7 +18,7 @@ with open_store("/work/kb1m/kb.db", write=False) as store:
 
     def old():
         out = io.StringIO()
-        for r in store.iter_results(run_id=run, order="case", with_ops=True):
+        for r in store.results(run_id=run, order="case", with_ops=True, stream=True):
             out.write(_canonical(result_line(run, r)) + "\n")
 
     def new():

@@ -226,8 +226,8 @@ def row_sizes(folder: str, lines: list[str], copies: int) -> None:
                 labels={},
             )
             for result in results:
-                store.add_result(run_id, result)
-            store.finish_run(run_id, "complete")
+                store.add_results(run_id, [result])
+            store.update_run(run_id, state="complete")
     n = copies * len(results)
     per_result = (os.path.getsize(grown_path) - before) / n
     lines.append(

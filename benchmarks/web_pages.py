@@ -142,8 +142,8 @@ def main(argv=None) -> None:
         fill(args.db, args.runs, case_ids(args.cases), 5000)
         lines.append(f"filled {args.db} in {time.perf_counter() - start:.0f} s")
     with open_store(args.db, write=False) as store:
-        total = store.count_results()
-        runs = store.list_runs()
+        total = store.results(count=True)
+        runs = store.runs()
         lines.append(f"knowledge base {args.db}: {total} results in {len(runs)} runs")
         run_b, run_a = runs[0]["id"], runs[2]["id"]  # the newest run and the previous release
         case = store.results(run_id=run_b, limit=1, offset=123)[0]["case"]

@@ -106,7 +106,8 @@ def compare(
     env_b: dict | None = None,
     notes: list[dict] | None = None,
 ) -> Comparison:
-    """``results_*`` sorted by (case, mode): results or outcome rows (``store.iter_outcomes``)."""
+    """``results_*`` sorted by (case, mode): results or outcome rows
+    (``store.statuses(run_id, outcomes=True)``)."""
     out = Comparison(
         run_a=run_brief(run_a),
         run_b=run_brief(run_b),

@@ -95,7 +95,7 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     assert recorded[("smoke/mlp", "eager")]["metrics"]["perf_median_ms"] == 1.5
     assert len(seen) == 4 and all(isinstance(r, Result) for r in seen)
     env_id = recorded[("smoke/mlp", "eager")]["findings"]["environment_id"]
-    assert store.environment(env_id)["host"] == "elsewhere"
+    assert store._environment(env_id)["host"] == "elsewhere"
 
 
 def test_resolve_probes():
@@ -152,7 +152,7 @@ def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypa
         assert not path.exists()  # nothing re-created it
     else:  # the file now at the path never got the later result nor a 'complete'
         with open_store(str(path), write=False) as now:
-            (run,) = now.list_runs()
+            (run,) = now.runs()
             assert run["state"] != "complete" and len(now.results()) == 1
 
 

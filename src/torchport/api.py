@@ -318,10 +318,10 @@ def run(
         store = store() if callable(store) else store
     executor = executor or make_executor(config, workload_folder=workload_folder)
     try:
-        done = store.done_items(run_id) if resume else set()
+        done = store.results(run_id=run_id, keys=True) if resume else set()
         todo = [t for t in tasks if t.key not in done]
         if resume:
-            store.reopen_run(run_id)
+            store.update_run(run_id, state="running")
         else:
             store.create_run(
                 run_id=run_id,
@@ -337,19 +337,15 @@ def run(
         raise
     on_plan(todo)
     outcome = RunOutcome(run_id=run_id, state="complete")
-    environments: set[str] = set()
 
     def record(finished: Finished) -> None:
         result = checked(finished)
         if finished.environment is not None:
-            env_id = store.put_environment(finished.environment)
-            if not environments:
-                store.set_environment(run_id, env_id)
-            environments.add(env_id)
+            env_id = store.update_run(run_id, environment=finished.environment)
             # Each result names the environment it ran in: a worker that started on another
             # torch or driver is visible, never overwritten.
             result.findings.setdefault("environment_id", env_id)
-        store.add_result(run_id, result)  # validated once, in checked()
+        store.add_results(run_id, [result])  # validated once, in checked()
         outcome.counts[result.status] = outcome.counts.get(result.status, 0) + 1
         on_result(result)
 
@@ -378,7 +374,7 @@ def run(
         signal.signal(signal.SIGTERM, before_term)
         signal.signal(signal.SIGINT, before_int)
         executor.close()
-        store.finish_run(run_id, outcome.state)
+        store.update_run(run_id, state=outcome.state)
     return outcome
 
 

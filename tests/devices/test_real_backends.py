@@ -56,7 +56,7 @@ def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=
     from torchport.records import open_store
 
     store = open_store(str(db), write=False)
-    return list(store.results(run_id=store.latest_run_id()))
+    return list(store.results(run_id=store.runs(latest=True)[0]["id"]))
 
 
 def test_torch_xla_compiled_training_with_donated_buffers_and_host_ops(tmp_path):

@@ -325,7 +325,7 @@ time.sleep(max(0.0, start_at - time.time()))
 store = open_store(path, write=True)
 store.create_run(run_id=run_id, command="c", suite="smoke", device="cpu", config={},
                  plan=[], labels={})
-store.add_result(run_id, {"case": "a", "mode": "eager", "status": "pass"})
+store.add_results(run_id, [{"case": "a", "mode": "eager", "status": "pass"}])
 """
 
 
@@ -345,7 +345,7 @@ def test_concurrent_starts_on_a_new_database_migrate_it_once(tmp_path):
         assert [c.returncode for c in children] == [0, 0, 0, 0], errors
         with open_store(str(path), write=False) as store:
             assert store.schema_version() == SCHEMA_VERSION
-            assert sorted(r["id"] for r in store.list_runs()) == ["run0", "run1", "run2", "run3"]
+            assert sorted(r["id"] for r in store.runs()) == ["run0", "run1", "run2", "run3"]
 
 
 def test_a_note_checks_only_the_tables_it_writes(good_db, tmp_path):

@@ -189,7 +189,7 @@ def large_run(tmp_path_factory):
                 for i in range(1200)
             ),
         )
-        store.finish_run("big", "complete")
+        store.update_run("big", state="complete")
     return path
 
 

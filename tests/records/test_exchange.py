@@ -22,7 +22,7 @@ def source(tmp_path):
     with open_store(path, write=True) as store:
         store.add_note("r1", "accepted: cumsum on the host costs 2%", author="ana")
         store.add_note("r1", "known tf32 drift", case="smoke/mlp", mode="compile")
-        store.put_artifacts("r1", [{"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10}])
+        store._put_artifacts("r1", [{"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10}])
     kb.build(
         path,
         run_id="r2",
@@ -58,8 +58,10 @@ def _write(tmp_path, text, name="x.jsonl"):
 def _lines_and_results(store, run_id="r1"):
     from torchport.records.exchange import result_line
 
-    got = list(store.iter_result_lines(run_id))
-    want = [result_line(run_id, r) for r in store.iter_results(run_id=run_id, with_ops=True)]
+    got = list(store._export_lines(run_id))
+    want = [
+        result_line(run_id, r) for r in store.results(run_id=run_id, with_ops=True, stream=True)
+    ]
     assert len(got) == len(want)
     return got, want
 
@@ -140,7 +142,7 @@ def test_a_column_that_is_not_json_stops_the_export(tmp_path, kb_url):
         sql = f"UPDATE results SET findings = {mark} WHERE id = {mark}"
         store._writer().execute(sql, ('{"tags": [oops', 2))
     with open_store(kb_url, write=False) as store, pytest.raises(StoreError, match="(?i)json"):
-        list(store.iter_result_lines("r1"))
+        list(store._export_lines("r1"))
 
 
 def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp_path, kb_url):
@@ -152,7 +154,7 @@ def test_round_trip_keeps_runs_results_op_tables_notes_and_artifacts(source, tmp
             fallback_op="aten.cumsum"
         )
         empty_sha = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
-        assert target.artifacts("r1") == [
+        assert target._artifacts("r1") == [
             {"path": "/gone/trace.json", "sha256": "ab" * 32, "bytes": 10},
             {"path": str(tmp_path / "trace.json"), "sha256": empty_sha, "bytes": 2},
         ]
@@ -185,7 +187,7 @@ def test_a_conflicting_duplicate_refuses_the_whole_import(source, tmp_path, kb_u
             ExchangeError, match="r1 already in the knowledge base with different content"
         ):
             import_file(target, _write(tmp_path, edited))
-        assert [r["id"] for r in target.list_runs()] == ["r1"]  # r2 was not added either
+        assert [r["id"] for r in target.runs()] == ["r1"]  # r2 was not added either
 
 
 @pytest.mark.parametrize(
@@ -204,7 +206,7 @@ def test_a_damaged_file_is_refused_and_nothing_is_written(source, tmp_path, kb_u
     with open_store(kb_url, write=True) as target:
         with pytest.raises(StoreError, match=needle):
             import_file(target, path)
-        assert target.list_runs() == [] and target.results() == []
+        assert target.runs() == [] and target.results() == []
 
 
 def test_a_run_still_going_is_not_exported(tmp_path):
@@ -254,7 +256,7 @@ def test_a_file_changed_after_its_check_imports_nothing(source, tmp_path):
     with open_store(str(tmp_path / "t.db"), write=True) as target:
         with pytest.raises(ExchangeError, match="changed while it was imported; nothing"):
             import_file(target, path, checked)
-        assert target.list_runs() == [] and target.results() == [] and target.notes() == []
+        assert target.runs() == [] and target.results() == [] and target.notes() == []
 
 
 def _many_results(n: int) -> list[dict]:
@@ -292,7 +294,7 @@ def test_a_large_run_exports_in_parts_to_the_same_lines(tmp_path, kb_url, monkey
         forked, "Child", lambda work, child=forked.Child: started.append(1) or child(work)
     )
     with open_store(kb_url, write=False) as store:
-        assert len(store.line_parts("r1", 2)) == 2
+        assert len(store._line_parts("r1", 2)) == 2
         apart = _export_file(store, tmp_path / "apart.jsonl", ["r1"])
         assert started == [1]
         monkeypatch.setattr(forked, "available", lambda: False)

@@ -96,8 +96,8 @@ def test_a_run_exported_while_running_arrives_interrupted_and_can_be_resumed(sou
     assert again.code == 0 and "already present" in again.stdout
     with open_store(target, write=True) as store:
         assert store.get_run("r1")["state"] == "interrupted"
-        store.reopen_run("r1")  # what --resume does: not refused as "still going"
-        store.finish_run("r1", "complete")
+        store.update_run("r1", state="running")  # what --resume does: not refused as "still going"
+        store.update_run("r1", state="complete")
     assert invoke("export", "r1", "-o", tmp_path / "back.jsonl", "--db", target).code == 0
 
 

@@ -68,7 +68,7 @@ def test_paging_and_counts_with_exact_and_inexact_globs(store):
     assert everything == cases
     pages = [store.results(limit=7, offset=o) for o in range(0, 35, 7)]
     assert [r["case"] for page in pages for r in page] == cases
-    assert store.count_results(case_glob="hf/m1*") == 10
+    assert store.results(case_glob="hf/m1*", count=True) == 10
     assert [r["case"] for r in store.results(case_glob="hf/m1*", limit=3, offset=8)] == [
         "hf/m18",
         "hf/m19",
@@ -76,31 +76,35 @@ def test_paging_and_counts_with_exact_and_inexact_globs(store):
     # '[^x]' is the set {^, x} in fnmatch: an inexact GLOB, filtered and paged in Python.
     assert [r["case"] for r in store.results(case_glob="hf/[^a]x")] == ["hf/^x", "hf/ax"]
     assert [r["case"] for r in store.results(case_glob="hf/[^a]x", offset=1)] == ["hf/ax"]
-    assert store.count_results(case_glob="hf/[^a]x") == 2
-    assert [r["case"] for r in store.iter_results(order="case", case_glob="hf/m0[!0-7]")] == [
+    assert store.results(case_glob="hf/[^a]x", count=True) == 2
+    assert [
+        r["case"] for r in store.results(order="case", case_glob="hf/m0[!0-7]", stream=True)
+    ] == [
         "hf/m08",
         "hf/m09",
     ]
 
 
 def test_last_status_per_case_by_lookups_matches_the_full_pass(store):
-    store.add_result(
-        "r1", {"case": "a", "mode": "compile", "status": "compile_fail", "stage": "compile"}
+    store.add_results(
+        "r1", [{"case": "a", "mode": "compile", "status": "compile_fail", "stage": "compile"}]
     )
-    store.add_result("r1", {"case": "a", "mode": "eager", "status": "pass"})
-    store.add_result("r1", {"case": "b", "mode": "compile", "status": "crash"})
+    store.add_results("r1", [{"case": "a", "mode": "eager", "status": "pass"}])
+    store.add_results("r1", [{"case": "b", "mode": "compile", "status": "crash"}])
     _run(store, "r2", device="cuda")
-    store.add_result("r2", {"case": "a", "mode": "compile", "status": "oom"})
-    store.add_result("r2", {"case": "b", "mode": "eager", "status": "eager_fail", "stage": "run"})
-    every = store.last_status_by_case()
+    store.add_results("r2", [{"case": "a", "mode": "compile", "status": "oom"}])
+    store.add_results(
+        "r2", [{"case": "b", "mode": "eager", "status": "eager_fail", "stage": "run"}]
+    )
+    every = store.history()
     assert every == {"a": "pass", "b": "eager_fail"}
-    assert store.last_status_by_case(cases=["a", "b", "zz"]) == every
+    assert store.history(cases=["a", "b", "zz"]) == every
     assert (
-        store.last_status_by_case(device="cpu", cases=["a", "b"])
-        == store.last_status_by_case(device="cpu")
+        store.history(device="cpu", cases=["a", "b"])
+        == store.history(device="cpu")
         == {"a": "pass", "b": "crash"}
     )
-    assert store.last_status_by_case(device="cuda", cases=["a", "b"]) == {
+    assert store.history(device="cuda", cases=["a", "b"]) == {
         "a": "oom",
         "b": "eager_fail",
     }
@@ -142,8 +146,13 @@ def test_failure_groups_most_common_and_worst_first(store):
         },
     ]
     store.add_results("r1", rows)
-    assert store.status_counts("r1") == {"eager_fail": 5, "crash": 1, "pass": 1, "skip": 1}
-    common = store.failure_groups("r1", examples=2)
+    assert store.headline("r1").get("r1", {}).get("statuses", {}) == {
+        "eager_fail": 5,
+        "crash": 1,
+        "pass": 1,
+        "skip": 1,
+    }
+    common = store.failures("r1", examples=2)
     assert [(g["status"], g["count"]) for g in common] == [("eager_fail", 5), ("crash", 1)]
     assert common[0]["signature"] == "RuntimeError: size N does not match N"
     assert common[0]["examples"] == [
@@ -151,11 +160,11 @@ def test_failure_groups_most_common_and_worst_first(store):
         {"case": "c1", "mode": "eager"},
     ]
     assert common[0]["message"] == "size 0 does not match 1"
-    assert [g["status"] for g in store.failure_groups("r1", worst_first=True)] == [
+    assert [g["status"] for g in store.failures("r1", worst_first=True)] == [
         "crash",
         "eager_fail",
     ]
-    assert store.count_failure_groups("r1") == 2
+    assert store.failures("r1", count=True) == 2
 
 
 def test_a_group_with_no_stage_or_no_signature_names_its_examples(store):
@@ -172,7 +181,7 @@ def test_a_group_with_no_stage_or_no_signature_names_its_examples(store):
         for i in range(3)
     ]
     store.add_results("r1", rows)
-    groups = {g["status"]: g for g in store.failure_groups("r1", examples=2)}
+    groups = {g["status"]: g for g in store.failures("r1", examples=2)}
     assert groups["crash"]["stage"] == "run" and groups["crash"]["signature"] is None
     assert groups["crash"]["examples"] == [
         {"case": "n0", "mode": "eager"},
@@ -202,8 +211,8 @@ def test_results_that_ran_an_op_on_the_host_page_and_count_by_run(store):
         + [row("f", "aten.cumsum.default", fallback=False)],
     )
     store.add_results("r2", [row("a0", "aten.cumsum.out"), row("e")])
-    assert store.count_results_by_run(fallback_op="aten.cumsum") == {"r1": 6, "r2": 1}
-    assert store.count_results(fallback_op="aten::cumsum") == 7
+    assert store.results(fallback_op="aten.cumsum", by_run=True) == {"r1": 6, "r2": 1}
+    assert store.results(fallback_op="aten::cumsum", count=True) == 7
     pages = [
         [
             (r["run_id"], r["case"])
@@ -218,20 +227,20 @@ def test_results_that_ran_an_op_on_the_host_page_and_count_by_run(store):
     ]
     assert [r["case"] for r in store.results(run_id="r2", limit=1, offset=1)] == ["e"]
     assert [r["case"] for r in store.results(run_id="r1", offset=7)] == ["d", "f"]
-    assert store.count_results_by_run(fallback_op="aten._index_put_impl_") == {"r1": 1}
+    assert store.results(fallback_op="aten._index_put_impl_", by_run=True) == {"r1": 1}
     # Runs recorded at the same time (their id spans overlap): counted by the result rows.
     store.add_results("r1", [row("g", "aten.cumsum.default")])
     store.add_results("r2", [row("h", "aten.sort.default")])
-    assert store.count_results_by_run(fallback_op="aten.cumsum") == {"r1": 7, "r2": 1}
-    assert store.count_results_by_run(fallback_op="aten.sort") == {"r2": 1}
-    assert store.count_results_by_run(fallback_op="aten.cumsum", status="pass") == {
+    assert store.results(fallback_op="aten.cumsum", by_run=True) == {"r1": 7, "r2": 1}
+    assert store.results(fallback_op="aten.sort", by_run=True) == {"r2": 1}
+    assert store.results(fallback_op="aten.cumsum", status="pass", by_run=True) == {
         "r1": 7,
         "r2": 1,
     }
 
 
 def test_notes_on_runs_and_cases_are_searchable(store):
-    store.add_result("r1", {"case": "hf/llama", "mode": "eager", "status": "pass"})
+    store.add_results("r1", [{"case": "hf/llama", "mode": "eager", "status": "pass"}])
     store.add_note("r1", "accepted: the fallback of cumsum costs 2%", author="ana")
     store.add_note("r1", "parity drift explained by tf32", case="hf/llama", mode="eager")
     with pytest.raises(StoreError, match="no result for case 'hf/gpt2'"):
@@ -245,10 +254,10 @@ def test_notes_on_runs_and_cases_are_searchable(store):
     assert [n["text"] for n in store.notes(run_id="r1", case="hf/llama")] == [
         "parity drift explained by tf32"
     ]
-    assert [n["author"] for n in store.search_notes("cumsum")] == ["ana"]
-    assert store.search_notes("tf3") == []  # whole words ...
-    assert [n["case"] for n in store.search_notes("tf3*")] == ["hf/llama"]  # ... or a prefix
-    assert store.search_notes('"NEAR(') == []
+    assert [n["author"] for n in store.search("cumsum", notes=True)] == ["ana"]
+    assert store.search("tf3", notes=True) == []  # whole words ...
+    assert [n["case"] for n in store.search("tf3*", notes=True)] == ["hf/llama"]  # ... or a prefix
+    assert store.search('"NEAR(', notes=True) == []
 
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
@@ -278,7 +287,7 @@ def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkey
             ),
         ],
     )
-    assert store.count_search("cumsum") == 8
+    assert store.search("cumsum", count=True) == 8
     # The newest four matches are ranked (a message hit above traceback hits, then newest);
     # older ones follow newest first: the case-id hit is too old to be ranked.
     order = [r["case"] for r in store.search("cumsum")]
@@ -292,14 +301,14 @@ def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkey
 
 
 def test_find_runs_by_device_suite_and_labels(store):
-    store.finish_run("r1", "complete")
+    store.update_run("r1", state="complete")
     _run(store, "r2", device="cuda", labels={"release": "2.14"})
-    store.finish_run("r2", "complete")
+    store.update_run("r2", state="complete")
     _run(store, "r3", device="cuda", labels={"release": "2.14"})  # still running
-    store.finish_run("r3", "interrupted")
-    assert store.find_runs(device="cuda") == ["r2"]
-    assert store.find_runs(labels={"release": "2.14"}, complete=False) == ["r3", "r2"]
-    assert store.find_runs(labels={"release": "2.13"}) == []
+    store.update_run("r3", state="interrupted")
+    assert [r["id"] for r in store.runs(device="cuda", complete=True)] == ["r2"]
+    assert [r["id"] for r in store.runs(labels={"release": "2.14"}, complete=False)] == ["r3", "r2"]
+    assert [r["id"] for r in store.runs(labels={"release": "2.13"}, complete=True)] == []
 
 
 def _plan(store, sql, args=()):
@@ -383,29 +392,33 @@ def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path)
         "perf_peak_bytes": 1024,
         "parity_cosine": 1.0,
     }
-    store.add_result(
+    store.add_results(
         "r1",
-        {
-            "case": "a",
-            "mode": "eager",
-            "metrics": metrics,
-            "grade": "fallback",
-            "findings": {"fallback_ops": {"aten.cumsum.default": 2}},
-        },
+        [
+            {
+                "case": "a",
+                "mode": "eager",
+                "metrics": metrics,
+                "grade": "fallback",
+                "findings": {"fallback_ops": {"aten.cumsum.default": 2}},
+            }
+        ],
     )
-    store.add_result(
+    store.add_results(
         "r1",
-        {
-            "case": "b",
-            "mode": "eager",
-            "status": "eager_fail",
-            "stage": "run",
-            "grade": "on_device",
-            "findings": {"fallback_ops": {}},
-            "error": {"type": "E", "message": "first line\nsecond"},
-        },
+        [
+            {
+                "case": "b",
+                "mode": "eager",
+                "status": "eager_fail",
+                "stage": "run",
+                "grade": "on_device",
+                "findings": {"fallback_ops": {}},
+                "error": {"type": "E", "message": "first line\nsecond"},
+            }
+        ],
     )
-    a, b = store.iter_outcomes("r1")
+    a, b = store.statuses("r1", outcomes=True)
     expected = {k: v for k, v in metrics.items() if k != "parity_cosine"}
     assert a["figures"] == expected and type(a["figures"]["perf_samples"]) is int
     assert a["host_ops"] == {"aten.cumsum.default": 2} and b["host_ops"] is None
@@ -415,7 +428,7 @@ def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path)
     old = str(tmp_path / "v1.db")
     _v1_file(old)
     with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
-        assert [o["case"] for o in reader.iter_outcomes("old")] == ["a"]
+        assert [o["case"] for o in reader.statuses("old", outcomes=True)] == ["a"]
 
 
 def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
@@ -437,16 +450,18 @@ def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
     conn.commit()
     conn.close()
     with open_store(old, write=True) as store:  # migrates v1 -> v3
-        store.add_result(
+        store.add_results(
             "old",
-            {
-                "case": "b",
-                "mode": "eager",
-                "grade": "fallback",
-                "metrics": {"perf_median_ms": 2.5},
-                "findings": json_.loads(findings),
-                "error": {"type": "E", "message": "size 3 != 4"},
-            },
+            [
+                {
+                    "case": "b",
+                    "mode": "eager",
+                    "grade": "fallback",
+                    "metrics": {"perf_median_ms": 2.5},
+                    "findings": json_.loads(findings),
+                    "error": {"type": "E", "message": "size 3 != 4"},
+                }
+            ],
         )
         rows = (
             store._conn()

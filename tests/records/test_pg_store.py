@@ -141,13 +141,13 @@ _WRITER = textwrap.dedent(
     with open_store(url, write=True) as store:
         store.create_run(run_id=run_id, command="torchport run", suite="smoke", device="cpu",
                          config={}, plan=[], labels={"writer": run_id})
-        env = store.put_environment({"torch": "2.13.0"})
-        store.set_environment(run_id, env)
+        env = store._put_environment({"torch": "2.13.0"})
+        store._set_environment(run_id, env)
         for i in range(60):
-            store.add_result(run_id, {"case": f"c{i:02d}", "mode": "eager", "status": "pass",
-                                      "error": {"type": "E", "message": f"shared words {i}"}})
+            store.add_results(run_id, [{"case": f"c{i:02d}", "mode": "eager", "status": "pass",
+                                      "error": {"type": "E", "message": f"shared words {i}"}}])
         store.add_note(run_id, f"written by {run_id}")
-        store.finish_run(run_id, "complete")
+        store.update_run(run_id, state="complete")
     """
 )
 _READER = textwrap.dedent(
@@ -158,7 +158,7 @@ _READER = textwrap.dedent(
     with open_store(sys.argv[1], write=False) as store:
         deadline = time.time() + 60
         while time.time() < deadline:
-            runs = store.list_runs()
+            runs = store.runs()
             seen.append(sum(sum(r["counts"].values()) for r in runs))
             if len(runs) == 2 and all(r["state"] == "complete" for r in runs):
                 break
@@ -183,12 +183,12 @@ def test_two_writer_processes_and_a_reader_share_one_server(pg_url):
     assert reader.returncode == 0, reader.stderr
     assert reader.stdout.split()[0] == "120"
     with open_store(pg_url, write=False) as store:
-        assert {r["id"]: r["state"] for r in store.list_runs()} == {
+        assert {r["id"]: r["state"] for r in store.runs()} == {
             "host-a": "complete",
             "host-b": "complete",
         }
-        assert store.count_results() == 120 and store.count_search("shared words") == 120
-        assert len(store.environment(store.get_run("host-a")["environment_id"])) == 1
+        assert store.results(count=True) == 120 and store.search("shared words", count=True) == 120
+        assert len(store._environment(store.get_run("host-a")["environment_id"])) == 1
         assert sorted(n["text"] for n in store.notes()) == [
             "written by host-a",
             "written by host-b",

@@ -11,15 +11,15 @@ from torchport.records.queries import TALLIES_FROM
 
 
 def _reads(store) -> dict:
-    runs = {r["id"]: r["counts"] for r in store.list_runs()}
-    out: dict = {"runs": runs, "headline": store.headline_counts()}
+    runs = {r["id"]: r["counts"] for r in store.runs()}
+    out: dict = {"runs": runs, "headline": store.headline()}
     for run in runs:
         out[run] = {
-            "statuses": store.status_counts(run),
-            "groups": store.failure_groups(run, limit=50),
-            "worst": store.failure_groups(run, worst_first=True, limit=50),
-            "group_count": store.count_failure_groups(run),
-            "headline": store.headline_counts(run),
+            "statuses": store.headline(run).get(run, {}).get("statuses", {}),
+            "groups": store.failures(run, limit=50),
+            "worst": store.failures(run, worst_first=True, limit=50),
+            "group_count": store.failures(run, count=True),
+            "headline": store.headline(run),
         }
     return out
 
@@ -61,10 +61,13 @@ def test_an_older_file_gains_its_tallies_by_the_upgrade(tmp_path):
     with open_store(path, write=False) as store:  # read as it is: from the rows
         assert store.schema_version() == TALLIES_FROM - 1 and _reads(store) == expected
     with open_store(path, write=True) as store:  # the upgrade counts what is there
-        store.add_result("s0", {"case": "new", "mode": "eager", "status": "crash"})
+        store.add_results("s0", [{"case": "new", "mode": "eager", "status": "crash"}])
     with open_store(path, write=False) as store:
         assert store.schema_version() >= TALLIES_FROM
         got = _reads(store)
-        assert store.status_counts("s0")["crash"] == expected["s0"]["statuses"].get("crash", 0) + 1
+        assert (
+            store.headline("s0").get("s0", {}).get("statuses", {})["crash"]
+            == expected["s0"]["statuses"].get("crash", 0) + 1
+        )
         store._version = TALLIES_FROM - 1
         assert got == _reads(store)

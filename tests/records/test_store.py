@@ -63,25 +63,29 @@ def test_store_satisfies_the_protocol_and_is_migrated_to_the_latest(store):
 
 
 def test_results_round_trip_and_filters(store):
-    store.add_result(
+    store.add_results(
         "r1",
-        _result(
-            "hf/llama", metrics={"parity_cosine": 1.0}, probe_versions={"compile": 2, "perf": 1}
-        ),
+        [
+            _result(
+                "hf/llama", metrics={"parity_cosine": 1.0}, probe_versions={"compile": 2, "perf": 1}
+            )
+        ],
     )
-    store.add_result(
+    store.add_results(
         "r1",
-        Result(
-            case="hf/gpt2",
-            mode="eager",
-            status="eager_fail",
-            stage="run",
-            error={
-                "type": "RuntimeError",
-                "message": "shape mismatch",
-                "traceback": "Traceback: in gpt2_attention",
-            },
-        ),
+        [
+            Result(
+                case="hf/gpt2",
+                mode="eager",
+                status="eager_fail",
+                stage="run",
+                error={
+                    "type": "RuntimeError",
+                    "message": "shape mismatch",
+                    "traceback": "Traceback: in gpt2_attention",
+                },
+            )
+        ],
     )
     assert [r["case"] for r in store.results(run_id="r1")] == ["hf/llama", "hf/gpt2"]
     assert store.results(status="eager_fail")[0]["error"]["message"] == "shape mismatch"
@@ -105,24 +109,26 @@ def test_results_round_trip_and_filters(store):
 )
 def test_a_malformed_result_is_refused_before_anything_is_written(store, bad):
     with pytest.raises(MalformedResult):
-        store.add_result("r1", bad)
+        store.add_results("r1", [bad])
     assert store.results() == []
 
 
 def test_full_text_search(store):
-    store.add_result(
+    store.add_results(
         "r1",
-        _result(
-            "hf/gpt2",
-            status="eager_fail",
-            error={
-                "type": "E",
-                "message": "shape mismatch in attention",
-                "traceback": "File modeling_gpt2.py",
-            },
-        ),
+        [
+            _result(
+                "hf/gpt2",
+                status="eager_fail",
+                error={
+                    "type": "E",
+                    "message": "shape mismatch in attention",
+                    "traceback": "File modeling_gpt2.py",
+                },
+            )
+        ],
     )
-    store.add_result("r1", _result("hf/llama"))
+    store.add_results("r1", [_result("hf/llama")])
     assert [r["case"] for r in store.search("attention")] == ["hf/gpt2"]
     assert [r["case"] for r in store.search("llama")] == ["hf/llama"]
     assert store.search('"unbalanced') == []  # user text cannot break the FTS syntax
@@ -130,25 +136,37 @@ def test_full_text_search(store):
 
 
 def test_fallback_op_query_is_an_exact_prefix_not_a_pattern(store):
-    store.add_result(
+    store.add_results(
         "r1",
-        _result(
-            "a",
-            findings={
-                "ops": [
-                    {"op": "aten.cumsum.default", "device": "cpu", "count": 3, "fallback": True},
-                    {
-                        "op": "aten._index_put_impl_.default",
-                        "device": "cpu",
-                        "count": 1,
-                        "fallback": True,
-                    },
-                    {"op": "aten.mm.default", "device": "simdev", "count": 9, "fallback": False},
-                ]
-            },
-        ),
+        [
+            _result(
+                "a",
+                findings={
+                    "ops": [
+                        {
+                            "op": "aten.cumsum.default",
+                            "device": "cpu",
+                            "count": 3,
+                            "fallback": True,
+                        },
+                        {
+                            "op": "aten._index_put_impl_.default",
+                            "device": "cpu",
+                            "count": 1,
+                            "fallback": True,
+                        },
+                        {
+                            "op": "aten.mm.default",
+                            "device": "simdev",
+                            "count": 9,
+                            "fallback": False,
+                        },
+                    ]
+                },
+            )
+        ],
     )
-    store.add_result("r1", _result("b"))
+    store.add_results("r1", [_result("b")])
     assert [r["case"] for r in store.results(fallback_op="aten.cumsum")] == ["a"]
     assert [r["case"] for r in store.results(fallback_op="aten::cumsum")] == ["a"]
     assert [r["case"] for r in store.results(fallback_op="aten._index_put_impl_")] == ["a"]
@@ -159,7 +177,7 @@ def test_fallback_op_query_is_an_exact_prefix_not_a_pattern(store):
 
 def test_case_glob_reads_underscore_and_brackets_as_fnmatch_does(store):
     for case in ("hf/qwen3_moe", "hf/qwen3Xmoe", "hf/Llama"):
-        store.add_result("r1", _result(case))
+        store.add_results("r1", [_result(case)])
     assert [r["case"] for r in store.results(case_glob="hf/qwen3_moe")] == ["hf/qwen3_moe"]
     assert [r["case"] for r in store.results(case_glob="hf/[q]wen3?moe")] == [
         "hf/qwen3_moe",
@@ -169,9 +187,9 @@ def test_case_glob_reads_underscore_and_brackets_as_fnmatch_does(store):
 
 
 def test_same_item_twice_is_refused(store):
-    store.add_result("r1", _result("a"))
+    store.add_results("r1", [_result("a")])
     with pytest.raises(DuplicateResult, match="already has a result"):
-        store.add_result("r1", _result("a"))
+        store.add_results("r1", [_result("a")])
     assert len(store.results()) == 1
 
 
@@ -190,25 +208,25 @@ def test_a_run_without_its_plan_carries_the_plans_length(store):
 
 
 def test_environments_are_stored_once_and_every_distinct_one_is_kept(store):
-    a = store.put_environment({"torch": "2.13"})
-    assert store.put_environment({"torch": "2.13"}) == a
-    store.set_environment("r1", a)
-    store.set_environment("r1", a)
-    b = store.put_environment({"torch": "2.14"})
-    store.set_environment("r1", b)
+    a = store._put_environment({"torch": "2.13"})
+    assert store._put_environment({"torch": "2.13"}) == a
+    store._set_environment("r1", a)
+    store._set_environment("r1", a)
+    b = store._put_environment({"torch": "2.14"})
+    store._set_environment("r1", b)
     run = store.get_run("r1")
     assert run["environment_id"] == a and run["environment_ids"] == [a, b]
-    assert store.environment(b) == {"torch": "2.14"}
+    assert store._environment(b) == {"torch": "2.14"}
 
 
 def test_last_status_prefers_eager_then_the_newest(store):
-    store.add_result("r1", _result("a", mode="compile", status="compile_fail"))
-    store.add_result("r1", _result("a", status="pass"))
-    store.add_result("r1", _result("b", mode="compile", status="crash"))
+    store.add_results("r1", [_result("a", mode="compile", status="compile_fail")])
+    store.add_results("r1", [_result("a", status="pass")])
+    store.add_results("r1", [_result("b", mode="compile", status="crash")])
     _run(store, "r2")
-    store.add_result("r2", _result("a", mode="compile", status="oom"))
-    assert store.last_status_by_case() == {"a": "pass", "b": "crash"}
-    assert store.last_status_by_case(device="cuda") == {}
+    store.add_results("r2", [_result("a", mode="compile", status="oom")])
+    assert store.history() == {"a": "pass", "b": "crash"}
+    assert store.history(device="cuda") == {}
 
 
 _LIVE_RUN = """
@@ -231,24 +249,24 @@ def test_resume_of_a_live_run_is_refused_naming_its_process(kb_url):
         assert child.stdout.readline().strip() == "ready"
         store = open_store(path, write=True)
         with pytest.raises(RunInProgress, match=f"process {child.pid}"):
-            store.reopen_run("live")
+            store.update_run("live", state="running")
         assert store.get_run("live")["state"] == "running"
     finally:
         child.kill()
         child.wait()
     assert store.get_run("live")["state"] == "interrupted"  # its supervisor died
-    store.reopen_run("live")
+    store.update_run("live", state="running")
     assert store.get_run("live")["pid"] == os.getpid()
     with pytest.raises(StoreError, match="no run 'nope'"):
-        store.reopen_run("nope")
+        store.update_run("nope", state="running")
 
 
 def test_read_only_store_refuses_writes_and_never_creates(tmp_path, store):
-    store.add_result("r1", _result("a"))
+    store.add_results("r1", [_result("a")])
     reader = open_store(store.url, write=False)
     assert reader.read_only and [r["case"] for r in reader.results()] == ["a"]
     with pytest.raises(StoreError, match="opened read-only"):
-        reader.add_result("r1", _result("b"))
+        reader.add_results("r1", [_result("b")])
     missing = tmp_path / "missing.db"
     with pytest.raises(StoreError, match="no knowledge base"):
         open_store(str(missing), write=False)
@@ -273,7 +291,7 @@ def test_reads_from_many_threads_while_one_writes(store):
         try:
             while not stop.is_set():
                 reader.results(run_id="r1")
-                reader.list_runs()
+                reader.runs()
         except Exception as exc:  # any lock or thread error fails the test
             errors.append(exc)
 
@@ -292,7 +310,7 @@ def test_reads_from_many_threads_while_one_writes(store):
     for t in threads:
         t.start()
     for i in range(40):
-        store.add_result("r1", _result(f"c{i}"))
+        store.add_results("r1", [_result(f"c{i}")])
     time.sleep(0.05)
     stop.set()
     for t in threads:
@@ -371,12 +389,12 @@ def test_a_run_from_another_host_is_live_while_its_heartbeat_is_fresh(store):
     store._stop_heartbeat()  # r1 stands for another host's run from here on
     _another_host_runs(store, "r1", heartbeat_age_s=5)
     with pytest.raises(RunInProgress, match="process 4242 on lab-host-7"):
-        store.reopen_run("r1")
+        store.update_run("r1", state="running")
     assert store.get_run("r1")["state"] == "running"
-    assert [r["state"] for r in store.list_runs()] == ["running"]
+    assert [r["state"] for r in store.runs()] == ["running"]
     _another_host_runs(store, "r1", heartbeat_age_s=STALE_AFTER_S + 30)
     assert store.get_run("r1")["state"] == "interrupted"  # its supervisor stopped beating
-    store.reopen_run("r1")
+    store.update_run("r1", state="running")
     run = store.get_run("r1")
     assert (run["host"], run["pid"], run["state"]) == (socket.gethostname(), os.getpid(), "running")
 
@@ -391,7 +409,7 @@ def test_the_supervisor_beats_until_its_run_finishes(store, monkeypatch):
     while store.get_run("r2")["heartbeat_at"].startswith("2000") and time.time() < deadline:
         time.sleep(0.05)
     assert not store.get_run("r2")["heartbeat_at"].startswith("2000")
-    store.finish_run("r2", "complete")
+    store.update_run("r2", state="complete")
     assert store._heartbeat is None
     _execute(store, "UPDATE runs SET heartbeat_at = ? WHERE id = ?", ("2000-01-01T00:00:00", "r2"))
     time.sleep(0.3)

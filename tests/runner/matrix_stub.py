@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     db = argv[argv.index("--db") + 1]
     if "--resume" in argv:
         with open_store(db, write=True) as store:
-            store.finish_run(argv[argv.index("--resume") + 1], "complete")
+            store.update_run(argv[argv.index("--resume") + 1], state="complete")
         return 0
     labels = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--label")
     results = kb.results()
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         time.sleep(float(os.environ["STUB_SLEEP_S"]))
     if os.environ.get("STUB_INTERRUPT"):
         with open_store(db, write=True) as store:
-            store.finish_run(run_id, "interrupted")
+            store.update_run(run_id, state="interrupted")
         return 130
     return 0
 

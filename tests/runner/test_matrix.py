@@ -402,7 +402,7 @@ def test_build_only_runs_nothing(tmp_path):
     with open_store(str(args[5]), write=True) as store:
         sides = run_matrix(matrix, store, str(args[5]), log=lambda _: None, build_only=True)
         assert [(s.env.reused, s.run_id, s.problem) for s in sides] == [(True, None, None)] * 2
-        assert store.list_runs() == []
+        assert store.runs() == []
 
 
 def test_an_environment_runs_several_runs_then_its_checks(tmp_path):

@@ -323,7 +323,7 @@ def test_a_stood_up_environment_with_torch_deleted_records_nothing_in_a_matrix(t
     assert len(errors) == 1 and "environment new: uv" in errors[0] and "failed" in errors[0]
     assert "new: environment failed" in done.stdout and "fixed" not in done.stdout
     with open_store(str(db), write=False) as store:
-        assert [r["labels"]["matrix_env"] for r in store.list_runs()] == ["old"]
+        assert [r["labels"]["matrix_env"] for r in store.runs()] == ["old"]
 
 
 def _uv_children(parent: int) -> list[int]:

@@ -144,7 +144,7 @@ def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_envir
         share = result["findings"]["worker_share"]
         assert share["ray_node_id"] and share["threads"] == 1
         assert share["env"]["OMP_NUM_THREADS"] == "1"
-        environment = store.environment(result["findings"]["environment_id"])
+        environment = store._environment(result["findings"]["environment_id"])
         assert environment["host"] and environment["torch"]
 
 
@@ -207,8 +207,8 @@ def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive and not _node_workers(head_pid)
     store = open_store(str(db), write=False)
-    run = store.get_run(store.latest_run_id())
-    before = store.done_items(run["id"])
+    run = store.get_run(store.runs(latest=True)[0]["id"])
+    before = store.results(run_id=run["id"], keys=True)
     assert run["state"] == "interrupted" and ("planted/hang", "eager") not in before
     resumed = torchport(
         "run", "--resume", run["id"], "--db", db, "--json", cwd=tmp_path, env=NO_AUTH

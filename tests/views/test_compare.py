@@ -275,7 +275,12 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         joined = compare_runs(store, "A", "B").to_dict()
         a, b = store.get_run("A"), store.get_run("B")
         walked = compare(
-            a, store.iter_outcomes("A"), b, store.iter_outcomes("B"), env_a={}, env_b={}
+            a,
+            store.statuses("A", outcomes=True),
+            b,
+            store.statuses("B", outcomes=True),
+            env_a={},
+            env_b={},
         ).to_dict()
     assert joined["perf"] and joined["newly_failing"] and joined["placement"]
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
@@ -288,7 +293,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         assert _no_connection_left_over(store)
         paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
-        assert len(store._case_ranges("A", store.count_results(run_id="A"))) == 3
+        assert len(store._case_ranges("A", store.results(run_id="A", count=True))) == 3
         in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         assert _no_connection_left_over(store)  # each part's connection closed or spare
         # every pair: the later part shown by a forked child, its lists after this one's
@@ -297,7 +302,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         started = []
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         in_children = compare_runs(store, "A", "B").to_dict()
-        assert started == [1] and len(store.case_parts("A", 2)) == 2
+        assert started == [1] and len(store._case_parts("A", 2)) == 2
         one_list = {  # a list's own page: rows 3-4, only that list read out
             name: compare_runs(store, "A", "B", limit=4, rows=name) for name in LIST_READS
         }
@@ -452,7 +457,9 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
         joined = compare_runs(store, "A", "B").to_dict()
         paged = compare_runs(store, "A", "B", limit=1)
         a, b = store.get_run("A"), store.get_run("B")
-        walked = compare(a, store.iter_outcomes("A"), b, store.iter_outcomes("B")).to_dict()
+        walked = compare(
+            a, store.statuses("A", outcomes=True), b, store.statuses("B", outcomes=True)
+        ).to_dict()
         whole = compare(a, store.results(run_id="A"), b, store.results(run_id="B")).to_dict()
     listed = [(p["case"], p["metric"]) for p in joined["parity"]]
     assert listed == [(c, rule.figure) for c in ("c1", "c4", "c5")]

@@ -13,8 +13,7 @@ artifacts, error, probe_versions, started_at, finished_at``). Never imports torc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from torchport import settings
@@ -42,15 +41,14 @@ def default_db_path() -> str:
 @runtime_checkable
 class Store(Protocol):
     """A knowledge base. Opened with ``open_store(url, write=...)``; a read-only store raises
-    StoreError on every write method."""
+    StoreError on every write method. Its writes, then one read per question the tool asks
+    (records/surface.py; the export and import of records/exchange.py use the engine's own
+    reads inside the knowledge base)."""
 
     url: str
     read_only: bool
 
     # -- writes: one writer per run; each call commits at once -------------------------------
-    def put_environment(self, data: dict) -> str:
-        """Store a fingerprint once (content-addressed); return its id."""
-
     def create_run(
         self,
         *,
@@ -63,37 +61,20 @@ class Store(Protocol):
         labels: dict,
     ) -> None: ...
 
-    def reopen_run(self, run_id: str) -> None:
-        """Mark a run live again for ``--resume``; RunInProgress if its supervisor is alive."""
-
-    def set_environment(self, run_id: str, env_id: str) -> None:
-        """Record the environment a worker of the run reported. The first one stays the run's
-        ``environment_id``; every distinct one is kept in ``environment_ids``."""
-
-    def finish_run(self, run_id: str, state: str) -> None: ...
-
-    def add_result(self, run_id: str, result: Result | Recorded | dict) -> int:
-        """Commit one result with its op table; DuplicateResult if the run has one for that
-        (case, mode). A dict is validated first (``Result.from_dict``: MalformedResult); a
-        ``Result`` is a value already validated where it entered the driver (api.checked)."""
-
-    # -- batched writes (imports, bulk loads) --------------------------------------------------
-    def transaction(self) -> AbstractContextManager[None]:
-        """Writes inside commit together, or none does (an import is all or nothing)."""
+    def update_run(
+        self, run_id: str, *, state: str | None = None, environment: dict | None = None
+    ) -> str | None:
+        """``environment``: a fingerprint a worker reported, stored once and recorded as the
+        run's (the first stays its ``environment_id``): its id. ``state``: "running" takes
+        the run over for ``--resume`` (RunInProgress while its supervisor is alive);
+        "complete" or "interrupted" finishes it."""
 
     def add_results(self, run_id: str, results: Iterable[Result | Recorded | dict]) -> int:
-        """Many results in one transaction; a ``Recorded`` (an import, validated where it
-        entered) or a dict carries ``finished_at`` and its recorded ``ops`` rows (kept).
-        Returns how many."""
+        """Results in one transaction, each with its op table; DuplicateResult if the run has
+        one for a (case, mode). A dict is validated first (``Result.from_dict``:
+        MalformedResult); a ``Result`` is a value already validated where it entered the
+        driver (api.checked); a ``Recorded`` one an import validated. Returns how many."""
 
-    def put_run(self, run: dict) -> None:
-        """A run as recorded elsewhere (import): id, started_at, finished_at, state, host,
-        command, suite, device, config, plan, labels, environment_ids (already stored)."""
-
-    def put_artifacts(self, run_id: str, artifacts: Iterable[dict]) -> None:
-        """Content hashes of files the run's results point at: path, sha256, bytes."""
-
-    # -- decisions -----------------------------------------------------------------------------
     def add_note(
         self,
         run_id: str,
@@ -107,37 +88,24 @@ class Store(Protocol):
         """A note on a run or on one case (and mode) of it; StoreError if the run or case is
         not there. With ``created_at`` (an import), an identical note is not added twice."""
 
-    def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
-        """``id, run_id, case, mode, author, text, created_at``, oldest first."""
+    def close(self) -> None: ...
 
-    def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]: ...
+    # -- reads: one per question ----------------------------------------------------------------
+    def get_run(self, run_id: str, *, plan: bool = True, environments: bool = False) -> dict:
+        """One run. ``plan=False``: ``planned`` (the plan's length) in place of the plan;
+        ``environments``: its environments' fingerprints as ``environments``."""
 
-    def artifacts(self, run_id: str) -> list[dict]: ...
-
-    # -- reads ---------------------------------------------------------------------------------
-    def get_run(self, run_id: str, *, plan: bool = True) -> dict:
-        """``plan=False``: ``planned`` (the plan's length) in place of the plan, which holds
-        100 000 entries in a large sweep."""
-
-    def latest_run_id(self) -> str: ...
-
-    def list_runs(self) -> list[dict]:
-        """Newest first, each with ``counts`` (status -> results) and ``planned`` (the plan's
-        length) in place of the plan."""
-
-    def find_runs(
+    def runs(
         self,
         *,
         device: str | None = None,
         suite: str | None = None,
         labels: dict[str, str] | None = None,
-        complete: bool = True,
-    ) -> list[str]:
-        """Ids of matching runs, newest first; ``complete``: only runs that finished."""
-
-    def environment(self, env_id: str | None) -> dict: ...
-
-    def done_items(self, run_id: str) -> set[tuple[str, str]]: ...
+        complete: bool | None = None,
+        latest: bool = False,
+    ) -> list[dict]:
+        """Which runs, newest first, with ``counts`` and ``planned``; selected by device,
+        suite, labels or ``complete`` (only ``id``); ``latest``: the newest alone."""
 
     def results(
         self,
@@ -148,53 +116,47 @@ class Store(Protocol):
         fallback_op: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[dict[str, Any]]:
-        """Filtered, in recorded order, one page (``limit`` None: all). ``case_glob`` is
-        fnmatch syntax, answered from an index when it has a fixed prefix."""
-
-    def iter_results(
-        self,
-        *,
-        run_id: str | None = None,
-        status: str | None = None,
-        case_glob: str | None = None,
-        fallback_op: str | None = None,
+        stream: bool = False,
         order: str = "id",
         with_ops: bool = False,
-    ) -> Iterator[dict[str, Any]]:
-        """The same results streamed (never all in memory). ``order``: "id" or "case" (case,
-        mode); ``with_ops``: each carries its op table as ``ops``."""
+        count: bool = False,
+        by_run: bool = False,
+        keys: bool = False,
+    ) -> Any:
+        """Which results (a page, or ``stream``ed), or how many (``count``, ``by_run``), or
+        which (case, mode) pairs a run recorded (``keys``)."""
 
-    def iter_result_lines(
-        self, run_id: str, ids: tuple[int, int] | None = None
-    ) -> Iterator[tuple[str | None, dict[str, Any] | None, list[Any]]]:
-        """A run's results for an export file in recorded order: (line, None, artifacts)
-        where the database built the line, else (None, the result with ``ops``, artifacts).
-        ``ids``: one of ``line_parts``."""
+    def search(
+        self,
+        text: str,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        count: bool = False,
+        notes: bool = False,
+    ) -> Any:
+        """Full text over case ids, error messages and tracebacks, best first; ``count``:
+        how many; ``notes``: the matching notes."""
 
-    def line_parts(self, run_id: str, parts: int) -> list[tuple[int, int] | None]:
-        """A run's results cut into up to ``parts`` ranges of ids for ``iter_result_lines``
-        (one part, None, for a small run)."""
+    def failures(
+        self,
+        run_id: str,
+        *,
+        worst_first: bool = False,
+        limit: int = 10,
+        examples: int = 3,
+        count: bool = False,
+    ) -> Any:
+        """A run's failures grouped by (status, stage, error signature); ``count``: how many
+        groups."""
 
-    def reopened(self) -> Store:
-        """The same knowledge base, read-only, on connections of its own: a forked child's
-        (records/forked.py), since a connection never crosses a fork."""
+    def headline(self, run_id: str | None = None, *, figures: bool = False) -> dict:
+        """Per run: statuses, grades and host ops (views/headline.py); ``figures``: one
+        run's medians of compile wait and compiled speedup."""
 
-    def iter_outcomes(self, run_id: str) -> Iterator[dict[str, Any]]:
-        """A run's results in (case, mode) order, lean (compare): ``case, mode, status, stage,
-        grade, figures`` (records/figures.py KEY_FIGURES present), ``host_ops`` (dict or None),
-        ``error_line``."""
-
-    def iter_statuses(
-        self, run_id: str, cases: tuple[str | None, str | None] | None = None
-    ) -> Iterator[tuple]:
-        """A run's results in (case, mode) order as plain rows (baseline, gate): ``(case,
-        mode, status, stage, perf_median_ms, perf_p10_ms, perf_p90_ms, perf_samples)``;
-        ``cases``: one of ``case_parts``."""
-
-    def case_parts(self, run_id: str, parts: int) -> list[tuple[str | None, str | None]]:
-        """A run cut into up to ``parts`` ranges of its case ids (one, (None, None), for a
-        small run), for ``iter_statuses`` to read apart."""
+    def statuses(self, run_id: str, *, shape: Any = None, outcomes: bool = False) -> Any:
+        """A run's results in (case, mode) order, lean: plain rows ``shape``d in parts (a
+        baseline, a gate), or outcome dicts (``outcomes``)."""
 
     def compare(
         self,
@@ -212,60 +174,13 @@ class Store(Protocol):
         ``limit`` with a limit) shaped by ``shape`` in parts, the unpaired keys, each run's
         placement counts, dist results and audited results."""
 
-    def count_results(
-        self,
-        *,
-        run_id: str | None = None,
-        status: str | None = None,
-        case_glob: str | None = None,
-        fallback_op: str | None = None,
-    ) -> int: ...
+    def history(self, device: str | None = None, cases: list[str] | None = None) -> dict[str, str]:
+        """Newest status per case, eager mode first; ``cases``: only these."""
 
-    def count_results_by_run(
-        self,
-        *,
-        status: str | None = None,
-        case_glob: str | None = None,
-        fallback_op: str | None = None,
-    ) -> dict[str, int]:
-        """``count_results`` for every run at once: run id -> matching results (runs with
-        none are left out)."""
-
-    def search(
-        self, text: str, *, limit: int | None = None, offset: int = 0
-    ) -> list[dict[str, Any]]:
-        """Full text over case ids, error messages and tracebacks: every word, whole (``word*``
-        for a prefix); user text is never other syntax. Best first: the newest matches ranked
-        by relevance (bm25, a case-id hit first), then older ones newest first."""
-
-    def count_search(self, text: str) -> int: ...
-
-    def status_counts(self, run_id: str) -> dict[str, int]: ...
-
-    def failure_groups(
-        self, run_id: str, *, worst_first: bool = False, limit: int = 10, examples: int = 3
-    ) -> list[dict]:
-        """Failures grouped by (status, stage, error signature): ``status, stage, signature,
-        count, examples`` (case, mode) and the first one's ``message``."""
-
-    def count_failure_groups(self, run_id: str) -> int: ...
-
-    def headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
-        """Per run: ``statuses``, ``grades``, ``host_results`` (graded fallback or host) and
-        ``host_ops`` {op: evidence class or None} (views/headline.py)."""
-
-    def headline_figures(self, run_id: str) -> dict:
-        """A run's median cold compile wait and median compiled speedup, with their counts:
-        ``compile_wait_s``, ``compiled``, ``speedup``, ``timed_pairs``."""
-
-    def last_status_by_case(
-        self, device: str | None = None, cases: list[str] | None = None
-    ) -> dict[str, str]:
-        """Newest status per case, eager mode first; ``cases``: only these (indexed lookups)."""
+    def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
+        """``id, run_id, case, mode, author, text, created_at``, oldest first."""
 
     def schema_version(self) -> int: ...
-
-    def close(self) -> None: ...
 
     def __enter__(self) -> Store: ...
 

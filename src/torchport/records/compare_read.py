@@ -60,13 +60,13 @@ class CompareRead:
     _stream: Any
     _guard_iter: Any
     get_run: Any
-    environment: Any
     notes: Any
-    results: Any
-    iter_results: Any
-    count_results: Any
-    headline_counts: Any
-    reopened: Any
+    _environment: Any
+    _results_page: Any
+    _results_stream: Any
+    _count_results: Any
+    _headline_counts: Any
+    _reopened: Any
 
     @guarded
     def compare(
@@ -102,7 +102,7 @@ class CompareRead:
         a, b = self.get_run(run_a, plan=False), self.get_run(run_b, plan=False)
         run_a, run_b = a["id"], b["id"]
         params = {"run_a": run_a, "run_b": run_b, **_line_params(lines or COMPARE_LINES)}
-        sizes = {run: self.count_results(run_id=run) for run in (run_a, run_b)}
+        sizes = {run: self._count_results(run_id=run) for run in (run_a, run_b)}
         if limit is None:
             counts, decided, parts = self._every_pair(params, sizes[run_a], shape)
         else:
@@ -121,14 +121,16 @@ class CompareRead:
             # read a plan (100 000 entries in a large sweep) only where a pair is missing
             "unrecorded_a": self._planned(run_a, only_in["only_b"]),
             "unrecorded_b": self._planned(run_b, only_in["only_a"]),
-            "headline": tuple(self.headline_counts(r).get(r, {}) for r in (run_a, run_b)),
-            "dist": tuple(self.results(run_id=r, case_glob=DIST_GLOB) for r in (run_a, run_b)),
+            "headline": tuple(self._headline_counts(r).get(r, {}) for r in (run_a, run_b)),
+            "dist": tuple(
+                self._results_page(run_id=r, case_glob=DIST_GLOB) for r in (run_a, run_b)
+            ),
             "audited": tuple(self._audited(r) for r in (run_a, run_b)),
         }
         return got
 
     def _first_environment(self, run: dict) -> dict:
-        return self.environment(run["environment_ids"][0]) if run["environment_ids"] else {}
+        return self._environment(run["environment_ids"][0]) if run["environment_ids"] else {}
 
     def _planned(self, run_id: str, missing: list[list[str]]) -> int:
         """How many of ``missing`` (the other run's pairs this one lacks) it planned."""
@@ -140,9 +142,9 @@ class CompareRead:
     def _audited(self, run_id: str) -> list[dict] | None:
         """A run's results where it holds an operator audit (views/op_coverage.py reads
         them), else None, read no further than one page of its audit cases."""
-        if not self.results(run_id=run_id, case_glob=AUDIT_GLOB, limit=1):
+        if not self._results_page(run_id=run_id, case_glob=AUDIT_GLOB, limit=1):
             return None
-        return list(self.iter_results(run_id=run_id))
+        return list(self._results_stream(run_id=run_id))
 
     # -- every pair: the superset, in parts ------------------------------------------------------
     def _every_pair(
@@ -326,7 +328,7 @@ def _shaped(
 
 def _apart(store: CompareRead, params: dict, shape: Callable, cases) -> tuple[Any, dict]:
     """In a forked child: one part's pairs shaped on connections of its own."""
-    with store.reopened() as own:
+    with store._reopened() as own:
         part, tally = _shaped(own, params, shape, cases)
     return part, dict(tally)
 

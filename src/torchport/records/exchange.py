@@ -109,7 +109,7 @@ class RunDigest:
 
 def stored_digest(store, run_id: str) -> RunDigest:
     digest = RunDigest(run=_hash(run_line(store.get_run(run_id))))
-    for result in store.iter_results(run_id=run_id, order="case", with_ops=True):
+    for result in store._results_stream(run_id=run_id, order="case", with_ops=True):
         digest.add(result_line(run_id, result))
     return digest
 
@@ -152,12 +152,12 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
     for run in runs:
         for env_id in run["environment_ids"]:
             if env_id not in written_envs:
-                write({"kind": "environment", "id": env_id, "data": store.environment(env_id)})
+                write({"kind": "environment", "id": env_id, "data": store._environment(env_id)})
                 written_envs.add(env_id)
         write(run_line(run))
         paths, n = _result_lines(store, run["id"], out)
         counts["results"] += n
-        known = {a["path"]: a for a in store.artifacts(run["id"])}
+        known = {a["path"]: a for a in store._artifacts(run["id"])}
         for path in dict.fromkeys([*known, *paths]):
             found = known.get(path)
             if found is None:
@@ -184,7 +184,7 @@ def _result_lines(store, run_id: str, out: IO[str]) -> tuple[dict[str, None], in
     in files of their own, appended in order after it (the same bytes as one process writes,
     in about half the time on two cores). A stream with no bytes beneath (an in-memory one)
     is written by this process alone."""
-    parts = store.line_parts(run_id, forked.workers() if hasattr(out, "buffer") else 1)
+    parts = store._line_parts(run_id, forked.workers() if hasattr(out, "buffer") else 1)
     encoding = getattr(out, "encoding", None) or "utf-8"
     with contextlib.ExitStack() as stack:
         spills = [stack.enter_context(tempfile.TemporaryFile()) for _ in parts[1:]]
@@ -209,7 +209,7 @@ def _spill_part(
     own."""
     ids, spill = part
     with (
-        store.reopened() as own,
+        store._reopened() as own,
         open(spill.fileno(), "w", encoding=encoding, closefd=False) as text,
     ):
         paths, n = _write_result_lines(own, run_id, ids, text)
@@ -224,7 +224,7 @@ def _write_result_lines(
     paths: dict[str, None] = {}
     n = 0
     lines: list[str] = []
-    for line, result, artifacts in store.iter_result_lines(run_id, ids):
+    for line, result, artifacts in store._export_lines(run_id, ids):
         lines.append(line if line is not None else _canonical(result_line(run_id, result)))
         if artifacts:
             paths.update(dict.fromkeys(str(p) for p in artifacts))
@@ -390,7 +390,7 @@ def import_file(store, path: str, checked: Checked | None = None) -> ImportRepor
         )
     report = ImportReport(present=present)
     sha = hashlib.sha256()
-    with store.transaction():
+    with store._all_or_none():
         groups = itertools.groupby(
             _lines(path, sha, results_checked=True),
             key=lambda item: (item[1]["kind"], item[1].get("run_id")),
@@ -399,7 +399,7 @@ def import_file(store, path: str, checked: Checked | None = None) -> ImportRepor
             objs = [obj for _, obj in items] if kind != "result" else None
             if kind == "environment":
                 for obj in objs or ():
-                    if store.put_environment(obj["data"]) != obj["id"]:
+                    if store._put_environment(obj["data"]) != obj["id"]:
                         raise ExchangeError(
                             f"environment {obj['id']} in '{path}' does not "
                             "match its content (edited?); export it again"
@@ -408,13 +408,13 @@ def import_file(store, path: str, checked: Checked | None = None) -> ImportRepor
             elif kind == "run":
                 for obj in objs or ():
                     if obj["id"] not in present:
-                        store.put_run(obj)
+                        store._put_run(obj)
                         report.added[obj["id"]] = 0
             elif kind == "result" and run_id not in present:
                 recorded = (Recorded.checked_line(obj) for _, obj in items)
                 report.added[run_id] += store.add_results(run_id, recorded)
             elif kind == "artifact" and run_id not in present:
-                store.put_artifacts(run_id, objs or [])
+                store._put_artifacts(run_id, objs or [])
             elif kind == "note":
                 for obj in objs or ():
                     added = store.add_note(
@@ -464,7 +464,7 @@ def prepared(source: str) -> Iterator[tuple[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
         path = os.path.join(folder, "runs.jsonl")
         with open_store(source, write=False) as other:
-            run_ids = [run["id"] for run in reversed(other.list_runs())]
+            run_ids = [run["id"] for run in reversed(other.runs())]
             if not run_ids:
                 raise ExchangeError(f"'{source}' holds no runs; nothing to import")
             with open(path, "w", encoding="utf-8") as out:

@@ -226,7 +226,7 @@ class StepTimeRule:
         None when a side is not timed. ``tolerance``: a baseline file's fraction, held to
         instead of the measured noise (Python only: a comparison never has one)."""
         a, b = before.get(MEDIAN), after.get(MEDIAN)
-        if not self.timed(a, b):
+        if a is None or b is None or not self.timed(a, b):
             return None
         if tolerance is not None:
             ratio = b / a
@@ -234,13 +234,14 @@ class StepTimeRule:
             return (SLOWER if slower else FASTER if faster else WITHIN), "tolerance"
         n_a, n_b = before.get(SAMPLES), after.get(SAMPLES)
         low_a, high_a, low_b, high_b = (f.get(q) for f in (before, after) for q in SPREAD)
+        spread = low_a is not None and high_a is not None and low_b is not None
         up = down = False
-        if None not in (low_a, high_a, low_b, high_b):
+        if spread and high_b is not None:
             up = b > high_a and a < low_b
             down = b < low_a and a > high_b
         holds = {
             "few_samples": any(n is not None and n < self.min_samples for n in (n_a, n_b)),
-            "no_spread": None in (low_a, high_a, low_b, high_b),
+            "no_spread": not (spread and high_b is not None),
             "inside": not (up or down),
             "under_floor": abs(b / a - 1) < self.min_change,
             "outside": True,

@@ -112,7 +112,7 @@ class PGStore(SQLStore):
             self.close()
             raise
 
-    def reopened(self) -> PGStore:
+    def _reopened(self) -> PGStore:
         return PGStore(self._dsn, write=False)
 
     # -- connections ---------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class PGStore(SQLStore):
     @contextlib.contextmanager
     def _transaction(self, conn: psycopg.Connection):
         if conn.info.transaction_status != TransactionStatus.IDLE:
-            yield conn  # inside ``store.transaction()``: the outer one commits
+            yield conn  # inside ``store._all_or_none()``: the outer one commits
             return
         with conn.transaction():
             yield conn

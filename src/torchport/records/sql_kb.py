@@ -24,6 +24,7 @@ from torchport.records.compare_read import CompareRead, outcome
 from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
 from torchport.records.status import FAILURE_SEVERITY
+from torchport.records.surface import Surface
 
 T = TypeVar("T")
 
@@ -34,7 +35,7 @@ LINE_PART_MIN = 20_000
 ORDERS = tuple(queries.ORDERS)
 
 
-class KnowledgeBase(CompareRead):
+class KnowledgeBase(Surface, CompareRead):
     # An export reads a run's lines in spans of this many ids, this many spans at a time, each
     # on a thread of its own (the engine's; 0: on the caller's thread).
     line_span = 5000
@@ -70,7 +71,7 @@ class KnowledgeBase(CompareRead):
 
     # -- batched writes ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def _all_or_none(self) -> Iterator[None]:
         """Writes inside commit together, or none does (an import is all or nothing)."""
         try:
             conn = self._writer()
@@ -92,7 +93,7 @@ class KnowledgeBase(CompareRead):
         return count
 
     @guarded
-    def put_run(self, run: dict) -> None:
+    def _put_run(self, run: dict) -> None:
         """A run as it was recorded elsewhere (import): its times, state and environments."""
         conn = self._writer()
         env_ids = list(run.get("environment_ids") or [])
@@ -166,7 +167,7 @@ class KnowledgeBase(CompareRead):
             )
 
     @guarded
-    def put_artifacts(self, run_id: str, artifacts: Iterable[dict]) -> None:
+    def _put_artifacts(self, run_id: str, artifacts: Iterable[dict]) -> None:
         """Content hashes of the files a run's results point at (path, sha256, bytes)."""
         rows = [(run_id, a["path"], a.get("sha256"), a.get("bytes")) for a in artifacts]
         conn = self._writer()
@@ -174,7 +175,7 @@ class KnowledgeBase(CompareRead):
             self._executemany(conn, self.q.INSERT_ARTIFACT, rows)
 
     # -- streamed and paged reads ----------------------------------------------------------------
-    def iter_results(
+    def _results_stream(
         self,
         *,
         run_id: str | None = None,
@@ -200,7 +201,7 @@ class KnowledgeBase(CompareRead):
             )
         )
 
-    def iter_outcomes(self, run_id: str) -> Iterator[dict]:
+    def _outcomes(self, run_id: str) -> Iterator[dict]:
         """A run's results in (case, mode) order, lean: ``case, mode, status, stage, grade,
         figures`` (the key figures, records/figures.py), ``host_ops`` (the host-op table where
         placement found one, else None) and ``error_line`` (a baseline and a gate read
@@ -212,7 +213,7 @@ class KnowledgeBase(CompareRead):
         for row in self._stream(sql, (run_id,)):
             yield outcome(row)
 
-    def iter_statuses(
+    def _statuses_rows(
         self, run_id: str, cases: tuple[str | None, str | None] | None = None
     ) -> Iterator[tuple]:
         """A run's results in (case, mode) order as plain rows: ``(case, mode, status, stage,
@@ -226,7 +227,7 @@ class KnowledgeBase(CompareRead):
             return self._guard_iter(read_ahead(lambda: self._chunks(sql, args)))
         return self._guard_iter(self._stream(sql, args, plain=True))
 
-    def iter_result_lines(
+    def _export_lines(
         self, run_id: str, ids: tuple[int, int] | None = None
     ) -> Iterator[tuple[str | None, dict | None, list]]:
         """A run's results for an export file, in recorded order, never all in memory:
@@ -237,13 +238,13 @@ class KnowledgeBase(CompareRead):
         return self._guard_iter(self._iter_result_lines(run_id, ids))
 
     @guarded
-    def line_parts(self, run_id: str, parts: int) -> list[tuple[int, int] | None]:
+    def _line_parts(self, run_id: str, parts: int) -> list[tuple[int, int] | None]:
         """A run's results cut into ``parts`` ranges of ids (from, below) of about as many
         results each, for ``iter_result_lines`` to read apart; one part, None (every
         result), where the run is smaller than LINE_PART_MIN results or the schema predates
         the export rows."""
         conn = self._conn()
-        n = self.count_results(run_id=run_id)
+        n = self._count_results(run_id=run_id)
         parts = max(1, min(parts, n // LINE_PART_MIN))
         if parts == 1 or self._version < queries.LINES_FROM:
             return [None]
@@ -330,11 +331,11 @@ class KnowledgeBase(CompareRead):
                 self._forget(own)
 
     @guarded
-    def case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
+    def _case_parts(self, run_a: str, parts: int) -> list[tuple[str | None, str | None]]:
         """A run cut into up to ``parts`` ranges of its case ids (low, high; None: open),
         each of ``pairs_per_part`` results or more, for ``iter_statuses`` to read apart; one,
         (None, None), for a small run."""
-        return self._case_ranges(run_a, self.count_results(run_id=run_a), parts)
+        return self._case_ranges(run_a, self._count_results(run_id=run_a), parts)
 
     def _guard_iter(self, rows: Iterator[T]) -> Iterator[T]:
         try:
@@ -397,7 +398,7 @@ class KnowledgeBase(CompareRead):
             yield out
 
     @guarded
-    def count_results(
+    def _count_results(
         self,
         *,
         run_id: str | None = None,
@@ -419,7 +420,7 @@ class KnowledgeBase(CompareRead):
         )
 
     @guarded
-    def count_results_by_run(
+    def _count_results_by_run(
         self,
         *,
         status: str | None = None,
@@ -440,7 +441,7 @@ class KnowledgeBase(CompareRead):
         return counts
 
     @guarded
-    def count_search(self, text: str) -> int:
+    def _count_search(self, text: str) -> int:
         query = self._fts_query(text)
         if query is None:
             return 0
@@ -455,7 +456,7 @@ class KnowledgeBase(CompareRead):
         return self.q.TALLY_STATUS_COUNTS if self._tallied() else self.q.STATUS_COUNTS
 
     @guarded
-    def status_counts(self, run_id: str) -> dict[str, int]:
+    def _status_counts(self, run_id: str) -> dict[str, int]:
         sql = self.q.TALLY_RUN_STATUS_COUNTS if self._tallied() else self.q.RUN_STATUS_COUNTS
         rows = self._conn().execute(sql, (run_id,))
         return {r["status"]: int(r["n"]) for r in rows}
@@ -468,7 +469,7 @@ class KnowledgeBase(CompareRead):
         )
 
     @guarded
-    def failure_groups(
+    def _failure_groups(
         self, run_id: str, *, worst_first: bool = False, limit: int = 10, examples: int = 3
     ) -> list[dict]:
         """A run's failures grouped by (status, stage, error signature) with their count, most
@@ -502,13 +503,13 @@ class KnowledgeBase(CompareRead):
         return groups
 
     @guarded
-    def count_failure_groups(self, run_id: str) -> int:
+    def _count_failure_groups(self, run_id: str) -> int:
         sql = self.q.failure_group_count(self._signature_sql(), tallies=self._tallied())
         return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
 
     # -- a run's headline ----------------------------------------------------------------------
     @guarded
-    def headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
+    def _headline_counts(self, run_id: str | None = None) -> dict[str, dict]:
         """Per run (every run, or ``run_id``): ``statuses`` {status: n}, ``grades`` {grade: n}
         and, for results graded fallback or host, ``host_results``, ``host_ops`` {op:
         evidence class or None} and ``host_op_results`` {op: results}: statuses from the
@@ -554,7 +555,7 @@ class KnowledgeBase(CompareRead):
         return out
 
     @guarded
-    def headline_figures(self, run_id: str) -> dict:
+    def _headline_figures(self, run_id: str) -> dict:
         """A run's median cold compile wait and median compiled speedup (eager / compiled
         median step time per case, both passed), each with its count, ranked in the
         database."""
@@ -570,7 +571,7 @@ class KnowledgeBase(CompareRead):
 
     # -- choosing runs -----------------------------------------------------------------------------
     @guarded
-    def find_runs(
+    def _find_runs(
         self,
         *,
         device: str | None = None,
@@ -616,7 +617,7 @@ class KnowledgeBase(CompareRead):
         return [_note_dict(r) for r in rows]
 
     @guarded
-    def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]:
+    def _search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]:
         query = self._fts_query(text)
         if query is None or self._version < NOTES_FROM:
             return []
@@ -625,7 +626,7 @@ class KnowledgeBase(CompareRead):
         return [_note_dict(r) for r in rows]
 
     @guarded
-    def artifacts(self, run_id: str) -> list[dict]:
+    def _artifacts(self, run_id: str) -> list[dict]:
         if self._version < NOTES_FROM:
             return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))

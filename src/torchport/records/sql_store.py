@@ -38,7 +38,7 @@ S = TypeVar("S", bound="SQLStore")
 RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
 ID_CHUNK = 500  # ids per IN (...) query, under SQLite's bound-parameter limit
 # Methods whose UNIQUE failure means "this (case, mode) is already recorded in the run".
-_ADDS_RESULTS = ("add_result", "add_results")
+_ADDS_RESULTS = ("_add_result", "add_results")
 
 
 class SQLStore(KnowledgeBase):
@@ -76,7 +76,7 @@ class SQLStore(KnowledgeBase):
                     f"run {args[0]} already has a result for this (case, "
                     "mode); resume records only what is missing"
                 )
-            if method == "put_run":
+            if method == "_put_run":
                 return StoreError(f"run {args[0].get('id')} is already in '{self.url}'")
         return self._explain(exc)
 
@@ -147,7 +147,7 @@ class SQLStore(KnowledgeBase):
 
     # -- writes --------------------------------------------------------------------------------
     @guarded
-    def put_environment(self, data: dict) -> str:
+    def _put_environment(self, data: dict) -> str:
         blob = json.dumps(data, sort_keys=True, default=str)
         env_id = hashlib.sha256(blob.encode()).hexdigest()[:16]
         self._writer().execute(self.q.INSERT_ENVIRONMENT, (env_id, blob, now_iso()))
@@ -185,7 +185,7 @@ class SQLStore(KnowledgeBase):
         self._start_heartbeat(run_id)
 
     @guarded
-    def reopen_run(self, run_id: str) -> None:
+    def _reopen_run(self, run_id: str) -> None:
         conn = self._writer()
         with self._transaction(conn):  # check and claim under one lock: two resumes race
             row = conn.execute(self.q.RUN_LIVENESS, (run_id,)).fetchone()
@@ -205,21 +205,21 @@ class SQLStore(KnowledgeBase):
         self._start_heartbeat(run_id)
 
     @guarded
-    def set_environment(self, run_id: str, env_id: str) -> None:
+    def _set_environment(self, run_id: str, env_id: str) -> None:
         conn = self._writer()
         with self._transaction(conn):
             conn.execute(self.q.SET_FIRST_ENVIRONMENT, (env_id, run_id))
             conn.execute(self.q.ADD_RUN_ENVIRONMENT, (run_id, env_id, now_iso()))
 
     @guarded
-    def finish_run(self, run_id: str, state: str) -> None:
+    def _finish_run(self, run_id: str, state: str) -> None:
         if state not in RUN_STATES:
             raise ValueError(f"unknown run state {state!r}")
         self._stop_heartbeat()
         self._writer().execute(self.q.FINISH_RUN, (state, now_iso(), run_id))
 
     @guarded
-    def add_result(self, run_id: str, result: Result | Recorded | dict) -> int:
+    def _add_result(self, run_id: str, result: Result | Recorded | dict) -> int:
         """One transaction for the row and its op table, committed at once: a killed sweep
         keeps every finished result. MalformedResult before anything is written."""
         conn = self._writer()
@@ -277,22 +277,28 @@ class SQLStore(KnowledgeBase):
         return StoreError(f"no run '{run_id}' in {self.url}{hint}")
 
     @guarded
-    def get_run(self, run_id: str, *, plan: bool = True) -> dict:
+    def get_run(self, run_id: str, *, plan: bool = True, environments: bool = False) -> dict:
+        """``plan=False``: ``planned`` (the plan's length) in place of the plan, which holds
+        100 000 entries in a large sweep; ``environments``: each of the run's environments
+        as ``environments`` (a fingerprint each, in the order they were recorded)."""
         sql = self.q.RUN_BY_ID if plan else self.q.run_header(version=self._version)
         row = self._conn().execute(sql, (run_id,)).fetchone()
         if row is None:
             raise self._no_run(run_id)
-        return self._run_dict(row)
+        run = self._run_dict(row)
+        if environments:
+            run["environments"] = [self._environment(e) for e in run["environment_ids"]]
+        return run
 
     @guarded
-    def latest_run_id(self) -> str:
+    def _latest_run_id(self) -> str:
         row = self._conn().execute(self.q.LATEST_RUN).fetchone()
         if row is None:
             raise StoreError(f"no runs in {self.url}; start one with 'torchport run'")
         return row["id"]
 
     @guarded
-    def list_runs(self) -> list[dict]:
+    def _list_runs(self) -> list[dict]:
         """Newest first, each with ``counts`` and ``planned`` (the plan's length; a listing
         does not carry the plan itself, which holds 100 000 entries in a large sweep)."""
         conn = self._conn()
@@ -306,19 +312,19 @@ class SQLStore(KnowledgeBase):
         return runs
 
     @guarded
-    def environment(self, env_id: str | None) -> dict:
+    def _environment(self, env_id: str | None) -> dict:
         if env_id is None:
             return {}
         row = self._conn().execute(self.q.ENVIRONMENT, (env_id,)).fetchone()
         return self._json(row["data"], dict, f"environment {env_id}") if row else {}
 
     @guarded
-    def done_items(self, run_id: str) -> set[tuple[str, str]]:
+    def _done_items(self, run_id: str) -> set[tuple[str, str]]:
         rows = self._conn().execute(self.q.DONE_ITEMS, (run_id,))
         return {(r["case_id"], r["mode"]) for r in rows}
 
     @guarded
-    def results(
+    def _results_page(
         self,
         *,
         run_id: str | None = None,
@@ -341,7 +347,7 @@ class SQLStore(KnowledgeBase):
         )
 
     @guarded
-    def search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
+    def _search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
         """Results for ``text``, best first: the newest RANK_WINDOW matches ranked by relevance
         (a case-id hit first, then an error message, then a traceback; the engine scores, lower
         is better), then older matches, newest first. ``limit``/``offset`` page them; pages
@@ -370,7 +376,7 @@ class SQLStore(KnowledgeBase):
         return [self._result_dict(rows[i]) for i in ids if i in rows]
 
     @guarded
-    def last_status_by_case(
+    def _last_status_by_case(
         self, device: str | None = None, cases: list[str] | None = None
     ) -> dict[str, str]:
         """The newest recorded status of each case (eager mode first), for listings. With

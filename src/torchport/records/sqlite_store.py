@@ -64,7 +64,7 @@ class SQLiteStore(SQLStore):
             self._open_checked(write=True)
 
     # -- connections ---------------------------------------------------------------------------
-    def reopened(self) -> SQLiteStore:
+    def _reopened(self) -> SQLiteStore:
         return SQLiteStore(self.path, write=False)
 
     def _connect(self) -> sqlite3.Connection:
@@ -147,7 +147,7 @@ class SQLiteStore(SQLStore):
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection):
-        if conn.in_transaction:  # inside ``store.transaction()``: the outer one commits
+        if conn.in_transaction:  # inside ``store._all_or_none()``: the outer one commits
             yield conn
             return
         conn.execute(q.BEGIN_IMMEDIATE)

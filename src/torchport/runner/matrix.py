@@ -562,12 +562,12 @@ def run_side(
     tag = f"[{spec.name}/{run.name}]" if named else f"[{spec.name}]"
     what = f"'torchport run' {run.name}" if named else "'torchport run'"
     side = Side(name=spec.name, env=env, run_name=run.name, labels=labels)
-    done = store.find_runs(labels=labels, complete=True)
+    done = [r["id"] for r in store.runs(labels=labels, complete=True)]
     if done:
         side.run_id, side.run_reused = done[0], True
         log(f"{tag} run {done[0]} is complete: reused")
         return side
-    unfinished = store.find_runs(labels=labels, complete=False)
+    unfinished = [r["id"] for r in store.runs(labels=labels, complete=False)]
     cmd = [env.torchport]
     if unfinished:
         cmd += ["run", "--resume", unfinished[0], "--db", db]
@@ -594,7 +594,7 @@ def run_side(
         f"{tag} float64 references: {side.references_added} computed and added to "
         f"{reference_cache}, {len(before)} there before"
     )
-    runs = store.find_runs(labels=labels, complete=False)
+    runs = [r["id"] for r in store.runs(labels=labels, complete=False)]
     side.run_id = runs[0] if runs else None
     # The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
     side.interrupted = code in (128 + signal.SIGINT, 128 + signal.SIGTERM)

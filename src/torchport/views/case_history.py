@@ -2,7 +2,7 @@
 plots (step time, cold and warm compile), the parity figures per tensor and the latest failure.
 
 The results come from ``store.results(case_glob=exact_glob(case))`` (an indexed lookup), the
-runs from ``store.list_runs()``; nothing here reads a connection.
+runs from ``store.runs()``; nothing here reads a connection.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def environment_diff(env_a: dict, env_b: dict) -> list[dict]:
 
 
 def metrics(result: dict) -> dict:
-    """A result's metrics, or an outcome row's key figures (``store.iter_outcomes``: every
+    """A result's metrics, or an outcome row's key figures (``store.statuses(outcomes=True)``: every
     figure compare, baseline and gate read)."""
     value = result["figures"] if "figures" in result else result.get("metrics")
     return value if isinstance(value, dict) else {}
@@ -346,11 +346,15 @@ def compare_runs(
         notes=got["notes"],
     )
     timed = _transitions(out, got["counts"])
+    order: list[str] = []
     for part in got["parts"]:
         _add_part(out, part)
+        order += [v for v in part["verdicts"] if v not in order]
     decided = got["decided"]
-    counted = {v: decided[v] for v in VERDICTS_COUNTED}
-    counted[WITHIN] = timed - sum(counted.values())  # every timed pair not judged otherwise
+    if limit is not None:  # a page shows only some pairs: the lists' order
+        order = list(VERDICTS_COUNTED)
+    counted = {v: decided[v] for v in order}
+    counted[WITHIN] = timed - sum(decided[v] for v in VERDICTS_COUNTED)  # the rest timed
     out.perf_verdicts = {v: n for v, n in counted.items() if n}
     if limit is not None:
         del out.parity[limit:], out.compile[limit:]  # two figures' first pairs each: the first
@@ -396,9 +400,15 @@ def _shown(pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> dict:
     name: what they filled in (``_add_part``). Called by the store's read, in a forked child
     for a later part (records/forked.py)."""
     out = Comparison(run_a={}, run_b={})
+    kinds: set[frozenset[str]] = set()
+    verdicts: list[str] = []  # the order they first show in, as the JSON lists them
     for a, b, decided in pairs:
         _show(out, a, b, decided)
-    return {**{name: getattr(out, name) for name in _PART_FIELDS}, "host_ops": out.host_ops}
+        if decided not in kinds:
+            kinds.add(decided)
+            verdicts += [v for v in VERDICTS_COUNTED if v in decided and v not in verdicts]
+    part = {name: getattr(out, name) for name in _PART_FIELDS}
+    return {**part, "host_ops": out.host_ops, "verdicts": verdicts}
 
 
 def _add_part(out: Comparison, part: dict) -> None:

@@ -39,14 +39,17 @@ def resolve_run(store, spec: str | None, filters: dict[str, str] | None = None) 
         return store.get_run(spec, plan=False)["id"]  # StoreError names the latest run
     conditions = {**filters, **(parse_selector(spec) if spec and spec != "latest" else {})}
     if not conditions:
-        return store.latest_run_id()
+        return store.runs(latest=True)[0]["id"]
     labels = {k: v for k, v in conditions.items() if k not in RUN_FIELDS}
-    found = store.find_runs(
-        device=conditions.get("device"),
-        suite=conditions.get("suite"),
-        labels=labels or None,
-        complete=True,
-    )
+    found = [
+        r["id"]
+        for r in store.runs(
+            device=conditions.get("device"),
+            suite=conditions.get("suite"),
+            labels=labels or None,
+            complete=True,
+        )
+    ]
     if not found:
         raise StoreError(
             f"no complete run matches {describe(conditions)}; 'torchport runs' "

@@ -449,9 +449,9 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
         noted = client.get("/compare.json?a=r1&b=r2").json()
         assert len(joins) == 1 and noted["views"]["notes"]["rows"][0][-1] == "looked at it"
         with open_store(path, write=True) as writer:  # a resumed run records its last result
-            writer.reopen_run("r2")
-            writer.add_result("r2", kb.results()[-1])
-            writer.finish_run("r2", "complete")
+            writer.update_run("r2", state="running")
+            writer.add_results("r2", [kb.results()[-1]])
+            writer.update_run("r2", state="complete")
         after = client.get("/compare.json?a=r1&b=r2").json()
         assert len(joins) == 2 and after["common"] == first["common"] + 1
         client.get("/compare.json?a=r2&b=r1")

@@ -22,7 +22,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
     if db is None and not os.path.exists(default_db_path()):
         return {}
     with store_problems():
-        return open_db(db).last_status_by_case(cases=cases)
+        return open_db(db).history(cases=cases)
 
 
 def _sized(case) -> dict:

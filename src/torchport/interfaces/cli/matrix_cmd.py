@@ -338,13 +338,17 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
     for name, (base, *others) in run_groups(matrix, sides):
         if base.run_id is None:
             continue
-        baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
+        baseline = make_baseline(
+            store.get_run(base.run_id), store.statuses(base.run_id, outcomes=True)
+        )
         file = "baseline.json" if name == DEFAULT_RUN else f"baseline-{name}.json"
         _write(os.path.join(out_dir, file), json.dumps(baseline, indent=1))
         for side in others:
             if side.run_id is None:
                 continue
-            report = gate(baseline, store.get_run(side.run_id), store.iter_outcomes(side.run_id))
+            report = gate(
+                baseline, store.get_run(side.run_id), store.statuses(side.run_id, outcomes=True)
+            )
             reports.append(
                 {"env": side.name, "run_name": name, "run": side.run_id, **report.to_dict()}
             )
