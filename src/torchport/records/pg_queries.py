@@ -157,9 +157,8 @@ def headline_speedup(**kwargs: Any) -> str:
 
 
 # The comparisons decide whether two results ran the same ops on the host by the md5 key the
-# outcomes index holds (migrations_pg/0008), from schema v8 on: never a table row a pair.
+# outcomes index holds (migrations_pg/0008): never a table row a pair.
 _HOST_OPS_CHANGED = "a.host_ops IS DISTINCT FROM b.host_ops"
-HOST_OPS_KEY_FROM = 8
 
 
 class Dialect:
@@ -181,8 +180,6 @@ def _by_key(build: Callable[..., str]) -> Callable[..., str]:
     @functools.wraps(build)
     def wrapper(*args: Any, **kwargs: Any) -> str:
         sql = build(*args, **kwargs)
-        if kwargs.get("version", 0) < HOST_OPS_KEY_FROM:
-            return sql
         assert _HOST_OPS_CHANGED in sql, "queries.compare_decisions changed: update pg_queries"
         return sql.replace(_HOST_OPS_CHANGED, "a.host_ops_key IS DISTINCT FROM b.host_ops_key")
 

@@ -26,7 +26,6 @@ from torchport.records import pg_schema
 from torchport.records.base import StoreError
 from torchport.records.globs import fnmatch_to_like
 from torchport.records.pg_queries import Dialect
-from torchport.records.schema import SCHEMA_VERSION
 from torchport.records.sql_common import guarded, redact_url
 from torchport.records.sql_store import SQLStore
 
@@ -101,10 +100,9 @@ class PGStore(SQLStore):
         try:
             if write:
                 pg_schema.migrate(conn, self.url)
-                self._version = SCHEMA_VERSION
             else:
-                self._version, tables = pg_schema.describe(conn)
-                pg_schema.check_identity(self.url, self._version, tables, write=False)
+                version, tables = pg_schema.describe(conn)
+                pg_schema.check_identity(self.url, version, tables, write=False)
         except psycopg.Error as exc:
             self.close()
             raise pg_schema.explain(exc, self.url) from None

@@ -82,7 +82,6 @@ LATEST_RUN = "SELECT id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
 RUN_ENVIRONMENTS = (
     "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid"
 )
-STATUS_COUNTS = "SELECT run_id, status, COUNT(*) AS n FROM results GROUP BY run_id, status"
 ENVIRONMENT = "SELECT data FROM environments WHERE id = ?"
 DONE_ITEMS = "SELECT case_id, mode FROM results WHERE run_id = ?"
 
@@ -117,13 +116,12 @@ ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
-def outcomes(*, version: int) -> str:
-    """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
-    host ops from v4; an older file reads them out of the JSON)."""
-    figures = ", ".join(_figure("results", name, version) for name in OUTCOME_FIGURES)
+def outcomes() -> str:
+    """Parameter: run_id."""
+    figures = ", ".join(_figure("results", name) for name in OUTCOME_FIGURES)
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
-        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"
+        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results')} END,"
         " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
         " instr(error_message || char(10), char(10)) - 1) END AS error_line"
         " FROM results WHERE run_id = ? ORDER BY case_id, mode"
@@ -136,13 +134,13 @@ def outcomes(*, version: int) -> str:
 STATUS_FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
 
 
-def statuses(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+def statuses(*, bounds: tuple[bool, bool] = (False, False)) -> str:
     """Parameters: run_id, then the first case (``bounds[0]``) and the case past the last
     (``bounds[1]``) of a part. Rows: case_id, mode, status, stage, then STATUS_FIGURES."""
-    figures = ", ".join(_figure("results", name, version) for name in STATUS_FIGURES)
+    figures = ", ".join(_figure("results", name) for name in STATUS_FIGURES)
     low, high = (" AND case_id >= ?", " AND case_id < ?")
     return (
-        f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering(version)}"
+        f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering()}"
         f" WHERE run_id = ?{low if bounds[0] else ''}{high if bounds[1] else ''}"
         " ORDER BY case_id, mode"
     )
@@ -162,7 +160,6 @@ OPS_JSON = (
 # that row, like any other it does not, is exported from its row as before), then
 # line_text.COLUMNS. Read in spans of ids, each with its op table rows (OPS_OF_SPAN).
 LINE_JSON_COLUMNS = ("artifacts", "durations", "findings", "metrics", "probe_versions")
-LINES_FROM = 2  # schema version: probe_versions, the last of the JSON columns
 
 # A run's first and last result id: an export reads the ids between in spans.
 FIRST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1"
@@ -232,7 +229,6 @@ def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallbac
 # then every id in a span is that run's. ``overlaps`` says when they do (runs recorded at the
 # same time), and the caller counts by the result rows instead (count_results_by_run). One
 # statement: the spans and the counts are read from one snapshot.
-RUN_ORDER_FROM = 9
 _RUN_SPANS = (
     "SELECT id AS run_id, (SELECT MIN(id) FROM results WHERE run_id = runs.id) AS lo,"
     " (SELECT MAX(id) FROM results WHERE run_id = runs.id) AS hi FROM runs"
@@ -248,45 +244,22 @@ COUNT_OP_RESULTS_BY_RUN_SPAN = (
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
-HEARTBEAT_FROM, PLANNED_FROM = 5, 6  # schema versions: runs.heartbeat_at, runs.planned
-
-
-def _run_header(version: int) -> str:
-    """``version``: the file's schema; an older file reads no heartbeat and parses each plan
-    for its length."""
-    heartbeat = "heartbeat_at" if version >= HEARTBEAT_FROM else "NULL AS heartbeat_at"
-    planned = "planned" if version >= PLANNED_FROM else "json_array_length(plan) AS planned"
-    return (
-        "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
-        f" labels, environment_id, {heartbeat}, {planned} FROM runs"
-    )
-
-
-def list_runs(*, version: int) -> str:
-    return _run_header(version) + " ORDER BY started_at DESC, rowid DESC"
-
-
-def run_header(*, version: int) -> str:
-    """One run as a listing shows it (``planned``, not the plan)."""
-    return _run_header(version) + " WHERE id = ?"
-
-
-RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
-RUN_STATUS_COUNTS_BY_RUN = (
-    "SELECT run_id, status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY run_id, status"
+_RUN_HEADER = (
+    "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
+    " labels, environment_id, heartbeat_at, planned FROM runs"
 )
-# From schema v8 a run's counts are kept as its results are recorded (migrations/0008: the
-# run_tallies table, '' for NULL): the same answers from a few hundred rows a run.
-TALLIES_FROM = 8
+LIST_RUNS = _RUN_HEADER + " ORDER BY started_at DESC, rowid DESC"
+RUN_HEADER = _RUN_HEADER + " WHERE id = ?"  # one run as a listing shows it (``planned``)
+
+# A run's counts are kept as its results are recorded (migrations/0008: the run_tallies table,
+# '' for NULL): the answers of a count over its result rows, from a few hundred rows a run.
 _TALLY_N = "CAST(SUM(n) AS BIGINT) AS n"
-TALLY_STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
-TALLY_RUN_STATUS_COUNTS = (
-    f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
-)
-TALLY_RUN_STATUS_COUNTS_BY_RUN = (
+STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
+RUN_STATUS_COUNTS = f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
+RUN_STATUS_COUNTS_BY_RUN = (
     f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
 )
-TALLY_RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
+RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
 RUN_SELECTORS = (
     "SELECT id, state, pid, host, device, suite, labels FROM runs"
     " ORDER BY started_at DESC, rowid DESC"
@@ -294,43 +267,35 @@ RUN_SELECTORS = (
 FAILURES = f" run_id = ? AND status NOT IN {sql_list(NOT_FAILURES)}"
 
 
-def failure_groups(*, signature: str, severity: tuple[str, ...], tallies: bool = False) -> str:
-    """Failure groups of one run, (status, stage, signature) with a count, worst first when
-    ``severity`` is given (a status order), else most common first. Parameters: run_id, limit.
-    ``signature`` is the column, or the expression that computes it on an older schema;
-    ``tallies``: counted from run_tallies (schema v8)."""
+def failure_groups(*, severity: tuple[str, ...]) -> str:
+    """Failure groups of one run, (status, stage, signature) with a count (run_tallies), worst
+    first when ``severity`` is given (a status order), else most common first. Parameters:
+    run_id, limit."""
     order = "n DESC, status, stage"
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
-    if tallies:
-        return (
-            "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
-            f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
-            f" ORDER BY {order} LIMIT ?"
-        )
     return (
-        f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
-        f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
+        "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
+        f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
+        f" ORDER BY {order} LIMIT ?"
     )
 
 
-def failure_group_count(signature: str, tallies: bool = False) -> str:
-    table, sig = ("run_tallies", "signature") if tallies else ("results", signature)
-    return (
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE{FAILURES}"
-        f" GROUP BY status, stage, {sig}) AS groups"
-    )
+FAILURE_GROUP_COUNT = (
+    f"SELECT COUNT(*) FROM (SELECT 1 FROM run_tallies WHERE{FAILURES}"
+    " GROUP BY status, stage, signature) AS groups"
+)
 
 
-def failure_examples(signature: str, *, no_stage: bool = False, no_signature: bool = False) -> str:
+def failure_examples(*, no_stage: bool = False, no_signature: bool = False) -> str:
     """A group's first results. Parameters: run_id, status, stage, signature, limit, less the
     stage and the signature the group has none of (``no_stage``, ``no_signature``: ``IS NULL``
     instead). Equalities, not ``IS ?``: PostgreSQL's ``IS NOT DISTINCT FROM`` is no index
     condition, so its planner walked the whole table in id order (3.6 s at a million results);
     ``=`` finds the group on (run_id, status, stage, signature)."""
     stage = "stage IS NULL" if no_stage else "stage = ?"
-    sig = f"{signature} IS NULL" if no_signature else f"{signature} = ?"
+    sig = "signature IS NULL" if no_signature else "signature = ?"
     return (
         "SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
         f" AND {stage} AND {sig} ORDER BY id LIMIT ?"
@@ -414,41 +379,32 @@ _JOIN = (
 )
 
 
-FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
 PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
 # The status lists: the only ones that show an error line.
 STATUS_DECISIONS = tuple(rule.name for rule in STATUS_RULES)
 
 
-def _figure(alias: str, name: str, version: int) -> str:
+def _figure(alias: str, name: str) -> str:
     """A figure of a result row: its column (a key figure, records/figures.py KEY_FIGURES),
-    read from the metrics document in a schema before the columns, or, for any other
-    compared figure, always (``torchport_metric``: records/figures.py ``metric_value`` on
-    SQLite, records/pg_queries.py ``metric_sql`` on PostgreSQL)."""
+    or, for any other compared figure, read out of the metrics document
+    (``torchport_metric``: records/figures.py ``metric_value`` on SQLite,
+    records/pg_queries.py ``metric_sql`` on PostgreSQL)."""
     if name not in KEY_FIGURES:
         return f"torchport_metric({alias}.metrics, '{name}')"
-    return (
-        f"{alias}.{name}"
-        if version >= FIGURE_COLUMNS_FROM
-        else f"json_extract({alias}.metrics, '$.{name}')"
-    )
+    return f"{alias}.{name}"
 
 
-def _host_ops(alias: str, version: int) -> str:
-    return (
-        f"{alias}.host_ops"
-        if version >= HOST_OPS_COLUMN_FROM
-        else f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
-    )
+def _host_ops(alias: str) -> str:
+    return f"{alias}.host_ops"
 
 
-def _outcome_columns(alias: str, version: int, error_when: str = "") -> str:
+def _outcome_columns(alias: str, error_when: str = "") -> str:
     """An outcome row's columns; ``error_when``: the condition (and a trailing AND) under
     which its error line is read: SQLite reads the row itself, not only an index, for it."""
-    return ", ".join(_outcome_column_list(alias, version, error_when))
+    return ", ".join(_outcome_column_list(alias, error_when))
 
 
-def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list[str]:
+def _outcome_column_list(alias: str, error_when: str = "") -> list[str]:
     """``_outcome_columns`` one by one: case, mode, status, stage, grade, the figures, then
     the host ops and the error line (the two an index may not hold)."""
     return [
@@ -457,16 +413,16 @@ def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list
         f"{alias}.status",
         f"{alias}.stage",
         f"{alias}.grade",
-        *(_figure(alias, n, version) for n in OUTCOME_FIGURES),
-        f"CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)} END",
+        *(_figure(alias, n) for n in OUTCOME_FIGURES),
+        f"CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias)} END",
         f"CASE WHEN {error_when}{alias}.error_message IS NOT NULL THEN"
         f" substr({alias}.error_message, 1, instr({alias}.error_message || char(10), char(10))"
         " - 1) END",
     ]
 
 
-def _both_timed(version: int) -> str:
-    a, b = (_figure(x, "perf_median_ms", version) for x in "ab")
+def _both_timed() -> str:
+    a, b = (_figure(x, "perf_median_ms") for x in "ab")
     return (
         f"a.status = 'pass' AND b.status = 'pass' AND {a} IS NOT NULL AND {b} IS NOT NULL"
         f" AND {a} != 0 AND {b} != 0"
@@ -474,7 +430,7 @@ def _both_timed(version: int) -> str:
 
 
 def pairs_that_may_differ(
-    *, version: int, rows_apart: bool = False, bounds: tuple[bool, bool] = (False, False)
+    *, rows_apart: bool = False, bounds: tuple[bool, bool] = (False, False)
 ) -> str:
     """Every pair that shows a change (``compare_decisions``, or a step time judged other
     than within noise), both outcomes and the pair's decisions (``decisions``), in case
@@ -486,25 +442,23 @@ def pairs_that_may_differ(
     up by key only where it shows what only they hold: the host ops of a placement candidate,
     the error line of a pair in which a side failed (the others' host ops read NULL).
     ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``)."""
-    shows = [f"({c})" for c in compare_decisions(version=version).values()]
-    verdict = step_time_verdict(
-        version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
-    )
+    shows = [f"({c})" for c in compare_decisions().values()]
+    verdict = step_time_verdict(says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)})
     shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
     # Only the status lists show an error line, and a pair is in one only when a side failed:
     # the other pairs are read from the index alone (SQLite seeks a row only for its text).
     failed = "(a.status != 'pass' OR b.status != 'pass')"
-    join = _indexed_join(version, _outcomes_index(version), bounds)
+    join = _indexed_join(bounds)
     where = f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
     if not rows_apart:
         return (
-            f"SELECT {_outcome_columns('a', version, f'{failed} AND ')},"
-            f" {_outcome_columns('b', version, f'{failed} AND ')},"
-            f" {decisions(version=version)}{join}{where}"
+            f"SELECT {_outcome_columns('a', f'{failed} AND ')},"
+            f" {_outcome_columns('b', f'{failed} AND ')},"
+            f" {decisions()}{join}{where}"
         )
-    indexed = {x: _outcome_column_list(x, version)[:-2] for x in "ab"}
+    indexed = {x: _outcome_column_list(x)[:-2] for x in "ab"}
     inner = ", ".join(f"{c} AS {x}{i}" for x, cs in indexed.items() for i, c in enumerate(cs))
-    placed = PLACEMENT_RULE.sql(_host_ops("a", version), _host_ops("b", version))
+    placed = PLACEMENT_RULE.sql(_host_ops("a"), _host_ops("b"))
 
     def side(x: str) -> str:
         row = f"{x}_row"
@@ -524,47 +478,37 @@ def pairs_that_may_differ(
 
     return (
         f"SELECT {side('a')}, {side('b')}, pairs.decided FROM (SELECT {inner},"
-        f" {decisions(version=version)} AS decided, ({placed}) AS placed, {failed} AS failed"
+        f" {decisions()} AS decided, ({placed}) AS placed, {failed} AS failed"
         f"{join}{where} LIMIT -1 OFFSET 0) AS pairs{lookup('a')}{lookup('b')}"
         " ORDER BY pairs.a0, pairs.a1"
     )
 
 
-def decisions(*, version: int) -> str:
+def decisions() -> str:
     """Every decision on one pair (a, b), as one integer: bit k set when the k-th of
     ``decided_names`` holds (a step time within noise sets none). Named parameters: the
     lines (compare_decisions, step_time_verdict)."""
-    names = decided_names(version=version)
-    conditions = compare_decisions(version=version).values()
+    names = decided_names()
+    conditions = compare_decisions().values()
     bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(conditions)]
     says = {v: str(1 << names.index(v)) for v in PERF_VERDICTS_COUNTED}
-    bits.append(f"COALESCE({step_time_verdict(version=version, says={**says, WITHIN: '0'})}, 0)")
+    bits.append(f"COALESCE({step_time_verdict(says={**says, WITHIN: '0'})}, 0)")
     return f"({' + '.join(bits)})"
 
 
-def _outcomes_index(version: int) -> str | None:
-    """The index that holds every column a comparison decides on (None: read the rows)."""
-    return (
-        "results_outcomes"
-        if version >= OUTCOMES_INDEX_FROM
-        else "results_pairs"
-        if version >= HOST_OPS_COLUMN_FROM
-        else None
-    )
+OUTCOMES_INDEX = "results_outcomes"  # holds every column a comparison decides on
 
 
-def _indexed_join(version: int, index: str | None, bounds: tuple[bool, bool]) -> str:
+def _indexed_join(bounds: tuple[bool, bool]) -> str:
     """The join, SQLite told which index to read (named, since an empty file's planner would
     pick another); ``bounds``: only A's case ids from ``:low`` / below ``:high``."""
     limits = (" AND a.case_id >= :low", " AND a.case_id < :high")
     join = _JOIN + "".join(cond for cond, on in zip(limits, bounds, strict=True) if on)
     if any(bounds):  # '+': SQLite would carry A's range over to B and find B by it, not by key
         join = join.replace("b.case_id = a.case_id", "b.case_id = +a.case_id")
-    if index is None:
-        return join
     return join.replace(
         "results a JOIN results b",
-        f"results a INDEXED BY {index} JOIN results b INDEXED BY {index}",
+        f"results a INDEXED BY {OUTCOMES_INDEX} JOIN results b INDEXED BY {OUTCOMES_INDEX}",
     )
 
 
@@ -577,20 +521,20 @@ def _flag(condition: str) -> str:
     return f"CASE WHEN {condition} THEN 1 ELSE 0 END"
 
 
-def step_time_verdict(*, version: int, says: dict[str, str]) -> str:
+def step_time_verdict(*, says: dict[str, str]) -> str:
     """views/noise.py's verdict on a pair's step times, exactly, as one SQL expression: what
     ``says`` gives for slower, faster, not judged and within noise (SQL values), NULL when the
     pair is not timed on both sides. Named parameters: min_samples, min_change."""
 
     def f(alias: str, name: str) -> str:
-        return _figure(alias, name, version)
+        return _figure(alias, name)
 
     med_a, med_b = f("a", "perf_median_ms"), f("b", "perf_median_ms")
     spread = [f(x, q) for x in "ab" for q in ("perf_p10_ms", "perf_p90_ms")]
     up = f"{med_b} > {f('a', 'perf_p90_ms')} AND {med_a} < {f('b', 'perf_p10_ms')}"
     down = f"{med_b} < {f('a', 'perf_p10_ms')} AND {med_a} > {f('b', 'perf_p90_ms')}"
     return (
-        f"CASE WHEN NOT ({_both_timed(version)}) THEN NULL"
+        f"CASE WHEN NOT ({_both_timed()}) THEN NULL"
         f" WHEN {f('a', 'perf_samples')} < :min_samples"
         f" OR {f('b', 'perf_samples')} < :min_samples THEN {says[NOT_JUDGED]}"
         f" WHEN {' OR '.join(f'{x} IS NULL' for x in spread)} THEN {says[NOT_JUDGED]}"
@@ -599,54 +543,48 @@ def step_time_verdict(*, version: int, says: dict[str, str]) -> str:
     )
 
 
-def compare_decisions(*, version: int) -> dict[str, str]:
+def compare_decisions() -> dict[str, str]:
     """What views/compare.py decides per pair, exactly, as SQL conditions: the status lists,
     the placement candidates, each parity, compile and memory figure past its line. Named
     parameters: parity, compile, memory."""
-    s = version
-
-    def f(alias: str, name: str) -> str:
-        return _figure(alias, name, s)
-
     decisions = {rule.name: rule.sql() for rule in STATUS_RULES}
-    decisions[PLACEMENT_RULE.name] = PLACEMENT_RULE.sql(_host_ops("a", s), _host_ops("b", s))
+    decisions[PLACEMENT_RULE.name] = PLACEMENT_RULE.sql(_host_ops("a"), _host_ops("b"))
     for rule in FIGURE_RULES:
-        decisions[rule.figure] = figure_past(rule, version=s)
+        decisions[rule.figure] = figure_past(rule)
     return decisions
 
 
-def figure_past(rule, *, version: int) -> str:
+def figure_past(rule) -> str:
     """A FigureRule (records/figures.py) as an SQL condition over the pair (a, b): exactly
     its ``past``, the line a named parameter (``:line``)."""
-    a, b = _figure("a", rule.figure, version), _figure("b", rule.figure, version)
+    a, b = _figure("a", rule.figure), _figure("b", rule.figure)
     up = f"{_ratio(a, b)} > :{rule.line}"
     if rule.both_ways:
         return f"({up} OR {_ratio(b, a)} > :{rule.line})"
     return f"{a} > 0 AND {up}"
 
 
-def pair_counts(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+def pair_counts(*, bounds: tuple[bool, bool] = (False, False)) -> str:
     """Pairs per (A status, B status), and of them how many have a step time on both sides,
     from the outcomes index alone. ``bounds``: whether A's case ids are held from ``:low``
     and below ``:high`` (a part of the pairs; compare_lists splits two runs in parts)."""
     return (
-        f"SELECT a.status, b.status, COUNT(*), SUM({_flag(_both_timed(version))})"
-        f"{_indexed_join(version, _outcomes_index(version), bounds)} GROUP BY a.status, b.status"
+        f"SELECT a.status, b.status, COUNT(*), SUM({_flag(_both_timed())})"
+        f"{_indexed_join(bounds)} GROUP BY a.status, b.status"
     )
 
 
 _NO_COUNT = "CAST(NULL AS BIGINT)"  # typed: PostgreSQL matches the UNION's columns by type
 
 
-def decided_names(*, version: int) -> list[str]:
+def decided_names() -> list[str]:
     """What ``compare_lists`` counts, in its columns' order (and its bits' order): each
     decision of ``compare_decisions``, then the step-time verdicts but ``WITHIN``."""
-    return [*compare_decisions(version=version), *PERF_VERDICTS_COUNTED]
+    return [*compare_decisions(), *PERF_VERDICTS_COUNTED]
 
 
 def compare_lists(
     *,
-    version: int,
     bounds: tuple[bool, bool] = (False, False),
     only: tuple[str, ...] | None = None,
     after: bool = False,
@@ -667,14 +605,14 @@ def compare_lists(
     ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
     figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
     a later page of one list, at the cost of the first."""
-    listed = compare_decisions(version=version)
-    names = decided_names(version=version)
-    medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
+    listed = compare_decisions()
+    names = decided_names()
+    medians = (_figure("a", "perf_median_ms"), _figure("b", "perf_median_ms"))
     pairs = (
         f"SELECT a.case_id, a.mode, a.status AS status_a, b.status AS status_b,"
-        f" {_flag(_both_timed(version))} AS timed, {decisions(version=version)} AS decided,"
+        f" {_flag(_both_timed())} AS timed, {decisions()} AS decided,"
         f" abs({_ratio(*medians)} - 1) AS gap"
-        f"{_indexed_join(version, _outcomes_index(version), bounds)}"
+        f"{_indexed_join(bounds)}"
     )
 
     def holds(name: str) -> str:
@@ -719,15 +657,14 @@ def compare_lists(
         chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", by_gap=True))
     # Only the status lists show an error line; the other pairs are read from the index alone.
     errors = f"chosen.list IN ({', '.join(repr(n) for n in STATUS_DECISIONS)}) AND "
-    index = _outcomes_index(version)
-    indexed = f" INDEXED BY {index}" if index else ""
+    indexed = f" INDEXED BY {OUTCOMES_INDEX}"
     return (
         f"WITH pairs AS MATERIALIZED ({pairs}),"
         " shown AS MATERIALIZED (SELECT case_id, mode, decided, gap FROM pairs"
         " WHERE decided != 0),"
         f" chosen AS ({' UNION ALL '.join(chosen)})"
         " SELECT chosen.*,"
-        f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)}"
+        f" {_outcome_columns('a', errors)}, {_outcome_columns('b', errors)}"
         # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
         # (the counts' rows, n not NULL, join nothing)
         f" FROM chosen LEFT JOIN results a{indexed} ON chosen.n IS NULL"
@@ -754,23 +691,14 @@ ONLY_IN = (
 HEADLINE_GRADES = ("fallback", "host")
 
 
-HEADLINE_INDEX_FROM = 7  # schema version: the results_grades index
-
-
-def headline_groups(*, version: int, one_run: bool) -> str:
-    """Graded results by (run, grade, host-op table). Parameter (``one_run``): run_id. Rows:
-    run_id, grade, ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
-    if version >= TALLIES_FROM:
-        return (
-            f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
-            f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
-            " GROUP BY run_id, grade, host_ops"
-        )
-    index = " INDEXED BY results_grades" if version >= HEADLINE_INDEX_FROM else ""
+def headline_groups(*, one_run: bool) -> str:
+    """Graded results by (run, grade, host-op table), from run_tallies. Parameter
+    (``one_run``): run_id. Rows: run_id, grade, ops, n; the host-op table counts for grades
+    in HEADLINE_GRADES only."""
     return (
-        f"SELECT run_id, grade, {_host_ops('results', version)} AS ops, COUNT(*) AS n"
-        f" FROM results{index} WHERE grade IS NOT NULL{' AND run_id = ?' if one_run else ''}"
-        " GROUP BY run_id, grade, ops"
+        f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
+        f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
+        " GROUP BY run_id, grade, host_ops"
     )
 
 
@@ -784,30 +712,29 @@ def _median(values: str) -> str:
     )
 
 
-def headline_compile_wait(*, version: int) -> str:
+def headline_compile_wait() -> str:
     """Parameter: run_id. Median cold first compiled step of a run's compiled results."""
-    cold = _figure("results", "compile_cold_first_step_s", version)
+    cold = _figure("results", "compile_cold_first_step_s")
     return _median(
-        f"SELECT {cold} AS v FROM results{_covering(version)} WHERE run_id = ?"
+        f"SELECT {cold} AS v FROM results{_covering()} WHERE run_id = ?"
         f" AND mode = 'compile' AND {cold} IS NOT NULL"
     )
 
 
-def _covering(version: int) -> str:
-    """The outcomes index, named where the file has it: it holds every column the headline's
-    medians read, so they never read a result row (SQLite's planner may pick the narrower
-    unique index and read 100 000 rows of JSON and tracebacks around them)."""
-    index = _outcomes_index(version)
-    return f" INDEXED BY {index}" if index == "results_outcomes" else ""
+def _covering() -> str:
+    """The outcomes index, named: it holds every column the headline's medians read, so they
+    never read a result row (SQLite's planner may pick the narrower unique index and read
+    100 000 rows of JSON and tracebacks around them)."""
+    return f" INDEXED BY {OUTCOMES_INDEX}"
 
 
-def headline_speedup(*, version: int) -> str:
+def headline_speedup() -> str:
     """Parameter: run_id. Median over cases of eager / compiled median step time, for the
     cases that passed in both modes with a step time."""
-    e, c = (_figure(x, "perf_median_ms", version) for x in "ec")
+    e, c = (_figure(x, "perf_median_ms") for x in "ec")
     return _median(
-        f"SELECT {e} * 1.0 / {c} AS v FROM results e{_covering(version)}"
-        f" JOIN results c{_covering(version)} ON c.run_id = e.run_id"
+        f"SELECT {e} * 1.0 / {c} AS v FROM results e{_covering()}"
+        f" JOIN results c{_covering()} ON c.run_id = e.run_id"
         " AND c.case_id = e.case_id AND c.mode = 'compile' WHERE e.run_id = ?"
         " AND e.mode = 'eager' AND e.status = 'pass' AND c.status = 'pass'"
         f" AND {e} > 0 AND {c} > 0"

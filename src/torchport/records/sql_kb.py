@@ -29,7 +29,6 @@ from torchport.records.status import FAILURE_SEVERITY
 
 T = TypeVar("T")
 
-NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
 # An export is read in parts (line_parts) only of a run this large: below it, a part's helper
 # process (records/forked.py, ~15 ms to start) costs more than it saves.
 LINE_PART_MIN = 20_000
@@ -52,7 +51,6 @@ class KnowledgeBase:
     url: str
     q: Any
     driver_error: Any
-    _version: int
     _conn: Any
     _writer: Any
     _transaction: Any
@@ -214,7 +212,7 @@ class KnowledgeBase:
         return self._guard_iter(self._iter_outcomes(run_id))
 
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
-        sql = self.q.outcomes(version=self._version)
+        sql = self.q.outcomes()
         for row in self._stream(sql, (run_id,)):
             yield _outcome(row)
 
@@ -226,7 +224,7 @@ class KnowledgeBase:
         baseline and a gate read, from the outcomes index alone. ``cases``: one of
         ``case_parts``, only its cases."""
         low, high = cases or (None, None)
-        sql = self.q.statuses(version=self._version, bounds=(low is not None, high is not None))
+        sql = self.q.statuses(bounds=(low is not None, high is not None))
         args = (run_id, *(bound for bound in (low, high) if bound is not None))
         if self.reads_ahead:
             return self._guard_iter(read_ahead(lambda: self._chunks(sql, args)))
@@ -251,7 +249,7 @@ class KnowledgeBase:
         conn = self._conn()
         n = self.count_results(run_id=run_id)
         parts = max(1, min(parts, n // LINE_PART_MIN))
-        if parts == 1 or self._version < queries.LINES_FROM:
+        if parts == 1:
             return [None]
         cuts = [
             conn.execute(self.q.ID_AT_OFFSET, (run_id, n * k // parts)).fetchone()[0]
@@ -263,10 +261,6 @@ class KnowledgeBase:
     def _iter_result_lines(
         self, run_id: str, ids: tuple[int, int] | None
     ) -> Iterator[tuple[str | None, dict | None, list]]:
-        if self._version < queries.LINES_FROM:
-            for result in self._iter_results(run_id=run_id, with_ops=True):
-                yield None, result, result.get("artifacts") or []
-            return
         for rows, ops in self._line_spans(run_id, ids):
             for row in rows:
                 result_id, artifacts = row[1], row[8]
@@ -370,16 +364,14 @@ class KnowledgeBase:
             pool.shutdown(wait=False)  # its one task runs on; tally() waits for it
         low, high = cases or (None, None)
         params |= {"low": low, "high": high}
-        sql = self.q.pairs_that_may_differ(
-            version=self._version, bounds=(low is not None, high is not None)
-        )
+        sql = self.q.pairs_that_may_differ(bounds=(low is not None, high is not None))
         rows = (
             read_ahead(lambda: self._chunks(sql, params, joined=True))
             if self.reads_ahead
             else self._stream(sql, params, plain=True)
         )
         width = 7 + len(OUTCOME_FIGURES)
-        names = queries.decided_names(version=self._version)
+        names = queries.decided_names()
         pairs = (
             (_outcome(row[:width]), _outcome(row[width : 2 * width]), _holds(names, row[-1]))
             for row in rows
@@ -408,7 +400,7 @@ class KnowledgeBase:
         (queries.pair_counts), on a connection of their own (another thread's), lent back."""
         conn = self._borrow()
         try:
-            sql = self.q.pair_counts(version=self._version)
+            sql = self.q.pair_counts()
             rows = self._compare_rows(conn, sql, params)
             return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
         finally:
@@ -506,12 +498,12 @@ class KnowledgeBase:
         statement: queries.compare_lists)."""
         params = dict(params, low=low, high=high)
         bounds = (low is not None, high is not None)
-        names = queries.decided_names(version=self._version)
+        names = queries.decided_names()
         counts: dict[tuple[str, str], list[int]] = {}
         decided = dict.fromkeys(names, 0)
         lists: dict[str, list[tuple[dict, dict, frozenset[str]]]] = {}
         width = 7 + len(OUTCOME_FIGURES)
-        sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
+        sql = self.q.compare_lists(bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
             if kind == "transition":
@@ -615,9 +607,9 @@ class KnowledgeBase:
         case_glob: str | None = None,
         fallback_op: str | None = None,
     ) -> int:
-        if run_id and not (status or case_glob or fallback_op) and self._tallied():
+        if run_id and not (status or case_glob or fallback_op):
             # A run's size from its tallies (a few hundred rows), not its 100 000 index entries
-            return int(self._conn().execute(self.q.TALLY_RUN_COUNT, (run_id,)).fetchone()[0])
+            return int(self._conn().execute(self.q.RUN_COUNT, (run_id,)).fetchone()[0])
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
             return int(self._conn().execute(self.q.count_results(**flags), args).fetchone()[0])
@@ -637,7 +629,7 @@ class KnowledgeBase:
         fallback_op: str | None = None,
     ) -> dict[str, int]:
         flags, args, exact = self._filters(None, status, case_glob, fallback_op)
-        if fallback_op and not (status or case_glob) and self._version >= queries.RUN_ORDER_FROM:
+        if fallback_op and not (status or case_glob):
             spans = self._conn().execute(self.q.COUNT_OP_RESULTS_BY_RUN_SPAN, args).fetchall()
             if not any(row["overlaps"] for row in spans):
                 return {row["run_id"]: row["n"] for row in spans}
@@ -657,25 +649,10 @@ class KnowledgeBase:
         return int(self._conn().execute(self.q.SEARCH_COUNT, (query,)).fetchone()[0])
 
     # -- one run in summary ------------------------------------------------------------------------
-    def _tallied(self) -> bool:
-        """Whether the run's counts are kept in run_tallies (schema v8)."""
-        return self._version >= queries.TALLIES_FROM
-
-    def _status_counts_sql(self) -> str:
-        return self.q.TALLY_STATUS_COUNTS if self._tallied() else self.q.STATUS_COUNTS
-
     @guarded
     def status_counts(self, run_id: str) -> dict[str, int]:
-        sql = self.q.TALLY_RUN_STATUS_COUNTS if self._tallied() else self.q.RUN_STATUS_COUNTS
-        rows = self._conn().execute(sql, (run_id,))
+        rows = self._conn().execute(self.q.RUN_STATUS_COUNTS, (run_id,))
         return {r["status"]: int(r["n"]) for r in rows}
-
-    def _signature_sql(self) -> str:
-        return (
-            "signature"
-            if self._version >= NOTES_FROM
-            else "torchport_signature(error_type, error_message)"
-        )
 
     @guarded
     def failure_groups(
@@ -684,17 +661,12 @@ class KnowledgeBase:
         """A run's failures grouped by (status, stage, error signature) with their count, most
         common first, or worst first (records/status.py FAILURE_SEVERITY); each group
         names its first ``examples`` results and the first one's message."""
-        sig = self._signature_sql()
         conn = self._conn()
-        sql = self.q.failure_groups(
-            signature=sig, severity=FAILURE_SEVERITY if worst_first else (), tallies=self._tallied()
-        )
+        sql = self.q.failure_groups(severity=FAILURE_SEVERITY if worst_first else ())
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
             stage, signature = row["stage"], row["signature"]
-            sql = self.q.failure_examples(
-                sig, no_stage=stage is None, no_signature=signature is None
-            )
+            sql = self.q.failure_examples(no_stage=stage is None, no_signature=signature is None)
             args = [run_id, row["status"], stage, signature, examples]
             args = [a for i, a in enumerate(args) if not (i in (2, 3) and a is None)]
             first = conn.execute(sql, args).fetchall()
@@ -713,8 +685,7 @@ class KnowledgeBase:
 
     @guarded
     def count_failure_groups(self, run_id: str) -> int:
-        sql = self.q.failure_group_count(self._signature_sql(), tallies=self._tallied())
-        return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
+        return int(self._conn().execute(self.q.FAILURE_GROUP_COUNT, (run_id,)).fetchone()[0])
 
     # -- a run's headline ----------------------------------------------------------------------
     @guarded
@@ -738,19 +709,14 @@ class KnowledgeBase:
                 },
             )
 
-        one_run = (
-            self.q.TALLY_RUN_STATUS_COUNTS_BY_RUN
-            if self._tallied()
-            else self.q.RUN_STATUS_COUNTS_BY_RUN
-        )
         counts = (
-            conn.execute(self._status_counts_sql())
+            conn.execute(self.q.STATUS_COUNTS)
             if run_id is None
-            else conn.execute(one_run, (run_id,))
+            else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
         )
         for row in counts:
             entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
-        sql = self.q.headline_groups(version=self._version, one_run=run_id is not None)
+        sql = self.q.headline_groups(one_run=run_id is not None)
         for row in conn.execute(sql, (run_id,) if run_id is not None else ()):
             h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
             h["grades"][grade] = h["grades"].get(grade, 0) + n
@@ -768,9 +734,9 @@ class KnowledgeBase:
         """A run's median cold compile wait and median compiled speedup (eager / compiled
         median step time per case, both passed), each with its count, ranked in the
         database."""
-        conn, version = self._conn(), self._version
-        wait = conn.execute(self.q.headline_compile_wait(version=version), (run_id,)).fetchone()
-        fast = conn.execute(self.q.headline_speedup(version=version), (run_id,)).fetchone()
+        conn = self._conn()
+        wait = conn.execute(self.q.headline_compile_wait(), (run_id,)).fetchone()
+        fast = conn.execute(self.q.headline_speedup(), (run_id,)).fetchone()
         return {
             "compile_wait_s": wait["median"],
             "compiled": int(wait["n"] or 0),
@@ -814,8 +780,6 @@ class KnowledgeBase:
     @guarded
     def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
         """Notes of a run (or of one case of it), oldest first; every note without a run."""
-        if self._version < NOTES_FROM:
-            return []
         conn = self._conn()
         if run_id is None:
             rows = conn.execute(self.q.ALL_NOTES)
@@ -828,7 +792,7 @@ class KnowledgeBase:
     @guarded
     def search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]:
         query = self._fts_query(text)
-        if query is None or self._version < NOTES_FROM:
+        if query is None:
             return []
         page = self.q.NO_LIMIT if limit is None else limit
         rows = self._conn().execute(self.q.SEARCH_NOTES, (query, page, offset))
@@ -836,8 +800,6 @@ class KnowledgeBase:
 
     @guarded
     def artifacts(self, run_id: str) -> list[dict]:
-        if self._version < NOTES_FROM:
-            return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
 

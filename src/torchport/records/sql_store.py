@@ -278,7 +278,7 @@ class SQLStore(KnowledgeBase):
 
     @guarded
     def get_run(self, run_id: str, *, plan: bool = True) -> dict:
-        sql = self.q.RUN_BY_ID if plan else self.q.run_header(version=self._version)
+        sql = self.q.RUN_BY_ID if plan else self.q.RUN_HEADER
         row = self._conn().execute(sql, (run_id,)).fetchone()
         if row is None:
             raise self._no_run(run_id)
@@ -296,10 +296,10 @@ class SQLStore(KnowledgeBase):
         """Newest first, each with ``counts`` and ``planned`` (the plan's length; a listing
         does not carry the plan itself, which holds 100 000 entries in a large sweep)."""
         conn = self._conn()
-        sql = self.q.list_runs(version=self._version)
+        sql = self.q.LIST_RUNS
         runs = [self._run_dict(row) for row in conn.execute(sql).fetchall()]
         counts: dict[str, dict[str, int]] = {}
-        for row in conn.execute(self._status_counts_sql()):
+        for row in conn.execute(self.q.STATUS_COUNTS):
             counts.setdefault(row["run_id"], {})[row["status"]] = row["n"]
         for run in runs:
             run["counts"] = counts.get(run["id"], {})
@@ -420,11 +420,7 @@ class SQLStore(KnowledgeBase):
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
         # Recorded before URL query passwords were redacted, or imported: never shown as is.
         run["command"] = redact(run["command"] or "")
-        env_rows = (
-            self._conn().execute(self.q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()
-            if self._version >= 2
-            else []
-        )
+        env_rows = self._conn().execute(self.q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()
         run["environment_ids"] = [r["environment_id"] for r in env_rows] or (
             [run["environment_id"]] if run["environment_id"] else []
         )
@@ -446,7 +442,6 @@ class SQLStore(KnowledgeBase):
             "grade": r["grade"],
         }
         for col, kind in JSON_COLUMNS.items():
-            # probe_versions came with schema v2; a v1 file read as it is has none.
             out[col] = self._json(r.get(col), kind, f"result {r['id']} {col}")
         out["error"] = (
             None
