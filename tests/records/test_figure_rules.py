@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests import pg
 from torchport.records import queries
+from torchport.records.dialect import SQLITE
 from torchport.records.figures import (
     FIGURE_RULES,
     KEY_FIGURES,
@@ -78,7 +79,7 @@ def test_the_sql_and_the_python_of_a_status_rule_agree():
         held = 0
         for (sa, ta), (sb, tb) in itertools.product(sides, sides):
             sql = (
-                f"SELECT CASE WHEN {rule.sql()} THEN 1 ELSE 0 END FROM"
+                f"SELECT CASE WHEN {rule.sql(SQLITE)} THEN 1 ELSE 0 END FROM"
                 " (SELECT :sa AS status, :ta AS stage) AS a,"
                 " (SELECT :sb AS status, :tb AS stage) AS b"
             )
@@ -145,17 +146,17 @@ _METRIC_KEYS = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(_METRIC_KEYS, _METRIC_VALUES, max_size=5))
 def test_postgresql_reads_a_metric_as_sqlite_does(pg_server, metrics):
-    """PostgreSQL reads a figure out of the stored text (records/pg_queries.py
-    ``metric_sql``: its json type refuses Python's NaN) exactly as SQLite's
+    """PostgreSQL reads a figure out of the stored text (records/dialect.py
+    ``Dialect.metric``: its json type refuses Python's NaN) exactly as SQLite's
     ``torchport_metric`` does, on hostile documents: keys and strings holding the figure's
     name, quotes and separators; NaN, Infinity, booleans, large integers."""
-    from torchport.records.pg_queries import metric_sql
+    from torchport.records.dialect import POSTGRES
     from torchport.records.sql_common import to_json
 
     text = to_json(metrics, "metrics")
     with pg.admin(pg_server) as conn:
         got = conn.execute(
-            f"SELECT {metric_sql('a', SPEEDUP.figure)} FROM (SELECT %s::text AS metrics) AS a",
+            f"SELECT {POSTGRES.metric('a', SPEEDUP.figure)} FROM (SELECT %s::text AS metrics) AS a",
             (text,),
         ).fetchone()[0]
     want = metric_value(text, SPEEDUP.figure)

@@ -346,11 +346,12 @@ def test_records_and_views_never_import_torch():
 
 
 def _execute(store, sql, args):
-    """Raw SQL in SQLite's dialect on either engine (to stand in for another host)."""
+    """Raw SQL written for both engines (``?`` parameters) on either engine (to stand in for
+    another host)."""
     if not isinstance(store, SQLiteStoreType):
-        from torchport.records.pg_queries import translate
+        from torchport.records.dialect import POSTGRES
 
-        sql = translate(sql)
+        sql = POSTGRES.bind(sql)
     store._writer().execute(sql, args)
 
 

@@ -25,7 +25,7 @@ from psycopg.rows import tuple_row
 from torchport.records import pg_schema
 from torchport.records.base import StoreError
 from torchport.records.globs import fnmatch_to_like
-from torchport.records.pg_queries import Dialect
+from torchport.records.pg_queries import Statements
 from torchport.records.sql_common import guarded, redact_url
 from torchport.records.sql_store import SQLStore
 
@@ -81,7 +81,7 @@ def libpq_url(url: str) -> str:
 
 
 class PGStore(SQLStore):
-    q = Dialect()
+    q = Statements()
     driver_error = psycopg.Error
     # The server finds the next rows in its own process while this one works on these.
     reads_ahead = True
@@ -248,7 +248,7 @@ class PGStore(SQLStore):
 
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
         """Two runs' pairs (``_comparing``; the pairs a page shows are then looked up by key:
-        pg_queries.compare_lists), read as tuples (by position)."""
+        queries.compare_lists, Dialect.lookup), read as tuples (by position)."""
         with conn.transaction():
             self._comparing(conn)
             return self._rows(conn, sql, params)

@@ -120,7 +120,7 @@ class KnowledgeBase:
             )
             self._executemany(
                 conn,
-                self.q.ADD_RUN_ENVIRONMENT,
+                self.q.add_run_environment(),
                 [(run["id"], env_id, run["started_at"]) for env_id in env_ids],
             )
 
@@ -159,13 +159,13 @@ class KnowledgeBase:
             if (
                 created_at is not None
                 and conn.execute(
-                    self.q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)
+                    self.q.note_exists(), (run_id, case, mode, author, text, created_at)
                 ).fetchone()
             ):
                 return None
             return self._insert_id(
                 conn,
-                self.q.INSERT_NOTE,
+                self.q.insert_note(),
                 (run_id, case, mode, author, text, created_at or now_iso()),
             )
 
@@ -175,7 +175,7 @@ class KnowledgeBase:
         rows = [(run_id, a["path"], a.get("sha256"), a.get("bytes")) for a in artifacts]
         conn = self._writer()
         with self._transaction(conn):
-            self._executemany(conn, self.q.INSERT_ARTIFACT, rows)
+            self._executemany(conn, self.q.insert_artifact(), rows)
 
     # -- streamed and paged reads ----------------------------------------------------------------
     def iter_results(
@@ -279,8 +279,8 @@ class KnowledgeBase:
     def _line_spans(
         self, run_id: str, ids: tuple[int, int] | None
     ) -> Iterator[tuple[list, dict[int, list[tuple]]]]:
-        """A run's export rows (queries.RESULT_LINES) in recorded order, read in spans of
-        ``line_span`` ids, each with its op table rows by result id (queries.OPS_OF_SPAN), on
+        """A run's export rows (queries.result_lines) in recorded order, read in spans of
+        ``line_span`` ids, each with its op table rows by result id (queries.ops_of_span), on
         a connection and a thread of its own, ``line_threads`` ahead: the database reads the
         next spans while the caller writes this one's (none: read on the caller's thread and
         connection). A run is exported once it is finished: no result of it is added between
@@ -297,9 +297,9 @@ class KnowledgeBase:
 
         def read(own: Any, low: int) -> tuple[list, dict[int, list[tuple]]]:
             high = min(low + self.line_span, stop)
-            rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
+            rows = self._rows(own, self.q.result_lines(), (run_id, low, high))
             ops: dict[int, list[tuple]] = {}
-            for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
+            for op in self._rows(own, self.q.ops_of_span(), (low, high)):
                 ops.setdefault(op[0], []).append(op[1:])
             return rows, ops
 
@@ -630,7 +630,7 @@ class KnowledgeBase:
     ) -> dict[str, int]:
         flags, args, exact = self._filters(None, status, case_glob, fallback_op)
         if fallback_op and not (status or case_glob):
-            spans = self._conn().execute(self.q.COUNT_OP_RESULTS_BY_RUN_SPAN, args).fetchall()
+            spans = self._conn().execute(self.q.count_op_results_by_run_span(), args).fetchall()
             if not any(row["overlaps"] for row in spans):
                 return {row["run_id"]: row["n"] for row in spans}
         if exact:
@@ -757,7 +757,7 @@ class KnowledgeBase:
         """Ids of the runs matching every condition, newest first (``complete``: only runs
         that finished their plan)."""
         found = []
-        for row in self._conn().execute(self.q.RUN_SELECTORS):
+        for row in self._conn().execute(self.q.run_selectors()):
             if complete and row["state"] != "complete":
                 continue
             if device is not None and row["device"] != device:
