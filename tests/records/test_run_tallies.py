@@ -37,9 +37,8 @@ def _fill(url: str) -> None:
 
 def _from_rows(store, run: str) -> dict:
     """The oracle: the same counts made in Python from every result row of ``run``."""
-    from torchport.records.queries import HEADLINE_GRADES
     from torchport.records.signature import error_signature
-    from torchport.records.status import NOT_FAILURES
+    from torchport.records.status import HEADLINE_GRADES, NOT_FAILURES
 
     rows = store.results(run_id=run)
     groups: Counter = Counter()

@@ -743,7 +743,6 @@ ONLY_IN = (
 # -- a run's headline (views/headline.py) ------------------------------------------------------
 # Results by (status, grade) and, for those graded fallback or host, by their host-op table, in
 # one pass over the outcomes index: a run's fallbacks and distinct host ops without findings.
-HEADLINE_GRADES = ("fallback", "host")
 
 
 def headline_groups(*, one_run: bool) -> str:

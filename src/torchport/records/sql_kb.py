@@ -25,7 +25,7 @@ from torchport.records.base import StoreError
 from torchport.records.figures import OUTCOME_FIGURES, PLACEMENT_RULE
 from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
-from torchport.records.status import FAILURE_SEVERITY
+from torchport.records.status import FAILURE_SEVERITY, HEADLINE_GRADES
 
 T = TypeVar("T")
 
@@ -720,7 +720,7 @@ class KnowledgeBase:
         for row in conn.execute(sql, (run_id,) if run_id is not None else ()):
             h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
             h["grades"][grade] = h["grades"].get(grade, 0) + n
-            if grade not in queries.HEADLINE_GRADES:
+            if grade not in HEADLINE_GRADES:
                 continue
             h["host_results"] += n
             for op, cls in _host_op_classes(row["ops"]).items():

@@ -13,6 +13,7 @@ import os
 import sys
 from datetime import timedelta
 
+from torchport.records.status import PASS, SKIP
 from torchport.runner.dist_guard import write_json as _write
 
 
@@ -50,7 +51,7 @@ def _summary(outcome: dict) -> dict:
         "rank": outcome["rank"],
         "host": socket.gethostname(),
         "rows": len(rows),
-        "rows_not_pass": sum(r["status"] not in ("pass", "skip") for r in rows),
+        "rows_not_pass": sum(r["status"] not in (PASS, SKIP) for r in rows),
         "results": sorted(k for k in ("rows", "bandwidth", "train") if outcome.get(k)),
     }
 
