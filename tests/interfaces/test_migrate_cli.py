@@ -82,6 +82,10 @@ def test_an_older_sqlite_file_is_refused_by_every_read_then_migrated(source, tmp
     for args in _reads(baseline, str(out))[:3]:
         torchport(*args, "--db", old)
     assert _digest(old) == before  # reads change nothing
+    # An import reads its source: the same line, and no target is made.
+    target = tmp_path / "team.db"
+    line = _one_line_exit_2(torchport("import", old, "--db", target), f"'{migrate_command(old)}'")
+    assert "schema v4, older" in line and not target.exists()
     _refused_migrated_read(old, old, 4, baseline, out)
     current = torchport("migrate", "--db", old)
     assert current.stdout.strip() == f"{old}: already at schema v{SCHEMA_VERSION}; nothing to do"
