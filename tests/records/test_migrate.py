@@ -6,9 +6,11 @@ one line. Writers migrate the base they open (docs/where-rules-live.md)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import re
+import threading
 import uuid
 
 import pytest
@@ -120,6 +122,25 @@ def test_every_older_postgresql_database_is_refused_by_reads_and_migrated_to_the
         expected = _reads(store)
     old_kb.pg_at(pg_url, version, source)
     _refused_then_migrated(pg_url, redact_url(pg_url), version, expected)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_migrates_started_together_migrate_once_and_say_so_once(source, tmp_path, engine, request):
+    """Four at once on one older base: the first under the write lock migrates it, the others
+    find it current (each says what it found there, not what its read saw before)."""
+    if engine == "sqlite":
+        url = old_kb.sqlite_at(str(tmp_path / "v5.db"), 5, source)
+    else:
+        url = old_kb.pg_at(request.getfixturevalue("pg_url"), 5, source)
+    start = threading.Barrier(4)
+
+    def one() -> int:
+        start.wait()
+        return migrate(url).before
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        found = sorted(pool.map(lambda _: one(), range(4)))
+    assert found == [5] + [SCHEMA_VERSION] * 3, found
 
 
 def test_a_current_base_is_left_as_it_is(source, tmp_path):

@@ -96,10 +96,11 @@ class PGStore(SQLStore):
         self._spare: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._found_version: int | None = None  # what a write open found (records/store.migrate)
         conn = self._conn()
         try:
             if write:
-                pg_schema.migrate(conn, self.url)
+                self._found_version = pg_schema.migrate(conn, self.url)
             else:
                 version, tables = pg_schema.describe(conn)
                 pg_schema.check_identity(self.url, version, tables, write=False)

@@ -47,6 +47,7 @@ class SQLiteStore(SQLStore):
         self._lock = threading.Lock()
         self._ready = False
         self._closed = False
+        self._found_version: int | None = None  # what a write open found (records/store.migrate)
         # (device, inode) of the file once opened for writing: every write checks that the
         # path still names it, so a file deleted or replaced under a run is noticed.
         self._identity: tuple[int, int] | None = None
@@ -110,7 +111,7 @@ class SQLiteStore(SQLStore):
                     current = version == schema.SCHEMA_VERSION  # else a migration rewrites
                     only = self._check_tables if current and self._check_tables else None
                     schema.check_integrity(conn, self.path, only)
-                schema.migrate(conn, self.path)
+                self._found_version = schema.migrate(conn, self.path)
                 conn.execute(q.SET_WAL)  # readers never wait on the writer
         except sqlite3.Error as exc:
             raise schema.explain(exc, self.path) from None

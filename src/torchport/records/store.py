@@ -78,7 +78,11 @@ def migrate(url: str | os.PathLike | None = None) -> Migration:
     except OlderSchema as older:
         try:
             with open_store(url, write=True) as store:  # a write store migrates as it opens
-                return Migration(store.url, older.version, SCHEMA_VERSION)
+                # the version it found under the write lock: another migrate may have been first
+                found = getattr(store, "_found_version", None)
+                return Migration(
+                    store.url, older.version if found is None else found, SCHEMA_VERSION
+                )
         except NoWriteAccess as exc:
             raise StoreError(
                 f"cannot migrate '{older.where}' from schema v{older.version} to "
