@@ -113,3 +113,16 @@ def test_an_older_postgresql_database_is_refused_by_every_read_then_migrated(
     out = tmp_path / "out"
     out.mkdir()
     _refused_migrated_read(pg_url, redact_url(pg_url), 6, baseline, out)
+
+
+def test_a_hostile_path_is_named_on_one_line_and_migrated(source, tmp_path):
+    """A file name with a space, a quote, a newline and an escape: the refusal stays one line
+    and the command it names, pasted, migrates that file."""
+    path, _ = source
+    old = old_kb.sqlite_at(str(tmp_path / "team 'kb'\n\x1b[2J.db"), 7, path)
+    line = _one_line_exit_2(torchport("runs", "--db", old), "torchport migrate --db")
+    assert "\x1b" not in line and "schema v7, older" in line
+    proc = torchport("migrate", "--db", old)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("\n") == 1 and "\x1b" not in proc.stdout, proc.stdout
+    assert torchport("runs", "--db", old).returncode == 0

@@ -10,10 +10,13 @@ import concurrent.futures
 import hashlib
 import os
 import re
+import shlex
 import threading
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests import kb, old_kb, pg
 from torchport.records import StoreError, open_store
@@ -220,3 +223,10 @@ def test_a_postgresql_role_without_the_rights_is_refused_with_one_line(source, p
             conn.execute(f"DROP OWNED BY {role}")
         with pg.admin(pg_server) as conn:
             conn.execute(f"DROP ROLE {role}")
+
+
+@given(st.text(min_size=1).filter(lambda t: "\x00" not in t))
+def test_the_command_named_is_the_one_to_paste_whatever_the_path(where):
+    """A path or URL with spaces, quotes, ``;`` or ``$(...)`` in it: the command the refusal
+    names is split by a shell back into the same path, nothing run."""
+    assert shlex.split(migrate_command(where)) == ["torchport", "migrate", "--db", where]
