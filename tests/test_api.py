@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from torchport.records.result import Result
-from torchport.runner.executor import Finished
+from torchport.runner.executors.protocol import Finished
 
 SCRIPT = """
 from torchport import api

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from torchport.config import ConfigError, RunConfig
 from torchport.records.result import MalformedResult, Result, crashed, error_note
-from torchport.runner.executor import Deadline, Executor, ExecutorBroken, Finished
+from torchport.runner.executors.protocol import Deadline, Executor, ExecutorBroken, Finished
 from torchport.runner.plan import Task, expand, worker_env
 
 # What a plain run measures besides the ladder: placement where the device is not the host
@@ -178,7 +178,7 @@ def command_line() -> str:
 
 def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
     from torchport.devices import get_adapter
-    from torchport.runner.local import LocalExecutor
+    from torchport.runner.executors.local import LocalExecutor
 
     adapter = get_adapter(config.device)
     folder = (workload_folder or os.getcwd()) if config.workload else None
@@ -192,10 +192,10 @@ def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> 
 
 
 def parallel_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
-    """``config.jobs`` workers on this host, each with its share (``runner.shares``)."""
+    """``config.jobs`` workers on this host, each with its share (``runner.executors.shares``)."""
     from torchport.devices import get_adapter
-    from torchport.runner.parallel import ParallelExecutor
-    from torchport.runner.shares import worker_device, worker_shares
+    from torchport.runner.executors.parallel import ParallelExecutor
+    from torchport.runner.executors.shares import worker_device, worker_shares
 
     adapter = get_adapter(config.device)
     folder = (workload_folder or os.getcwd()) if config.workload else None
@@ -215,7 +215,7 @@ def make_executor(config: RunConfig, *, workload_folder: str | None = None) -> E
     """The executor ``config`` asks for: Ray, ``jobs`` local workers, or the serial one.
     Raises ConfigError when it cannot be had (no such devices, no Ray, no node with them)."""
     if config.executor == "ray":
-        from torchport.runner.ray_executor import RayExecutor
+        from torchport.runner.executors.ray_executor import RayExecutor
 
         return RayExecutor.connect(config, workload_folder=workload_folder)
     if config.jobs > 1:

@@ -24,7 +24,7 @@ from torchport.cases.base import FunctionCase, Workload
 from torchport.cases.smoke import _mlp
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 
 adapter = get_adapter("hostdev")
 adapter.prepare()
