@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from torchport.config import ConfigError, RunConfig
-from torchport.devices.base import usable_cores
+from torchport.devices.base import DeviceAdapter, usable_cores
 from torchport.records.result import crashed, error_note
 from torchport.runner.executors.local import MAX_START_FAILURES, READY_TIMEOUT_S
 from torchport.runner.executors.protocol import (
@@ -138,13 +138,21 @@ class _Slot:
 
 class RayExecutor(SlotLoop):
     @classmethod
-    def connect(cls, config: RunConfig, *, workload_folder: str | None = None) -> RayExecutor:
+    def connect(
+        cls,
+        config: RunConfig,
+        *,
+        adapter: DeviceAdapter | None = None,
+        workload_folder: str | None = None,
+    ) -> RayExecutor:
         """Join the cluster at ``config.ray_address`` (or start one on this host for the run)
-        and check that it offers the run's device; ConfigError if not."""
+        and check that it offers the run's device (``adapter``: its adapter, when the caller
+        has resolved it already); ConfigError if not."""
         from torchport.devices import get_adapter
 
         ray = _ray()
-        adapter = get_adapter(config.device)
+        if adapter is None:
+            adapter = get_adapter(config.device)
         owns = not ray.is_initialized()
         if owns:
             _init(ray, config, adapter)
