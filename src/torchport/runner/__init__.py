@@ -10,5 +10,7 @@ dist/          a world of N ranks as one task: the launcher, each rank's work, t
 doctor.py      what each device of this host can do, asked in a child
 check_workload.py  a user's workload factory checked in a child before a run records anything
 op_*.py        the ops suite's ladders: an OpInfo op's samples, their variants, the audit
-matrix*.py, envs.py  the release matrix: ``torchport run`` in environments it builds
+
+The release matrix, which runs ``torchport run`` in environments it builds, sits above the api
+in ``torchport.matrix``.
 """
