@@ -307,15 +307,15 @@ def run(
 ) -> RunOutcome:
     """Run ``config`` (or finish run ``resume``) and record every result in ``store``.
 
-    This is the one place a run's plan is expanded and a run resumed. Before anything is
-    recorded, a new run's plan is expanded (an unknown suite or an empty selection raises
-    ConfigError) and its workload imported once; without an ``executor``, the device of a
-    local run (a resumed one's too) is checked and the executor ``config`` asks for is made
-    (a cluster without the device is refused here). ``store`` is a store, or a function
-    that opens one: it is called only once a new run's config is checked, so bad input makes
-    no knowledge base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the
-    signal in the outcome); results already committed stay. ``workload_folder``: where a
-    ``--workload`` module is imported from (default the current folder), as the executor's.
+    This is the one place a run's plan is expanded and a run resumed. Before anything is recorded, a
+    new run's plan is expanded (an unknown suite or an empty selection raises ConfigError) and its
+    workload imported once; without an ``executor``, the device's adapter is resolved once, a local
+    run's device (a resumed one's too) checked with it and the executor ``config`` asks for made
+    with it (a cluster without the device is refused here). ``store`` is a store, or a function that
+    opens one: it is called only once a new run's config is checked, so bad input makes no knowledge
+    base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the signal in the outcome);
+    results already committed stay. ``workload_folder``: where a ``--workload`` module is imported
+    from (default the current folder), as the executor's.
     """
     if resume:
         store = store() if callable(store) else store
