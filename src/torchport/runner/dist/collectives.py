@@ -29,7 +29,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
-from torchport.runner.dist_guard import INT_AVG_CONVENTION
+from torchport.runner.dist.guard import INT_AVG_CONVENTION
 from torchport.timing import Summary, clock
 
 DTYPES = {
@@ -137,9 +137,9 @@ class Conformance:
         self.rank, self.world, self.device, self.seed = rank, world, device, seed
         self.sync, self.progress = sync, progress
         self.rows: list[dict] = []
-        # each collective's own deadline (dist_guard.CollectiveDeadline): a context per row
+        # each collective's own deadline (guard.CollectiveDeadline): a context per row
         self.guard = guard or (lambda label: contextlib.nullcontext())
-        # the integer AVG convention the backend documents (dist_guard.INT_AVG_CONVENTION)
+        # the integer AVG convention the backend documents (guard.INT_AVG_CONVENTION)
         self.int_avg = INT_AVG_CONVENTION.get(backend or "")
         # each finished row as it ends (the rank writes it to disk): a later collective that
         # kills the process (a backend's abort) does not take the rows before it along

@@ -21,7 +21,7 @@ Status (the closed set): ``eager_fail`` @opcheck when the registration is wrong,
 replaced model cannot run or compile, else ``pass``. ``findings["kernel"]["verdict"]`` says it in
 words (``correct_faster``, ``correct_slower``, ``correct_noisy_timing`` when the timing cannot tell
 the sides apart, ``correct_same_speed`` when the gap is under ``MIN_SPEED_GAP`` or inside the
-noise (``runner/speed_verdict.py``), ``opcheck_fail``, ...) with its reason; the
+noise (``runner/kernels/speed_verdict.py``), ``opcheck_fail``, ...) with its reason; the
 metrics ``kernel_step_speedup`` and ``kernel_op_speedup`` (original median / replacement median,
 above 1 = faster) feed the fast_p summary (views/kernels.py). The replaced model's step time
 is also recorded as ``perf_median_ms`` (p10, p90, samples) and the whole-model error as
@@ -36,9 +36,9 @@ from torchport.cases.base import Size
 from torchport.execution import compile_backend
 from torchport.execution.steps import make_step, place
 from torchport.records.result import capture, error_note, error_value
-from torchport.runner.kernel_op_stages import _exc, _first_line
-from torchport.runner.kernel_timing import KernelTiming
-from torchport.runner.speed_verdict import gap_unclear
+from torchport.runner.kernels.op_stages import _exc, _first_line
+from torchport.runner.kernels.speed_verdict import gap_unclear
+from torchport.runner.kernels.timing import KernelTiming
 from torchport.runner.stages import Stage, Stop
 from torchport.timing import clock
 

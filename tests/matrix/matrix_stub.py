@@ -1,4 +1,4 @@
-"""A stand-in for an environment's ``torchport run`` (tests/runner/test_matrix.py): records
+"""A stand-in for an environment's ``torchport run`` (tests/matrix/test_matrix.py): records
 tests/kb.py's sample run through the store API, no torch. ``STUB_FAIL=case`` records that
 case's eager result as an eager failure; ``STUB_COMPILE_S``: the cold compile wait of the
 passing compiled results (default 12); ``STUB_INTERRUPT=1`` records the run interrupted and

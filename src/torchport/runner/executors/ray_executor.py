@@ -1,11 +1,11 @@
 """The Ray executor (``--executor ray``): a run's tasks on a Ray cluster, Ray doing the placing.
 
-Each of ``--jobs N`` worker places is a Ray actor (``runner.ray_slot.SlotActor``) asking for
-one device of the run's kind: Ray's own resource where Ray manages the family (``GPU``,
+Each of ``--jobs N`` worker places is a Ray actor (``runner.executors.ray_slot.SlotActor``) asking
+for one device of the run's kind: Ray's own resource where Ray manages the family (``GPU``,
 ``neuron_cores``, ``NPU``, ``TPU``: Ray then exports the device to the actor the backend's way),
-else a custom ``device:<name>`` resource the nodes declare; on the CPU, an equal share of cores.
-The actor runs each case in torchport's own supervised worker process on its node, so a segfault
-or a hang is a ``crash`` or ``timeout`` result and the actor lives on.
+else a custom ``device:<name>`` resource the nodes declare; on the CPU, an equal share of cores. The
+actor runs each case in torchport's own supervised worker process on its node, so a segfault or a
+hang is a ``crash`` or ``timeout`` result and the actor lives on.
 
 What Ray itself can lose is handled here: an actor or node that dies (``ActorDiedError``,
 ``NodeDiedError``, ...) costs its task a retry on a fresh actor, at most ``ray_retries`` times,
@@ -24,16 +24,16 @@ import os
 from typing import Any
 
 from torchport.config import ConfigError, RunConfig
-from torchport.devices.base import usable_cores
+from torchport.devices.base import DeviceAdapter, usable_cores
 from torchport.records.result import crashed, error_note
-from torchport.runner.executor import (
+from torchport.runner.executors.local import MAX_START_FAILURES, READY_TIMEOUT_S
+from torchport.runner.executors.protocol import (
     Deadline,
     Finished,
     SlotLoop,
     finished_crash,
     wait_s,
 )
-from torchport.runner.local import MAX_START_FAILURES, READY_TIMEOUT_S
 from torchport.runner.plan import Task
 from torchport.timing import clock
 
@@ -138,13 +138,21 @@ class _Slot:
 
 class RayExecutor(SlotLoop):
     @classmethod
-    def connect(cls, config: RunConfig, *, workload_folder: str | None = None) -> RayExecutor:
+    def connect(
+        cls,
+        config: RunConfig,
+        *,
+        adapter: DeviceAdapter | None = None,
+        workload_folder: str | None = None,
+    ) -> RayExecutor:
         """Join the cluster at ``config.ray_address`` (or start one on this host for the run)
-        and check that it offers the run's device; ConfigError if not."""
+        and check that it offers the run's device (``adapter``: its adapter, when the caller
+        has resolved it already); ConfigError if not."""
         from torchport.devices import get_adapter
 
         ray = _ray()
-        adapter = get_adapter(config.device)
+        if adapter is None:
+            adapter = get_adapter(config.device)
         owns = not ray.is_initialized()
         if owns:
             _init(ray, config, adapter)
@@ -178,7 +186,7 @@ class RayExecutor(SlotLoop):
         placement_timeout_s: float = READY_TIMEOUT_S,
     ):
         ray = _ray()
-        from torchport.runner.ray_slot import SlotActor
+        from torchport.runner.executors.ray_slot import SlotActor
 
         self.ray, self.lost_errors = ray, _lost_errors(ray)
         self.actor_class = ray.remote(SlotActor).options(

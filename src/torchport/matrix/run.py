@@ -1,7 +1,7 @@
 """``torchport matrix``: the same evaluation in several software environments, into one
 knowledge base.
 
-A matrix is a list of environments (runner/envs.py: a name and its requirements) and one
+A matrix is a list of environments (matrix/envs.py: a name and its requirements) and one
 run's options. Each environment's run is a child process, its own ``torchport run`` (the
 torchport installed in it), labelled with the matrix, the environment's name, its lock's
 digest and the digest of the run's options. Resume: a complete run with those labels is
@@ -65,9 +65,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the backport (pip install 'torchport[matrix]')
     import tomli as tomllib
 
+from torchport.matrix.checks import Check, CheckOutcome, run_checks
+from torchport.matrix.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env, name_problem
 from torchport.records.sql_common import redact_url
-from torchport.runner.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env, name_problem
-from torchport.runner.matrix_checks import Check, CheckOutcome, run_checks
 
 RUN_KEYS = ("suite", "cases", "modes", "device", "probes", "args", "workload", "cwd")
 ENV_RUN_KEYS = ("name", *RUN_KEYS, "vars")

@@ -15,12 +15,12 @@ from torchport import plugins
 from torchport.config import RunConfig
 
 LADDERS = {
-    "model": "torchport.runner.ladder:Ladder",
-    "op": "torchport.runner.op_ladder:OpLadder",  # ops suite: a task per op, many samples
-    "audit": "torchport.runner.op_audit:AuditLadder",  # ops suite: the dispatcher's registry
-    "kernel": "torchport.runner.kernel_ladder:KernelLadder",  # a replacement's A/B
-    "generate": "torchport.runner.generate_ladder:GenerateLadder",
-    "dist": "torchport.runner.dist_ladder:DistLadder",  # dist suite: a world of N ranks
+    "model": "torchport.runner.ladders.model:Ladder",
+    "op": "torchport.runner.ops.ladder:OpLadder",  # ops suite: a task per op, many samples
+    "audit": "torchport.runner.ops.audit:AuditLadder",  # ops suite: the dispatcher's registry
+    "kernel": "torchport.runner.kernels.ladder:KernelLadder",  # a replacement's A/B
+    "generate": "torchport.runner.ladders.generate:GenerateLadder",
+    "dist": "torchport.runner.dist.ladder:DistLadder",  # dist suite: a world of N ranks
 }
 SCENARIO_LADDERS = {"generate": "generate"}
 

@@ -1,10 +1,10 @@
 """The local executor: one worker process at a time on this host, tasks in order.
 
-A worker (``runner.worker``) is a supervised child: it stays up across tasks (imports and the
-reference cache are paid once), and is replaced when it dies or a deadline kills it. A task that
+A worker (``runner.executors.worker``) is a supervised child: it stays up across tasks (imports and
+the reference cache are paid once), and is replaced when it dies or a deadline kills it. A task that
 asks for a cold worker gets a fresh one whose compile caches start empty, thrown away after it.
-Failures are classified from exit codes, signals and the worker's own events, never from words
-in error text.
+Failures are classified from exit codes, signals and the worker's own events, never from words in
+error text.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from torchport import settings
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, Child, LogFolder
 from torchport.records.result import crashed, error_note
-from torchport.runner.executor import (
+from torchport.runner.executors.protocol import (
     Deadline,
     ExecutorBroken,
     Finished,
@@ -91,14 +91,14 @@ def over_watermark(resources: dict, limits: dict[str, int] | None = None) -> str
 
 
 class WorkerProcess:
-    """One ``python -m torchport.runner.worker`` process."""
+    """One ``python -m torchport.runner.executors.worker`` process."""
 
     def __init__(
         self, device: str, env: dict[str, str], logs: LogFolder, cold_root: str | None = None
     ):
         self.logs, self.cold_root = logs, cold_root
         self.child = Child(
-            "torchport.runner.worker",
+            "torchport.runner.executors.worker",
             ["--device", device],
             env=env,
             log_dir=logs.path,
@@ -171,9 +171,10 @@ class WorkerProcess:
             if finished:
                 return result
 
-    # One task in steps, so that a supervisor can watch many workers at once (runner.parallel):
-    # begin, then on_event for each event until one returns the result; on_late once wake_at()
-    # passes; on_end when the event stream ends; on_bad_event for a line that is not an event.
+    # One task in steps, so that a supervisor can watch many workers at once
+    # (runner.executors.parallel): begin, then on_event for each event until one returns the result;
+    # on_late once wake_at() passes; on_end when the event stream ends; on_bad_event for a line that
+    # is not an event.
     def begin(self, task: Task, config: dict, deadline: Deadline) -> dict | None:
         """Send ``task`` (``config``: the run's, sent on its own line when the worker does not
         hold it yet; ``deadline``: the run's); None, or a crash result if the worker no longer

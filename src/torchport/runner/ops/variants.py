@@ -215,7 +215,7 @@ def check_all(ladder, op, samples: list) -> dict[str, dict]:
     to the ladder's failures (the case's status), each variant's device call is recorded for
     placement. Returns per kind: {"checked": n, "failed": n, "not_run": {reason: n},
     "fallback_ops": [...]}."""
-    from torchport.runner import op_samples as ops
+    from torchport.runner.ops import samples as ops
 
     chosen: dict[str, Variant] = {}
     for sample in samples:

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests.conftest import torchport
-from torchport.runner.envs import (
+from torchport.matrix.envs import (
     MARKER,
     EnvSpec,
     Indexes,
@@ -24,7 +24,7 @@ from torchport.runner.envs import (
     lock_digest,
     torchport_requirements,
 )
-from torchport.runner.matrix import (
+from torchport.matrix.run import (
     MatrixError,
     load_matrix,
     parse_env,
@@ -162,7 +162,7 @@ STUB_PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrix_s
 
 def _stand_up(envs_dir, spec: EnvSpec, indexes: Indexes, common, lock: str, *, stub: bool):
     """A finished environment (no uv build) whose torchport is this install's, or the stub
-    (tests/runner/matrix_stub.py: records a sample run, no torch)."""
+    (tests/matrix/matrix_stub.py: records a sample run, no torch)."""
     path = os.path.join(envs_dir, f"{spec.name}-{spec.digest(indexes, common)}")
     os.makedirs(os.path.join(path, "bin"))
     script = os.path.join(path, "bin", "torchport")
@@ -201,8 +201,8 @@ def _matrix(tmp_path, run: str, new_vars: str = "", *, stub: bool) -> list:
 def test_run_matrix_resumes_then_reuses(tmp_path, monkeypatch):
     """The library without the CLI: stub environments, an interrupted pair of runs resumed,
     then reused; the release note compares them (the CLI's own test is slow)."""
+    from torchport.matrix.run import run_matrix
     from torchport.records import open_store
-    from torchport.runner.matrix import run_matrix
     from torchport.views.release_note import release_note
 
     args = _matrix(tmp_path, "suite = 'smoke'", "vars = { STUB_FAIL = 'smoke/mlp' }", stub=True)
@@ -373,8 +373,8 @@ def test_release_note_markdown_shows_stored_text_as_text():
 
 
 def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
+    from torchport.matrix.run import run_matrix
     from torchport.records import open_store
-    from torchport.runner.matrix import run_matrix
 
     args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
     matrix = load_matrix(str(args[1]))
@@ -393,8 +393,8 @@ def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
 
 
 def test_build_only_runs_nothing(tmp_path):
+    from torchport.matrix.run import run_matrix
     from torchport.records import open_store
-    from torchport.runner.matrix import run_matrix
 
     args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
     matrix = load_matrix(str(args[1]))
@@ -410,8 +410,8 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
     name (the workload's given to the child), the checks kept with their command, a check
     naming a run the environment lacks not run; a second invocation reuses runs and checks;
     the note compares only the runs the baseline has."""
+    from torchport.matrix.run import run_matrix
     from torchport.records import open_store
-    from torchport.runner.matrix import run_matrix
 
     code = "import sys; print('ran', *sys.argv[1:])"
     text = (
@@ -485,7 +485,7 @@ def test_an_environment_is_built_with_its_bytecode_compiled(tmp_path, monkeypatc
     """uv compiles the packages' bytecode at build time (as pip does): a process in the
     environment does not compile torch and transformers from source at every import where
     .pyc files cannot be written (PYTHONDONTWRITEBYTECODE)."""
-    from torchport.runner import envs
+    from torchport.matrix import envs
 
     calls = []
 
@@ -525,7 +525,7 @@ def test_an_environment_is_built_with_its_bytecode_compiled(tmp_path, monkeypatc
 def test_torchport_is_installed_with_the_environments_setuptools_else_isolated(monkeypatch):
     """No build environment to resolve where the environment has setuptools; where it has
     none (torch 2.9's), uv's isolated build, resolved from the matrix's indexes."""
-    from torchport.runner import envs
+    from torchport.matrix import envs
 
     calls = []
 

@@ -2,7 +2,7 @@
 
 Two launchers, one supervision:
 
-procs     (one machine, the default) N processes of ``torchport.runner.dist_rank`` with c10d's
+procs     (one machine, the default) N processes of ``torchport.runner.dist.rank`` with c10d's
           ``env://`` variables and a free port on 127.0.0.1: c10d's TCPStore on rank 0 is the
           rendezvous, as ``torch.multiprocessing`` launches do
 torchrun  PyTorch's own launcher (``torch.distributed.run``: elastic agent, c10d rendezvous),
@@ -153,7 +153,7 @@ def launch_world(
     torchrun's rendezvous is given a join timeout inside the deadline, so a rendezvous that
     never completes (a node missing) ends in torchrun's own words, which are kept."""
     base_env = {**os.environ, **env, "TORCHPORT_DIST_OUT": out_dir}
-    rank_cmd = [sys.executable, "-m", "torchport.runner.dist_rank", spec_path]
+    rank_cmd = [sys.executable, "-m", "torchport.runner.dist.rank", spec_path]
     procs: list[subprocess.Popen] = []
     rank_pids: dict[int, int] = {}
     start = clock()
@@ -210,7 +210,7 @@ def launch_world(
                 "--max-restarts=0",
                 "--monitor-interval=0.5",
                 "--module",
-                "torchport.runner.dist_rank",
+                "torchport.runner.dist.rank",
                 spec_path,
             ]
             log = open(os.path.join(out_dir, f"agent{agent}.log"), "wb")  # noqa: SIM115

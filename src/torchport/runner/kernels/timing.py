@@ -1,4 +1,4 @@
-"""The timing of a kernel case (runner/kernel_ladder.py): the op alone and the whole training
+"""The timing of a kernel case (runner/kernels/ladder.py): the op alone and the whole training
 step, with and without the replacement, interleaved and synchronised (``timing.py``), in the
 task's mode (in compile mode each side compiled once, with the graphs, graph breaks and
 recompiles the replacement adds); and whether the step timing can tell the sides apart.
@@ -10,7 +10,7 @@ from torchport.execution.steps import make_step
 from torchport.instruments import compile_metrics
 from torchport.probes.perf import host_load, noisy, summary_dict
 from torchport.records.result import capture, error_value
-from torchport.runner.kernel_op_stages import KernelChecks, _exc, _first_line
+from torchport.runner.kernels.op_stages import KernelChecks, _exc, _first_line
 from torchport.timing import Summary, clock, sample_blocked, sample_interleaved, step_timer
 
 # timed rounds at least (each round: both sides once): the per-round ratios decide a noisy step

@@ -1,8 +1,8 @@
-"""The checks of a kernel case's ladder (runner/kernel_ladder.py) that need no whole model.
+"""The checks of a kernel case's ladder (runner/kernels/ladder.py) that need no whole model.
 
 op_call    the op called plainly on the device on its samples (custom ops only)
 opcheck    ``torch.library.opcheck`` on the device, on variants of the user's own samples
-           (runner/kernel_variants.py) in float32 and as given at each other claimed dtype
+           (runner/kernels/variants.py) in float32 and as given at each other claimed dtype
 gradcheck  float64 on the CPU (the op's CPU implementation) over the variants, and on the
            device only where it computes float64 (``DeviceAdapter.float64_support``); else the
            device's gradients are judged at its dtypes against the float64 truth (op_values)
@@ -22,7 +22,7 @@ from typing import Any
 from torchport.config import RunConfig
 from torchport.execution import compile_backend
 from torchport.records.result import error_note, error_value
-from torchport.runner import kernel_checks
+from torchport.runner.kernels import checks
 from torchport.runner.stages import StageRunner
 
 
@@ -81,7 +81,7 @@ class KernelChecks(StageRunner):
         # the op called plainly first: opcheck's own instruments (SchemaCheckMode's aliasing
         # checks) need ops a backend may lack, so an op that cannot run on the device at all
         # would read as a wrong registration; it is a failure to run, named as such
-        return kernel_checks.runs(self.rep.op, self.op_samples)
+        return checks.runs(self.rep.op, self.op_samples)
 
     def _op_called(self, value) -> None:
         ran, first_exc = value
@@ -106,17 +106,17 @@ class KernelChecks(StageRunner):
         return "op_call" in self.got and not self.got["op_call"][0]["failed"]
 
     def _op_variants(self) -> None:
-        """Variants of the user's own samples (runner/kernel_variants.py), from float64 CPU
+        """Variants of the user's own samples (runner/kernels/variants.py), from float64 CPU
         copies: each check makes them at its dtype on its device."""
         import torch
 
-        from torchport.runner import kernel_variants
+        from torchport.runner.kernels import variants
 
         samples = self.rep.op_samples(torch.float64, "cpu")
         self.op_variants = [
             v
             for index, (args, kwargs) in enumerate(samples)
-            for v in kernel_variants.variants(args, kwargs, index)
+            for v in variants.variants(args, kwargs, index)
         ]
 
     def _opcheck_stage(self) -> dict:
@@ -138,7 +138,7 @@ class KernelChecks(StageRunner):
                     (f"{dtype_name} {var.label}", var.call_args(var.leaves(dtype, self.device)))
                 )
         light = {i for i, (label, _) in enumerate(calls) if not label.endswith(" as_given")}
-        report = kernel_checks.opcheck(self.rep.op, [c for _, c in calls], light)
+        report = checks.opcheck(self.rep.op, [c for _, c in calls], light)
         report["aot_dispatch_on"] = "the samples as given (the layout variants: the other tests)"
         for failure in report["failures"]:
             failure["sample"] = calls[failure["sample"]][0]
@@ -165,7 +165,7 @@ class KernelChecks(StageRunner):
         """gradcheck in float64 on the CPU (the op's CPU implementation) over every variant;
         on the device too where it computes float64; else the device's gradients are judged
         at its dtypes against the float64 truth (``op_values``), and the report says so."""
-        from torchport.runner import kernel_truth
+        from torchport.runner.kernels import truth
 
         if "float64" not in self.rep.dtypes:  # its float64 is no claim of its own to hold
             why = (
@@ -174,11 +174,11 @@ class KernelChecks(StageRunner):
                 "float64 truth (samples, whole model)"
             )
             return {"cpu": {"check": why}, "device": {"check": why}, "failed": 0}
-        report: dict = {"cpu": kernel_truth.gradcheck(self.rep.op, self.op_variants, "cpu")}
+        report: dict = {"cpu": truth.gradcheck(self.rep.op, self.op_variants, "cpu")}
         if self.device.startswith("cpu"):
             report["device"] = {"check": "the CPU gradcheck (the device is the CPU)"}
         elif self.float64[0]:
-            ran = kernel_truth.gradcheck(self.rep.op, self.op_variants, self.device)
+            ran = truth.gradcheck(self.rep.op, self.op_variants, self.device)
             if ran["checked"]:
                 report["device"] = {"check": f"gradcheck float64 on {self.device}", **ran}
             else:  # float64 computes, but not this op: its refusal said, the truth instead
@@ -220,9 +220,9 @@ class KernelChecks(StageRunner):
                 )
 
     def _op_values_stage(self) -> dict:
-        from torchport.runner import kernel_truth
+        from torchport.runner.kernels import truth
 
-        return kernel_truth.op_values(
+        return truth.op_values(
             self.rep.op,
             self.op_variants,
             self.rep.dtypes,
@@ -290,16 +290,16 @@ class KernelChecks(StageRunner):
         model gave it, both judged against the original in float64 on the CPU."""
         import torch
 
-        from torchport.runner import kernel_truth, kernel_variants
+        from torchport.runner.kernels import truth, variants
 
         args, kwargs, module = self.module_input
         tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
         if len(args) == 1 and len(tensors) == 1 and args[0].dim() >= 1:
-            found = kernel_variants.from_module_input(args[0])
+            found = variants.from_module_input(args[0])
         else:  # several inputs (attention): layouts only, every input in the same layout
-            found = kernel_variants.variants(args, kwargs, sizes=False)
+            found = variants.variants(args, kwargs, sizes=False)
         host = next(m for m in self.workload.model.modules() if self.rep.matches(m))
-        report = kernel_truth.module_samples(
+        report = truth.module_samples(
             module,
             host,
             self.rep.make,

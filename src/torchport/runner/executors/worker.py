@@ -35,8 +35,8 @@ def _reset_compiler() -> None:
 
 
 def resources() -> dict:
-    """What this worker holds now, read after each task (the supervisor recycles a worker past
-    its watermarks, runner/local.py): memory maps (``/proc/self/maps``: a backend that keeps
+    """What this worker holds now, read after each task (the supervisor recycles a worker past its
+    watermarks, runner/executors/local.py): memory maps (``/proc/self/maps``: a backend that keeps
     every compiled executable, torch_xla's, runs into ``vm.max_map_count``) and resident set."""
     found: dict = {"pid": os.getpid()}
     try:
@@ -64,9 +64,9 @@ def main(argv=None) -> int:
     from torchport.config import RunConfig
     from torchport.devices import get_adapter
     from torchport.execution.environment import fingerprint
-    from torchport.runner import ladders
+    from torchport.runner.ladders import table
 
-    ladders.preload()
+    table.preload()
 
     try:
         adapter = get_adapter(args.device)
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
                 raise run_config
             config = run_config.with_changes(task.get("changes") or {})
             case = find_case(config.suite, task["case"], workload=config.workload)
-            ladder = ladders.ladder_class(ladders.ladder_name(case, config))
+            ladder = table.ladder_class(table.ladder_name(case, config))
             result = ladder(
                 case, task["mode"], config, adapter, channel.emit, reference_cache
             ).run()

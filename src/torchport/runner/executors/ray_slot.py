@@ -1,14 +1,15 @@
 """The Ray side of ``--executor ray``: one actor per worker place, on whichever node Ray picks.
 
-The actor does not run cases itself: it runs them in torchport's own supervised worker process
-on its node (``runner.local.WorkerProcess``, with the case and compile deadlines), so a case that
-segfaults or hangs costs a worker process and yields a ``crash`` or ``timeout`` result, while the
-actor (and Ray's view of it) lives on. Its worker environment is built on the node from the
+The actor does not run cases itself: it runs them in torchport's own supervised worker process on
+its node (``runner.executors.local.WorkerProcess``, with the case and compile deadlines), so a case
+that segfaults or hangs costs a worker process and yields a ``crash`` or ``timeout`` result, while
+the actor (and Ray's view of it) lives on. Its worker environment is built on the node from the
 node's own environment, where Ray has already exported the devices it assigned the actor
 (CUDA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES, ...). Files a result names (profiler traces) are
 read back here and sent with the result, so they reach the driver's artifact store.
 
-This module imports no Ray: ``runner.ray_executor`` wraps ``SlotActor`` with ``ray.remote``.
+This module imports no Ray: ``runner.executors.ray_executor`` wraps ``SlotActor`` with
+``ray.remote``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,13 @@ from torchport.devices import get_adapter
 from torchport.devices.base import thread_env
 from torchport.execution.child import LogFolder
 from torchport.records.result import crashed, error_note
-from torchport.runner.executor import Deadline
-from torchport.runner.local import WorkerProcess, WorkerStartError, cold_worker, warm_worker
+from torchport.runner.executors.local import (
+    WorkerProcess,
+    WorkerStartError,
+    cold_worker,
+    warm_worker,
+)
+from torchport.runner.executors.protocol import Deadline
 from torchport.runner.plan import Task, worker_env
 
 MAX_ARTIFACT_BYTES = 256 * 2**20

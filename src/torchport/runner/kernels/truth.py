@@ -1,6 +1,6 @@
 """A replacement judged against the float64 truth, never against another low-precision answer.
 
-For every variant of a sample (runner/kernel_variants.py) and every dtype the replacement
+For every variant of a sample (runner/kernels/variants.py) and every dtype the replacement
 claims and the device computes, three sides run the same values (the inputs and cotangents
 rounded to the dtype first, so every side sees what the device saw):
 
@@ -30,7 +30,7 @@ import contextlib
 import copy
 from collections.abc import Callable
 
-from torchport.runner.kernel_variants import Variant
+from torchport.runner.kernels.variants import Variant
 
 # (atol, rtol) of the allclose part, by dtype; gradients get GRAD_SLACK times more. float64
 # allows for originals that compute in float32 inside (transformers' RMSNorm casts to float32).

@@ -1,6 +1,6 @@
 """What a world's reports say: the rows merged over ranks, and, for a world that did not
 report, where each missing rank was, the rendezvous, and what the launcher said (its exit
-status and the error lines of its log). Used by ``runner/dist_ladder.py``'s judgement."""
+status and the error lines of its log). Used by ``runner/dist/ladder.py``'s judgement."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Why not the model ladder: an op case is many small samples, each with its own in
 outputs (integer and bool outputs included, which are compared exactly), each of which may be
 invalid at a dtype on the CPU too; one bad sample must not hide the others, and every sample's
 aten ops are recorded with where they ran. So it has a ladder of its own, with the same result
-shape, statuses and stage names as ``runner/ladder.py``:
+shape, statuses and stage names as ``runner/ladders/model.py``:
 
 build   the OpInfo entry, its skips and sample inputs, made on the device with torch seeded (as
         upstream's test_compare_cpu does; made on the CPU and moved if the device cannot)
@@ -51,7 +51,7 @@ NO_COMPLEX_REPLAY = "the profiled replay crashed a worker on them"
 def _complex(sample, side) -> bool:
     import torch
 
-    from torchport.runner import op_samples as ops
+    from torchport.runner.ops import samples as ops
 
     values = [t for _, t in ops.named_tensors(sample)] + list((side.live or {}).values())
     return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
@@ -256,9 +256,9 @@ class OpLadder(StageRunner):
 
     def _variants(self) -> None:
         """--depth 3 and 4: the call forms OpInfo leaves out, each from the first strided
-        sample that allows it (``runner/op_variants.py``)."""
-        from torchport.runner import op_samples as ops
-        from torchport.runner import op_variants
+        sample that allows it (``runner/ops/variants.py``)."""
+        from torchport.runner.ops import samples as ops
+        from torchport.runner.ops import variants as op_variants
 
         strided = [s for s in self.samples if not ops.non_strided(s)][
             : op_variants.SAMPLES_SEARCHED
@@ -289,7 +289,7 @@ class OpLadder(StageRunner):
     def _samples(self, op, backward: bool) -> list:
         """Samples on the device; made on the CPU and moved when the device cannot make them."""
         from torchport.cases import opinfo
-        from torchport.runner import op_samples
+        from torchport.runner.ops import samples as op_samples
 
         device = self.adapter.device()
         try:
@@ -327,7 +327,7 @@ class OpLadder(StageRunner):
         return swap
 
     def _sample(self, op, index: int, sample, *, backward: bool, fp64: bool, tolerance) -> None:
-        from torchport.runner import op_samples as ops
+        from torchport.runner.ops import samples as ops
 
         if ops.non_strided(sample):
             self.sample_skips["sparse"] += 1
@@ -424,7 +424,7 @@ class OpLadder(StageRunner):
     def _device_side(self, op, sample, backward: bool, seed: int):
         """Forward, then backward, each under the placement recorder; the cotangents are made
         between the two, unrecorded. Returns the side (read back) and the aten ops it ran."""
-        from torchport.runner import op_samples as ops
+        from torchport.runner.ops import samples as ops
 
         holder: dict = {}
 
@@ -482,7 +482,7 @@ class OpLadder(StageRunner):
         is composite and narrow_copy.out falls back, but narrow_copy calls clone, which does
         not). The copies are two: the recorders' pass and the nested pass each run once.
         None when the replay itself failed (the guess stands, with the reason kept)."""
-        from torchport.runner import op_samples as ops
+        from torchport.runner.ops import samples as ops
 
         copies = [ops.convert(sample, lambda t: ops.leaf(t)) for _ in range(2)]
         backward = side.cotangents is not None

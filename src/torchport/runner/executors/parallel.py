@@ -1,9 +1,9 @@
 """The parallel local executor (``--jobs N``): N supervised workers on this host at once.
 
-Each slot owns one warm worker (``runner.local.WorkerProcess``) with its share of the host
-(``runner.shares``: its own device index, or an equal share of the cores). The supervisor waits
-on every worker's event channel at once (one ``select`` over their fds), each worker with its own
-deadlines, so a hung or dying worker never holds up the others' results. Results are returned in
+Each slot owns one warm worker (``runner.executors.local.WorkerProcess``) with its share of the host
+(``runner.executors.shares``: its own device index, or an equal share of the cores). The supervisor
+waits on every worker's event channel at once (one ``select`` over their fds), each worker with its
+own deadlines, so a hung or dying worker never holds up the others' results. Results are returned in
 the order they finish. A cold-compile task gets a fresh worker of its own, as in the serial
 executor. Starting a worker is waited on the same way: a slow start does not block the others.
 """
@@ -16,21 +16,21 @@ from collections.abc import Callable
 
 from torchport.config import COLD_WORKER_ENV
 from torchport.execution.child import BadEvent, LogFolder
-from torchport.runner.executor import (
+from torchport.runner.executors.local import (
+    MAX_START_FAILURES,
+    WorkerProcess,
+    WorkerStartError,
+    start_deadline_s,
+)
+from torchport.runner.executors.protocol import (
     Deadline,
     Finished,
     SlotLoop,
     finished_crash,
     wait_s,
 )
-from torchport.runner.local import (
-    MAX_START_FAILURES,
-    WorkerProcess,
-    WorkerStartError,
-    start_deadline_s,
-)
+from torchport.runner.executors.shares import Share
 from torchport.runner.plan import Task
-from torchport.runner.shares import Share
 from torchport.timing import clock
 
 # A cap on one select: only a bound on how late a deadline can be noticed would need it, since

@@ -1,9 +1,9 @@
 """The registration checks of a replacement kernel: does the op run, is it registered right.
 
 Each returns data (what was checked, what failed and why); none raises past its boundary except
-on a bug in torchport itself. Used by ``runner/kernel_ladder.py``; the checks of values and
-gradients against the float64 truth are in ``runner/kernel_truth.py``, the variants of the
-user's samples they run on in ``runner/kernel_variants.py``.
+on a bug in torchport itself. Used by ``runner/kernels/ladder.py``; the checks of values and
+gradients against the float64 truth are in ``runner/kernels/truth.py``, the variants of the
+user's samples they run on in ``runner/kernels/variants.py``.
 
 runs        the op called plainly on each sample (an op the device cannot run is named so)
 opcheck     ``torch.library.opcheck`` on the samples given (schema, fake tensor, autograd

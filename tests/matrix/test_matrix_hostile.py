@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import torchport
 from tests.interfaces.inproc import invoke, one_line
-from tests.runner.test_matrix import STUB
-from torchport.runner.envs import (
+from tests.matrix.test_matrix import STUB
+from torchport.matrix.envs import (
     MARKER,
     EnvError,
     EnvSpec,
@@ -30,7 +30,7 @@ from torchport.runner.envs import (
     name_problem,
     uv_reason,
 )
-from torchport.runner.matrix import Matrix, MatrixError, load_matrix
+from torchport.matrix.run import Matrix, MatrixError, load_matrix
 
 GOOD = {
     "matrix": {"name": "m", "requirements": ["numpy"], "envs_dir": "envs"},
@@ -299,7 +299,7 @@ def test_an_environment_whose_torch_was_deleted_is_rebuilt_or_refused(tmp_path):
 def test_a_stood_up_environment_with_torch_deleted_records_nothing_in_a_matrix(tmp_path):
     """The same through the command: the broken side is a problem (exit 1, one line, the
     environment "failed"), its cases get no result, and no "fixed" is claimed."""
-    from tests.runner.test_matrix import _stand_up
+    from tests.matrix.test_matrix import _stand_up
     from torchport.records import open_store
 
     (tmp_path / "empty").mkdir()
@@ -395,7 +395,7 @@ def test_a_checks_file_and_log_never_hold_the_databases_password(tmp_path):
     in its file and logged carries no password (a matrix's files are shared)."""
     from types import SimpleNamespace
 
-    from torchport.runner.matrix_checks import Check, run_checks
+    from torchport.matrix.checks import Check, run_checks
 
     url = "postgresql://ana:hunter swordfish@127.0.0.1:1/kb"
     env = SimpleNamespace(path=str(tmp_path / "env"), lock_digest="abc")

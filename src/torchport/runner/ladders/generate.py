@@ -28,7 +28,7 @@ from torchport.execution.steps import place, to_cpu
 from torchport.instruments import compile_metrics, compile_outcome, token_parity
 from torchport.probes.serve import CompileCounter, batches_for
 from torchport.records.result import error_note
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 from torchport.runner.stages import Stage
 from torchport.timing import step_timer
 

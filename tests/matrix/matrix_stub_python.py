@@ -1,5 +1,5 @@
-"""A stand-in for a stood-up environment's ``bin/python`` (tests/runner/test_matrix.py),
-answering only runner/envs.py's check that torch imports at the locked versions: it reports
+"""A stand-in for a stood-up environment's ``bin/python`` (tests/matrix/test_matrix.py),
+answering only matrix/envs.py's check that torch imports at the locked versions: it reports
 the versions the environment's lock holds, or ``torch`` not importing when the environment
 folder holds a file named ``BROKEN`` (a deleted torch)."""
 

@@ -1,6 +1,6 @@
-"""One rank of a dist case: ``python -m torchport.runner.dist_rank SPEC.json``.
+"""One rank of a dist case: ``python -m torchport.runner.dist.rank SPEC.json``.
 
-Started by ``runner/dist_launch.py`` directly or through torchrun; either way the environment
+Started by ``runner/dist/launch.py`` directly or through torchrun; either way the environment
 holds RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (c10d's ``env://``). The rank
 writes what it is doing before each collective to ``rank<R>.last`` (the supervisor names it when
 the world hangs or dies) and its outcome to ``rank<R>.json``: rows, or the error as data.
@@ -14,7 +14,7 @@ import sys
 from datetime import timedelta
 
 from torchport.records.status import PASS, SKIP
-from torchport.runner.dist_guard import write_json as _write
+from torchport.runner.dist.guard import write_json as _write
 
 
 def _device(adapter, local_rank: int) -> str:
@@ -34,9 +34,9 @@ def _device(adapter, local_rank: int) -> str:
 
 
 def backend_for(adapter, requested: str | None) -> str:
-    """The collective backend of the adapter's device (``dist_guard.collective_backend``);
+    """The collective backend of the adapter's device (``guard.collective_backend``);
     raises ``NoCollectiveBackend`` when none serves it."""
-    from torchport.runner.dist_guard import collective_backend
+    from torchport.runner.dist.guard import collective_backend
 
     return collective_backend(adapter.torch_type, requested)
 
@@ -97,11 +97,11 @@ def main(argv=None) -> int:
     rows: list[dict] = []  # the rows finished so far (the conformance's own list)
 
     def expired(label: str, seconds: float) -> None:  # on the watchdog's thread
-        from torchport.runner.dist_guard import timed_out_outcome
+        from torchport.runner.dist.guard import timed_out_outcome
 
         _write(out_path, timed_out_outcome(outcome, label, seconds, rows))
 
-    from torchport.runner.dist_guard import CollectiveDeadline
+    from torchport.runner.dist.guard import CollectiveDeadline
 
     guard = CollectiveDeadline(task["collective_deadline_s"], expired)
     try:
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         dist.init_process_group(backend, timeout=timedelta(seconds=task["collective_timeout_s"]))
         check_collective_world(adapter, world)
         stage = "run"
-        from torchport.runner.dist_guard import data_moves
+        from torchport.runner.dist.guard import data_moves
 
         progress("data-moving check")
         moved = data_moves(world=world, rank=rank, device=device, guard=guard)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
 
             hide_from_dynamo()  # its collectives opaque to dynamo, as a C++ backend's are
         if spec.kind == "collectives":
-            from torchport.runner.dist_collectives import Conformance
+            from torchport.runner.dist.collectives import Conformance
 
             conformance = Conformance(
                 rank=rank,
@@ -165,13 +165,13 @@ def main(argv=None) -> int:
             rows = conformance.rows
             outcome["rows"] = conformance.run_all(spec.sizes, spec.dtypes, spec.layouts)
             if not device.startswith("cpu"):  # on the CPU, host memory is the device's
-                from torchport.runner.dist_collectives import host_staging
+                from torchport.runner.dist.collectives import host_staging
 
                 outcome["host_staging"] = host_staging(
                     world=world, device=device, progress=progress, guard=guard
                 )
         elif spec.kind == "bandwidth":
-            from torchport.runner.dist_collectives import bandwidth
+            from torchport.runner.dist.collectives import bandwidth
 
             outcome["bandwidth"] = bandwidth(
                 world=world,
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
                 progress=progress,
             )
         else:
-            from torchport.runner.dist_train import train_parity
+            from torchport.runner.dist.train import train_parity
 
             # the float64 reference, computed once in a clean child by the supervisor
             progress("load the float64 training reference")
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
                 compile_backend=task.get("compile_backend"),
             )
         if task.get("exchange_reports"):  # nodes on other machines: each rank says it is done
-            from torchport.runner.dist_guard import exchange_reports
+            from torchport.runner.dist.guard import exchange_reports
 
             progress("world report exchange")
             with guard("world report exchange (every rank of every node reports)"):
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         from torchport.records.result import classify, error_value
 
         if task.get("exchange_reports"):  # the others are told, so they do not wait on it
-            from torchport.runner.dist_guard import post_report
+            from torchport.runner.dist.guard import post_report
 
             post_report(rank, {"rank": rank, "error": f"{type(exc).__name__}: {exc}"[:300]})
         outcome["error"] = error_value(exc)
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
         left = getattr(exc, "torchport_placement", None)
         observe = getattr(exc, "torchport_observe", None)
         if left or observe:  # the placement evidence that explains a strategy's failure, cited
-            from torchport.runner.dist_train import host_ops_note, placement_note
+            from torchport.runner.dist.train import host_ops_note, placement_note
 
             notes, cited = [placement_note(left)] if left else [], {"left_on_host": left or []}
             # status decided above: one observation pass now (no progress label: the last

@@ -1,7 +1,7 @@
 """The ladder of a ``dist`` case: a world of N ranks as one supervised task.
 
-Same interface as ``runner.ladder.Ladder`` (``DistLadder(...).run() -> result dict``). It writes
-the ranks' task, starts them (``runner/dist_launch.py``), waits for the world within the case's
+Same interface as ``runner.ladders.model.Ladder`` (``DistLadder(...).run() -> result dict``). It writes
+the ranks' task, starts them (``runner/dist/launch.py``), waits for the world within the case's
 deadline, and turns what every rank reported into one result:
 
 skip            no collective backend serves the device (decided before any rank starts)
@@ -32,9 +32,9 @@ import shutil
 
 from torchport.execution.child import owned_folder, remove_orphaned
 from torchport.records.result import error_note, error_value, skipped
-from torchport.runner.dist_guard import NoCollectiveBackend, collective_deadline_s
-from torchport.runner.dist_launch import launch_world
-from torchport.runner.dist_world import (
+from torchport.runner.dist.guard import NoCollectiveBackend, collective_deadline_s
+from torchport.runner.dist.launch import launch_world
+from torchport.runner.dist.world import (
     RENDEZVOUS_STEPS,
     launcher_said,
     merge_rows,
@@ -104,7 +104,7 @@ class DistLadder(StageRunner):
         mapped to its type, or the one mapped or asked for does not declare it): the reason
         says so, instead of a failure inside the first collective."""
         from torchport.devices.simdev_dist import register as register_simccl
-        from torchport.runner.dist_guard import collective_backend
+        from torchport.runner.dist.guard import collective_backend
 
         try:  # as a rank does: simdev's backend (planted faults' on any device), the device's
             register_simccl()
@@ -293,7 +293,7 @@ class DistLadder(StageRunner):
 
     def _other_nodes_reported(self, outcomes: list[dict]) -> bool:
         """Nodes on other machines: every rank of the world reported its end to the store
-        (``dist_guard.exchange_reports``); a rank that did not, or that failed there, is no
+        (``guard.exchange_reports``); a rank that did not, or that failed there, is no
         pass here either. True where there is nothing to check."""
         reports: list[dict] = [o["world_reports"] for o in outcomes if o.get("world_reports")]
         if not reports:
