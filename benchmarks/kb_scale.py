@@ -20,7 +20,7 @@ the size is the server's pg_database_size.
 
 ``--fill-only`` fills the knowledge base and stops; ``--reuse`` times the reads on one filled
 before (a million results take minutes of CPU to write: fill once, measure many times). A
-file of an older schema is migrated first (one write open), as a user's first write would.
+file of an older schema is migrated first (``torchport migrate``: reads refuse an older one).
 
 Besides the commands, figures inside the process: the search's first page, the run headline
 (counts of every run, one run's medians, the placement summary of a comparison, the host-op
@@ -413,16 +413,15 @@ TALLY_FILL = (
 
 
 def migrate(url: str) -> str | None:
-    """Open ``url`` for writing once (a file of an older schema is migrated, as by a user's
-    first write); what it took, or None when nothing was to do."""
-    with open_store(url, write=False) as store:
-        before = store.schema_version()
+    """``torchport migrate`` on ``url`` (reads refuse an older schema); what it took, or None
+    when nothing was to do."""
+    from torchport.records.store import migrate as migrate_store
+
     start = time.perf_counter()
-    with open_store(url, write=True) as store:
-        after = store.schema_version()
-    if after == before:
+    done = migrate_store(url)
+    if done.after == done.before:
         return None
-    return f"migrated schema v{before} -> v{after} in {time.perf_counter() - start:.1f} s"
+    return f"migrated schema v{done.before} -> v{done.after} in {time.perf_counter() - start:.1f} s"
 
 
 def main(argv=None) -> None:

@@ -32,7 +32,7 @@ from torchport import api  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.records import open_store  # noqa: E402
 from torchport.records.result import Result  # noqa: E402
-from torchport.runner.executor import Finished  # noqa: E402
+from torchport.runner.executors.protocol import Finished  # noqa: E402
 
 
 def load() -> str:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from torchport.records.result import Result
-from torchport.runner.executor import Finished
+from torchport.runner.executors.protocol import Finished
 
 SCRIPT = """
 from torchport import api
@@ -183,3 +183,63 @@ def test_a_workload_is_imported_from_the_folder_it_is_run_with_not_the_current_o
     store = open_store(str(tmp_path / "kb.db"), write=True)
     outcome = api.run(config, store, workload_folder=str(folder))
     assert outcome.state == "complete" and outcome.counts == {"pass": 1}
+
+
+@pytest.mark.parametrize("how", ["serial", "jobs", "ray"])
+def test_a_run_resolves_its_device_adapter_once_and_hands_it_to_the_executor(
+    tmp_path, monkeypatch, how
+):
+    """``api.run`` resolves the device's adapter once (checking the device, making the
+    executor), whichever executor it makes; each executor gets that same adapter's settings.
+    The executors are stand-ins that record what they were given: workers resolve their own in
+    their process, which this does not count."""
+    import torchport.devices
+    from torchport import api
+    from torchport.config import RunConfig
+    from torchport.records import open_store
+    from torchport.runner.executors import local, parallel, ray_executor
+
+    resolved = []
+    real = torchport.devices.get_adapter
+
+    def counting(name):
+        resolved.append(real(name))
+        return resolved[-1]
+
+    monkeypatch.setattr(torchport.devices, "get_adapter", counting)
+    given = {}
+
+    def answer(task):
+        return Result(case=task.case, mode=task.mode, status="pass").to_dict()
+
+    def stand_in(**kwargs):
+        given.update(kwargs)
+        return FakeExecutor(answer)
+
+    def connect(config, *, adapter=None, workload_folder=None):
+        given.update(adapter=adapter)
+        return FakeExecutor(answer)
+
+    monkeypatch.setattr(local, "LocalExecutor", stand_in)
+    monkeypatch.setattr(parallel, "ParallelExecutor", stand_in)
+    monkeypatch.setattr(ray_executor.RayExecutor, "connect", connect)
+    config = RunConfig(
+        suite="smoke",
+        cases=("mlp",),
+        modes=("eager",),
+        device="cpu",
+        probes=(),
+        jobs=1 if how == "serial" else 2,
+        executor="ray" if how == "ray" else "local",
+    )
+    for n in range(2):  # per run, not once per process
+        resolved.clear()
+        store = open_store(str(tmp_path / f"{how}-{n}.db"), write=True)
+        outcome = api.run(config, store)
+        assert outcome.state == "complete" and outcome.counts == {"pass": 1}
+        assert len(resolved) == 1, f"{len(resolved)} resolutions in one {how} run"
+        if how == "ray":
+            assert given["adapter"] is resolved[0]
+        else:
+            assert given["cache_dirs"] == resolved[0].cache_dirs
+            assert given["env"] == given["env"] | resolved[0].debug_env

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from torchport.runner.envs import MARKER
-from torchport.runner.matrix import default_envs_dir, load_matrix
+from torchport.matrix.envs import MARKER
+from torchport.matrix.run import default_envs_dir, load_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(str(REPO / "benchmarks" / "real_backends.toml"))

@@ -11,7 +11,6 @@ import pytest
 from torchport.records import StoreError, open_store
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.signature import error_signature
-from torchport.records.sqlite_schema import SCHEMA_VERSION
 
 
 def _run(store, run_id="r1", device="cpu", labels=None, plan=None):
@@ -332,25 +331,26 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
     by_case = q.select_results(
         **dict(flags, case_glob=False, run_id=True), order="case", with_ops=True
     )
-    for sql in (q.outcomes(version=SCHEMA_VERSION), by_case):
+    for sql in (q.outcomes(), by_case):
         plan = _plan(store, sql, ("r1",))  # two runs walked side by side, never sorted
         assert "USING INDEX" in plan and "(run_id=?)" in plan and "TEMP B-TREE" not in plan, plan
     for sql in (  # a baseline, a gate, the headline's medians: never a result row
-        q.statuses(version=SCHEMA_VERSION),
-        q.headline_compile_wait(version=SCHEMA_VERSION),
-        q.headline_speedup(version=SCHEMA_VERSION),
+        q.statuses(),
+        q.headline_compile_wait(),
+        q.headline_speedup(),
     ):
         plan = _plan(store, sql, ("r1",))
         assert "COVERING INDEX results_outcomes" in plan and "SCAN results" not in plan, plan
-    plan = _plan(store, q.statuses(version=SCHEMA_VERSION), ("r1",))
+    plan = _plan(store, q.statuses(), ("r1",))
     assert "TEMP B-TREE" not in plan, plan
     for sql in (q.LAST_EAGER_STATUS, q.LAST_ANY_STATUS):
         plan = _plan(store, sql, ("a", None, None))
         assert "results_case_mode" in plan and "SCAN r" not in plan, plan
+    # A run's counts and failure groups from its tallies (run_tallies), never its results.
     plan = _plan(store, q.RUN_STATUS_COUNTS, ("r1",))
-    assert "COVERING INDEX results_run_status" in plan, plan
-    plan = _plan(store, q.failure_groups(signature="signature", severity=()), ("r1", 10))
-    assert "COVERING INDEX results_run_status" in plan, plan
+    assert "INDEX run_tallies_key" in plan and "results" not in plan, plan
+    plan = _plan(store, q.failure_groups(severity=()), ("r1", 10))
+    assert "INDEX run_tallies_key" in plan and "results" not in plan, plan
     params = {
         "run_a": "r1",
         "run_b": "r2",
@@ -364,16 +364,16 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
         "high": "z",
     }
     for sql in (
-        q.pairs_that_may_differ(version=SCHEMA_VERSION),
-        q.pair_counts(version=SCHEMA_VERSION),
-        q.compare_lists(version=SCHEMA_VERSION),
-        q.pair_counts(version=SCHEMA_VERSION, bounds=(True, True)),  # a part of the pairs
-        q.compare_lists(version=SCHEMA_VERSION, bounds=(True, False)),
+        q.pairs_that_may_differ(),
+        q.pair_counts(),
+        q.compare_lists(),
+        q.pair_counts(bounds=(True, True)),  # a part of the pairs
+        q.compare_lists(bounds=(True, False)),
     ):
         plan = _plan(store, sql, params)  # A walked on an index, B found by one
         assert "SEARCH a USING" in plan and "SCAN a" not in plan and "SCAN b" not in plan, plan
         assert "(run_id=? AND case_id=? AND mode=?)" in plan, plan
-    for sql in (q.pair_counts(version=SCHEMA_VERSION), q.compare_lists(version=SCHEMA_VERSION)):
+    for sql in (q.pair_counts(), q.compare_lists()):
         plan = _plan(store, sql, params)  # every pair decided from the index alone
         assert plan.count("COVERING INDEX results_outcomes") >= 2, plan
     plan = _plan(store, q.results_by_id(3), (1, 2, 3))
@@ -383,7 +383,7 @@ def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
         assert "VIRTUAL TABLE INDEX" in plan and "B-TREE" not in plan, plan
 
 
-def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path):
+def test_outcomes_carry_the_key_figures(store):
     metrics = {
         "perf_median_ms": 2.5,
         "perf_p10_ms": 2.0,
@@ -423,12 +423,6 @@ def test_outcomes_carry_the_key_figures_also_from_an_older_file(store, tmp_path)
     assert a["figures"] == expected and type(a["figures"]["perf_samples"]) is int
     assert a["host_ops"] == {"aten.cumsum.default": 2} and b["host_ops"] is None
     assert b["error_line"] == "first line" and b["figures"] == {}
-    from tests.records.test_store import _v1_file
-
-    old = str(tmp_path / "v1.db")
-    _v1_file(old)
-    with open_store(old, write=False) as reader:  # no figure columns: read from the JSON
-        assert [o["case"] for o in reader.statuses("old", outcomes=True)] == ["a"]
 
 
 def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
@@ -472,10 +466,12 @@ def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
     assert rows[0]["signature"] == "E: size N != N"
 
 
-def test_a_v3_file_is_compared_as_it_is(tmp_path):
-    """Schema v3 had the key figures but not the host-op column: read-only, it is compared from
-    the JSON, with the same answer."""
-    from tests import kb
+def test_a_v3_file_is_compared_after_its_migration_as_a_current_one(tmp_path):
+    """Schema v3 had the key figures but not the host-op column: refused by reads, then
+    migrated (``torchport migrate``), it compares with the same answer."""
+    from tests import kb, old_kb
+    from torchport.records.base import OlderSchema
+    from torchport.records.store import migrate
     from torchport.views.compare import compare_runs
 
     path = kb.build(tmp_path / "kb.db")
@@ -485,18 +481,11 @@ def test_a_v3_file_is_compared_as_it_is(tmp_path):
     with open_store(path, write=False) as store:
         latest = compare_runs(store, "r1", "r2").to_dict()
     assert latest["host_ops"]
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX results_outcomes")
-    conn.execute("DROP INDEX results_grades")  # schema v7
-    conn.execute("DROP TRIGGER results_tally")  # schema v8
-    conn.execute("DROP TABLE run_tallies")
-    conn.execute("ALTER TABLE results DROP COLUMN host_ops_key")
-    conn.execute("ALTER TABLE results DROP COLUMN host_ops")
-    conn.execute("PRAGMA user_version = 3")
-    conn.commit()
-    conn.close()
-    with open_store(path, write=False) as store:
-        assert store.schema_version() == 3
+    old = old_kb.sqlite_at(str(tmp_path / "v3.db"), 3, path)
+    with pytest.raises(OlderSchema):
+        open_store(old, write=False)
+    assert migrate(old).before == 3
+    with open_store(old, write=False) as store:
         assert compare_runs(store, "r1", "r2").to_dict() == latest
         paged = compare_runs(store, "r1", "r2", limit=30).to_dict()
         assert dict(paged, totals={}) == latest

@@ -1,13 +1,14 @@
 """A run's counts kept as its results are recorded (schema v8, migrations/0008: run_tallies):
 status counts, failure groups and the headline's grades and host ops read from them equal the
-same reads over every result row, on each engine; an older file gains them by its upgrade."""
+same counts made from every result row, on each engine; an older file gains them by its
+upgrade (``torchport migrate``)."""
 
-import sqlite3
+from collections import Counter
 
-from tests import kb
+from tests import kb, old_kb
 from tests.synthetic_kb import case_ids, result
 from torchport.records import open_store
-from torchport.records.queries import TALLIES_FROM
+from torchport.records.store import migrate
 
 
 def _reads(store) -> dict:
@@ -34,40 +35,64 @@ def _fill(url: str) -> None:
             kb.add_run(store, f"s{r}", rows, plan=[], suite="hf", device=device)
 
 
+def _from_rows(store, run: str) -> dict:
+    """The oracle: the same counts made in Python from every result row of ``run``."""
+    from torchport.records.signature import error_signature
+    from torchport.records.status import HEADLINE_GRADES, NOT_FAILURES
+
+    rows = store.results(run_id=run)
+    groups: Counter = Counter()
+    for r in rows:
+        if r["status"] not in NOT_FAILURES:
+            error = r["error"] or {}
+            sig = error_signature(error.get("type"), error.get("message")) if error else None
+            groups[(r["status"], r["stage"], sig)] += 1
+    host_ops: Counter = Counter()
+    for r in rows:
+        if r["grade"] in HEADLINE_GRADES:
+            for op in (r["findings"] or {}).get("fallback_ops") or {}:
+                host_ops[op] += 1
+    return {
+        "statuses": dict(Counter(r["status"] for r in rows)),
+        "groups": dict(groups),
+        "grades": dict(Counter(r["grade"] for r in rows if r["grade"] is not None)),
+        "host_op_results": dict(host_ops),
+    }
+
+
+def _tallied(reads: dict, run: str) -> dict:
+    mine = reads[run]
+    return {
+        "statuses": mine["statuses"],
+        "groups": {(g["status"], g["stage"], g["signature"]): g["count"] for g in mine["groups"]},
+        "grades": mine["headline"][run]["grades"],
+        "host_op_results": mine["headline"][run]["host_op_results"],
+    }
+
+
 def test_tallies_answer_as_the_result_rows_do(kb_url):
     _fill(kb_url)
     with open_store(kb_url, write=False) as store:
-        assert store.schema_version() >= TALLIES_FROM
         tallied = _reads(store)
-        store._version = TALLIES_FROM - 1  # the same store, read as a v7 file: every row
-        counted = _reads(store)
-    assert tallied == counted
+        for run in tallied["runs"]:
+            assert _tallied(tallied, run) == _from_rows(store, run), run
+            assert tallied[run]["group_count"] == len(tallied[run]["groups"])
     assert tallied["s1"]["groups"] and tallied["s1"]["headline"]["s1"]["host_ops"]
     assert sum(tallied["s0"]["statuses"].values()) == 300
 
 
 def test_an_older_file_gains_its_tallies_by_the_upgrade(tmp_path):
-    path = str(tmp_path / "kb.db")
-    _fill(path)
-    with open_store(path, write=False) as store:
+    source = str(tmp_path / "kb.db")
+    _fill(source)
+    with open_store(source, write=False) as store:
         expected = _reads(store)
-    conn = sqlite3.connect(path)  # back to schema v7: no tallies
-    conn.execute("DROP TRIGGER results_tally")
-    conn.execute("DROP TABLE run_tallies")
-    conn.execute("ALTER TABLE results DROP COLUMN host_ops_key")
-    conn.execute(f"PRAGMA user_version = {TALLIES_FROM - 1}")
-    conn.commit()
-    conn.close()
-    with open_store(path, write=False) as store:  # read as it is: from the rows
-        assert store.schema_version() == TALLIES_FROM - 1 and _reads(store) == expected
-    with open_store(path, write=True) as store:  # the upgrade counts what is there
+    path = old_kb.sqlite_at(str(tmp_path / "v7.db"), 7, source)  # no tallies yet
+    assert migrate(path).before == 7
+    with open_store(path, write=False) as store:  # the upgrade counted what is there
+        assert _reads(store) == expected
+    with open_store(path, write=True) as store:
         store.add_results("s0", [{"case": "new", "mode": "eager", "status": "crash"}])
     with open_store(path, write=False) as store:
-        assert store.schema_version() >= TALLIES_FROM
-        got = _reads(store)
-        assert (
-            store.headline("s0").get("s0", {}).get("statuses", {})["crash"]
-            == expected["s0"]["statuses"].get("crash", 0) + 1
-        )
-        store._version = TALLIES_FROM - 1
-        assert got == _reads(store)
+        counts = store.headline("s0")["s0"]["statuses"]
+        assert counts["crash"] == expected["s0"]["statuses"].get("crash", 0) + 1
+        assert _tallied(_reads(store), "s0") == _from_rows(store, "s0")

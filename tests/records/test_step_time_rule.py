@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from torchport.records import figures, queries
 from torchport.records.figures import FASTER, NOT_JUDGED, SLOWER, STEP_TIME, WITHIN
-from torchport.records.schema import SCHEMA_VERSION
 
 FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
 OTHER = replace(STEP_TIME, min_samples=3, min_change=0.10)
@@ -48,7 +47,7 @@ def timings(draw) -> dict:
 
 def _sql_verdict(conn, before: dict, after: dict) -> str | None:
     says = {v: f"'{v}'" for v in (SLOWER, FASTER, WITHIN, NOT_JUDGED)}
-    sql = queries.step_time_verdict(version=SCHEMA_VERSION, says=says)
+    sql = queries.step_time_verdict(says=says)
     conn.execute("DELETE FROM results")
     for side, f in (("a", before), ("b", after)):
         row = (side, "pass", *map(f.get, FIGURES))

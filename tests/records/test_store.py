@@ -338,16 +338,12 @@ def _v1_file(path):
     conn.close()
 
 
-def test_an_older_schema_is_read_as_it_is_and_upgraded_by_a_write(tmp_path):
+def test_an_older_schema_is_refused_by_reads_and_upgraded_by_a_write(tmp_path):
     path = str(tmp_path / "v1.db")
     _v1_file(path)
     before = _digest(path)
-    reader = open_store(path, write=False)
-    [result] = reader.results()
-    assert result["probe_versions"] == {} and reader.schema_version() == 1
-    assert reader.get_run("old")["environment_ids"] == ["e1"]
-    assert reader.get_run("old", plan=False)["planned"] == 1  # counted from the plan
-    reader.close()
+    with pytest.raises(StoreError, match=r"schema v1, older .* 'torchport migrate --db "):
+        open_store(path, write=False)
     assert _digest(path) == before
     writer = open_store(path, write=True)
     assert writer.schema_version() == SCHEMA_VERSION
@@ -368,11 +364,12 @@ def test_records_and_views_never_import_torch():
 
 
 def _execute(store, sql, args):
-    """Raw SQL in SQLite's dialect on either engine (to stand in for another host)."""
+    """Raw SQL written for both engines (``?`` parameters) on either engine (to stand in for
+    another host)."""
     if not isinstance(store, SQLiteStoreType):
-        from torchport.records.pg_queries import translate
+        from torchport.records.dialect import POSTGRES
 
-        sql = translate(sql)
+        sql = POSTGRES.bind(sql)
     store._writer().execute(sql, args)
 
 

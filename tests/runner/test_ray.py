@@ -172,7 +172,7 @@ def _node_workers(head_pid: int) -> list[psutil.Process]:
     found = []
     for proc in psutil.Process(head_pid).children(recursive=True):
         try:
-            if "torchport.runner.worker" in proc.cmdline():
+            if "torchport.runner.executors.worker" in proc.cmdline():
                 found.append(proc)
         except psutil.Error:  # ended between listing and reading
             pass
@@ -233,7 +233,7 @@ def connected(ray_address, monkeypatch):
 
 def _executor(**overrides):
     from torchport.config import RunConfig
-    from torchport.runner.ray_executor import RayExecutor
+    from torchport.runner.executors.ray_executor import RayExecutor
 
     config = RunConfig(
         **{
@@ -271,7 +271,7 @@ def _worker_of(actor_pid, limit_s=60):
     while time.monotonic() < deadline:
         for child in psutil.Process(actor_pid).children(recursive=True):
             try:
-                if "torchport.runner.worker" in child.cmdline():
+                if "torchport.runner.executors.worker" in child.cmdline():
                     return child
             except psutil.Error:  # ended between listing and reading
                 pass
@@ -339,9 +339,9 @@ def test_a_lost_actor_is_retried_then_recorded_with_each_loss(connected):
 
 def test_an_actor_ray_cannot_place_ends_the_run_with_the_reason(connected):
     from torchport.config import RunConfig
-    from torchport.runner.executor import ExecutorBroken
+    from torchport.runner.executors.protocol import ExecutorBroken
+    from torchport.runner.executors.ray_executor import RayExecutor
     from torchport.runner.plan import expand
-    from torchport.runner.ray_executor import RayExecutor
 
     config = RunConfig(
         suite="planted",

@@ -173,7 +173,7 @@ def test_search_finds_host_ops_by_short_name_and_runs_by_label(two_runs):
 def test_medians_are_ranked_in_the_database(kb_url):
     """Even counts average the two middle values; a case timed in one mode or failed in one
     is left out of the speedup; nothing timed gives None with a count of 0. On each engine
-    (PostgreSQL's by percentile_disc, pg_queries._pg_median)."""
+    (PostgreSQL's by percentile_disc, records/dialect.py Dialect.median)."""
 
     def result(case: str, mode: str, step: float, status: str = "pass", cold=None) -> dict:
         metrics = {"perf_median_ms": step}

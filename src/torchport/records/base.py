@@ -26,6 +26,24 @@ class StoreError(Exception):
     """A knowledge base that cannot be used, with a one-line message that says what to do."""
 
 
+class OlderSchema(StoreError):
+    """A read of a knowledge base of an older schema: refused, with the one command that brings
+    it up to date (``torchport migrate``); reads never change the schema (docs/design.md)."""
+
+    def __init__(self, message: str, *, where: str, version: int):
+        super().__init__(message)
+        self.where, self.version = where, version
+
+
+class NoWriteAccess(StoreError):
+    """A write refused because this user may not change the knowledge base (a read-only file,
+    a PostgreSQL role without the rights); ``said``: the engine's own words."""
+
+    def __init__(self, message: str, *, said: str):
+        super().__init__(message)
+        self.said = said
+
+
 class DuplicateResult(StoreError):
     """The run already holds a result for this (case, mode)."""
 

@@ -51,7 +51,6 @@ class CompareRead:
     pairs_per_part = 25_000
     # Provided by the store (records/sql_kb.py, sql_store.py and the engine).
     q: Any
-    _version: int
     reads_ahead: bool
     _conn: Any
     _borrow: Any
@@ -169,7 +168,7 @@ class CompareRead:
         for part, counted in theirs:
             parts.append(part)
             tally.update(counted)
-        decided: dict[str, int] = dict.fromkeys(queries.decided_names(version=self._version), 0)
+        decided: dict[str, int] = dict.fromkeys(queries.decided_names(), 0)
         for holds, n in tally.items():
             for name in holds:
                 decided[name] += n
@@ -180,16 +179,14 @@ class CompareRead:
         by the database, read ahead on a thread of their own where the engine says so."""
         low, high = cases
         params = dict(params, low=low, high=high)
-        sql = self.q.pairs_that_may_differ(
-            version=self._version, bounds=(low is not None, high is not None)
-        )
+        sql = self.q.pairs_that_may_differ(bounds=(low is not None, high is not None))
         rows = (
             read_ahead(lambda: self._chunks(sql, params, joined=True))
             if self.reads_ahead
             else self._stream(sql, params, plain=True)
         )
         width = 7 + len(OUTCOME_FIGURES)
-        names = queries.decided_names(version=self._version)
+        names = queries.decided_names()
         return self._guard_iter(
             (outcome(row[:width]), outcome(row[width : 2 * width]), _holds(names, row[-1]))
             for row in rows
@@ -200,7 +197,7 @@ class CompareRead:
         (queries.pair_counts), on a connection of their own (another thread's), lent back."""
         conn = self._borrow()
         try:
-            sql = self.q.pair_counts(version=self._version)
+            sql = self.q.pair_counts()
             rows = self._compare_rows(conn, sql, params)
             return {(r[0], r[1]): [r[2], r[3] or 0] for r in rows}
         finally:
@@ -273,12 +270,12 @@ class CompareRead:
         statement: queries.compare_lists)."""
         params = dict(params, low=low, high=high)
         bounds = (low is not None, high is not None)
-        names = queries.decided_names(version=self._version)
+        names = queries.decided_names()
         counts: dict[tuple[str, str], list[int]] = {}
         decided = dict.fromkeys(names, 0)
         lists: dict[str, list[Pair]] = {}
         width = 7 + len(OUTCOME_FIGURES)
-        sql = self.q.compare_lists(version=self._version, bounds=bounds, **reads)
+        sql = self.q.compare_lists(bounds=bounds, **reads)
         for row in self._compare_rows(conn, sql, params):
             kind, outcomes = row[0], row[6 : 6 + 2 * width]
             if kind == "transition":

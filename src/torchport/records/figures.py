@@ -14,6 +14,15 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class Dialect(Protocol):
+    """What a rule's SQL needs of an engine's dialect (records/dialect.py, which builds on
+    this module: a rule names no engine)."""
+
+    def differs(self, a: str, b: str) -> str: ...
+
 
 KEY_FIGURES = (
     "perf_median_ms",
@@ -84,7 +93,7 @@ def metric_value(metrics_text: str | None, name: str) -> float | None:
     """One figure out of a stored ``metrics`` document (Python's JSON, NaN and Infinity
     included), as SQL reads it: a number, else None (missing, NaN, not a number, not a
     document). SQLite calls it as ``torchport_metric`` (records/sqlite_schema.py); PostgreSQL
-    reads the same from the text (records/pg_queries.py ``metric_sql``)."""
+    reads the same from the text (records/dialect.py ``Dialect.metric``)."""
     try:
         value = json.loads(metrics_text).get(name) if metrics_text else None
     except (ValueError, AttributeError, TypeError):
@@ -133,11 +142,17 @@ class StatusRule:
             and (not self.moved or (a_status, a_stage) != (b_status, b_stage))
         )
 
-    def sql(self) -> str:
+    def sql(self, d: Dialect) -> str:
+        """The condition over the pair (a, b), in ``d``'s SQL."""
+
         def passed(side: str, yes: bool) -> str:
             return f"{side}.status {'=' if yes else '!='} 'pass'"
 
-        moved = " AND (a.status != b.status OR a.stage IS NOT b.stage)" if self.moved else ""
+        moved = (
+            f" AND (a.status != b.status OR {d.differs('a.stage', 'b.stage')})"
+            if self.moved
+            else ""
+        )
         return f"{passed('a', self.a_passed)} AND {passed('b', self.b_passed)}{moved}"
 
 
@@ -169,11 +184,12 @@ class PlacementRule:
             and (a_grade != b_grade or a_host_ops != b_host_ops)
         )
 
-    def sql(self, a_host_ops: str, b_host_ops: str) -> str:
-        """The condition over the pair (a, b), given each side's host-op SQL expression."""
+    def sql(self, d: Dialect, a_host_ops: str, b_host_ops: str) -> str:
+        """The condition over the pair (a, b) in ``d``'s SQL, given each side's host-op SQL
+        expression."""
         return (
             "a.grade IS NOT NULL AND b.grade IS NOT NULL AND (a.grade != b.grade"
-            f" OR {a_host_ops} IS NOT {b_host_ops})"
+            f" OR {d.differs(a_host_ops, b_host_ops)})"
         )
 
 

@@ -4,7 +4,7 @@ columns are spliced in as stored (Python's json.dumps wrote them), the other col
 the op table rendered from its rows. It parses to what ``result_line`` makes of the row.
 
 A row is spliced only when the database found its JSON columns to be JSON (``plain``,
-queries.RESULT_LINES) and each column holds the kind a result reads (an object, the
+queries.result_lines) and each column holds the kind a result reads (an object, the
 artifacts a list); any other row (NaN, which Python writes and the databases refuse; a text
 changed outside torchport) is left to the caller, which reads it as ``SQLStore._result_dict``
 does.
@@ -16,7 +16,7 @@ import json
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
-# The columns after ``plain`` in a row of queries.RESULT_LINES, in order.
+# The columns after ``plain`` in a row of queries.result_lines, in order.
 COLUMNS = (
     "id",
     "case_id",

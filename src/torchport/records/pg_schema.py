@@ -4,8 +4,8 @@ say in one line what a connection or server error means and what to do.
 The schema version lives in a one-row table, ``torchport_schema`` (SQLite keeps it in the
 file header). Migrations run in one transaction under an advisory lock and re-read the version
 first, so two writers starting together on an empty database migrate it once. Reads never
-migrate; they refuse a database with no knowledge base in it, another application's tables, or
-a newer schema.
+migrate; they refuse a database with no knowledge base in it, another application's tables, a
+newer schema, or an older one (naming ``torchport migrate``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import psycopg
 from psycopg import errors
 
 from torchport.records import schema
-from torchport.records.base import StoreError
+from torchport.records.base import NoWriteAccess, StoreError
 from torchport.records.sql_common import scrub
 
 VERSION_TABLE = "torchport_schema"
 MIGRATIONS = "migrations_pg"
-READABLE_FROM = 5  # the first version this engine wrote
+FIRST_VERSION = 5  # the first version this engine wrote (tests build older bases from it on)
 MIGRATION_LOCK = 0x74_6F_72_63  # pg_advisory_xact_lock key: b"torc"
 FIX = "pass another --db, or run 'torchport run --db URL' on an empty database to start one"
 
@@ -47,7 +47,7 @@ def describe(conn: psycopg.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(where: str, version: int, tables: set[str], *, write: bool) -> None:
-    schema.check_identity(where, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM)
+    schema.check_identity(where, version, tables, write=write, fix=FIX)
 
 
 def migrate(conn: psycopg.Connection, where: str) -> int:
@@ -101,8 +101,9 @@ def explain(exc: psycopg.Error, where: str) -> StoreError:
     if isinstance(exc, errors.ReadOnlySqlTransaction):
         return StoreError(f"{where} was opened read-only ({said}); open it with write=True")
     if isinstance(exc, errors.InsufficientPrivilege):
-        return StoreError(
-            f"{where}: {said}; grant the user rights on the database, or pass another --db"
+        return NoWriteAccess(
+            f"{where}: {said}; grant the user rights on the database, or pass another --db",
+            said=said,
         )
     if isinstance(exc, (errors.UndefinedTable, errors.UndefinedColumn)):
         return StoreError(f"'{where}' is a damaged torchport knowledge base ({said}); {FIX}")

@@ -25,8 +25,7 @@ from psycopg.rows import tuple_row
 from torchport.records import pg_schema
 from torchport.records.base import StoreError
 from torchport.records.globs import fnmatch_to_like
-from torchport.records.pg_queries import Dialect
-from torchport.records.schema import SCHEMA_VERSION
+from torchport.records.pg_queries import Statements
 from torchport.records.sql_common import guarded, redact_url
 from torchport.records.sql_store import SQLStore
 
@@ -82,7 +81,7 @@ def libpq_url(url: str) -> str:
 
 
 class PGStore(SQLStore):
-    q = Dialect()
+    q = Statements()
     driver_error = psycopg.Error
     # The server finds the next rows in its own process while this one works on these.
     reads_ahead = True
@@ -97,14 +96,14 @@ class PGStore(SQLStore):
         self._spare: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._found_version: int | None = None  # what a write open found (records/store.migrate)
         conn = self._conn()
         try:
             if write:
-                pg_schema.migrate(conn, self.url)
-                self._version = SCHEMA_VERSION
+                self._found_version = pg_schema.migrate(conn, self.url)
             else:
-                self._version, tables = pg_schema.describe(conn)
-                pg_schema.check_identity(self.url, self._version, tables, write=False)
+                version, tables = pg_schema.describe(conn)
+                pg_schema.check_identity(self.url, version, tables, write=False)
         except psycopg.Error as exc:
             self.close()
             raise pg_schema.explain(exc, self.url) from None
@@ -250,7 +249,7 @@ class PGStore(SQLStore):
 
     def _compare_rows(self, conn: psycopg.Connection, sql: str, params: dict) -> list:
         """Two runs' pairs (``_comparing``; the pairs a page shows are then looked up by key:
-        pg_queries.compare_lists), read as tuples (by position)."""
+        queries.compare_lists, Dialect.lookup), read as tuples (by position)."""
         with conn.transaction():
             self._comparing(conn)
             return self._rows(conn, sql, params)

@@ -1,8 +1,13 @@
-"""Every SQL statement the store runs, in one place (schema DDL is in migrations/), written in
-SQLite's dialect; ``pg_queries.py`` translates them for PostgreSQL (placeholders, a few
-function names) and writes out the few that differ (full text, the op table as JSON)."""
+"""Every SQL statement the store runs, in one place (schema DDL is in migrations/), each
+written once for both engines. A statement whose text differs by engine is a function of the
+dialect ``d`` (records/dialect.py: SQLite's by default; pg_queries.py calls each with
+PostgreSQL's), built from its helpers: nothing is patched from one engine's text into the
+other's. Full text, which the engines do in substance differently (FTS5 and bm25, tsvector and
+ts_rank_cd), is written once per engine (here and in pg_queries.py). The PRAGMAs and the
+schema checks at the top are SQLite's own (pg_schema.py has PostgreSQL's)."""
 
 from torchport.records import line_text
+from torchport.records.dialect import SQLITE, Dialect
 from torchport.records.figures import (
     COMPILE_FIGURES,
     FASTER,
@@ -39,7 +44,7 @@ BEGIN = "BEGIN"  # deferred: a read snapshot from its first read on
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
-NO_LIMIT = -1  # LIMIT ? for "every row" (PostgreSQL: NULL)
+NO_LIMIT = SQLITE.no_limit  # LIMIT ? for "every row" (pg_queries.py: PostgreSQL's)
 
 
 def set_user_version(number: int) -> str:
@@ -47,12 +52,21 @@ def set_user_version(number: int) -> str:
 
 
 # -- writes ----------------------------------------------------------------------------------
-INSERT_ENVIRONMENT = "INSERT OR IGNORE INTO environments(id, data, created_at) VALUES (?, ?, ?)"
+def insert_environment(d: Dialect = SQLITE) -> str:
+    return d.insert_ignore("environments(id, data, created_at)", "?, ?, ?")
+
+
 INSERT_RUN = (
     "INSERT INTO runs(id, started_at, state, pid, host, heartbeat_at, command, suite, device,"
     " config, plan, labels) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-RUN_LIVENESS = "SELECT state, pid, host, heartbeat_at FROM runs WHERE id = ?"
+
+
+def run_liveness(d: Dialect = SQLITE) -> str:
+    """The resume's check and claim: the run's row stays locked until the claim commits."""
+    return "SELECT state, pid, host, heartbeat_at FROM runs WHERE id = ?" + d.for_update
+
+
 REOPEN_RUN = (
     "UPDATE runs SET state = 'running', pid = ?, host = ?, heartbeat_at = ?, finished_at = NULL"
     " WHERE id = ?"
@@ -63,49 +77,67 @@ HEARTBEAT = (
 )
 # The first environment a run saw stays its own; every distinct one is listed.
 SET_FIRST_ENVIRONMENT = "UPDATE runs SET environment_id = COALESCE(environment_id, ?) WHERE id = ?"
-ADD_RUN_ENVIRONMENT = (
-    "INSERT OR IGNORE INTO run_environments(run_id, environment_id, recorded_at) VALUES (?, ?, ?)"
-)
+
+
+def add_run_environment(d: Dialect = SQLITE) -> str:
+    return d.insert_ignore("run_environments(run_id, environment_id, recorded_at)", "?, ?, ?")
+
+
 FINISH_RUN = "UPDATE runs SET state = ?, finished_at = ? WHERE id = ?"
-INSERT_RESULT = (
-    "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
-    " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
-    f" started_at, finished_at, signature, host_ops, {', '.join(KEY_FIGURES)})"
-    f" VALUES ({', '.join('?' * (19 + len(KEY_FIGURES)))})"
-)
+
+
+def insert_result(d: Dialect = SQLITE) -> str:
+    return (
+        "INSERT INTO results(run_id, case_id, case_version, mode, status, stage, grade, metrics,"
+        " findings, durations, artifacts, probe_versions, error_type, error_message, traceback,"
+        f" started_at, finished_at, signature, host_ops, {', '.join(KEY_FIGURES)})"
+        f" VALUES ({', '.join('?' * (19 + len(KEY_FIGURES)))}){d.returning_id}"
+    )
+
+
 INSERT_RESULT_OP = (
     "INSERT INTO result_ops(result_id, op, device, count, fallback) VALUES (?, ?, ?, ?, ?)"
 )
 
 # -- reads -------------------------------------------------------------------------------------
 RUN_BY_ID = "SELECT * FROM runs WHERE id = ?"
-LATEST_RUN = "SELECT id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
-RUN_ENVIRONMENTS = (
-    "SELECT environment_id FROM run_environments WHERE run_id = ? ORDER BY recorded_at, rowid"
-)
-STATUS_COUNTS = "SELECT run_id, status, COUNT(*) AS n FROM results GROUP BY run_id, status"
+
+
+def latest_run(d: Dialect = SQLITE) -> str:
+    return f"SELECT id FROM runs ORDER BY started_at DESC, {d.rowid} DESC LIMIT 1"
+
+
+def run_environments(d: Dialect = SQLITE) -> str:
+    return (
+        "SELECT environment_id FROM run_environments WHERE run_id = ?"
+        f" ORDER BY recorded_at, {d.rowid}"
+    )
+
+
 ENVIRONMENT = "SELECT data FROM environments WHERE id = ?"
 DONE_ITEMS = "SELECT case_id, mode FROM results WHERE run_id = ?"
 
 
-def where_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
+def where_results(
+    *, run_id: bool, status: bool, case_glob: bool, fallback_op: bool, d: Dialect = SQLITE
+) -> str:
     """The WHERE clause for results filtered by the named conditions (parameters in this
-    order: run_id, status, case GLOB, fallback op exact name, its length + 1 and its prefix).
-    A case glob is SQLite GLOB (records/globs.py translates fnmatch's syntax): a fixed prefix
-    is answered from an index."""
+    order: run_id, status, case glob, fallback op exact name, its length + 1 and its prefix).
+    A case glob is the engine's (``Dialect.glob``; records/globs.py translates fnmatch's
+    syntax): a fixed prefix is answered from an index."""
     sql = " WHERE 1 = 1"
     if run_id:
         sql += " AND run_id = ?"
     if status:
         sql += " AND status = ?"
     if case_glob:
-        sql += " AND case_id GLOB ?"
+        sql += f" AND {d.glob('case_id')}"
     if fallback_op:
         # ``aten.cumsum`` names every overload (aten.cumsum.default, ...). A prefix compare,
         # not LIKE: '_' in an op name (aten._index_put_impl_) is not a wildcard.
         sql += (
             " AND id IN (SELECT result_id FROM result_ops WHERE fallback = 1 AND"
-            " (op = ? OR substr(op, 1, ?) = ?))"
+            f" (op = ? OR {d.op_prefix('op')}))"
         )
     return sql
 
@@ -118,16 +150,14 @@ ORDERS = {"id": " ORDER BY id", "case": " ORDER BY case_id, mode"}
 # What a comparison, a baseline or a gate reads of each result, in (case, mode) order from the
 # (run_id, case_id, mode) index: no findings or traceback to parse, only the host-op table (where
 # placement was graded and found some) and the error's first line.
-def outcomes(*, version: int) -> str:
-    """Parameter: run_id. ``version``: the file's schema (key figures are columns from v3,
-    host ops from v4; an older file reads them out of the JSON)."""
-    figures = ", ".join(_figure("results", name, version) for name in OUTCOME_FIGURES)
+def outcomes(d: Dialect = SQLITE) -> str:
+    """Parameter: run_id."""
+    figures = ", ".join(_figure("results", name, d) for name in OUTCOME_FIGURES)
     return (
         f"SELECT case_id, mode, status, stage, grade, {figures},"
-        f" CASE WHEN grade IS NOT NULL THEN {_host_ops('results', version)} END,"
-        " CASE WHEN error_message IS NOT NULL THEN substr(error_message, 1,"
-        " instr(error_message || char(10), char(10)) - 1) END AS error_line"
-        " FROM results WHERE run_id = ? ORDER BY case_id, mode"
+        " CASE WHEN grade IS NOT NULL THEN results.host_ops END,"
+        f" CASE WHEN error_message IS NOT NULL THEN {d.first_line('error_message')}"
+        " END AS error_line FROM results WHERE run_id = ? ORDER BY case_id, mode"
     )
 
 
@@ -137,24 +167,16 @@ def outcomes(*, version: int) -> str:
 STATUS_FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")
 
 
-def statuses(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+def statuses(*, bounds: tuple[bool, bool] = (False, False), d: Dialect = SQLITE) -> str:
     """Parameters: run_id, then the first case (``bounds[0]``) and the case past the last
     (``bounds[1]``) of a part. Rows: case_id, mode, status, stage, then STATUS_FIGURES."""
-    figures = ", ".join(_figure("results", name, version) for name in STATUS_FIGURES)
+    figures = ", ".join(_figure("results", name, d) for name in STATUS_FIGURES)
     low, high = (" AND case_id >= ?", " AND case_id < ?")
     return (
-        f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering(version)}"
+        f"SELECT case_id, mode, status, stage, {figures} FROM results{_covering(d)}"
         f" WHERE run_id = ?{low if bounds[0] else ''}{high if bounds[1] else ''}"
         " ORDER BY case_id, mode"
     )
-
-
-# A result's op table as one JSON array (export), built inside SQLite.
-OPS_JSON = (
-    "(SELECT json_group_array(json_object('op', op, 'device', device, 'count', count,"
-    " 'fallback', json(CASE fallback WHEN 1 THEN 'true' ELSE 'false' END)))"
-    " FROM (SELECT * FROM result_ops WHERE result_id = results.id ORDER BY rowid)) AS ops_json"
-)
 
 
 # -- export: each result's line put together from its stored texts ----------------------------
@@ -163,7 +185,6 @@ OPS_JSON = (
 # that row, like any other it does not, is exported from its row as before), then
 # line_text.COLUMNS. Read in spans of ids, each with its op table rows (OPS_OF_SPAN).
 LINE_JSON_COLUMNS = ("artifacts", "durations", "findings", "metrics", "probe_versions")
-LINES_FROM = 2  # schema version: probe_versions, the last of the JSON columns
 
 # A run's first and last result id: an export reads the ids between in spans.
 FIRST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1"
@@ -172,25 +193,25 @@ LAST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id DESC LIMIT
 ID_AT_OFFSET = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1 OFFSET ?"
 
 
-def result_lines(plain: str) -> str:
-    """Parameters: run_id, a span's first id and the next span's. Rows: ``plain`` (the SQL
-    given), then line_text.COLUMNS, in recorded order (the run's rows one after another in
-    the file: read in (case, mode) order they are scattered, and the read costs twice as
-    much)."""
+def result_lines(d: Dialect = SQLITE) -> str:
+    """Parameters: run_id, a span's first id and the next span's. Rows: ``plain``
+    (``Dialect.all_json``), then line_text.COLUMNS, in recorded order (the run's rows one
+    after another in the file: read in (case, mode) order they are scattered, and the read
+    costs twice as much)."""
     return (
-        f"SELECT {plain} AS plain, {', '.join(line_text.COLUMNS)} FROM results"
-        " WHERE run_id = ? AND id >= ? AND id < ? ORDER BY id"
+        f"SELECT {d.all_json(LINE_JSON_COLUMNS)} AS plain, {', '.join(line_text.COLUMNS)}"
+        " FROM results WHERE run_id = ? AND id >= ? AND id < ? ORDER BY id"
     )
 
 
-RESULT_LINES = result_lines(" AND ".join(f"json_valid({c})" for c in LINE_JSON_COLUMNS))
-# The op table rows of a span of result ids (the same parameters after run_id), by result in
-# recorded order: merged with the span's results by id (a result's own read per result cost
-# an index lookup each, on 100 000 results that have no ops in most).
-OPS_OF_SPAN = (
-    "SELECT result_id, op, device, count, fallback FROM result_ops"
-    " WHERE result_id >= ? AND result_id < ? ORDER BY result_id, rowid"
-)
+def ops_of_span(d: Dialect = SQLITE) -> str:
+    """The op table rows of a span of result ids (the same parameters after run_id), by
+    result in recorded order: merged with the span's results by id (a result's own read per
+    result cost an index lookup each, on 100 000 results that have no ops in most)."""
+    return (
+        "SELECT result_id, op, device, count, fallback FROM result_ops"
+        f" WHERE result_id >= ? AND result_id < ? ORDER BY result_id, {d.rowid}"
+    )
 
 
 def select_results(
@@ -202,26 +223,36 @@ def select_results(
     order: str = "id",
     with_ops: bool = False,
     paged: bool = False,
+    d: Dialect = SQLITE,
 ) -> str:
-    """Results filtered (``where_results``) in ``order``; ``paged`` adds LIMIT ? OFFSET ?."""
-    sql = f"SELECT *{', ' + OPS_JSON if with_ops else ''} FROM results"
-    sql += (
-        where_results(run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op)
-        + ORDERS[order]
+    """Results filtered (``where_results``) in ``order``, with each one's op table as JSON
+    (``with_ops``); ``paged`` adds LIMIT ? OFFSET ? (``Dialect.pages_by_id``: the page's ids
+    first, then its rows)."""
+    columns = f"*, {d.ops_json()}" if with_ops else "*"
+    where = where_results(
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op, d=d
     )
+    if paged and order == "id" and d.pages_by_id:
+        ids = f"SELECT id FROM results{where} ORDER BY id LIMIT ? OFFSET ?"
+        return f"SELECT {columns} FROM results WHERE id IN ({ids}) ORDER BY id"
+    sql = f"SELECT {columns} FROM results{where}{ORDERS[order]}"
     return sql + " LIMIT ? OFFSET ?" if paged else sql
 
 
-def count_results(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
+def count_results(
+    *, run_id: bool, status: bool, case_glob: bool, fallback_op: bool, d: Dialect = SQLITE
+) -> str:
     return "SELECT COUNT(*) FROM results" + where_results(
-        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op, d=d
     )
 
 
-def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallback_op: bool) -> str:
+def count_results_by_run(
+    *, run_id: bool, status: bool, case_glob: bool, fallback_op: bool, d: Dialect = SQLITE
+) -> str:
     """Counts per run in one pass (the op page: which runs ran an op on the host)."""
     where = where_results(
-        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op
+        run_id=run_id, status=status, case_glob=case_glob, fallback_op=fallback_op, d=d
     )
     return f"SELECT run_id, COUNT(*) AS n FROM results{where} GROUP BY run_id"
 
@@ -233,105 +264,84 @@ def count_results_by_run(*, run_id: bool, status: bool, case_glob: bool, fallbac
 # then every id in a span is that run's. ``overlaps`` says when they do (runs recorded at the
 # same time), and the caller counts by the result rows instead (count_results_by_run). One
 # statement: the spans and the counts are read from one snapshot.
-RUN_ORDER_FROM = 9
 _RUN_SPANS = (
     "SELECT id AS run_id, (SELECT MIN(id) FROM results WHERE run_id = runs.id) AS lo,"
     " (SELECT MAX(id) FROM results WHERE run_id = runs.id) AS hi FROM runs"
 )
-COUNT_OP_RESULTS_BY_RUN_SPAN = (
-    f"WITH spans AS ({_RUN_SPANS}) SELECT spans.run_id, COUNT(*) AS n,"
-    " (SELECT COUNT(*) FROM spans a JOIN spans b ON a.run_id < b.run_id AND a.lo <= b.hi"
-    " AND b.lo <= a.hi) AS overlaps FROM (SELECT DISTINCT result_id FROM result_ops"
-    " WHERE fallback = 1 AND (op = ? OR substr(op, 1, ?) = ?)) AS hits"
-    " JOIN spans ON hits.result_id BETWEEN spans.lo AND spans.hi GROUP BY spans.run_id"
-)
+
+
+def count_op_results_by_run_span(d: Dialect = SQLITE) -> str:
+    return (
+        f"WITH spans AS ({_RUN_SPANS}) SELECT spans.run_id, COUNT(*) AS n,"
+        " (SELECT COUNT(*) FROM spans a JOIN spans b ON a.run_id < b.run_id AND a.lo <= b.hi"
+        " AND b.lo <= a.hi) AS overlaps FROM (SELECT DISTINCT result_id FROM result_ops"
+        f" WHERE fallback = 1 AND (op = ? OR {d.op_prefix('op')})) AS hits"
+        " JOIN spans ON hits.result_id BETWEEN spans.lo AND spans.hi GROUP BY spans.run_id"
+    )
 
 
 # -- scale: listings, summaries and last statuses from indexes ------------------------------
 # A listing carries the plan's length, not the plan (100 000 entries in a large sweep).
-HEARTBEAT_FROM, PLANNED_FROM = 5, 6  # schema versions: runs.heartbeat_at, runs.planned
+_RUN_HEADER = (
+    "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
+    " labels, environment_id, heartbeat_at, planned FROM runs"
+)
+RUN_HEADER = _RUN_HEADER + " WHERE id = ?"  # one run as a listing shows it (``planned``)
+
+# A run's counts are kept as its results are recorded (migrations/0008: the run_tallies table,
+# '' for NULL): the answers of a count over its result rows, from a few hundred rows a run.
+_TALLY_N = "CAST(SUM(n) AS BIGINT) AS n"
+STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
+RUN_STATUS_COUNTS = f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
+RUN_STATUS_COUNTS_BY_RUN = (
+    f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
+)
+RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
 
 
-def _run_header(version: int) -> str:
-    """``version``: the file's schema; an older file reads no heartbeat and parses each plan
-    for its length."""
-    heartbeat = "heartbeat_at" if version >= HEARTBEAT_FROM else "NULL AS heartbeat_at"
-    planned = "planned" if version >= PLANNED_FROM else "json_array_length(plan) AS planned"
+def list_runs(d: Dialect = SQLITE) -> str:
+    return f"{_RUN_HEADER} ORDER BY started_at DESC, {d.rowid} DESC"
+
+
+def run_selectors(d: Dialect = SQLITE) -> str:
     return (
-        "SELECT id, started_at, finished_at, state, pid, host, command, suite, device, config,"
-        f" labels, environment_id, {heartbeat}, {planned} FROM runs"
+        "SELECT id, state, pid, host, device, suite, labels FROM runs"
+        f" ORDER BY started_at DESC, {d.rowid} DESC"
     )
 
 
-def list_runs(*, version: int) -> str:
-    return _run_header(version) + " ORDER BY started_at DESC, rowid DESC"
-
-
-def run_header(*, version: int) -> str:
-    """One run as a listing shows it (``planned``, not the plan)."""
-    return _run_header(version) + " WHERE id = ?"
-
-
-RUN_STATUS_COUNTS = "SELECT status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY status"
-RUN_STATUS_COUNTS_BY_RUN = (
-    "SELECT run_id, status, COUNT(*) AS n FROM results WHERE run_id = ? GROUP BY run_id, status"
-)
-# From schema v8 a run's counts are kept as its results are recorded (migrations/0008: the
-# run_tallies table, '' for NULL): the same answers from a few hundred rows a run.
-TALLIES_FROM = 8
-_TALLY_N = "CAST(SUM(n) AS BIGINT) AS n"
-TALLY_STATUS_COUNTS = f"SELECT run_id, status, {_TALLY_N} FROM run_tallies GROUP BY run_id, status"
-TALLY_RUN_STATUS_COUNTS = (
-    f"SELECT status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY status"
-)
-TALLY_RUN_STATUS_COUNTS_BY_RUN = (
-    f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id = ? GROUP BY run_id, status"
-)
-TALLY_RUN_COUNT = "SELECT COALESCE(SUM(n), 0) FROM run_tallies WHERE run_id = ?"
-RUN_SELECTORS = (
-    "SELECT id, state, pid, host, device, suite, labels FROM runs"
-    " ORDER BY started_at DESC, rowid DESC"
-)
 FAILURES = f" run_id = ? AND status NOT IN {sql_list(NOT_FAILURES)}"
 
 
-def failure_groups(*, signature: str, severity: tuple[str, ...], tallies: bool = False) -> str:
-    """Failure groups of one run, (status, stage, signature) with a count, worst first when
-    ``severity`` is given (a status order), else most common first. Parameters: run_id, limit.
-    ``signature`` is the column, or the expression that computes it on an older schema;
-    ``tallies``: counted from run_tallies (schema v8)."""
+def failure_groups(*, severity: tuple[str, ...]) -> str:
+    """Failure groups of one run, (status, stage, signature) with a count (run_tallies), worst
+    first when ``severity`` is given (a status order), else most common first. Parameters:
+    run_id, limit."""
     order = "n DESC, status, stage"
     if severity:
         rank = " ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(severity))
         order = f"CASE status {rank} ELSE {len(severity)} END, " + order
-    if tallies:
-        return (
-            "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
-            f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
-            f" ORDER BY {order} LIMIT ?"
-        )
     return (
-        f"SELECT status, stage, {signature} AS signature, COUNT(*) AS n FROM results"
-        f" WHERE{FAILURES} GROUP BY status, stage, {signature} ORDER BY {order} LIMIT ?"
+        "SELECT status, NULLIF(stage, '') AS stage, NULLIF(signature, '') AS signature,"
+        f" {_TALLY_N} FROM run_tallies WHERE{FAILURES} GROUP BY status, stage, signature"
+        f" ORDER BY {order} LIMIT ?"
     )
 
 
-def failure_group_count(signature: str, tallies: bool = False) -> str:
-    table, sig = ("run_tallies", "signature") if tallies else ("results", signature)
-    return (
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE{FAILURES}"
-        f" GROUP BY status, stage, {sig}) AS groups"
-    )
+FAILURE_GROUP_COUNT = (
+    f"SELECT COUNT(*) FROM (SELECT 1 FROM run_tallies WHERE{FAILURES}"
+    " GROUP BY status, stage, signature) AS groups"
+)
 
 
-def failure_examples(signature: str, *, no_stage: bool = False, no_signature: bool = False) -> str:
+def failure_examples(*, no_stage: bool = False, no_signature: bool = False) -> str:
     """A group's first results. Parameters: run_id, status, stage, signature, limit, less the
     stage and the signature the group has none of (``no_stage``, ``no_signature``: ``IS NULL``
     instead). Equalities, not ``IS ?``: PostgreSQL's ``IS NOT DISTINCT FROM`` is no index
     condition, so its planner walked the whole table in id order (3.6 s at a million results);
     ``=`` finds the group on (run_id, status, stage, signature)."""
     stage = "stage IS NULL" if no_stage else "stage = ?"
-    sig = f"{signature} IS NULL" if no_signature else f"{signature} = ?"
+    sig = "signature IS NULL" if no_signature else "signature = ?"
     return (
         "SELECT case_id, mode, error_message FROM results WHERE run_id = ? AND status = ?"
         f" AND {stage} AND {sig} ORDER BY id LIMIT ?"
@@ -375,14 +385,20 @@ def results_by_id(n: int) -> str:
 
 SEARCH_COUNT = "SELECT COUNT(*) FROM results_fts WHERE results_fts MATCH ?"
 
+
 # -- decisions: notes and artifacts -----------------------------------------------------------
-INSERT_NOTE = (
-    "INSERT INTO notes(run_id, case_id, mode, author, text, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-)
-NOTE_EXISTS = (
-    "SELECT 1 FROM notes WHERE run_id = ? AND case_id IS ? AND mode IS ? AND author IS ?"
-    " AND text = ? AND created_at = ?"
-)
+def insert_note(d: Dialect = SQLITE) -> str:
+    return (
+        "INSERT INTO notes(run_id, case_id, mode, author, text, created_at)"
+        f" VALUES (?, ?, ?, ?, ?, ?){d.returning_id}"
+    )
+
+
+def note_exists(d: Dialect = SQLITE) -> str:
+    same = " AND ".join(d.same(column, "?") for column in ("case_id", "mode", "author"))
+    return f"SELECT 1 FROM notes WHERE run_id = ? AND {same} AND text = ? AND created_at = ?"
+
+
 NOTES_OF_RUN = "SELECT * FROM notes WHERE run_id = ? ORDER BY id"
 NOTES_OF_CASE = "SELECT * FROM notes WHERE run_id = ? AND case_id = ? ORDER BY id"
 ALL_NOTES = "SELECT * FROM notes ORDER BY id"
@@ -392,7 +408,12 @@ SEARCH_NOTES = (
     " ORDER BY hit.rank"
 )
 CASE_IN_RUN = "SELECT mode FROM results WHERE run_id = ? AND case_id = ?"
-INSERT_ARTIFACT = "INSERT OR IGNORE INTO artifacts(run_id, path, sha256, bytes) VALUES (?, ?, ?, ?)"
+
+
+def insert_artifact(d: Dialect = SQLITE) -> str:
+    return d.insert_ignore("artifacts(run_id, path, sha256, bytes)", "?, ?, ?, ?")
+
+
 ARTIFACTS_OF_RUN = "SELECT path, sha256, bytes FROM artifacts WHERE run_id = ? ORDER BY path"
 
 # -- import: a run as it was recorded elsewhere -----------------------------------------------
@@ -408,48 +429,30 @@ INSERT_RUN_AS_RECORDED = (
 # decides each pair as views/compare.py and views/noise.py do (compare_decisions,
 # step_time_verdict) and returns the transition counts and only the pairs that show a change;
 # the views decide those again and hold the page to the whole comparison. Named parameters:
-# run_a, run_b, parity, compile, memory (factors), min_samples, min_change.
-_JOIN = (
-    " FROM results a JOIN results b ON b.run_id = :run_b AND b.case_id = a.case_id"
-    " AND b.mode = a.mode WHERE a.run_id = :run_a"
-)
+# run_a, run_b, parity, compile, memory (factors), min_samples, min_change. Two runs of 100 000
+# results are joined on (case_id, mode) by the outcomes index (``_indexed_join``).
 
 
-FIGURE_COLUMNS_FROM, HOST_OPS_COLUMN_FROM, OUTCOMES_INDEX_FROM = 3, 4, 6  # schema versions
 PERF_VERDICTS_COUNTED = (SLOWER, FASTER, NOT_JUDGED)  # the rest of the timed: WITHIN
 # The status lists: the only ones that show an error line.
 STATUS_DECISIONS = tuple(rule.name for rule in STATUS_RULES)
 
 
-def _figure(alias: str, name: str, version: int) -> str:
+def _figure(alias: str, name: str, d: Dialect) -> str:
     """A figure of a result row: its column (a key figure, records/figures.py KEY_FIGURES),
-    read from the metrics document in a schema before the columns, or, for any other
-    compared figure, always (``torchport_metric``: records/figures.py ``metric_value`` on
-    SQLite, records/pg_queries.py ``metric_sql`` on PostgreSQL)."""
+    or, for any other compared figure, read out of the metrics document (``Dialect.metric``)."""
     if name not in KEY_FIGURES:
-        return f"torchport_metric({alias}.metrics, '{name}')"
-    return (
-        f"{alias}.{name}"
-        if version >= FIGURE_COLUMNS_FROM
-        else f"json_extract({alias}.metrics, '$.{name}')"
-    )
+        return d.metric(alias, name)
+    return f"{alias}.{name}"
 
 
-def _host_ops(alias: str, version: int) -> str:
-    return (
-        f"{alias}.host_ops"
-        if version >= HOST_OPS_COLUMN_FROM
-        else f"NULLIF(json_extract({alias}.findings, '$.fallback_ops'), '{{}}')"
-    )
-
-
-def _outcome_columns(alias: str, version: int, error_when: str = "") -> str:
+def _outcome_columns(alias: str, d: Dialect, error_when: str = "") -> str:
     """An outcome row's columns; ``error_when``: the condition (and a trailing AND) under
     which its error line is read: SQLite reads the row itself, not only an index, for it."""
-    return ", ".join(_outcome_column_list(alias, version, error_when))
+    return ", ".join(_outcome_column_list(alias, d, error_when))
 
 
-def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list[str]:
+def _outcome_column_list(alias: str, d: Dialect, error_when: str = "") -> list[str]:
     """``_outcome_columns`` one by one: case, mode, status, stage, grade, the figures, then
     the host ops and the error line (the two an index may not hold)."""
     return [
@@ -458,11 +461,10 @@ def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list
         f"{alias}.status",
         f"{alias}.stage",
         f"{alias}.grade",
-        *(_figure(alias, n, version) for n in OUTCOME_FIGURES),
-        f"CASE WHEN {alias}.grade IS NOT NULL THEN {_host_ops(alias, version)} END",
+        *(_figure(alias, n, d) for n in OUTCOME_FIGURES),
+        f"CASE WHEN {alias}.grade IS NOT NULL THEN {alias}.host_ops END",
         f"CASE WHEN {error_when}{alias}.error_message IS NOT NULL THEN"
-        f" substr({alias}.error_message, 1, instr({alias}.error_message || char(10), char(10))"
-        " - 1) END",
+        f" {d.first_line(f'{alias}.error_message')} END",
     ]
 
 
@@ -470,104 +472,93 @@ def _outcome_column_list(alias: str, version: int, error_when: str = "") -> list
 BOTH_PASSED = "a.status = 'pass' AND b.status = 'pass'"
 
 
-def _both_timed(version: int) -> str:
+def _both_timed(d: Dialect) -> str:
     """Both passed with a step time (``STEP_TIME.timed``): the pairs a comparison judges."""
-    timed = STEP_TIME.timed_sql(lambda alias, name: _figure(alias, name, version))
+    timed = STEP_TIME.timed_sql(lambda alias, name: _figure(alias, name, d))
     return f"{BOTH_PASSED} AND {timed}"
 
 
 def pairs_that_may_differ(
-    *, version: int, rows_apart: bool = False, bounds: tuple[bool, bool] = (False, False)
+    *, rows_apart: bool = False, bounds: tuple[bool, bool] = (False, False), d: Dialect = SQLITE
 ) -> str:
     """Every pair that shows a change (``compare_decisions``, or a step time judged other
     than within noise), both outcomes and the pair's decisions (``decisions``), in case
     order: a superset of what the lists show only by the placement candidates. Named
     parameters: as compare_lists but limit.
 
-    ``rows_apart``: for an outcomes index that holds a host-op table's key but not its text
-    (PostgreSQL's): the pairs are decided from the index alone, and a pair's rows are looked
-    up by key only where it shows what only they hold: the host ops of a placement candidate,
-    the error line of a pair in which a side failed (the others' host ops read NULL).
+    ``rows_apart`` (always, for an outcomes index that holds a host-op table's key but not
+    its text: PostgreSQL's): the pairs are decided from the index alone, and a pair's rows
+    are looked up by key only where it shows what only they hold: the host ops of a
+    placement candidate, the error line of a pair in which a side failed (the others' host
+    ops read NULL). Reading every pair's host ops and error line had PostgreSQL's planner
+    read the whole table (a million rows, every run's) and sort both runs: 0.48 s of 0.5 s.
     ``bounds``: as ``pair_counts``, one part of the pairs (``:low``, ``:high``)."""
-    shows = [f"({c})" for c in compare_decisions(version=version).values()]
-    verdict = step_time_verdict(
-        version=version, says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}
-    )
+    shows = [f"({c})" for c in compare_decisions(d).values()]
+    verdict = step_time_verdict(says={v: f"'{v}'" for v in (*PERF_VERDICTS_COUNTED, WITHIN)}, d=d)
     shows.append(f"({verdict}) IN ({', '.join(repr(v) for v in PERF_VERDICTS_COUNTED)})")
     # Only the status lists show an error line, and a pair is in one only when a side failed:
     # the other pairs are read from the index alone (SQLite seeks a row only for its text).
     failed = "(a.status != 'pass' OR b.status != 'pass')"
-    join = _indexed_join(version, _outcomes_index(version), bounds)
+    join = _indexed_join(bounds, d)
     where = f" AND ({' OR '.join(shows)}) ORDER BY a.case_id, a.mode"
-    if not rows_apart:
+    if not (rows_apart or d.host_ops_compared != "host_ops"):
         return (
-            f"SELECT {_outcome_columns('a', version, f'{failed} AND ')},"
-            f" {_outcome_columns('b', version, f'{failed} AND ')},"
-            f" {decisions(version=version)}{join}{where}"
+            f"SELECT {_outcome_columns('a', d, f'{failed} AND ')},"
+            f" {_outcome_columns('b', d, f'{failed} AND ')},"
+            f" {decisions(d)}{join}{where}"
         )
-    indexed = {x: _outcome_column_list(x, version)[:-2] for x in "ab"}
+    indexed = {x: _outcome_column_list(x, d)[:-2] for x in "ab"}
     inner = ", ".join(f"{c} AS {x}{i}" for x, cs in indexed.items() for i, c in enumerate(cs))
-    placed = PLACEMENT_RULE.sql(_host_ops("a", version), _host_ops("b", version))
+    placed = PLACEMENT_RULE.sql(d, *(f"{x}.{d.host_ops_compared}" for x in "ab"))
 
     def side(x: str) -> str:
         row = f"{x}_row"
         return (
             ", ".join(f"pairs.{x}{i}" for i in range(len(indexed[x])))
             + f", CASE WHEN pairs.placed THEN {row}.host_ops END, CASE WHEN pairs.failed AND"
-            f" {row}.error_message IS NOT NULL THEN substr({row}.error_message, 1,"
-            f" instr({row}.error_message || char(10), char(10)) - 1) END"
+            f" {row}.error_message IS NOT NULL THEN {d.first_line(f'{row}.error_message')} END"
         )
 
     def lookup(x: str) -> str:
-        return (
-            f" LEFT JOIN results {x}_row ON (pairs.placed OR pairs.failed)"
-            f" AND {x}_row.run_id = :run_{x} AND {x}_row.case_id = pairs.a0"
-            f" AND {x}_row.mode = pairs.a1"
+        return d.lookup(
+            f"{x}_row",
+            None,
+            f"(pairs.placed OR pairs.failed) AND {x}_row.run_id = :run_{x}"
+            f" AND {x}_row.case_id = pairs.a0 AND {x}_row.mode = pairs.a1",
         )
 
     return (
         f"SELECT {side('a')}, {side('b')}, pairs.decided FROM (SELECT {inner},"
-        f" {decisions(version=version)} AS decided, ({placed}) AS placed, {failed} AS failed"
-        f"{join}{where} LIMIT -1 OFFSET 0) AS pairs{lookup('a')}{lookup('b')}"
+        f" {decisions(d)} AS decided, ({placed}) AS placed, {failed} AS failed"
+        f"{join}{where}{d.fence}) AS pairs{lookup('a')}{lookup('b')}"
         " ORDER BY pairs.a0, pairs.a1"
     )
 
 
-def decisions(*, version: int) -> str:
+def decisions(d: Dialect = SQLITE) -> str:
     """Every decision on one pair (a, b), as one integer: bit k set when the k-th of
     ``decided_names`` holds (a step time within noise sets none). Named parameters: the
     lines (compare_decisions, step_time_verdict)."""
-    names = decided_names(version=version)
-    conditions = compare_decisions(version=version).values()
+    names = decided_names()
+    conditions = compare_decisions(d).values()
     bits = [f"CASE WHEN {c} THEN {1 << k} ELSE 0 END" for k, c in enumerate(conditions)]
     says = {v: str(1 << names.index(v)) for v in PERF_VERDICTS_COUNTED}
-    bits.append(f"COALESCE({step_time_verdict(version=version, says={**says, WITHIN: '0'})}, 0)")
+    bits.append(f"COALESCE({step_time_verdict(says={**says, WITHIN: '0'}, d=d)}, 0)")
     return f"({' + '.join(bits)})"
 
 
-def _outcomes_index(version: int) -> str | None:
-    """The index that holds every column a comparison decides on (None: read the rows)."""
+OUTCOMES_INDEX = "results_outcomes"  # holds every column a comparison decides on
+
+
+def _indexed_join(bounds: tuple[bool, bool], d: Dialect) -> str:
+    """Two runs' pairs joined by key on the outcomes index (named to SQLite, since an empty
+    file's planner would pick another); ``bounds``: only a part of A's case ids, from
+    ``:low`` / below ``:high`` (``Dialect.part``)."""
+    index = d.indexed_by(OUTCOMES_INDEX)
+    key, part = d.part(bounds)
     return (
-        "results_outcomes"
-        if version >= OUTCOMES_INDEX_FROM
-        else "results_pairs"
-        if version >= HOST_OPS_COLUMN_FROM
-        else None
-    )
-
-
-def _indexed_join(version: int, index: str | None, bounds: tuple[bool, bool]) -> str:
-    """The join, SQLite told which index to read (named, since an empty file's planner would
-    pick another); ``bounds``: only A's case ids from ``:low`` / below ``:high``."""
-    limits = (" AND a.case_id >= :low", " AND a.case_id < :high")
-    join = _JOIN + "".join(cond for cond, on in zip(limits, bounds, strict=True) if on)
-    if any(bounds):  # '+': SQLite would carry A's range over to B and find B by it, not by key
-        join = join.replace("b.case_id = a.case_id", "b.case_id = +a.case_id")
-    if index is None:
-        return join
-    return join.replace(
-        "results a JOIN results b",
-        f"results a INDEXED BY {index} JOIN results b INDEXED BY {index}",
+        f" FROM results a{index} JOIN results b{index} ON b.run_id = :run_b AND {key}"
+        f" AND b.mode = a.mode WHERE a.run_id = :run_a{part}"
     )
 
 
@@ -580,65 +571,62 @@ def _flag(condition: str) -> str:
     return f"CASE WHEN {condition} THEN 1 ELSE 0 END"
 
 
-def step_time_verdict(*, version: int, says: dict[str, str]) -> str:
+def step_time_verdict(*, says: dict[str, str], d: Dialect = SQLITE) -> str:
     """The step-time rule (records/figures.py ``STEP_TIME``, whose Python views/noise.py
     applies) as one SQL expression over the pair (a, b): what ``says`` gives for each
     verdict (SQL values), NULL when the pair did not pass and was not timed on both sides.
     Named parameters: min_samples, min_change."""
-    return STEP_TIME.sql(lambda alias, name: _figure(alias, name, version), says, BOTH_PASSED)
+    return STEP_TIME.sql(lambda alias, name: _figure(alias, name, d), says, BOTH_PASSED)
 
 
-def compare_decisions(*, version: int) -> dict[str, str]:
+def compare_decisions(d: Dialect = SQLITE) -> dict[str, str]:
     """What views/compare.py decides per pair, exactly, as SQL conditions: the status lists,
     the placement candidates, each parity, compile and memory figure past its line. Named
-    parameters: parity, compile, memory."""
-    s = version
-
-    def f(alias: str, name: str) -> str:
-        return _figure(alias, name, s)
-
-    decisions = {rule.name: rule.sql() for rule in STATUS_RULES}
-    decisions[PLACEMENT_RULE.name] = PLACEMENT_RULE.sql(_host_ops("a", s), _host_ops("b", s))
+    parameters: parity, compile, memory. Host-op tables are compared as the outcomes index
+    holds them (``Dialect.host_ops_compared``: the text, or its key)."""
+    decisions = {rule.name: rule.sql(d) for rule in STATUS_RULES}
+    host_ops = (f"{x}.{d.host_ops_compared}" for x in "ab")
+    decisions[PLACEMENT_RULE.name] = PLACEMENT_RULE.sql(d, *host_ops)
     for rule in FIGURE_RULES:
-        decisions[rule.figure] = figure_past(rule, version=s)
+        decisions[rule.figure] = figure_past(rule, d)
     return decisions
 
 
-def figure_past(rule, *, version: int) -> str:
+def figure_past(rule, d: Dialect = SQLITE) -> str:
     """A FigureRule (records/figures.py) as an SQL condition over the pair (a, b): exactly
     its ``past``, the line a named parameter (``:line``)."""
-    a, b = _figure("a", rule.figure, version), _figure("b", rule.figure, version)
+    a, b = _figure("a", rule.figure, d), _figure("b", rule.figure, d)
     up = f"{_ratio(a, b)} > :{rule.line}"
     if rule.both_ways:
         return f"({up} OR {_ratio(b, a)} > :{rule.line})"
     return f"{a} > 0 AND {up}"
 
 
-def pair_counts(*, version: int, bounds: tuple[bool, bool] = (False, False)) -> str:
+def pair_counts(*, bounds: tuple[bool, bool] = (False, False), d: Dialect = SQLITE) -> str:
     """Pairs per (A status, B status), and of them how many have a step time on both sides,
     from the outcomes index alone. ``bounds``: whether A's case ids are held from ``:low``
     and below ``:high`` (a part of the pairs; compare_lists splits two runs in parts)."""
     return (
-        f"SELECT a.status, b.status, COUNT(*), SUM({_flag(_both_timed(version))})"
-        f"{_indexed_join(version, _outcomes_index(version), bounds)} GROUP BY a.status, b.status"
+        f"SELECT a.status, b.status, COUNT(*), SUM({_flag(_both_timed(d))})"
+        f"{_indexed_join(bounds, d)} GROUP BY a.status, b.status"
     )
 
 
 _NO_COUNT = "CAST(NULL AS BIGINT)"  # typed: PostgreSQL matches the UNION's columns by type
 
 
-def decided_names(*, version: int) -> list[str]:
+def decided_names() -> list[str]:
     """What ``compare_lists`` counts, in its columns' order (and its bits' order): each
     decision of ``compare_decisions``, then the step-time verdicts but ``WITHIN``."""
-    return [*compare_decisions(version=version), *PERF_VERDICTS_COUNTED]
+    return [*compare_decisions(), *PERF_VERDICTS_COUNTED]
 
 
 def compare_lists(
     *,
-    version: int,
     bounds: tuple[bool, bool] = (False, False),
     only: tuple[str, ...] | None = None,
     after: bool = False,
+    d: Dialect = SQLITE,
 ) -> str:
     """One pass over two runs' pairs, from the outcomes index alone, for a comparison's page.
 
@@ -656,14 +644,14 @@ def compare_lists(
     ``after``: each list from the pair after ``:after_case``, ``:after_mode`` (and the
     figure's place in its list's order ``:after_metric``; ``:after_gap`` for step times):
     a later page of one list, at the cost of the first."""
-    listed = compare_decisions(version=version)
-    names = decided_names(version=version)
-    medians = (_figure("a", "perf_median_ms", version), _figure("b", "perf_median_ms", version))
+    listed = compare_decisions(d)
+    names = decided_names()
+    medians = (_figure("a", "perf_median_ms", d), _figure("b", "perf_median_ms", d))
     pairs = (
         f"SELECT a.case_id, a.mode, a.status AS status_a, b.status AS status_b,"
-        f" {_flag(_both_timed(version))} AS timed, {decisions(version=version)} AS decided,"
+        f" {_flag(_both_timed(d))} AS timed, {decisions(d)} AS decided,"
         f" abs({_ratio(*medians)} - 1) AS gap"
-        f"{_indexed_join(version, _outcomes_index(version), bounds)}"
+        f"{_indexed_join(bounds, d)}"
     )
 
     def holds(name: str) -> str:
@@ -708,21 +696,25 @@ def compare_lists(
         chosen.append(first("perf", f"({holds(SLOWER)} OR {holds(FASTER)})", by_gap=True))
     # Only the status lists show an error line; the other pairs are read from the index alone.
     errors = f"chosen.list IN ({', '.join(repr(n) for n in STATUS_DECISIONS)}) AND "
-    index = _outcomes_index(version)
-    indexed = f" INDEXED BY {index}" if index else ""
+
+    def lookup(x: str) -> str:
+        # the few chosen rows stay the outer loop, each pair found by key (the counts' rows,
+        # n not NULL, look up nothing)
+        return d.lookup(
+            x,
+            OUTCOMES_INDEX,
+            f"chosen.n IS NULL AND {x}.run_id = :run_{x} AND {x}.case_id = chosen.case_id"
+            f" AND {x}.mode = chosen.mode",
+        )
+
     return (
         f"WITH pairs AS MATERIALIZED ({pairs}),"
         " shown AS MATERIALIZED (SELECT case_id, mode, decided, gap FROM pairs"
         " WHERE decided != 0),"
         f" chosen AS ({' UNION ALL '.join(chosen)})"
         " SELECT chosen.*,"
-        f" {_outcome_columns('a', version, errors)}, {_outcome_columns('b', version, errors)}"
-        # LEFT JOIN: SQLite keeps the few chosen rows as the outer loop, each pair found by key
-        # (the counts' rows, n not NULL, join nothing)
-        f" FROM chosen LEFT JOIN results a{indexed} ON chosen.n IS NULL"
-        " AND a.run_id = :run_a AND a.case_id = chosen.case_id AND a.mode = chosen.mode"
-        f" LEFT JOIN results b{indexed} ON chosen.n IS NULL AND b.run_id = :run_b"
-        " AND b.case_id = chosen.case_id AND b.mode = chosen.mode"
+        f" {_outcome_columns('a', d, errors)}, {_outcome_columns('b', d, errors)}"
+        f" FROM chosen{lookup('a')}{lookup('b')}"
     )
 
 
@@ -740,63 +732,42 @@ ONLY_IN = (
 # -- a run's headline (views/headline.py) ------------------------------------------------------
 # Results by (status, grade) and, for those graded fallback or host, by their host-op table, in
 # one pass over the outcomes index: a run's fallbacks and distinct host ops without findings.
-HEADLINE_GRADES = ("fallback", "host")
 
 
-HEADLINE_INDEX_FROM = 7  # schema version: the results_grades index
-
-
-def headline_groups(*, version: int, one_run: bool) -> str:
-    """Graded results by (run, grade, host-op table). Parameter (``one_run``): run_id. Rows:
-    run_id, grade, ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
-    if version >= TALLIES_FROM:
-        return (
-            f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
-            f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
-            " GROUP BY run_id, grade, host_ops"
-        )
-    index = " INDEXED BY results_grades" if version >= HEADLINE_INDEX_FROM else ""
+def headline_groups(*, one_run: bool) -> str:
+    """Graded results by (run, grade, host-op table), from run_tallies. Parameter
+    (``one_run``): run_id. Rows: run_id, grade, ops, n; the host-op table counts for grades
+    in HEADLINE_GRADES only."""
     return (
-        f"SELECT run_id, grade, {_host_ops('results', version)} AS ops, COUNT(*) AS n"
-        f" FROM results{index} WHERE grade IS NOT NULL{' AND run_id = ?' if one_run else ''}"
-        " GROUP BY run_id, grade, ops"
+        f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
+        f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
+        " GROUP BY run_id, grade, host_ops"
     )
 
 
-def _median(values: str) -> str:
-    """The median of a query's ``v`` column and how many values it had (NULLs when none),
-    ranked by the database: the values never leave it."""
-    return (
-        "SELECT AVG(v) AS median, MAX(n) AS n FROM (SELECT v, ROW_NUMBER() OVER (ORDER BY v)"
-        f" AS i, COUNT(*) OVER () AS n FROM ({values}) AS vs) AS ranked"
-        " WHERE i IN ((n + 1) / 2, (n + 2) / 2)"
-    )
-
-
-def headline_compile_wait(*, version: int) -> str:
+def headline_compile_wait(d: Dialect = SQLITE) -> str:
     """Parameter: run_id. Median cold first compiled step of a run's compiled results."""
-    cold = _figure("results", "compile_cold_first_step_s", version)
-    return _median(
-        f"SELECT {cold} AS v FROM results{_covering(version)} WHERE run_id = ?"
+    cold = _figure("results", "compile_cold_first_step_s", d)
+    return d.median(
+        f"SELECT {cold} AS v FROM results{_covering(d)} WHERE run_id = ?"
         f" AND mode = 'compile' AND {cold} IS NOT NULL"
     )
 
 
-def _covering(version: int) -> str:
-    """The outcomes index, named where the file has it: it holds every column the headline's
-    medians read, so they never read a result row (SQLite's planner may pick the narrower
-    unique index and read 100 000 rows of JSON and tracebacks around them)."""
-    index = _outcomes_index(version)
-    return f" INDEXED BY {index}" if index == "results_outcomes" else ""
+def _covering(d: Dialect) -> str:
+    """The outcomes index, named to SQLite: it holds every column the headline's medians
+    read, so they never read a result row (SQLite's planner may pick the narrower unique
+    index and read 100 000 rows of JSON and tracebacks around them)."""
+    return d.indexed_by(OUTCOMES_INDEX)
 
 
-def headline_speedup(*, version: int) -> str:
+def headline_speedup(d: Dialect = SQLITE) -> str:
     """Parameter: run_id. Median over cases of eager / compiled median step time, for the
     cases that passed in both modes with a step time."""
-    e, c = (_figure(x, "perf_median_ms", version) for x in "ec")
-    return _median(
-        f"SELECT {e} * 1.0 / {c} AS v FROM results e{_covering(version)}"
-        f" JOIN results c{_covering(version)} ON c.run_id = e.run_id"
+    e, c = (_figure(x, "perf_median_ms", d) for x in "ec")
+    return d.median(
+        f"SELECT {e} * 1.0 / {c} AS v FROM results e{_covering(d)}"
+        f" JOIN results c{_covering(d)} ON c.run_id = e.run_id"
         " AND c.case_id = e.case_id AND c.mode = 'compile' WHERE e.run_id = ?"
         " AND e.mode = 'eager' AND e.status = 'pass' AND c.status = 'pass'"
         f" AND {e} > 0 AND {c} > 0"

@@ -8,9 +8,10 @@ to the same tables, columns and indexes at every version.
 
 from __future__ import annotations
 
+import shlex
 from importlib import resources
 
-from torchport.records.base import StoreError
+from torchport.records.base import OlderSchema, StoreError
 
 # Tables each schema version adds (SQLite's FTS shadow tables are not checked).
 TABLES_BY_VERSION = {
@@ -34,12 +35,16 @@ def migrations(folder: str = "migrations") -> list[tuple[int, str]]:
 SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
-def check_identity(
-    where: str, version: int, tables: set[str], *, write: bool, fix: str, readable_from: int
-) -> None:
+def migrate_command(where: str) -> str:
+    """The command that brings ``where`` to this torchport's schema, as a user types it."""
+    return f"torchport migrate --db {shlex.quote(where)}"
+
+
+def check_identity(where: str, version: int, tables: set[str], *, write: bool, fix: str) -> None:
     """Refuse a database that is not a torchport knowledge base (or not yet one, for a read),
-    a newer schema, a damaged one, or (read) one older than ``readable_from``. ``fix`` ends
-    every line: how to point at or start a knowledge base."""
+    a newer schema, a damaged one, or (read) an older one: reads read the current schema only,
+    and name the one command that upgrades it (OlderSchema). ``fix`` ends every other line:
+    how to point at or start a knowledge base."""
     if tables and not tables & TABLES_BY_VERSION[1]:
         listed = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         raise StoreError(
@@ -62,8 +67,10 @@ def check_identity(
         raise StoreError(
             f"'{where}' is a damaged torchport knowledge base ({what}); move it aside and {fix}"
         )
-    if not write and version < readable_from:
-        raise StoreError(
-            f"'{where}' has schema v{version}, older than this torchport reads "
-            f"(v{readable_from}+); any 'torchport run --db {where} ...' upgrades it"
+    if not write and version < SCHEMA_VERSION:
+        raise OlderSchema(
+            f"'{where}' has schema v{version}, older than this torchport's v{SCHEMA_VERSION}; "
+            f"bring it up to date with '{migrate_command(where)}' (reads never change it)",
+            where=where,
+            version=version,
         )

@@ -23,12 +23,11 @@ from torchport.records.base import StoreError
 from torchport.records.compare_read import CompareRead, outcome
 from torchport.records.result import Recorded, Result
 from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
-from torchport.records.status import FAILURE_SEVERITY
+from torchport.records.status import FAILURE_SEVERITY, HEADLINE_GRADES
 from torchport.records.surface import Surface
 
 T = TypeVar("T")
 
-NOTES_FROM = 3  # schema version that added notes, artifacts, signatures and key figures
 # An export is read in parts (line_parts) only of a run this large: below it, a part's helper
 # process (records/forked.py, ~15 ms to start) costs more than it saves.
 LINE_PART_MIN = 20_000
@@ -47,7 +46,6 @@ class KnowledgeBase(Surface, CompareRead):
     url: str
     q: Any
     driver_error: Any
-    _version: int
     _conn: Any
     _writer: Any
     _transaction: Any
@@ -117,7 +115,7 @@ class KnowledgeBase(Surface, CompareRead):
             )
             self._executemany(
                 conn,
-                self.q.ADD_RUN_ENVIRONMENT,
+                self.q.add_run_environment(),
                 [(run["id"], env_id, run["started_at"]) for env_id in env_ids],
             )
 
@@ -156,13 +154,13 @@ class KnowledgeBase(Surface, CompareRead):
             if (
                 created_at is not None
                 and conn.execute(
-                    self.q.NOTE_EXISTS, (run_id, case, mode, author, text, created_at)
+                    self.q.note_exists(), (run_id, case, mode, author, text, created_at)
                 ).fetchone()
             ):
                 return None
             return self._insert_id(
                 conn,
-                self.q.INSERT_NOTE,
+                self.q.insert_note(),
                 (run_id, case, mode, author, text, created_at or now_iso()),
             )
 
@@ -172,7 +170,7 @@ class KnowledgeBase(Surface, CompareRead):
         rows = [(run_id, a["path"], a.get("sha256"), a.get("bytes")) for a in artifacts]
         conn = self._writer()
         with self._transaction(conn):
-            self._executemany(conn, self.q.INSERT_ARTIFACT, rows)
+            self._executemany(conn, self.q.insert_artifact(), rows)
 
     # -- streamed and paged reads ----------------------------------------------------------------
     def _results_stream(
@@ -209,7 +207,7 @@ class KnowledgeBase(Surface, CompareRead):
         return self._guard_iter(self._iter_outcomes(run_id))
 
     def _iter_outcomes(self, run_id: str) -> Iterator[dict]:
-        sql = self.q.outcomes(version=self._version)
+        sql = self.q.outcomes()
         for row in self._stream(sql, (run_id,)):
             yield outcome(row)
 
@@ -221,7 +219,7 @@ class KnowledgeBase(Surface, CompareRead):
         baseline and a gate read, from the outcomes index alone. ``cases``: one of
         ``case_parts``, only its cases."""
         low, high = cases or (None, None)
-        sql = self.q.statuses(version=self._version, bounds=(low is not None, high is not None))
+        sql = self.q.statuses(bounds=(low is not None, high is not None))
         args = (run_id, *(bound for bound in (low, high) if bound is not None))
         if self.reads_ahead:
             return self._guard_iter(read_ahead(lambda: self._chunks(sql, args)))
@@ -246,7 +244,7 @@ class KnowledgeBase(Surface, CompareRead):
         conn = self._conn()
         n = self._count_results(run_id=run_id)
         parts = max(1, min(parts, n // LINE_PART_MIN))
-        if parts == 1 or self._version < queries.LINES_FROM:
+        if parts == 1:
             return [None]
         cuts = [
             conn.execute(self.q.ID_AT_OFFSET, (run_id, n * k // parts)).fetchone()[0]
@@ -258,10 +256,6 @@ class KnowledgeBase(Surface, CompareRead):
     def _iter_result_lines(
         self, run_id: str, ids: tuple[int, int] | None
     ) -> Iterator[tuple[str | None, dict | None, list]]:
-        if self._version < queries.LINES_FROM:
-            for result in self._iter_results(run_id=run_id, with_ops=True):
-                yield None, result, result.get("artifacts") or []
-            return
         for rows, ops in self._line_spans(run_id, ids):
             for row in rows:
                 result_id, artifacts = row[1], row[8]
@@ -280,8 +274,8 @@ class KnowledgeBase(Surface, CompareRead):
     def _line_spans(
         self, run_id: str, ids: tuple[int, int] | None
     ) -> Iterator[tuple[list, dict[int, list[tuple]]]]:
-        """A run's export rows (queries.RESULT_LINES) in recorded order, read in spans of
-        ``line_span`` ids, each with its op table rows by result id (queries.OPS_OF_SPAN), on
+        """A run's export rows (queries.result_lines) in recorded order, read in spans of
+        ``line_span`` ids, each with its op table rows by result id (queries.ops_of_span), on
         a connection and a thread of its own, ``line_threads`` ahead: the database reads the
         next spans while the caller writes this one's (none: read on the caller's thread and
         connection). A run is exported once it is finished: no result of it is added between
@@ -298,9 +292,9 @@ class KnowledgeBase(Surface, CompareRead):
 
         def read(own: Any, low: int) -> tuple[list, dict[int, list[tuple]]]:
             high = min(low + self.line_span, stop)
-            rows = self._rows(own, self.q.RESULT_LINES, (run_id, low, high))
+            rows = self._rows(own, self.q.result_lines(), (run_id, low, high))
             ops: dict[int, list[tuple]] = {}
-            for op in self._rows(own, self.q.OPS_OF_SPAN, (low, high)):
+            for op in self._rows(own, self.q.ops_of_span(), (low, high)):
                 ops.setdefault(op[0], []).append(op[1:])
             return rows, ops
 
@@ -406,9 +400,9 @@ class KnowledgeBase(Surface, CompareRead):
         case_glob: str | None = None,
         fallback_op: str | None = None,
     ) -> int:
-        if run_id and not (status or case_glob or fallback_op) and self._tallied():
+        if run_id and not (status or case_glob or fallback_op):
             # A run's size from its tallies (a few hundred rows), not its 100 000 index entries
-            return int(self._conn().execute(self.q.TALLY_RUN_COUNT, (run_id,)).fetchone()[0])
+            return int(self._conn().execute(self.q.RUN_COUNT, (run_id,)).fetchone()[0])
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         if exact:
             return int(self._conn().execute(self.q.count_results(**flags), args).fetchone()[0])
@@ -428,8 +422,8 @@ class KnowledgeBase(Surface, CompareRead):
         fallback_op: str | None = None,
     ) -> dict[str, int]:
         flags, args, exact = self._filters(None, status, case_glob, fallback_op)
-        if fallback_op and not (status or case_glob) and self._version >= queries.RUN_ORDER_FROM:
-            spans = self._conn().execute(self.q.COUNT_OP_RESULTS_BY_RUN_SPAN, args).fetchall()
+        if fallback_op and not (status or case_glob):
+            spans = self._conn().execute(self.q.count_op_results_by_run_span(), args).fetchall()
             if not any(row["overlaps"] for row in spans):
                 return {row["run_id"]: row["n"] for row in spans}
         if exact:
@@ -448,25 +442,10 @@ class KnowledgeBase(Surface, CompareRead):
         return int(self._conn().execute(self.q.SEARCH_COUNT, (query,)).fetchone()[0])
 
     # -- one run in summary ------------------------------------------------------------------------
-    def _tallied(self) -> bool:
-        """Whether the run's counts are kept in run_tallies (schema v8)."""
-        return self._version >= queries.TALLIES_FROM
-
-    def _status_counts_sql(self) -> str:
-        return self.q.TALLY_STATUS_COUNTS if self._tallied() else self.q.STATUS_COUNTS
-
     @guarded
     def _status_counts(self, run_id: str) -> dict[str, int]:
-        sql = self.q.TALLY_RUN_STATUS_COUNTS if self._tallied() else self.q.RUN_STATUS_COUNTS
-        rows = self._conn().execute(sql, (run_id,))
+        rows = self._conn().execute(self.q.RUN_STATUS_COUNTS, (run_id,))
         return {r["status"]: int(r["n"]) for r in rows}
-
-    def _signature_sql(self) -> str:
-        return (
-            "signature"
-            if self._version >= NOTES_FROM
-            else "torchport_signature(error_type, error_message)"
-        )
 
     @guarded
     def _failure_groups(
@@ -475,17 +454,12 @@ class KnowledgeBase(Surface, CompareRead):
         """A run's failures grouped by (status, stage, error signature) with their count, most
         common first, or worst first (records/status.py FAILURE_SEVERITY); each group
         names its first ``examples`` results and the first one's message."""
-        sig = self._signature_sql()
         conn = self._conn()
-        sql = self.q.failure_groups(
-            signature=sig, severity=FAILURE_SEVERITY if worst_first else (), tallies=self._tallied()
-        )
+        sql = self.q.failure_groups(severity=FAILURE_SEVERITY if worst_first else ())
         groups = []
         for row in conn.execute(sql, (run_id, limit)).fetchall():
             stage, signature = row["stage"], row["signature"]
-            sql = self.q.failure_examples(
-                sig, no_stage=stage is None, no_signature=signature is None
-            )
+            sql = self.q.failure_examples(no_stage=stage is None, no_signature=signature is None)
             args = [run_id, row["status"], stage, signature, examples]
             args = [a for i, a in enumerate(args) if not (i in (2, 3) and a is None)]
             first = conn.execute(sql, args).fetchall()
@@ -504,8 +478,7 @@ class KnowledgeBase(Surface, CompareRead):
 
     @guarded
     def _count_failure_groups(self, run_id: str) -> int:
-        sql = self.q.failure_group_count(self._signature_sql(), tallies=self._tallied())
-        return int(self._conn().execute(sql, (run_id,)).fetchone()[0])
+        return int(self._conn().execute(self.q.FAILURE_GROUP_COUNT, (run_id,)).fetchone()[0])
 
     # -- a run's headline ----------------------------------------------------------------------
     @guarded
@@ -529,23 +502,18 @@ class KnowledgeBase(Surface, CompareRead):
                 },
             )
 
-        one_run = (
-            self.q.TALLY_RUN_STATUS_COUNTS_BY_RUN
-            if self._tallied()
-            else self.q.RUN_STATUS_COUNTS_BY_RUN
-        )
         counts = (
-            conn.execute(self._status_counts_sql())
+            conn.execute(self.q.STATUS_COUNTS)
             if run_id is None
-            else conn.execute(one_run, (run_id,))
+            else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
         )
         for row in counts:
             entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
-        sql = self.q.headline_groups(version=self._version, one_run=run_id is not None)
+        sql = self.q.headline_groups(one_run=run_id is not None)
         for row in conn.execute(sql, (run_id,) if run_id is not None else ()):
             h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
             h["grades"][grade] = h["grades"].get(grade, 0) + n
-            if grade not in queries.HEADLINE_GRADES:
+            if grade not in HEADLINE_GRADES:
                 continue
             h["host_results"] += n
             for op, cls in _host_op_classes(row["ops"]).items():
@@ -559,9 +527,9 @@ class KnowledgeBase(Surface, CompareRead):
         """A run's median cold compile wait and median compiled speedup (eager / compiled
         median step time per case, both passed), each with its count, ranked in the
         database."""
-        conn, version = self._conn(), self._version
-        wait = conn.execute(self.q.headline_compile_wait(version=version), (run_id,)).fetchone()
-        fast = conn.execute(self.q.headline_speedup(version=version), (run_id,)).fetchone()
+        conn = self._conn()
+        wait = conn.execute(self.q.headline_compile_wait(), (run_id,)).fetchone()
+        fast = conn.execute(self.q.headline_speedup(), (run_id,)).fetchone()
         return {
             "compile_wait_s": wait["median"],
             "compiled": int(wait["n"] or 0),
@@ -582,7 +550,7 @@ class KnowledgeBase(Surface, CompareRead):
         """Ids of the runs matching every condition, newest first (``complete``: only runs
         that finished their plan)."""
         found = []
-        for row in self._conn().execute(self.q.RUN_SELECTORS):
+        for row in self._conn().execute(self.q.run_selectors()):
             if complete and row["state"] != "complete":
                 continue
             if device is not None and row["device"] != device:
@@ -605,8 +573,6 @@ class KnowledgeBase(Surface, CompareRead):
     @guarded
     def notes(self, *, run_id: str | None = None, case: str | None = None) -> list[dict]:
         """Notes of a run (or of one case of it), oldest first; every note without a run."""
-        if self._version < NOTES_FROM:
-            return []
         conn = self._conn()
         if run_id is None:
             rows = conn.execute(self.q.ALL_NOTES)
@@ -619,7 +585,7 @@ class KnowledgeBase(Surface, CompareRead):
     @guarded
     def _search_notes(self, text: str, *, limit: int | None = 50, offset: int = 0) -> list[dict]:
         query = self._fts_query(text)
-        if query is None or self._version < NOTES_FROM:
+        if query is None:
             return []
         page = self.q.NO_LIMIT if limit is None else limit
         rows = self._conn().execute(self.q.SEARCH_NOTES, (query, page, offset))
@@ -627,8 +593,6 @@ class KnowledgeBase(Surface, CompareRead):
 
     @guarded
     def _artifacts(self, run_id: str) -> list[dict]:
-        if self._version < NOTES_FROM:
-            return []
         rows = self._conn().execute(self.q.ARTIFACTS_OF_RUN, (run_id,))
         return [{"path": r["path"], "sha256": r["sha256"], "bytes": r["bytes"]} for r in rows]
 

@@ -150,7 +150,7 @@ class SQLStore(KnowledgeBase):
     def _put_environment(self, data: dict) -> str:
         blob = json.dumps(data, sort_keys=True, default=str)
         env_id = hashlib.sha256(blob.encode()).hexdigest()[:16]
-        self._writer().execute(self.q.INSERT_ENVIRONMENT, (env_id, blob, now_iso()))
+        self._writer().execute(self.q.insert_environment(), (env_id, blob, now_iso()))
         return env_id
 
     @guarded
@@ -188,7 +188,7 @@ class SQLStore(KnowledgeBase):
     def _reopen_run(self, run_id: str) -> None:
         conn = self._writer()
         with self._transaction(conn):  # check and claim under one lock: two resumes race
-            row = conn.execute(self.q.RUN_LIVENESS, (run_id,)).fetchone()
+            row = conn.execute(self.q.run_liveness(), (run_id,)).fetchone()
             if row is None:
                 raise self._no_run(run_id)
             pid, host = row["pid"], row["host"]
@@ -209,7 +209,7 @@ class SQLStore(KnowledgeBase):
         conn = self._writer()
         with self._transaction(conn):
             conn.execute(self.q.SET_FIRST_ENVIRONMENT, (env_id, run_id))
-            conn.execute(self.q.ADD_RUN_ENVIRONMENT, (run_id, env_id, now_iso()))
+            conn.execute(self.q.add_run_environment(), (run_id, env_id, now_iso()))
 
     @guarded
     def _finish_run(self, run_id: str, state: str) -> None:
@@ -246,7 +246,7 @@ class SQLStore(KnowledgeBase):
         finished = finished or now_iso()
         result_id = self._insert_id(
             conn,
-            self.q.INSERT_RESULT,
+            self.q.insert_result(),
             (
                 run_id,
                 value.case,
@@ -272,7 +272,7 @@ class SQLStore(KnowledgeBase):
 
     # -- reads ---------------------------------------------------------------------------------
     def _no_run(self, run_id: str) -> StoreError:
-        latest = self._conn().execute(self.q.LATEST_RUN).fetchone()
+        latest = self._conn().execute(self.q.latest_run()).fetchone()
         hint = f" (latest is {latest['id']}; 'torchport runs' lists all)" if latest else ""
         return StoreError(f"no run '{run_id}' in {self.url}{hint}")
 
@@ -281,7 +281,7 @@ class SQLStore(KnowledgeBase):
         """``plan=False``: ``planned`` (the plan's length) in place of the plan, which holds
         100 000 entries in a large sweep; ``environments``: each of the run's environments
         as ``environments`` (a fingerprint each, in the order they were recorded)."""
-        sql = self.q.RUN_BY_ID if plan else self.q.run_header(version=self._version)
+        sql = self.q.RUN_BY_ID if plan else self.q.RUN_HEADER
         row = self._conn().execute(sql, (run_id,)).fetchone()
         if row is None:
             raise self._no_run(run_id)
@@ -292,7 +292,7 @@ class SQLStore(KnowledgeBase):
 
     @guarded
     def _latest_run_id(self) -> str:
-        row = self._conn().execute(self.q.LATEST_RUN).fetchone()
+        row = self._conn().execute(self.q.latest_run()).fetchone()
         if row is None:
             raise StoreError(f"no runs in {self.url}; start one with 'torchport run'")
         return row["id"]
@@ -302,10 +302,10 @@ class SQLStore(KnowledgeBase):
         """Newest first, each with ``counts`` and ``planned`` (the plan's length; a listing
         does not carry the plan itself, which holds 100 000 entries in a large sweep)."""
         conn = self._conn()
-        sql = self.q.list_runs(version=self._version)
+        sql = self.q.list_runs()
         runs = [self._run_dict(row) for row in conn.execute(sql).fetchall()]
         counts: dict[str, dict[str, int]] = {}
-        for row in conn.execute(self._status_counts_sql()):
+        for row in conn.execute(self.q.STATUS_COUNTS):
             counts.setdefault(row["run_id"], {})[row["status"]] = row["n"]
         for run in runs:
             run["counts"] = counts.get(run["id"], {})
@@ -426,11 +426,7 @@ class SQLStore(KnowledgeBase):
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
         # Recorded before URL query passwords were redacted, or imported: never shown as is.
         run["command"] = redact(run["command"] or "")
-        env_rows = (
-            self._conn().execute(self.q.RUN_ENVIRONMENTS, (run["id"],)).fetchall()
-            if self._version >= 2
-            else []
-        )
+        env_rows = self._conn().execute(self.q.run_environments(), (run["id"],)).fetchall()
         run["environment_ids"] = [r["environment_id"] for r in env_rows] or (
             [run["environment_id"]] if run["environment_id"] else []
         )
@@ -452,7 +448,6 @@ class SQLStore(KnowledgeBase):
             "grade": r["grade"],
         }
         for col, kind in JSON_COLUMNS.items():
-            # probe_versions came with schema v2; a v1 file read as it is has none.
             out[col] = self._json(r.get(col), kind, f"result {r['id']} {col}")
         out["error"] = (
             None

@@ -2,8 +2,8 @@
 
 Checks run before SQLite writes anything: a path that is not a regular file, a file that is not
 SQLite, another application's database, a newer schema or a damaged one are refused with one
-line. Reads never migrate: a schema from ``READABLE_FROM`` on is read as it is (the row shaping
-fills what older schemas lack); an older one is refused with the write command that upgrades it.
+line. Reads never migrate: they read the current schema only and refuse an older one with the
+command that upgrades it (``torchport migrate``); a write store migrates the file it opens.
 Migrations run in one ``BEGIN IMMEDIATE`` transaction that re-reads ``user_version`` first, so
 two processes starting together on a new file migrate it once.
 """
@@ -16,14 +16,13 @@ from pathlib import Path
 
 from torchport.records import queries as q
 from torchport.records import schema
-from torchport.records.base import StoreError
+from torchport.records.base import NoWriteAccess, StoreError
 from torchport.records.figures import metric_value
 from torchport.records.schema import SCHEMA_VERSION
 from torchport.records.signature import error_signature
 
 HEADER_MAGIC = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # big-endian u32 in the 100-byte file header
-READABLE_FROM = 1
 __all__ = ["SCHEMA_VERSION", "migrations", "statements"]
 
 
@@ -99,7 +98,7 @@ def describe(conn: sqlite3.Connection) -> tuple[int, set[str]]:
 
 
 def check_identity(path: str, version: int, tables: set[str], *, write: bool) -> None:
-    schema.check_identity(path, version, tables, write=write, fix=FIX, readable_from=READABLE_FROM)
+    schema.check_identity(path, version, tables, write=write, fix=FIX)
 
 
 def check_integrity(
@@ -183,8 +182,9 @@ def explain(exc: sqlite3.Error, path: str) -> StoreError:
             f"'{path}' is damaged ({said}); restore it from a copy, or move it aside and {FIX}"
         )
     if primary == _SQLITE_READONLY or "readonly" in said:
-        return StoreError(
-            f"'{path}' is read-only ({said}); make it and its folder writable or pass another --db"
+        return NoWriteAccess(
+            f"'{path}' is read-only ({said}); make it and its folder writable or pass another --db",
+            said=said,
         )
     if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return StoreError(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from torchport.records import queries as q
 from torchport.records import sqlite_schema as schema
-from torchport.records.base import StoreError
+from torchport.records.base import NoWriteAccess, StoreError
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.sql_common import guarded
 from torchport.records.sql_store import SQLStore
@@ -47,7 +47,7 @@ class SQLiteStore(SQLStore):
         self._lock = threading.Lock()
         self._ready = False
         self._closed = False
-        self._version = schema.SCHEMA_VERSION  # what this file holds once opened
+        self._found_version: int | None = None  # what a write open found (records/store.migrate)
         # (device, inode) of the file once opened for writing: every write checks that the
         # path still names it, so a file deleted or replaced under a run is noticed.
         self._identity: tuple[int, int] | None = None
@@ -58,8 +58,10 @@ class SQLiteStore(SQLStore):
             self._open_checked(write=False)
         elif exists and Path(self.path).stat().st_size > 0:
             if schema.is_read_only_file(self.path):
-                raise StoreError(
-                    f"'{self.path}' is read-only; make it writable (chmod u+w) or pass another --db"
+                raise NoWriteAccess(
+                    f"'{self.path}' is read-only; make it writable (chmod u+w) or pass "
+                    "another --db",
+                    said="the file is read-only",
                 )
             self._open_checked(write=True)
 
@@ -104,14 +106,12 @@ class SQLiteStore(SQLStore):
         try:
             version, tables = schema.describe(conn)
             schema.check_identity(self.path, version, tables, write=write)
-            self._version = version
             if write:
                 if tables:
                     current = version == schema.SCHEMA_VERSION  # else a migration rewrites
                     only = self._check_tables if current and self._check_tables else None
                     schema.check_integrity(conn, self.path, only)
-                schema.migrate(conn, self.path)
-                self._version = schema.SCHEMA_VERSION
+                self._found_version = schema.migrate(conn, self.path)
                 conn.execute(q.SET_WAL)  # readers never wait on the writer
         except sqlite3.Error as exc:
             raise schema.explain(exc, self.path) from None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from torchport.records.base import Store, StoreError, default_db_path
-from torchport.records.schema import SCHEMA_VERSION  # noqa: F401  (re-exported)
+from torchport.records.base import NoWriteAccess, OlderSchema, Store, StoreError, default_db_path
+from torchport.records.schema import SCHEMA_VERSION, migrate_command
 
 # URL schemes of the PostgreSQL engine (the last is SQLAlchemy's spelling).
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
@@ -53,3 +54,38 @@ def _open_pg(url: str, *, write: bool) -> Store:
     from torchport.records.pg_store import PGStore
 
     return PGStore(url, write=write)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What ``migrate`` did: the knowledge base (its URL without a password) and its schema
+    version before and after (equal: it was current, and nothing was changed)."""
+
+    where: str
+    before: int
+    after: int
+
+
+def migrate(url: str | os.PathLike | None = None) -> Migration:
+    """``torchport migrate``: bring the knowledge base at ``url`` (as ``open_store``) of an older
+    schema to this torchport's, in one transaction. A current one is only read (nothing
+    changes); a newer, foreign, damaged or missing one is refused as a read refuses it; a
+    user who may not change it (a read-only file, a PostgreSQL role without the rights) gets
+    one line that names the command for whoever can."""
+    try:
+        with open_store(url, write=False) as store:
+            return Migration(store.url, SCHEMA_VERSION, SCHEMA_VERSION)
+    except OlderSchema as older:
+        try:
+            with open_store(url, write=True) as store:  # a write store migrates as it opens
+                # the version it found under the write lock: another migrate may have been first
+                found = getattr(store, "_found_version", None)
+                return Migration(
+                    store.url, older.version if found is None else found, SCHEMA_VERSION
+                )
+        except NoWriteAccess as exc:
+            raise StoreError(
+                f"cannot migrate '{older.where}' from schema v{older.version} to "
+                f"v{SCHEMA_VERSION}: this user may not change it ({exc.said}); run "
+                f"'{migrate_command(older.where)}' as a user who can"
+            ) from None

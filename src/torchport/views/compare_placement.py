@@ -10,7 +10,7 @@ store's grouped headline counts (``store.headline``): no result is loaded.
 
 from __future__ import annotations
 
-from torchport.records.queries import HEADLINE_GRADES
+from torchport.records.status import HEADLINE_GRADES
 from torchport.views.base import View, columns
 
 ALL_ON_HOST = "all on the host"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
 from torchport.records.figures import line_words
+from torchport.records.status import NOT_FAILURES
 from torchport.views.base import Column, View, columns
 from torchport.views.compare import (
     COMPILE_METRICS,
@@ -20,7 +21,7 @@ LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
 
 def _status(status: str, stage: str | None) -> str:
-    return f"{status} @{stage}" if stage and status not in ("pass", "skip") else status
+    return f"{status} @{stage}" if stage and status not in NOT_FAILURES else status
 
 
 def _capped(

@@ -169,8 +169,7 @@ def _notes(run: dict, results: list[dict], by_op: dict, cov) -> list[str]:
     expected = {
         split_case(r["case"])[0]
         for r in results
-        if r["status"] not in ("pass", "skip")
-        and (r.get("findings") or {}).get("opinfo_expected_failure")
+        if is_failure(r["status"]) and (r.get("findings") or {}).get("opinfo_expected_failure")
     }
     if expected:
         notes.append(

@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "note",
     "export",
     "import",
+    "migrate",
     "doctor",
     "serve",
     "report",

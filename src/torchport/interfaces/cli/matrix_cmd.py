@@ -130,9 +130,8 @@ def command(
     """
     from dataclasses import replace
 
-    from torchport.records.base import default_db_path
-    from torchport.runner.envs import Indexes
-    from torchport.runner.matrix import (
+    from torchport.matrix import (
+        Indexes,
         Matrix,
         MatrixError,
         load_matrix,
@@ -142,6 +141,7 @@ def command(
         select_runs,
         with_overrides,
     )
+    from torchport.records.base import default_db_path
 
     try:
         if matrix_file:
@@ -309,7 +309,7 @@ def _write(path: str, text: str) -> None:
 
 def _note(store, matrix, sides, locks):
     """The release note: each run the baseline made, compared with the same run elsewhere."""
-    from torchport.runner.matrix import DEFAULT_RUN, run_groups
+    from torchport.matrix import DEFAULT_RUN, run_groups
     from torchport.views.release_note import ReleaseNote, release_note
 
     note = ReleaseNote(matrix=matrix.name, problems=[s.problem for s in sides if s.problem])
@@ -331,7 +331,7 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
     """The baseline's expected file of each of its runs (for 'torchport gate' in CI:
     ``baseline.json``, or ``baseline-<run>.json`` for a named run), and each other run of
     that name held to it."""
-    from torchport.runner.matrix import DEFAULT_RUN, run_groups
+    from torchport.matrix import DEFAULT_RUN, run_groups
     from torchport.views.baseline import gate, make_baseline
 
     reports = []

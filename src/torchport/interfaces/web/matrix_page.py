@@ -10,7 +10,7 @@ from torchport.views.base import Column, View
 from torchport.views.compare_tables import LISTS, comparison_views, list_length
 from torchport.views.release_note import release_note
 
-DEFAULT_RUN = "run"  # runner/matrix.py: the one run [run] describes
+DEFAULT_RUN = "run"  # matrix/run.py: the one run [run] describes
 
 
 def matrix_groups(
