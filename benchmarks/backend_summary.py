@@ -96,7 +96,7 @@ def main() -> int:
     parser.add_argument("--run", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store(args.db, write=False)
     run_ids = [args.run] if args.run else [run["id"] for run in store.runs()][::-1]

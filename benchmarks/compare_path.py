@@ -23,7 +23,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from tests.synthetic_kb import case_ids, fill  # noqa: E402
 
 from torchport.interfaces.web.app import create_app  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 STORE_ROOMS = ("torchport.records.", "torchport.kb.")
 SQL_CALLS = {"execute", "executemany", "fetchone", "fetchall", "stream"}

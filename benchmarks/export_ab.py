@@ -10,8 +10,8 @@ import io
 import os
 import time
 
-from torchport.records import open_store
-from torchport.records.exchange import _canonical, export_runs, result_line
+from torchport.kb import open_store
+from torchport.kb.exchange import _canonical, export_runs, result_line
 
 run = "cuda-2.13"
 with open_store("/work/kb1m/kb.db", write=False) as store:

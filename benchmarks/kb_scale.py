@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from _report import emit, time_v, timed  # noqa: E402
 
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 TORCHPORT = os.path.join(os.path.dirname(sys.executable), "torchport")
 from tests.synthetic_kb import MODES, case_ids, fill, result  # noqa: E402
@@ -415,7 +415,7 @@ TALLY_FILL = (
 def migrate(url: str) -> str | None:
     """``torchport migrate`` on ``url`` (reads refuse an older schema); what it took, or None
     when nothing was to do."""
-    from torchport.records.store import migrate as migrate_store
+    from torchport.kb.store import migrate as migrate_store
 
     start = time.perf_counter()
     done = migrate_store(url)

@@ -30,7 +30,7 @@ from _report import emit  # noqa: E402
 
 from torchport import api  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 from torchport.records.result import Result  # noqa: E402
 from torchport.runner.executors.protocol import Finished  # noqa: E402
 

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import emit  # noqa: E402
 
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 CASES_PER_RUN = 200
 

@@ -29,7 +29,7 @@ from tests.synthetic_kb import case_ids, fill, whole_run_kb  # noqa: E402
 
 from torchport.interfaces.web import pages as pages_module  # noqa: E402
 from torchport.interfaces.web.app import create_app  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 TARGET_MS = 300.0
 

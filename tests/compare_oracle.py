@@ -1,6 +1,6 @@
 """The Python oracle of a comparison: two result streams walked side by side and each pair
 decided by the Python predicates made from the declared rules (records/figures.py). The store's
-one read (``store.compare``, records/compare_read.py) decides in SQL; the tests hold its
+one read (``store.compare``, kb/reads/compare.py) decides in SQL; the tests hold its
 answer, formatted by views/compare.py ``compare_runs``, equal to this walk's on random runs
 (tests/views/test_compare.py). Not a path of the tool: a test's yardstick.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
+from torchport.kb.sql_common import host_ops_text
 from torchport.records.figures import FIGURE_RULES, PLACEMENT_RULE, STATUS_RULES, STEP_TIME
-from torchport.records.sql_common import host_ops_text
 from torchport.views.compare import (
     LINES,
     PLACEMENT,
@@ -54,7 +54,7 @@ def paired(
 
 def host_ops_key(result: dict) -> str | None:
     """The host-op table as the store holds it (the ``host_ops`` column's text,
-    records/sql_common.py ``host_ops_text``): what the placement rule compares, from an
+    kb/sql_common.py ``host_ops_text``): what the placement rule compares, from an
     outcome row's cell or from a result's findings."""
     if "host_ops" not in result:
         return host_ops_text(result.get("findings") or {})
@@ -71,7 +71,7 @@ def both_timed(a: dict, b: dict) -> bool:
 
 def decide(a: dict, b: dict) -> frozenset[str]:
     """What holds of one pair, decided in Python from the declared rules: the names the
-    store's SQL decides (records/queries.py decided_names; a timed pair within the noise
+    store's SQL decides (kb/queries.py decided_names; a timed pair within the noise
     says WITHIN). tests/views/test_compare.py holds the two equal on random runs."""
     statuses = (a["status"], a.get("stage"), b["status"], b.get("stage"))
     holds = {rule.name for rule in STATUS_RULES if rule.holds(*statuses)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchport.records import StoreError, open_store
+from torchport.kb import StoreError, open_store
 
 PLAN = [
     ["smoke/mlp", "eager"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from torchport.records import pg_schema, sqlite_schema
+from torchport.kb import pg_schema, sqlite_schema
 
 # Parents before children: the foreign keys hold at every insert.
 TABLES = ("environments", "runs", "run_environments", "results", "result_ops", "notes", "artifacts")

@@ -12,7 +12,7 @@ import itertools
 import random
 import sys
 
-from torchport.records import open_store
+from torchport.kb import open_store
 
 MODES = ("eager", "compile")
 OPS = ("cumsum",) * 7 + (

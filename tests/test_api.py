@@ -13,7 +13,7 @@ from torchport.runner.executors.protocol import Finished
 SCRIPT = """
 from torchport import api
 from torchport.config import RunConfig
-from torchport.records import open_store
+from torchport.kb import open_store
 
 store = open_store("kb.db", write=True)
 config = RunConfig(suite="smoke", cases=("mlp",), modes=("eager",), device="cpu", probes=())
@@ -32,7 +32,7 @@ def test_a_ten_line_script_runs_and_records_a_smoke_run(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     run_id, state, counts = out.stdout.split(" ", 2)
     assert state == "complete" and counts.strip() == "{'pass': 1}"
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     results = open_store(str(tmp_path / "kb.db"), write=False).results(run_id=run_id)
     assert [(r["case"], r["mode"], r["status"]) for r in results] == [
@@ -67,7 +67,7 @@ class FakeExecutor:
 def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     def answers(task):
         if task.case == "smoke/convnet" and task.mode == "compile":
@@ -127,7 +127,7 @@ def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypa
 
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import StoreError, open_store, sql_store
+    from torchport.kb import StoreError, open_store, sql_store
 
     monkeypatch.setattr(sql_store, "HEARTBEAT_S", 0.05)
     path = tmp_path / "kb.db"
@@ -169,7 +169,7 @@ def test_a_workload_is_imported_from_the_folder_it_is_run_with_not_the_current_o
 ):
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     folder = tmp_path / "team_models"
     folder.mkdir()
@@ -196,7 +196,7 @@ def test_a_run_resolves_its_device_adapter_once_and_hands_it_to_the_executor(
     import torchport.devices
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.runner.executors import local, parallel, ray_executor
 
     resolved = []

@@ -2,7 +2,7 @@
 
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store("kb.db", write=True)
     outcome = api.run(RunConfig(suite="smoke", device="cpu", probes=()), store)
@@ -177,7 +177,7 @@ def new_run_id() -> str:
 def command_line() -> str:
     """This command's line, each URL in it without its password (a password may hold any
     byte, a space included, so each argument is redacted whole before they are joined)."""
-    from torchport.records.sql_common import redact_url
+    from torchport.kb.sql_common import redact_url
 
     args = [redact_url(a) if "://" in a else a for a in sys.argv[1:]]
     return " ".join([os.path.basename(sys.argv[0]), *args])

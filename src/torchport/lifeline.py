@@ -1,6 +1,6 @@
 """A child that dies with its parent: Linux ``prctl(PR_SET_PDEATHSIG)`` (through ctypes).
 
-Called in a child right after the fork (a forked reader, ``records/forked.py``) or between
+Called in a child right after the fork (a forked reader, ``kb/forked.py``) or between
 fork and exec (``preexec_fn`` of uv's processes, ``matrix/envs.py``): when the parent is killed,
 even by SIGKILL, which runs no handler of its own, the kernel sends the child ``signum``, so
 no reader stays blocked writing into a pipe nobody reads and no ``uv pip install`` goes on

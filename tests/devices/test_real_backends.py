@@ -53,7 +53,7 @@ def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=
         env={**os.environ, "TORCHPORT_REFERENCE_CACHE": str(tmp_path / "refs"), **(env or {})},
     )
     assert db.exists(), proc.stderr[-3000:]
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store(str(db), write=False)
     return list(store.results(run_id=store.runs(latest=True)[0]["id"]))

@@ -12,7 +12,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from torchport.records import forked, sql_kb  # noqa: E402
+from torchport.kb import forked
+from torchport.records import sql_kb  # noqa: E402
 
 MARKS = os.environ["SIGNAL_MARKS"]
 HOLD_S = float(os.environ.get("SIGNAL_HOLD_S", "60"))

@@ -17,7 +17,7 @@ from tests.conftest import torchport
 from torchport.interfaces import evaluation as ev
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.evaluate_cmd import parse_budget
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.coverage import case_passed
 from torchport.views.evaluation import Plan, PlannedPart, load_group
 from torchport.views.scorecard import scorecard

@@ -23,8 +23,8 @@ from starlette.testclient import TestClient
 
 from tests import kb
 from tests.interfaces.inproc import invoke
-from torchport.records import open_store
-from torchport.records.exchange import export_runs
+from torchport.kb import open_store
+from torchport.kb.exchange import export_runs
 
 IMPORT_EXAMPLES = 80
 CLI_EXAMPLES = 120

@@ -19,8 +19,8 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
-from torchport.records import StoreError, open_store
-from torchport.records.sqlite_schema import SCHEMA_VERSION
+from torchport.kb import StoreError, open_store
+from torchport.kb.sqlite_schema import SCHEMA_VERSION
 
 READ_COMMANDS = (["runs"], ["show"], ["results"], ["search", "llama"], ["cases", "smoke"])
 # ``torchport run`` checks its input before it opens the store with ``open_store(db,
@@ -319,7 +319,7 @@ def test_a_newer_schema_is_refused_by_reads_and_runs(good_db, tmp_path):
 # -- two processes creating one database ---------------------------------------------------------
 _STARTER = """
 import sys, time
-from torchport.records import open_store
+from torchport.kb import open_store
 path, run_id, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
 time.sleep(max(0.0, start_at - time.time()))
 store = open_store(path, write=True)

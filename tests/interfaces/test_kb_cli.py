@@ -7,7 +7,7 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
-from torchport.records import open_store
+from torchport.kb import open_store
 
 
 def _second_run_results():

@@ -12,8 +12,8 @@ import pytest
 
 from tests import kb, old_kb
 from tests.conftest import torchport
-from torchport.records.schema import SCHEMA_VERSION, migrate_command
-from torchport.records.sql_common import redact_url
+from torchport.kb.schema import SCHEMA_VERSION, migrate_command
+from torchport.kb.sql_common import redact_url
 
 
 def _digest(path) -> str:

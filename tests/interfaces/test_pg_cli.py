@@ -12,8 +12,8 @@ import pytest
 from tests import kb, pg
 from tests.conftest import torchport
 from tests.interfaces.test_kb_cli import _second_run_results
-from torchport.records import open_store
-from torchport.records.sql_common import STALE_AFTER_S
+from torchport.kb import open_store
+from torchport.kb.sql_common import STALE_AFTER_S
 
 PASSWORD = "team-s3cret"
 

@@ -201,8 +201,8 @@ def _matrix(tmp_path, run: str, new_vars: str = "", *, stub: bool) -> list:
 def test_run_matrix_resumes_then_reuses(tmp_path, monkeypatch):
     """The library without the CLI: stub environments, an interrupted pair of runs resumed,
     then reused; the release note compares them (the CLI's own test is slow)."""
+    from torchport.kb import open_store
     from torchport.matrix.run import run_matrix
-    from torchport.records import open_store
     from torchport.views.release_note import release_note
 
     args = _matrix(tmp_path, "suite = 'smoke'", "vars = { STUB_FAIL = 'smoke/mlp' }", stub=True)
@@ -373,8 +373,8 @@ def test_release_note_markdown_shows_stored_text_as_text():
 
 
 def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
+    from torchport.kb import open_store
     from torchport.matrix.run import run_matrix
-    from torchport.records import open_store
 
     args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
     matrix = load_matrix(str(args[1]))
@@ -393,8 +393,8 @@ def test_a_run_past_its_deadline_is_stopped(tmp_path, monkeypatch):
 
 
 def test_build_only_runs_nothing(tmp_path):
+    from torchport.kb import open_store
     from torchport.matrix.run import run_matrix
-    from torchport.records import open_store
 
     args = _matrix(tmp_path, "suite = 'smoke'", stub=True)
     matrix = load_matrix(str(args[1]))
@@ -410,8 +410,8 @@ def test_an_environment_runs_several_runs_then_its_checks(tmp_path):
     name (the workload's given to the child), the checks kept with their command, a check
     naming a run the environment lacks not run; a second invocation reuses runs and checks;
     the note compares only the runs the baseline has."""
+    from torchport.kb import open_store
     from torchport.matrix.run import run_matrix
-    from torchport.records import open_store
 
     code = "import sys; print('ran', *sys.argv[1:])"
     text = (

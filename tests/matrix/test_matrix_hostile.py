@@ -300,7 +300,7 @@ def test_a_stood_up_environment_with_torch_deleted_records_nothing_in_a_matrix(t
     """The same through the command: the broken side is a problem (exit 1, one line, the
     environment "failed"), its cases get no result, and no "fixed" is claimed."""
     from tests.matrix.test_matrix import _stand_up
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     (tmp_path / "empty").mkdir()
     (tmp_path / "m.toml").write_text(

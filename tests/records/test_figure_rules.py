@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import pg
-from torchport.records import queries
+from torchport.kb import queries
 from torchport.records.dialect import SQLITE
 from torchport.records.figures import (
     FIGURE_RULES,
@@ -46,7 +46,7 @@ def _sql_decides(conn, rule, x, y, line: float) -> bool:
 
 @pytest.mark.parametrize("rule", FIGURE_RULES, ids=lambda r: r.figure)
 def test_the_sql_and_the_python_of_a_rule_agree(rule):
-    from torchport.records.sqlite_schema import register_functions
+    from torchport.kb.sqlite_schema import register_functions
 
     conn = sqlite3.connect(":memory:")
     register_functions(conn)  # as every store connection: torchport_metric
@@ -97,7 +97,7 @@ NEIGHBOURS = ({}, {"loss": math.nan}, {"a_kernel_step_speedup": 5.0, "z": -math.
 
 
 def _metrics_text(value, neighbours: dict) -> str:
-    from torchport.records.sql_common import to_json
+    from torchport.kb.sql_common import to_json
 
     return to_json({**neighbours, **({} if value is None else {SPEEDUP.figure: value})}, "m")
 
@@ -107,7 +107,7 @@ def test_a_figure_read_from_the_metrics_decides_as_its_python_does():
     (``torchport_metric``, a function of the SQLite connection): its SQL
     decides what ``past`` decides on the metrics the result recorded, beside NaN and
     Infinity, whose documents SQLite's json_extract refuses."""
-    from torchport.records.sqlite_schema import register_functions
+    from torchport.kb.sqlite_schema import register_functions
 
     assert not SPEEDUP.column and "torchport_metric(a.metrics" in queries.figure_past(SPEEDUP)
     conn = sqlite3.connect(":memory:")
@@ -150,8 +150,8 @@ def test_postgresql_reads_a_metric_as_sqlite_does(pg_server, metrics):
     ``Dialect.metric``: its json type refuses Python's NaN) exactly as SQLite's
     ``torchport_metric`` does, on hostile documents: keys and strings holding the figure's
     name, quotes and separators; NaN, Infinity, booleans, large integers."""
+    from torchport.kb.sql_common import to_json
     from torchport.records.dialect import POSTGRES
-    from torchport.records.sql_common import to_json
 
     text = to_json(metrics, "metrics")
     with pg.admin(pg_server) as conn:
@@ -186,7 +186,7 @@ def test_the_placement_candidate_decides_in_sql_as_in_python(grade_a, found_a, g
     over the stored host_ops column decides what its Python predicate decides, whether the
     view holds a result (its findings) or an outcome row (the column, parsed)."""
     from tests.compare_oracle import decide, host_ops_key
-    from torchport.records.sql_common import host_ops_text
+    from torchport.kb.sql_common import host_ops_text
     from torchport.views.compare import PLACEMENT
 
     cond = queries.compare_decisions()[PLACEMENT]

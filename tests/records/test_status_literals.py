@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchport.records import schema
+from torchport.kb import schema
 from torchport.records.status import HEADLINE_GRADES, STATUSES, sql_list
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "torchport"

@@ -1,5 +1,5 @@
 """The step-time rule is declared once (records/figures.py ``StepTimeRule``): its Python
-decision (views/noise.py), the SQL the store's comparison decides with (records/queries.py
+decision (views/noise.py), the SQL the store's comparison decides with (kb/queries.py
 ``step_time_verdict``) and the words the tables and remarks print are all made from it. With
 the default thresholds and with others set in that one place, the three agree on generated
 timings."""
@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchport.records import figures, queries
+from torchport.kb import queries
+from torchport.records import figures
 from torchport.records.figures import FASTER, NOT_JUDGED, SLOWER, STEP_TIME, WITHIN
 
 FIGURES = ("perf_median_ms", "perf_p10_ms", "perf_p90_ms", "perf_samples")

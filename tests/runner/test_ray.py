@@ -24,7 +24,7 @@ import ray  # the [ray] extra is part of the test install: missing, these tests 
 
 from tests.conftest import TORCHPORT, torchport
 from tests.kb import recorded_results
-from torchport.records import open_store
+from torchport.kb import open_store
 
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 

@@ -149,8 +149,8 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
     """``baseline save`` and ``gate`` read the store's plain rows (``store.statuses``, from the
     outcomes index): the same expected file and the same report as from the whole results,
     on SQLite and PostgreSQL; the same report again when a forked child checks the later
-    part of the cases (records/forked.py)."""
-    from torchport.records import forked, open_store
+    part of the cases (kb/forked.py)."""
+    from torchport.kb import forked, open_store
     from torchport.views.baseline import baseline_of_rows, baseline_texts, gate_rows, gate_run
 
     base = [*BASE, _r("a", median=4.0, mode="compile"), _r("z", "pass", "run", median=0.0)]

@@ -4,7 +4,7 @@ the host, loss curves, one op across runs; and the store's counts per run behind
 import pytest
 
 from tests import kb
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.base import Fraction, Outcome, Span
 from torchport.views.case_history import (
     exact_glob,

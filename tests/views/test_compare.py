@@ -221,7 +221,7 @@ def _no_connection_left_over(store) -> bool:
 
 def pg_store_module():
     try:
-        from torchport.records import pg_store
+        from torchport.kb import pg_store
     except ImportError:  # no PostgreSQL driver: a SQLite store keeps no spare
         return None
     return pg_store
@@ -230,12 +230,12 @@ def pg_store_module():
 def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, monkeypatch):
     """compare_runs lets the database return a superset of the pairs that may have changed;
     on random runs its answer equals walking both runs pair by pair in Python, also when a
-    forked child shows the later part of the pairs (records/forked.py). With a limit, the
+    forked child shows the later part of the pairs (kb/forked.py). With a limit, the
     database decides every list itself and reads out only each list's first pairs: the
     tables shown are the same as from the whole comparison, on SQLite and PostgreSQL."""
     import random
 
-    from torchport.records import forked, open_store
+    from torchport.kb import forked, open_store
     from torchport.views.compare import LIST_READS, compare_runs
     from torchport.views.compare_tables import list_length, list_view
 
@@ -354,7 +354,7 @@ def test_host_op_changes_rank_by_evidence_class_from_the_store(kb_url):
     """The host-op class is stored beside the ops (host_ops column): compare ranks a
     dispatcher fallback (class a) before a warned one (class b) that more cases gained, on
     SQLite and PostgreSQL; the table names the class."""
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.views.compare import compare_runs
     from torchport.views.compare_tables import host_ops_view
 
@@ -427,7 +427,7 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
     pages."""
     import math
 
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.records.figures import PARITY_LINE, FigureRule
     from torchport.views.compare import compare_runs
 

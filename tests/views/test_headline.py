@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import kb
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.compare import compare_runs
 from torchport.views.compare_placement import ALL_ON_HOST
 from torchport.views.headline import (

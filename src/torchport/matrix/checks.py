@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from torchport.records.sql_common import redact, redact_url
+from torchport.kb.sql_common import redact, redact_url
 
 DONE_PREFIX = "(exit code "
 

@@ -65,9 +65,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the backport (pip install 'torchport[matrix]')
     import tomli as tomllib
 
+from torchport.kb.sql_common import redact_url
 from torchport.matrix.checks import Check, CheckOutcome, run_checks
 from torchport.matrix.envs import BuiltEnv, EnvError, EnvSpec, Indexes, build_env, name_problem
-from torchport.records.sql_common import redact_url
 
 RUN_KEYS = ("suite", "cases", "modes", "device", "probes", "args", "workload", "cwd")
 ENV_RUN_KEYS = ("name", *RUN_KEYS, "vars")

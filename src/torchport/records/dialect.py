@@ -1,4 +1,4 @@
-"""The SQL fragments in which SQLite and PostgreSQL differ, one helper each: records/queries.py
+"""The SQL fragments in which SQLite and PostgreSQL differ, one helper each: kb/queries.py
 writes every statement once, with these, for the engine it is given (``SQLITE`` or
 ``POSTGRES``), and never patches one engine's text into the other's (docs/where-rules-live.md).
 
@@ -91,7 +91,7 @@ class Dialect:
         """A figure read out of ``alias``'s stored metrics document (records/figures.py
         ``metric_value``): SQLite calls it as a function of the connection
         (sqlite_schema.register_functions); PostgreSQL reads the number after the key in the
-        stored text, which records/sql_common.py ``to_json`` writes (``{"a": 1.5, "b": NaN}``:
+        stored text, which kb/sql_common.py ``to_json`` writes (``{"a": 1.5, "b": NaN}``:
         Python's JSON, which PostgreSQL's json type refuses for NaN and Infinity, so it is not
         parsed as JSON). The key is a structural one: after ``{`` or the space of ``, `` (a
         quote inside a string is escaped); NaN, anything not a number, and an integer of more

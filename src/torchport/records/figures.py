@@ -3,7 +3,7 @@
 results reads numbers, not 200 000 JSON documents. ``metrics`` stays the full record.
 
 Every rule a comparison decides by is declared here once, and both its SQL
-(records/queries.py) and its Python predicate (views/compare.py) are made from it: the figures
+(kb/queries.py) and its Python predicate (views/compare.py) are made from it: the figures
 past a line (``FIGURE_RULES``), the status lists (``STATUS_RULES``) and the placement
 candidate (``PLACEMENT_RULE``). A compared figure that is not a key figure is read out of the
 recorded ``metrics`` (``metric_value``; no column, no migration)."""
@@ -40,7 +40,7 @@ KEY_FIGURES = (
 @dataclass(frozen=True)
 class FigureRule:
     """One comparison rule, declared once: the SQL that decides it inside the store
-    (records/queries.py ``figure_past``) and the Python predicate (``past``) that
+    (kb/queries.py ``figure_past``) and the Python predicate (``past``) that
     views/compare.py applies are both made from it.
 
     figure:    the figure of two paired results: a key figure (a column of its own,
@@ -92,7 +92,7 @@ METRIC_DIGITS = 24
 def metric_value(metrics_text: str | None, name: str) -> float | None:
     """One figure out of a stored ``metrics`` document (Python's JSON, NaN and Infinity
     included), as SQL reads it: a number, else None (missing, NaN, not a number, not a
-    document). SQLite calls it as ``torchport_metric`` (records/sqlite_schema.py); PostgreSQL
+    document). SQLite calls it as ``torchport_metric`` (kb/sqlite_schema.py); PostgreSQL
     reads the same from the text (records/dialect.py ``Dialect.metric``)."""
     try:
         value = json.loads(metrics_text).get(name) if metrics_text else None
@@ -126,7 +126,7 @@ PARITY_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "parity")
 @dataclass(frozen=True)
 class StatusRule:
     """A status list of a comparison, declared once: the SQL condition over the pair (a, b)
-    (records/queries.py ``compare_decisions``) and the Python predicate (``holds``) are both
+    (kb/queries.py ``compare_decisions``) and the Python predicate (``holds``) are both
     made from it. A pair is in the list when A passed or not (``a_passed``), B passed or not
     (``b_passed``) and, with ``moved``, the two failures differ in status or stage."""
 
@@ -162,7 +162,7 @@ STATUS_RULES = (
     StatusRule("failure_changed", a_passed=False, b_passed=False, moved=True),
 )
 COMPILE_FIGURES = tuple(r.figure for r in FIGURE_RULES if r.shows_in == "compile")
-# What an outcome row (records/queries.py ``select_outcomes``) carries: the key figures, then
+# What an outcome row (kb/queries.py ``select_outcomes``) carries: the key figures, then
 # each compared figure read from the metrics document.
 OUTCOME_FIGURES = KEY_FIGURES + tuple(r.figure for r in FIGURE_RULES if not r.column)
 
@@ -202,7 +202,7 @@ SLOWER, FASTER, WITHIN, NOT_JUDGED = "slower", "faster", "within noise", "not ju
 class StepTimeRule:
     """Is a change in step time real? The rule, declared once (docs/verdicts.md): the
     Python decision (``decide``: views/noise.py for a gate, a baseline and a scorecard), the
-    SQL a comparison decides every pair with inside the store (``sql``, records/queries.py
+    SQL a comparison decides every pair with inside the store (``sql``, kb/queries.py
     ``step_time_verdict``) and the words its tables and remarks print (``words``) are all
     made from its branches and its two thresholds.
 

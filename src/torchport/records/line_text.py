@@ -1,4 +1,4 @@
-"""An export file's result line (records/exchange.py ``result_line``, as JSON text) put
+"""An export file's result line (kb/exchange.py ``result_line``, as JSON text) put
 together from a result row's stored texts, with no parse and encode per result: the JSON
 columns are spliced in as stored (Python's json.dumps wrote them), the other columns quoted,
 the op table rendered from its rows. It parses to what ``result_line`` makes of the row.
@@ -39,7 +39,7 @@ COLUMNS = (
 
 
 def scalar(value: Any) -> str:
-    """A column's value as JSON (as records/exchange.py's ``_canonical`` writes it)."""
+    """A column's value as JSON (as kb/exchange.py's ``_canonical`` writes it)."""
     if type(value) is str:
         return _quote(value)
     if value is None:

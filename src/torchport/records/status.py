@@ -60,7 +60,7 @@ STATUS = {
 }
 STATUSES = tuple(STATUS)
 PASS, SKIP, COMPILE_TIMEOUT = "pass", "skip", "compile_timeout"
-# Failures, worst first (records/sql_kb.py ranks failure groups by it).
+# Failures, worst first (kb/sql_kb.py ranks failure groups by it).
 FAILURE_SEVERITY = tuple(
     s.name
     for s in sorted(STATUS.values(), key=lambda s: -1 if s.severity is None else s.severity)

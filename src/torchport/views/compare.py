@@ -7,7 +7,7 @@ measured noise (views/noise.py), compile-time changes past PyTorch HUD's line, a
 memory (each line declared in records/figures.py). Interrupted runs compare on what they
 recorded; the denominators say so.
 
-One path: ``compare_runs`` makes one store read (``store.compare``, records/compare_read.py),
+One path: ``compare_runs`` makes one store read (``store.compare``, kb/reads/compare.py),
 with or without a limit, and formats what it returns. Each pair's decisions (which lists it
 shows in: the status lists, the placement candidate, each FigureRule of records/figures.py past
 its line, the step-time verdict) are made by the database from the declared rules, and
@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from torchport.kb.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.records.figures import (
     COMPARE_LINES,
     COMPILE_FIGURES,
@@ -31,7 +32,6 @@ from torchport.records.figures import (
     PLACEMENT_RULE,
     STEP_TIME,
 )
-from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.views.compare_dist import dist_changes
 from torchport.views.compare_placement import summarize
 from torchport.views.noise import (
@@ -331,7 +331,7 @@ def compare_runs(
     after: dict | None = None,
 ) -> Comparison:
     """Compare two stored runs: what the store's one read (``store.compare``,
-    records/compare_read.py) returns, formatted; every pair it returns was decided by the
+    kb/reads/compare.py) returns, formatted; every pair it returns was decided by the
     database, from the declared rules. ``limit``: each list holds only its first rows
     (``totals`` says how long it is); ``rows``: with a limit, only that list (of LIST_READS)
     is read out, the others are left empty (their totals still counted); ``after``: the list
@@ -398,7 +398,7 @@ _PART_FIELDS = (*STATUS_LISTS, "placement", *FIGURE_ENTRIES, "perf")
 def _shown(pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> dict:
     """One part's pairs (outcome A, outcome B, decisions) shown in the lists their decisions
     name: what they filled in (``_add_part``). Called by the store's read, in a forked child
-    for a later part (records/forked.py)."""
+    for a later part (kb/forked.py)."""
     out = Comparison(run_a={}, run_b={})
     kinds: set[frozenset[str]] = set()
     verdicts: list[str] = []  # the order they first show in, as the JSON lists them

@@ -8,7 +8,7 @@ once for both sides (``compare --device cuda a b``) are added to each selector.
 
 from __future__ import annotations
 
-from torchport.records import StoreError
+from torchport.kb import StoreError
 
 RUN_FIELDS = ("device", "suite")
 

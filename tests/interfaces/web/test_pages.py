@@ -14,7 +14,7 @@ from tests import kb
 from tests.interfaces.web.twin import shown
 from torchport.interfaces.web import pages
 from torchport.interfaces.web.app import create_app
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.compare import compare_runs
 
 HOSTILE = "<script>alert(1)</script>"
@@ -492,7 +492,7 @@ def test_an_imported_run_serves_no_trace(tmp_path):
     """Issue 35 (1): an imported run's trace path is never looked up, not even by name."""
     import io
 
-    from torchport.records.exchange import export_runs, import_file
+    from torchport.kb.exchange import export_runs, import_file
 
     folder = tmp_path / "artifacts"
     folder.mkdir()

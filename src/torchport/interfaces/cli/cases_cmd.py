@@ -17,7 +17,7 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
     be one; the default may be absent."""
     import os
 
-    from torchport.records import default_db_path
+    from torchport.kb import default_db_path
 
     if db is None and not os.path.exists(default_db_path()):
         return {}

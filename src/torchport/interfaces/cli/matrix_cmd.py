@@ -130,6 +130,7 @@ def command(
     """
     from dataclasses import replace
 
+    from torchport.kb.base import default_db_path
     from torchport.matrix import (
         Indexes,
         Matrix,
@@ -141,7 +142,6 @@ def command(
         select_runs,
         with_overrides,
     )
-    from torchport.records.base import default_db_path
 
     try:
         if matrix_file:
@@ -256,7 +256,7 @@ def command(
     data["checks"] = [c.to_dict() for c in checks]
     _write(os.path.join(out_dir, "release-note.json"), json.dumps(data, indent=1, default=str))
     from torchport.interfaces.release_note_md import release_note_markdown
-    from torchport.records.sql_common import redact_url
+    from torchport.kb.sql_common import redact_url
 
     note_md = release_note_markdown(data, redact_url(db))  # the note is shared: no password
     _write(os.path.join(out_dir, "release-note.md"), note_md)

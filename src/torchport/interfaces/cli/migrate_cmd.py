@@ -14,7 +14,7 @@ def command(db, as_json):
     a note or an import migrates the base it writes to as it opens it. A base already
     current is left as it is."""
     from torchport.interfaces.cli import one_line
-    from torchport.records.store import migrate
+    from torchport.kb.store import migrate
 
     with store_problems():
         done = migrate(db)

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 from torchport.interfaces.render import ENVIRONMENT_KEYS
 from torchport.interfaces.web import charts as ch
-from torchport.records import StoreError
+from torchport.kb import StoreError
 from torchport.views import build_views
 from torchport.views.base import View
 from torchport.views.case_history import exact_glob, history_view, latest_failure, parity_view

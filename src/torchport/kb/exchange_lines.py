@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from torchport.kb.sql_common import redact
 from torchport.records.result import MalformedResult, Result
-from torchport.records.sql_common import redact
 
 MAX_DEPTH = 64  # far past any record torchport writes (findings nest about 6 deep)
 INT_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit integer column, in SQLite and PostgreSQL

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from tests import kb, pg
-from torchport.records import StoreError, open_store, pg_store
-from torchport.records.schema import SCHEMA_VERSION
+from torchport.kb import StoreError, open_store, pg_store
+from torchport.kb.schema import SCHEMA_VERSION
 
 
 def test_server_down_wrong_password_and_missing_database_each_say_what_to_do(pg_server, pg_url):
@@ -120,7 +120,7 @@ def test_without_the_driver_a_postgresql_url_names_the_extra(tmp_path):
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('no psycopg here')\n")
     code = (
-        "from torchport.records import StoreError, open_store\n"
+        "from torchport.kb import StoreError, open_store\n"
         "try:\n    open_store('postgresql://u@h/db', write=False)\n"
         "except StoreError as exc:\n    print(exc)\n"
     )
@@ -136,7 +136,7 @@ def test_without_the_driver_a_postgresql_url_names_the_extra(tmp_path):
 _WRITER = textwrap.dedent(
     """
     import sys
-    from torchport.records import open_store
+    from torchport.kb import open_store
     url, run_id = sys.argv[1], sys.argv[2]
     with open_store(url, write=True) as store:
         store.create_run(run_id=run_id, command="torchport run", suite="smoke", device="cpu",
@@ -153,7 +153,7 @@ _WRITER = textwrap.dedent(
 _READER = textwrap.dedent(
     """
     import sys, time
-    from torchport.records import open_store
+    from torchport.kb import open_store
     seen = []
     with open_store(sys.argv[1], write=False) as store:
         deadline = time.time() + 60

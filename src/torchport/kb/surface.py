@@ -1,10 +1,10 @@
-"""The store's public surface (records/base.py ``Store``): its writes, and one read per question
+"""The store's public surface (kb/base.py ``Store``): its writes, and one read per question
 the tool asks of a knowledge base (docs/where-rules-live.md, "the store's surface").
 
 Each read here answers one question whole (which runs, which results, what matches a search, a
 run's failures, a run's headline, a run's statuses, what changed between two runs, a case's
-history) and hands the work to the engine's private reads (records/sql_kb.py, sql_store.py,
-compare_read.py); the export and import of records/exchange.py use those private reads
+history) and hands the work to the engine's private reads (kb/sql_kb.py, sql_store.py,
+compare_read.py); the export and import of kb/exchange.py use those private reads
 directly, inside the knowledge base. A mixin of ``SQLStore``.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from torchport.records import forked
+from torchport.kb import forked
 
 
 class Surface:
@@ -191,7 +191,7 @@ class Surface:
         """A run's results in (case, mode) order, lean, from the outcomes index alone.
         ``shape``: called on plain rows ``(case, mode, status, stage, perf_median_ms,
         perf_p10_ms, perf_p90_ms, perf_samples)`` (a baseline, a gate) of each part of a
-        large run's cases, one a core, the later parts in forked children (records/forked.py):
+        large run's cases, one a core, the later parts in forked children (kb/forked.py):
         what it returned for each, in case order. ``outcomes``: an iterator of outcome dicts
         instead (``case, mode, status, stage, grade, figures, host_ops, error_line``)."""
         if outcomes:

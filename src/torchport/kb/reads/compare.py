@@ -5,18 +5,18 @@ decided there.
 
 What it reads: both runs (without their plans, read only where a pair is missing on one side),
 their first environments, the notes on either, the pairs joined and decided inside the
-database from the declared rules (records/figures.py, SQL in records/queries.py), each run's
+database from the declared rules (records/figures.py, SQL in kb/queries.py), each run's
 grouped placement counts, its ``dist/*`` results and, for a run with an operator audit, the
 results coverage reads.
 
 The pairs: with a ``limit`` the database counts every list and picks each list's first pairs
 (``queries.compare_lists``, a thread a part); without, it returns every pair that shows a
 change (``queries.pairs_that_may_differ``), read and shaped in parts, the later ones by
-forked children (records/forked.py: shaping 37 000 pairs is Python's work, which a thread
+forked children (kb/forked.py: shaping 37 000 pairs is Python's work, which a thread
 cannot share). Both give the same ``decided`` counts; ``shape`` (the view's) turns a part's
 pairs into what it keeps, so a child sends back that, not the pairs.
 
-A mixin of ``SQLStore`` (records/sql_kb.py ``KnowledgeBase``).
+A mixin of ``SQLStore`` (kb/sql_kb.py ``KnowledgeBase``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from torchport.records import forked, queries
+from torchport.kb import forked, queries
+from torchport.kb.sql_common import guarded, read_ahead
 from torchport.records.figures import COMPARE_LINES, OUTCOME_FIGURES, PLACEMENT_RULE
-from torchport.records.sql_common import guarded, read_ahead
 
 Pair = tuple[dict, dict, frozenset[str]]
-# A comparison's lists of pairs in the database's names (records/queries.py decided_names),
+# A comparison's lists of pairs in the database's names (kb/queries.py decided_names),
 # by the list a page reads alone: which decisions each list is read from.
 PERF_LIST = "perf"
 AUDIT_GLOB, DIST_GLOB = "audit/*", "dist/*"
@@ -49,7 +49,7 @@ class CompareRead:
     # this many pairs.
     compare_parts = max(1, min(os.cpu_count() or 1, 4))
     pairs_per_part = 25_000
-    # Provided by the store (records/sql_kb.py, sql_store.py and the engine).
+    # Provided by the store (kb/sql_kb.py, sql_store.py and the engine).
     q: Any
     reads_ahead: bool
     _conn: Any
@@ -152,7 +152,7 @@ class CompareRead:
         """Every pair that may show a change, shaped in parts of A's cases, one a core: this
         process shapes the first part while forked children shape the others (their own
         connections), and a thread counts the transitions meanwhile."""
-        # The parts first: a child is forked only from a process of one thread (records/forked.py)
+        # The parts first: a child is forked only from a process of one thread (kb/forked.py)
         cases = self._case_ranges(params["run_a"], size_a, forked.workers())
         counting: list[concurrent.futures.Future] = []
 

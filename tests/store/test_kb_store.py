@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from torchport.records import StoreError, open_store
+from torchport.kb import StoreError, open_store
 from torchport.records.globs import fnmatch_to_glob
 from torchport.records.signature import error_signature
 
@@ -260,7 +260,7 @@ def test_notes_on_runs_and_cases_are_searchable(store):
 
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
-    from torchport.records import sql_store
+    from torchport.kb import sql_store
 
     monkeypatch.setattr(sql_store, "RANK_WINDOW", 4)
     store.add_results(
@@ -317,7 +317,7 @@ def _plan(store, sql, args=()):
 
 def test_reads_use_indexes_not_a_scan_of_every_result(sqlite_store):
     store = sqlite_store
-    from torchport.records import queries as q
+    from torchport.kb import queries as q
 
     flags = dict(run_id=False, status=False, case_glob=True, fallback_op=False)
     plan = _plan(store, q.select_results(**flags, paged=True), ("hf/llama-1*", 10, 0))
@@ -428,7 +428,7 @@ def test_outcomes_carry_the_key_figures(store):
 def test_the_upgrade_fills_the_new_columns_as_an_insert_does(tmp_path):
     import json as json_
 
-    from tests.records.test_store import _v1_file
+    from tests.store.test_store import _v1_file
 
     old = str(tmp_path / "v1.db")
     _v1_file(old)
@@ -470,8 +470,8 @@ def test_a_v3_file_is_compared_after_its_migration_as_a_current_one(tmp_path):
     """Schema v3 had the key figures but not the host-op column: refused by reads, then
     migrated (``torchport migrate``), it compares with the same answer."""
     from tests import kb, old_kb
-    from torchport.records.base import OlderSchema
-    from torchport.records.store import migrate
+    from torchport.kb.base import OlderSchema
+    from torchport.kb.store import migrate
     from torchport.views.compare import compare_runs
 
     path = kb.build(tmp_path / "kb.db")

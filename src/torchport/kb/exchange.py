@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from torchport.records import forked
-from torchport.records.base import StoreError
-from torchport.records.exchange_lines import BadLine, check, parse
+from torchport.kb import forked
+from torchport.kb.base import StoreError
+from torchport.kb.exchange_lines import BadLine, check, parse
 from torchport.records.result import Recorded
 
 FORMAT = "torchport-export/1"
@@ -180,7 +180,7 @@ def export_runs(store, run_ids: list[str], out: IO[str]) -> dict:
 def _result_lines(store, run_id: str, out: IO[str]) -> tuple[dict[str, None], int]:
     """Write a run's result lines; returns the artifact paths they name (in order) and how
     many were written. A large run is cut in parts (``store.line_parts``), one a core: this
-    process writes the first while forked children (records/forked.py) put the others' lines
+    process writes the first while forked children (kb/forked.py) put the others' lines
     in files of their own, appended in order after it (the same bytes as one process writes,
     in about half the time on two cores). A stream with no bytes beneath (an in-memory one)
     is written by this process alone."""
@@ -459,7 +459,7 @@ def prepared(source: str) -> Iterator[tuple[str, Any]]:
     if not is_knowledge_base(source):
         yield source, check_file(source)
         return
-    from torchport.records.store import open_store
+    from torchport.kb.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
         path = os.path.join(folder, "runs.jsonl")

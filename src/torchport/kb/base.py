@@ -60,7 +60,7 @@ def default_db_path() -> str:
 class Store(Protocol):
     """A knowledge base. Opened with ``open_store(url, write=...)``; a read-only store raises
     StoreError on every write method. Its writes, then one read per question the tool asks
-    (records/surface.py; the export and import of records/exchange.py use the engine's own
+    (kb/surface.py; the export and import of kb/exchange.py use the engine's own
     reads inside the knowledge base)."""
 
     url: str
@@ -187,7 +187,7 @@ class Store(Protocol):
         shape: Any = None,
         lines: dict | None = None,
     ) -> dict:
-        """Two runs compared in one read (records/compare_read.py): the runs, environments,
+        """Two runs compared in one read (kb/reads/compare.py): the runs, environments,
         notes, transition and decision counts, the pairs that show a change (each list's first
         ``limit`` with a limit) shaped by ``shape`` in parts, the unpaired keys, each run's
         placement counts, dist results and audited results."""

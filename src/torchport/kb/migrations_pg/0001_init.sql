@@ -1,5 +1,5 @@
 -- 0001 (PostgreSQL): migrations/0001_init.sql in PostgreSQL's dialect, the same tables, columns
--- and indexes (tests/records/test_pg_schema.py compares the two at every version).
+-- and indexes (tests/store/test_pg_schema.py compares the two at every version).
 -- Every text column sorts bytewise (COLLATE "C", as SQLite's BINARY does), so listings,
 -- comparisons and exports come out in the same order on both engines, and a case-id prefix
 -- (LIKE 'hf/llama%') is answered from a btree index. Times and JSON stay text, as in SQLite:

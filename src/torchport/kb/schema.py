@@ -2,7 +2,7 @@
 and the identity checks that refuse another application's database or a newer schema.
 
 Each engine keeps its migrations in its own SQL dialect, numbered alike (``migrations/`` for
-SQLite, ``migrations_pg/`` for PostgreSQL); ``tests/records/test_pg_schema.py`` holds the two
+SQLite, ``migrations_pg/`` for PostgreSQL); ``tests/store/test_pg_schema.py`` holds the two
 to the same tables, columns and indexes at every version.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from importlib import resources
 
-from torchport.records.base import OlderSchema, StoreError
+from torchport.kb.base import OlderSchema, StoreError
 
 # Tables each schema version adds (SQLite's FTS shadow tables are not checked).
 TABLES_BY_VERSION = {
@@ -23,7 +23,7 @@ TABLES_BY_VERSION = {
 
 def migrations(folder: str = "migrations") -> list[tuple[int, str]]:
     """(number, SQL) of every migration in ``folder`` of this package, in order."""
-    entries = (resources.files("torchport.records") / folder).iterdir()
+    entries = (resources.files("torchport.kb") / folder).iterdir()
     found = [
         (int(entry.name.split("_", 1)[0]), entry.read_text())
         for entry in entries

@@ -22,12 +22,12 @@ from psycopg import errors
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from torchport.records import pg_schema
-from torchport.records.base import StoreError
+from torchport.kb import pg_schema
+from torchport.kb.base import StoreError
+from torchport.kb.pg_queries import Statements
+from torchport.kb.sql_common import guarded, redact_url
+from torchport.kb.sql_store import SQLStore
 from torchport.records.globs import fnmatch_to_like
-from torchport.records.pg_queries import Statements
-from torchport.records.sql_common import guarded, redact_url
-from torchport.records.sql_store import SQLStore
 
 CONNECT_TIMEOUT_S = 10
 STREAM_ROWS = 2000  # rows per round trip of a streamed read

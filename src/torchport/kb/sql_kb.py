@@ -18,18 +18,19 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
-from torchport.records import line_text, queries
-from torchport.records.base import StoreError
-from torchport.records.compare_read import CompareRead, outcome
+from torchport.kb import queries
+from torchport.kb.base import StoreError
+from torchport.kb.reads.compare import CompareRead, outcome
+from torchport.kb.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
+from torchport.kb.surface import Surface
+from torchport.records import line_text
 from torchport.records.result import Recorded, Result
-from torchport.records.sql_common import HOST_OP_CLASSES, guarded, now_iso, read_ahead
 from torchport.records.status import FAILURE_SEVERITY, HEADLINE_GRADES
-from torchport.records.surface import Surface
 
 T = TypeVar("T")
 
 # An export is read in parts (line_parts) only of a run this large: below it, a part's helper
-# process (records/forked.py, ~15 ms to start) costs more than it saves.
+# process (kb/forked.py, ~15 ms to start) costs more than it saves.
 LINE_PART_MIN = 20_000
 ORDERS = tuple(queries.ORDERS)
 

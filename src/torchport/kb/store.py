@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from torchport.records.base import NoWriteAccess, OlderSchema, Store, StoreError, default_db_path
-from torchport.records.schema import SCHEMA_VERSION, migrate_command
+from torchport.kb.base import NoWriteAccess, OlderSchema, Store, StoreError, default_db_path
+from torchport.kb.schema import SCHEMA_VERSION, migrate_command
 
 # URL schemes of the PostgreSQL engine (the last is SQLAlchemy's spelling).
 PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
@@ -38,7 +38,7 @@ def open_store(
             f"database URL scheme '{scheme}' is not supported; use a file path, "
             "sqlite:///path or postgresql://user@host/db"
         )
-    from torchport.records.sqlite_store import SQLiteStore
+    from torchport.kb.sqlite_store import SQLiteStore
 
     return SQLiteStore(url.removeprefix("sqlite:///"), write=write, check_tables=check_tables)
 
@@ -51,7 +51,7 @@ def _open_pg(url: str, *, write: bool) -> Store:
             "a postgresql:// knowledge base needs the PostgreSQL driver; install "
             "torchport[postgres] (pip install 'torchport[postgres]')"
         ) from None
-    from torchport.records.pg_store import PGStore
+    from torchport.kb.pg_store import PGStore
 
     return PGStore(url, write=write)
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 from tests import kb, old_kb
 from tests.synthetic_kb import case_ids, result
-from torchport.records import open_store
-from torchport.records.store import migrate
+from torchport.kb import open_store
+from torchport.kb.store import migrate
 
 
 def _reads(store) -> dict:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import psycopg
 from psycopg import errors
 
-from torchport.records import schema
-from torchport.records.base import NoWriteAccess, StoreError
-from torchport.records.sql_common import scrub
+from torchport.kb import schema
+from torchport.kb.base import NoWriteAccess, StoreError
+from torchport.kb.sql_common import scrub
 
 VERSION_TABLE = "torchport_schema"
 MIGRATIONS = "migrations_pg"

@@ -19,12 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import kb, old_kb, pg
-from torchport.records import StoreError, open_store
-from torchport.records.base import OlderSchema
-from torchport.records.pg_schema import FIRST_VERSION
-from torchport.records.schema import SCHEMA_VERSION, migrate_command
-from torchport.records.sql_common import redact_url
-from torchport.records.store import Migration, migrate
+from torchport.kb import StoreError, open_store
+from torchport.kb.base import OlderSchema
+from torchport.kb.pg_schema import FIRST_VERSION
+from torchport.kb.schema import SCHEMA_VERSION, migrate_command
+from torchport.kb.sql_common import redact_url
+from torchport.kb.store import Migration, migrate
 from torchport.views.compare import compare_runs
 
 

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from torchport.records import queries as q
+from torchport.kb import queries as q
 from torchport.records.dialect import POSTGRES
 
 # -- written out: full text --------------------------------------------------------------------

@@ -14,12 +14,12 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from torchport.records import queries as q
-from torchport.records import sqlite_schema as schema
-from torchport.records.base import NoWriteAccess, StoreError
+from torchport.kb import queries as q
+from torchport.kb import sqlite_schema as schema
+from torchport.kb.base import NoWriteAccess, StoreError
+from torchport.kb.sql_common import guarded
+from torchport.kb.sql_store import SQLStore
 from torchport.records.globs import fnmatch_to_glob
-from torchport.records.sql_common import guarded
-from torchport.records.sql_store import SQLStore
 
 BUSY_TIMEOUT_S = 30.0
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from torchport.records.base import StoreError
+from torchport.kb.base import StoreError
 
 P = TypeVar("P")
 T = TypeVar("T")

@@ -17,11 +17,8 @@ import socket
 import threading
 from typing import Any, TypeVar
 
-from torchport.records.base import RUN_STATES, DuplicateResult, RunInProgress, StoreError
-from torchport.records.figures import key_figures
-from torchport.records.result import Recorded, Result
-from torchport.records.signature import error_signature
-from torchport.records.sql_common import (
+from torchport.kb.base import RUN_STATES, DuplicateResult, RunInProgress, StoreError
+from torchport.kb.sql_common import (
     HEARTBEAT_S,
     JSON_COLUMNS,
     guarded,
@@ -32,7 +29,10 @@ from torchport.records.sql_common import (
     supervisor_alive,
     to_json,
 )
-from torchport.records.sql_kb import KnowledgeBase
+from torchport.kb.sql_kb import KnowledgeBase
+from torchport.records.figures import key_figures
+from torchport.records.result import Recorded, Result
+from torchport.records.signature import error_signature
 
 S = TypeVar("S", bound="SQLStore")
 RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
@@ -229,7 +229,7 @@ class SQLStore(KnowledgeBase):
     def _insert_result(self, conn, run_id: str, result: Result | Recorded | dict) -> int:
         """Insert one result and its op table (in the caller's transaction). A ``Result`` is
         a value the driver validated where it entered (api.checked: ``Result.from_dict``), a
-        ``Recorded`` one an import validated where it entered (records/exchange_lines.py):
+        ``Recorded`` one an import validated where it entered (kb/exchange_lines.py):
         neither is converted or validated again; a dict (a bulk load) is validated here. An
         imported result keeps its ``finished_at`` and its recorded ``ops`` rows (a dict: when
         it has an ``ops`` key)."""

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tests import kb
-from torchport.records import StoreError, open_store
-from torchport.records.exchange import ExchangeError, export_runs, import_file, import_from
+from torchport.kb import StoreError, open_store
+from torchport.kb.exchange import ExchangeError, export_runs, import_file, import_from
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def _write(tmp_path, text, name="x.jsonl"):
 
 
 def _lines_and_results(store, run_id="r1"):
-    from torchport.records.exchange import result_line
+    from torchport.kb.exchange import result_line
 
     got = list(store._export_lines(run_id))
     want = [
@@ -67,7 +67,7 @@ def _lines_and_results(store, run_id="r1"):
 
 
 def _same_line(line, result, stored_line) -> None:
-    from torchport.records.exchange import result_line
+    from torchport.kb.exchange import result_line
 
     text = line if line is not None else json.dumps(result_line(stored_line["run_id"], result))
     # compared as canonical text: NaN is not equal to itself
@@ -247,7 +247,7 @@ def test_an_imported_result_is_validated_once_where_it_enters(source, tmp_path, 
 def test_a_file_changed_after_its_check_imports_nothing(source, tmp_path):
     """The import reads the bytes the check read: a file edited in between is refused, and
     nothing is written."""
-    from torchport.records.exchange import check_file
+    from torchport.kb.exchange import check_file
 
     text = _export(source, ["r1"])
     path = _write(tmp_path, text)
@@ -278,10 +278,10 @@ def _export_file(store, path, run_ids) -> list[dict]:
 
 def test_a_large_run_exports_in_parts_to_the_same_lines(tmp_path, kb_url, monkeypatch):
     """A run large enough is cut in parts of ids, the later ones written by forked children
-    (records/forked.py) into files of their own: the export is line for line what one
+    (kb/forked.py) into files of their own: the export is line for line what one
     process writes, artifact references and counts included, on each engine; a child that
     fails fails the export with its error, one line."""
-    from torchport.records import exchange, forked, sql_kb
+    from torchport.kb import exchange, forked, sql_kb
 
     results = _many_results(45)
     results[30]["artifacts"] = [str(tmp_path / "late.json")]  # named in the second part

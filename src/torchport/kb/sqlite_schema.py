@@ -14,11 +14,11 @@ import os
 import sqlite3
 from pathlib import Path
 
-from torchport.records import queries as q
-from torchport.records import schema
-from torchport.records.base import NoWriteAccess, StoreError
+from torchport.kb import queries as q
+from torchport.kb import schema
+from torchport.kb.base import NoWriteAccess, StoreError
+from torchport.kb.schema import SCHEMA_VERSION
 from torchport.records.figures import metric_value
-from torchport.records.schema import SCHEMA_VERSION
 from torchport.records.signature import error_signature
 
 HEADER_MAGIC = b"SQLite format 3\x00"

@@ -16,8 +16,8 @@ import pytest
 
 from tests import kb
 from tests.interfaces.inproc import invoke, one_line
-from torchport.records import open_store
-from torchport.records.exchange import export_runs
+from torchport.kb import open_store
+from torchport.kb.exchange import export_runs
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_a_password_in_a_url_query_is_never_stored_or_shown(tmp_path):
 
 SIGTERM_DURING_EXPORT = """
 import os, signal, sys
-from torchport.records import exchange
+from torchport.kb import exchange
 real = exchange.export_runs
 def export_then_die(store, run_ids, out):
     counts = real(store, run_ids, out)

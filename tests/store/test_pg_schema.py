@@ -5,8 +5,8 @@ the same columns. What differs by design is listed here and nowhere else."""
 import sqlite3
 
 from tests import pg
-from torchport.records import pg_schema, sqlite_schema
-from torchport.records.schema import SCHEMA_VERSION
+from torchport.kb import pg_schema, sqlite_schema
+from torchport.kb.schema import SCHEMA_VERSION
 
 # SQLite's implicit rowid, made a column in PostgreSQL where the store orders by it.
 ROWID_STAND_IN = {"runs", "result_ops", "run_environments"}

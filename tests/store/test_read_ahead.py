@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from torchport.records.sql_common import AHEAD_CHUNKS, read_ahead
+from torchport.kb.sql_common import AHEAD_CHUNKS, read_ahead
 
 
 def _ahead_threads() -> set[threading.Thread]:

@@ -13,18 +13,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from torchport.records import (
-    DuplicateResult,
-    MalformedResult,
-    RunInProgress,
-    Store,
-    StoreError,
-    open_store,
-)
+from torchport.kb import DuplicateResult, RunInProgress, Store, StoreError, open_store
+from torchport.kb.sql_common import STALE_AFTER_S
+from torchport.kb.sqlite_schema import SCHEMA_VERSION, migrations, statements
+from torchport.kb.sqlite_store import SQLiteStore as SQLiteStoreType
+from torchport.records import MalformedResult
 from torchport.records.result import Result
-from torchport.records.sql_common import STALE_AFTER_S
-from torchport.records.sqlite_schema import SCHEMA_VERSION, migrations, statements
-from torchport.records.sqlite_store import SQLiteStore as SQLiteStoreType
 
 
 def _result(case, mode="eager", status="pass", **extra):
@@ -231,7 +225,7 @@ def test_last_status_prefers_eager_then_the_newest(store):
 
 _LIVE_RUN = """
 import sys, time
-from torchport.records import open_store
+from torchport.kb import open_store
 s = open_store(sys.argv[1], write=True)
 s.create_run(run_id="live", command="c", suite="smoke", device="cpu", config={}, plan=[],
              labels={})
@@ -397,7 +391,7 @@ def test_a_run_from_another_host_is_live_while_its_heartbeat_is_fresh(store):
 
 
 def test_the_supervisor_beats_until_its_run_finishes(store, monkeypatch):
-    from torchport.records import sql_store
+    from torchport.kb import sql_store
 
     monkeypatch.setattr(sql_store, "HEARTBEAT_S", 0.05)
     _run(store, "r2")  # its heartbeat thread starts with the run

@@ -1,4 +1,4 @@
-"""A part of a read done by a forked child (records/forked.py): its value comes back, its
+"""A part of a read done by a forked child (kb/forked.py): its value comes back, its
 failure or its death is one StoreError, and a child nobody waits for is ended."""
 
 import os
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from torchport.records import StoreError, forked
+from torchport.kb import StoreError, forked
 
 
 def test_the_childs_value_comes_back_and_it_runs_in_another_process():
