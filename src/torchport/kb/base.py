@@ -1,7 +1,7 @@
 """The store interface: what every knowledge-base engine provides, and its errors.
 
 To add an engine (PostgreSQL, say): write a class with these methods in its own module, give
-``records.store.open_store`` a URL scheme for it, and run ``tests/records`` against it. Callers
+``kb.store.open_store`` a URL scheme for it, and run ``tests/store`` against it. Callers
 (the api's single writer, the read commands, views) see only this protocol; none of them
 reaches into a connection.
 
