@@ -281,12 +281,13 @@ def test_a_large_run_exports_in_parts_to_the_same_lines(tmp_path, kb_url, monkey
     (kb/forked.py) into files of their own: the export is line for line what one
     process writes, artifact references and counts included, on each engine; a child that
     fails fails the export with its error, one line."""
-    from torchport.kb import exchange, forked, sql_kb
+    from torchport.kb import exchange, forked
+    from torchport.kb.reads import export as export_read
 
     results = _many_results(45)
     results[30]["artifacts"] = [str(tmp_path / "late.json")]  # named in the second part
     kb.build(kb_url, results_=results)
-    monkeypatch.setattr(sql_kb, "LINE_PART_MIN", 20)  # two parts of ~22 results
+    monkeypatch.setattr(export_read, "LINE_PART_MIN", 20)  # two parts of ~22 results
     monkeypatch.setattr(forked, "available", lambda: True)  # as on 2 cores or more
     monkeypatch.setattr(forked, "cores", lambda: 2)
     started = []

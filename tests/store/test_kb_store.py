@@ -260,9 +260,9 @@ def test_notes_on_runs_and_cases_are_searchable(store):
 
 
 def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkeypatch):
-    from torchport.kb import sql_store
+    from torchport.kb.reads import search as search_read
 
-    monkeypatch.setattr(sql_store, "RANK_WINDOW", 4)
+    monkeypatch.setattr(search_read, "RANK_WINDOW", 4)
     store.add_results(
         "r1",
         [
@@ -293,7 +293,7 @@ def test_search_ranks_the_newest_matches_and_pages_without_overlap(store, monkey
     assert order == ["c7", "c6", "c5", "c4", "c3", "c2", "hf/cumsum", "c0"]
     pages = [r["case"] for o in range(0, 8, 3) for r in store.search("cumsum", limit=3, offset=o)]
     assert pages == order
-    monkeypatch.setattr(sql_store, "RANK_WINDOW", 100)
+    monkeypatch.setattr(search_read, "RANK_WINDOW", 100)
     assert [r["case"] for r in store.search("cumsum", limit=2)] == ["hf/cumsum", "c0"]
     assert store.search("cums") == [] and len(store.search("cums*")) == 8
     assert store.search('"NEAR( OR') == []

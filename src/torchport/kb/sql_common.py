@@ -230,3 +230,15 @@ def supervisor_alive(pid: int | None, host: str | None, heartbeat_at: str | None
     if heartbeat_at:
         return heartbeat_age_s(heartbeat_at) < STALE_AFTER_S
     return True
+
+
+def note_dict(row) -> dict:
+    return {
+        "id": row["id"],
+        "run_id": row["run_id"],
+        "case": row["case_id"],
+        "mode": row["mode"],
+        "author": row["author"],
+        "text": row["text"],
+        "created_at": row["created_at"],
+    }

@@ -35,8 +35,6 @@ from torchport.records.result import Recorded, Result
 from torchport.records.signature import error_signature
 
 S = TypeVar("S", bound="SQLStore")
-RANK_WINDOW = 1000  # newest matches ranked by relevance (see queries.SEARCH_WINDOW)
-ID_CHUNK = 500  # ids per IN (...) query, under SQLite's bound-parameter limit
 # Methods whose UNIQUE failure means "this (case, mode) is already recorded in the run".
 _ADDS_RESULTS = ("_add_result", "add_results")
 
@@ -346,66 +344,6 @@ class SQLStore(KnowledgeBase):
             )
         )
 
-    @guarded
-    def _search(self, text: str, *, limit: int | None = None, offset: int = 0) -> list[dict]:
-        """Results for ``text``, best first: the newest RANK_WINDOW matches ranked by relevance
-        (a case-id hit first, then an error message, then a traceback; the engine scores, lower
-        is better), then older matches, newest first. ``limit``/``offset`` page them; pages
-        never overlap."""
-        query = self._fts_query(text)
-        if query is None:
-            return []
-        conn, no_limit = self._conn(), self.q.NO_LIMIT
-        end = None if limit is None else offset + limit
-        ids: list[int] = []
-        if offset < RANK_WINDOW:
-            window = conn.execute(self.q.SEARCH_WINDOW, (query, RANK_WINDOW)).fetchall()
-            ranked = sorted(window, key=lambda row: (row[1], -row[0]))  # best, then newest
-            ids = [row[0] for row in ranked[offset:end]]
-            if len(window) == RANK_WINDOW and (end is None or end > RANK_WINDOW):
-                more = no_limit if end is None else end - RANK_WINDOW
-                recent = conn.execute(self.q.SEARCH_BY_RECENCY, (query, more, RANK_WINDOW))
-                ids += [r[0] for r in recent]
-        else:
-            page = no_limit if limit is None else limit
-            ids = [r[0] for r in conn.execute(self.q.SEARCH_BY_RECENCY, (query, page, offset))]
-        rows: dict[int, Any] = {}
-        for start in range(0, len(ids), ID_CHUNK):
-            chunk = ids[start : start + ID_CHUNK]
-            rows.update((r["id"], r) for r in conn.execute(self.q.results_by_id(len(chunk)), chunk))
-        return [self._result_dict(rows[i]) for i in ids if i in rows]
-
-    @guarded
-    def _last_status_by_case(
-        self, device: str | None = None, cases: list[str] | None = None
-    ) -> dict[str, str]:
-        """The newest recorded status of each case (eager mode first), for listings. With
-        ``cases``, two indexed lookups per case; without, one grouped pass over the index."""
-        conn = self._conn()
-        latest: dict[str, str] = {}
-        if cases is not None:
-            for case in cases:
-                row = (
-                    conn.execute(self.q.LAST_EAGER_STATUS, (case, device, device)).fetchone()
-                    or conn.execute(self.q.LAST_ANY_STATUS, (case, device, device)).fetchone()
-                )
-                if row is not None:
-                    latest[case] = row["status"]
-            return latest
-        eager: dict[str, str] = {}
-        other: dict[str, tuple[int, str]] = {}  # no eager result: the newest of other modes
-        sql = self.q.LAST_STATUS_EVERY_CASE if device else self.q.LAST_STATUS_EVERY_CASE_ANY_DEVICE
-        for row in conn.execute(sql, (device,) if device else ()):
-            case = row["case_id"]
-            if row["mode"] == "eager":
-                eager[case] = row["status"]
-            elif case not in other or row["id"] > other[case][0]:
-                other[case] = (row["id"], row["status"])
-        latest.update({case: status for case, (_, status) in other.items()})
-        latest.update(eager)
-        return latest
-
-    # -- row shaping ---------------------------------------------------------------------------
     def _json(self, text: str | None, kind: type, what: str):
         try:
             value = json.loads(text) if text is not None else kind()

@@ -31,9 +31,10 @@ class SQLiteStore(SQLStore):
     # reader busy in Python it waits for it each time, and reading ahead costs more than it
     # saves (compare --json's pairs: 0.94 s read ahead, 0.72 s on the reader's thread).
     reads_ahead = False
-    # The same for an export's lines (sql_kb._line_spans): read on the caller's thread. On a
-    # thread of their own, two threads ahead, 100 000 results cost 0.3 s more of CPU, half of
-    # it in the kernel, and ran no faster (CLI, 2 cores: 2.12 s -> 1.77 s median under load).
+    # The same for an export's lines (kb/reads/export.py _line_spans): read on the caller's
+    # thread. On a thread of their own, two threads ahead, 100 000 results cost 0.3 s more of
+    # CPU, half of it in the kernel, and ran no faster (CLI, 2 cores: 2.12 s -> 1.77 s median
+    # under load).
     line_threads = 0
 
     def __init__(self, path: str, *, write: bool, check_tables: tuple[str, ...] | None = None):
