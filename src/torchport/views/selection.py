@@ -31,11 +31,16 @@ def describe(conditions: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in conditions.items()) or "any"
 
 
+def is_run_id(spec: str | None) -> bool:
+    """Whether ``spec`` names a run by its id (not ``latest``, not a selector)."""
+    return bool(spec) and "=" not in (spec or "") and spec != "latest"
+
+
 def resolve_run(store, spec: str | None, filters: dict[str, str] | None = None) -> str:
     """The run id ``spec`` names. ``spec`` None or ``latest``: the newest run (or, with
     ``filters``, the newest complete run matching them)."""
     filters = dict(filters or {})
-    if spec and "=" not in spec and spec != "latest":
+    if is_run_id(spec):
         return store.get_run(spec, plan=False)["id"]  # StoreError names the latest run
     conditions = {**filters, **(parse_selector(spec) if spec and spec != "latest" else {})}
     if not conditions:

@@ -39,7 +39,7 @@ from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
 from torchport.views.run_summary import GROUPS_SHOWN, groups_view, summary_views
 from torchport.views.search_more import more_hits
-from torchport.views.selection import resolve_run
+from torchport.views.selection import is_run_id, resolve_run
 from torchport.views.train import loss_curves
 
 PAGE_ROWS = 100  # results per page of a large run, an op or a search
@@ -381,7 +381,8 @@ def compare_page(
     page reached by its offset alone reads the list up to its end. ``every``: every row of
     every list (the one-file report; 30 MB of HTML for two runs of 100 000, which the
     server leaves to ``torchport compare --json``)."""
-    run_a, run_b = resolve_run(store, a), resolve_run(store, b)
+    # A run named by its id is read by the comparison itself (a missing one: the same line)
+    run_a, run_b = (spec if is_run_id(spec) else resolve_run(store, spec) for spec in (a, b))
     if rows is not None and rows not in LISTS:
         raise NotFound(f"no list '{rows}' in a comparison; one of: {', '.join(LISTS)}")
     after = after if rows not in (None, "host_ops") else None
