@@ -96,14 +96,14 @@ def main() -> int:
     parser.add_argument("--run", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store(args.db, write=False)
-    run_ids = [args.run] if args.run else [run["id"] for run in store.list_runs()][::-1]
+    run_ids = [args.run] if args.run else [run["id"] for run in store.runs()][::-1]
     lines: list[str] = []
     for run_id in run_ids:
         run = store.get_run(run_id)
-        env = store.environment(run["environment_id"])
+        env = (store.get_run(run["id"], plan=False, environments=True)["environments"] or [{}])[0]
         lines += [
             f"run {run_id} on {run['device']}: {run['command']}",
             f"torch {env.get('torch')}, backend packages {env.get('backend_packages')}",

@@ -10,7 +10,7 @@ process group, round by round, and the judgement is the median of the per-round 
   backend torchport picks for the device);
 - torchport's side is its own code, unchanged: the buffers and call of ``_bandwidth_calls``
   (the call the ``dist/bandwidth`` case times), the device adapter's ``synchronize``,
-  ``warm_up`` and ``collective_round`` from ``runner/dist_collectives.py``;
+  ``warm_up`` and ``collective_round`` from ``runner/dist/collectives.py``;
 - the hand-written side is nccl-tests' loop written out plainly (warm-up calls; per round a
   barrier, the clock, N ``dist.all_reduce`` calls on its own buffer, the clock; the ranks' mean,
   as nccl-tests' default ``-a 1``);
@@ -70,8 +70,8 @@ def paired_rank(out: str, sizes: list[int], iters: int, warmup: int) -> None:
 
     from torchport.devices import get_adapter
     from torchport.devices.simdev_dist import register as register_simccl
-    from torchport.runner import dist_collectives as dc
-    from torchport.runner.dist_rank import backend_for
+    from torchport.runner.dist import collectives as dc
+    from torchport.runner.dist.rank import backend_for
     from torchport.timing import round_order
 
     adapter = get_adapter("cpu")
@@ -164,7 +164,7 @@ def _paired(sides, iters, round_order, *, rounds=MAX_ROUNDS, budget_s=BUDGET_S):
 
 def run_world(sizes: list[int], iters: int, warmup: int) -> dict:
     """Start the ranks as torchport's launcher does; return rank 0's pairs."""
-    from torchport.runner.dist_launch import free_port
+    from torchport.runner.dist.launch import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "pairs.json")
@@ -207,7 +207,7 @@ def main() -> None:
         iters, warmup = (int(v) for v in args.counts.split(","))
         paired_rank(args.paired_rank, sizes, iters, warmup)
         return
-    from torchport.runner import dist_collectives as dc
+    from torchport.runner.dist import collectives as dc
     from torchport.timing import Summary
 
     iters, warmup = dc.BANDWIDTH_ITERS, dc.BANDWIDTH_WARMUP

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What compiling an environment's bytecode at build time buys (runner/envs.py BYTECODE):
+# What compiling an environment's bytecode at build time buys (matrix/envs.py BYTECODE):
 # two uv environments of torch 2.13.0 + transformers 5.24.0 (from /opt/wheels and the local
 # indexes), one installed without and one with --compile-bytecode; each then imports torch
 # and transformers and builds a small llama twice, in new processes, with this shell's

@@ -10,15 +10,15 @@ import io
 import os
 import time
 
-from torchport.records import open_store
-from torchport.records.exchange import _canonical, export_runs, result_line
+from torchport.kb import open_store
+from torchport.kb.exchange import _canonical, export_runs, result_line
 
 run = "cuda-2.13"
 with open_store("/work/kb1m/kb.db", write=False) as store:
 
     def old():
         out = io.StringIO()
-        for r in store.iter_results(run_id=run, order="case", with_ops=True):
+        for r in store.results(run_id=run, order="case", with_ops=True, stream=True):
             out.write(_canonical(result_line(run, r)) + "\n")
 
     def new():

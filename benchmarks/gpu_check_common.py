@@ -110,7 +110,7 @@ def smoke_sweep(
 ) -> None:
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     config = RunConfig(
         **{

@@ -20,7 +20,7 @@ the size is the server's pg_database_size.
 
 ``--fill-only`` fills the knowledge base and stops; ``--reuse`` times the reads on one filled
 before (a million results take minutes of CPU to write: fill once, measure many times). A
-file of an older schema is migrated first (one write open), as a user's first write would.
+file of an older schema is migrated first (``torchport migrate``: reads refuse an older one).
 
 Besides the commands, figures inside the process: the search's first page, the run headline
 (counts of every run, one run's medians, the placement summary of a comparison, the host-op
@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from _report import emit, time_v, timed  # noqa: E402
 
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 TORCHPORT = os.path.join(os.path.dirname(sys.executable), "torchport")
 from tests.synthetic_kb import MODES, case_ids, fill, result  # noqa: E402
@@ -126,7 +126,8 @@ def engine_line(url: str) -> str:
 
 
 def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
-    """Results per second through ``add_result`` (a commit each), on a fresh knowledge base."""
+    """Results per second one by one (``add_results`` of one, a commit each), on a fresh
+    knowledge base."""
     with scratch(url, "one") as fresh:
         with open_store(fresh, write=True) as store:
             store.create_run(
@@ -135,9 +136,9 @@ def one_by_one_rate(url: str, cases: list[str], n: int = 300) -> float:
             items = [result(c, "eager", 0, "cpu") for c in cases[:n]]
             start = time.perf_counter()
             for item in items:
-                store.add_result("r", item)
+                store.add_results("r", [item])
             took = time.perf_counter() - start
-            store.finish_run("r", "complete")
+            store.update_run("r", state="complete")
             return n / took
 
 
@@ -205,11 +206,11 @@ def store_figures(path: str, run_a: str, run_b: str, hf_ids: list[str]) -> list[
             f"{len(times)} queries ({len(terms)} terms x 5)"
         )
         start = time.perf_counter()
-        total = store.count_search("cumsum")
+        total = store.search("cumsum", count=True)
         took_ms = 1e3 * (time.perf_counter() - start)
         lines.append(f"count of 'cumsum' matches: {total} in {took_ms:.1f} ms")
         start = time.perf_counter()
-        found = store.last_status_by_case(cases=hf_ids)
+        found = store.history(cases=hf_ids)
         lines.append(
             f"last status of the {len(hf_ids)} hf suite cases (2 indexed lookups "
             f"each): {1e3 * (time.perf_counter() - start):.1f} ms, {len(found)} found"
@@ -234,12 +235,15 @@ def headline_figures(store, run_a: str, run_b: str) -> list[str]:
     from torchport.views.headline import run_headlines
     from torchport.views.search_more import more_hits
 
-    runs = store.list_runs()
+    runs = store.runs()
     a, b = (store.get_run(r, plan=False) for r in (run_a, run_b))
     reads = [
-        ("headline counts of every run (store.headline_counts)", store.headline_counts),
+        ("headline counts of every run (store.headline)", lambda: store.headline()),
         ("every run's headline (views.headline.run_headlines)", lambda: run_headlines(store, runs)),
-        (f"medians of {run_b} (store.headline_figures)", lambda: store.headline_figures(run_b)),
+        (
+            f"medians of {run_b} (store.headline, figures)",
+            lambda: store.headline(run_b, figures=True),
+        ),
         (f"placement summary {run_a} -> {run_b}", lambda: placement_summary(store, a, b)),
         (
             "host-op and label search 'cumsum' (views.search_more)",
@@ -409,16 +413,15 @@ TALLY_FILL = (
 
 
 def migrate(url: str) -> str | None:
-    """Open ``url`` for writing once (a file of an older schema is migrated, as by a user's
-    first write); what it took, or None when nothing was to do."""
-    with open_store(url, write=False) as store:
-        before = store.schema_version()
+    """``torchport migrate`` on ``url`` (reads refuse an older schema); what it took, or None
+    when nothing was to do."""
+    from torchport.kb.store import migrate as migrate_store
+
     start = time.perf_counter()
-    with open_store(url, write=True) as store:
-        after = store.schema_version()
-    if after == before:
+    done = migrate_store(url)
+    if done.after == done.before:
         return None
-    return f"migrated schema v{before} -> v{after} in {time.perf_counter() - start:.1f} s"
+    return f"migrated schema v{done.before} -> v{done.after} in {time.perf_counter() - start:.1f} s"
 
 
 def main(argv=None) -> None:
@@ -484,14 +487,14 @@ def main(argv=None) -> None:
             return
     else:
         with open_store(args.db, write=False) as store:
-            run_ids = [r["id"] for r in reversed(store.list_runs())]
+            run_ids = [r["id"] for r in reversed(store.runs())]
         lines.append("fill: reused the existing knowledge base")
         migrated = migrate(args.db)
         if migrated:
             lines.append(migrated)
     size = size_bytes(args.db)
     with open_store(args.db, write=False) as store:
-        total = store.count_results()
+        total = store.results(count=True)
     lines.append(f"knowledge base: {total} results, {size / 2**30:.2f} GiB")
     run_a, run_b = run_ids[-3], run_ids[-1]  # the same device, two releases
     per_run = len(cases) * len(MODES)

@@ -39,7 +39,7 @@ def op_calls(batch: int, seq: int) -> dict:
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
     from torchport.cases.kernels import rms_norm_replacement
-    from torchport.runner.kernel_ladder import KernelLadder
+    from torchport.runner.kernels.ladder import KernelLadder
 
     torch.manual_seed(0)
     original = LlamaRMSNorm(64, eps=1e-6)

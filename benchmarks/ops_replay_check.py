@@ -6,7 +6,7 @@ process: the case's samples again, made as the op ladder makes them (OpInfo on t
 seeded, ``requires_grad`` where the case ran backward), and each sample's forward (+ backward)
 run inside a counting window of simdev's fallback counter
 (``devices/simdev_backend.py``: ``clear_op_tracking``, ``get_fallback_ops``); at depth >= 3 the
-variants' device calls too (``runner/op_variants.py``), each in its own window. Cotangents,
+variants' device calls too (``runner/ops/variants.py``), each in its own window. Cotangents,
 copies and the CPU side are made outside the windows: they are the harness's, not the op's. A
 grade is *false* when no window saw a fallback call; *backed* otherwise. Cases whose replay
 failed are counted apart, with the reason. A case whose plain replay kills simdev (complex
@@ -41,8 +41,8 @@ import torch
 from torchport.cases.ops import ops_suite
 from torchport.cases import opinfo
 from torchport.devices import get_adapter, simdev_backend as sb
-from torchport.runner import op_samples as ops
-from torchport.runner import op_variants
+from torchport.runner.ops import samples as ops
+from torchport.runner.ops import variants as op_variants
 
 adapter = get_adapter("simdev")
 adapter.prepare()

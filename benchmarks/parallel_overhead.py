@@ -30,9 +30,9 @@ from _report import emit  # noqa: E402
 
 from torchport import api  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 from torchport.records.result import Result  # noqa: E402
-from torchport.runner.executor import Finished  # noqa: E402
+from torchport.runner.executors.protocol import Finished  # noqa: E402
 
 
 def load() -> str:
@@ -226,8 +226,8 @@ def row_sizes(folder: str, lines: list[str], copies: int) -> None:
                 labels={},
             )
             for result in results:
-                store.add_result(run_id, result)
-            store.finish_run(run_id, "complete")
+                store.add_results(run_id, [result])
+            store.update_run(run_id, state="complete")
     n = copies * len(results)
     per_result = (os.path.getsize(grown_path) - before) / n
     lines.append(

@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the workers

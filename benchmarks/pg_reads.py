@@ -28,7 +28,7 @@ import psycopg
 from _report import emit, timed
 
 from torchport.interfaces.cli import main
-from torchport.records import open_store, pg_store
+from torchport.kb import open_store, pg_store
 from torchport.views.search_more import more_hits
 
 COMMANDS = [

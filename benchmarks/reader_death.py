@@ -1,4 +1,4 @@
-"""How soon a forked reader (records/forked.py) dies after its parent is SIGKILLed (issue 44;
+"""How soon a forked reader (kb/forked.py) dies after its parent is SIGKILLed (issue 44;
 docs/reliability.md): ``compare --json`` on a small run cut in parts as a large run's is (the
 driver of tests/interfaces/test_signals.py), SIGKILL once a child holds, then the time until
 no child is left running (the parent's reaping and a 50 ms poll included).

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import emit  # noqa: E402
 
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 CASES_PER_RUN = 200
 
@@ -51,18 +51,20 @@ def fill(path: str, n_results: int) -> None:
                 labels={},
             )
             for i in range(min(CASES_PER_RUN * 2, n_results - done)):
-                store.add_result(
+                store.add_results(
                     run_id,
-                    {
-                        "case": f"hf/case{i // 2}",
-                        "mode": ("eager", "compile")[i % 2],
-                        "status": "pass",
-                        "metrics": metrics,
-                        "findings": findings,
-                    },
+                    [
+                        {
+                            "case": f"hf/case{i // 2}",
+                            "mode": ("eager", "compile")[i % 2],
+                            "status": "pass",
+                            "metrics": metrics,
+                            "findings": findings,
+                        }
+                    ],
                 )
             done += min(CASES_PER_RUN * 2, n_results - done)
-            store.finish_run(run_id, "complete")
+            store.update_run(run_id, state="complete")
 
 
 def timed(fn, repeats: int) -> float:
@@ -100,7 +102,7 @@ def main(argv=None) -> None:
 
             def browse(path=path):
                 with open_store(path, write=False) as store:
-                    runs = store.list_runs()
+                    runs = store.runs()
                     store.results(run_id=runs[0]["id"])
 
             megabytes = os.path.getsize(path) / 2**20

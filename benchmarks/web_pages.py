@@ -29,7 +29,7 @@ from tests.synthetic_kb import case_ids, fill, whole_run_kb  # noqa: E402
 
 from torchport.interfaces.web import pages as pages_module  # noqa: E402
 from torchport.interfaces.web.app import create_app  # noqa: E402
-from torchport.records import open_store  # noqa: E402
+from torchport.kb import open_store  # noqa: E402
 
 TARGET_MS = 300.0
 
@@ -142,8 +142,8 @@ def main(argv=None) -> None:
         fill(args.db, args.runs, case_ids(args.cases), 5000)
         lines.append(f"filled {args.db} in {time.perf_counter() - start:.0f} s")
     with open_store(args.db, write=False) as store:
-        total = store.count_results()
-        runs = store.list_runs()
+        total = store.results(count=True)
+        runs = store.runs()
         lines.append(f"knowledge base {args.db}: {total} results in {len(runs)} runs")
         run_b, run_a = runs[0]["id"], runs[2]["id"]  # the newest run and the previous release
         case = store.results(run_id=run_b, limit=1, offset=123)[0]["case"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchport.records import StoreError, open_store
+from torchport.kb import StoreError, open_store
 
 PLAN = [
     ["smoke/mlp", "eager"],
@@ -263,10 +263,10 @@ def build(
             labels=labels or {"team": "core"},
         )
         env = environment or {"torch": "2.13.0", "python": "3.11", "device_name": "cpu"}
-        store.set_environment(run_id, store.put_environment(env))
+        store.update_run(run_id, environment=env)
         for result in results() if results_ is None else results_:
-            store.add_result(run_id, result)
-        store.finish_run(run_id, "complete")
+            store.add_results(run_id, [result])
+        store.update_run(run_id, state="complete")
     return str(path)
 
 
@@ -283,7 +283,7 @@ def add_run(store, run_id, results, *, plan=None, suite="s", device="cpu") -> No
         labels={},
     )
     store.add_results(run_id, results)
-    store.finish_run(run_id, "complete")
+    store.update_run(run_id, state="complete")
 
 
 def recorded_results(db: Path | str) -> int:
@@ -293,6 +293,6 @@ def recorded_results(db: Path | str) -> int:
         return 0
     try:
         with open_store(str(db), write=False) as store:
-            return store.count_results()
+            return store.results(count=True)
     except StoreError:
         return 0

@@ -12,7 +12,7 @@ import itertools
 import random
 import sys
 
-from torchport.records import open_store
+from torchport.kb import open_store
 
 MODES = ("eager", "compile")
 OPS = ("cumsum",) * 7 + (
@@ -218,11 +218,11 @@ def fill(path: str, runs: int, cases: list[str], batch: int) -> list[str]:
                 plan=[[c, m] for c in cases for m in MODES],
                 labels={"release": release},
             )
-            store.set_environment(run_id, store.put_environment(env))
+            store.update_run(run_id, environment=env)
             items = ((c, m) for c in cases for m in MODES)
             while chunk := [result(c, m, r, device) for c, m in itertools.islice(items, batch)]:
                 store.add_results(run_id, chunk)
-            store.finish_run(run_id, "complete")
+            store.update_run(run_id, state="complete")
             run_ids.append(run_id)
             print(f"  filled {run_id}", file=sys.stderr, flush=True)
     return run_ids
@@ -248,5 +248,5 @@ def whole_run_kb(path: str, results: int) -> str:
             if "perf_median_ms" in r.get("metrics", {}):
                 r["findings"]["perf"] = {"step_kind": "training forward+backward"}
         store.add_results("whole", rows)
-        store.finish_run("whole", "complete")
+        store.update_run("whole", state="complete")
     return path

@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from torchport.records.result import Result
-from torchport.runner.executor import Finished
+from torchport.runner.executors.protocol import Finished
 
 SCRIPT = """
 from torchport import api
 from torchport.config import RunConfig
-from torchport.records import open_store
+from torchport.kb import open_store
 
 store = open_store("kb.db", write=True)
 config = RunConfig(suite="smoke", cases=("mlp",), modes=("eager",), device="cpu", probes=())
@@ -32,7 +32,7 @@ def test_a_ten_line_script_runs_and_records_a_smoke_run(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     run_id, state, counts = out.stdout.split(" ", 2)
     assert state == "complete" and counts.strip() == "{'pass': 1}"
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     results = open_store(str(tmp_path / "kb.db"), write=False).results(run_id=run_id)
     assert [(r["case"], r["mode"], r["status"]) for r in results] == [
@@ -67,7 +67,7 @@ class FakeExecutor:
 def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     def answers(task):
         if task.case == "smoke/convnet" and task.mode == "compile":
@@ -95,7 +95,7 @@ def test_a_fake_executor_still_gets_every_result_recorded(tmp_path):
     assert recorded[("smoke/mlp", "eager")]["metrics"]["perf_median_ms"] == 1.5
     assert len(seen) == 4 and all(isinstance(r, Result) for r in seen)
     env_id = recorded[("smoke/mlp", "eager")]["findings"]["environment_id"]
-    assert store.environment(env_id)["host"] == "elsewhere"
+    assert store._environment(env_id)["host"] == "elsewhere"
 
 
 def test_resolve_probes():
@@ -127,7 +127,7 @@ def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypa
 
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import StoreError, open_store, sql_store
+    from torchport.kb import StoreError, open_store, sql_store
 
     monkeypatch.setattr(sql_store, "HEARTBEAT_S", 0.05)
     path = tmp_path / "kb.db"
@@ -152,7 +152,7 @@ def test_a_database_deleted_or_replaced_during_a_run_stops_it(tmp_path, monkeypa
         assert not path.exists()  # nothing re-created it
     else:  # the file now at the path never got the later result nor a 'complete'
         with open_store(str(path), write=False) as now:
-            (run,) = now.list_runs()
+            (run,) = now.runs()
             assert run["state"] != "complete" and len(now.results()) == 1
 
 
@@ -169,7 +169,7 @@ def test_a_workload_is_imported_from_the_folder_it_is_run_with_not_the_current_o
 ):
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     folder = tmp_path / "team_models"
     folder.mkdir()
@@ -183,3 +183,63 @@ def test_a_workload_is_imported_from_the_folder_it_is_run_with_not_the_current_o
     store = open_store(str(tmp_path / "kb.db"), write=True)
     outcome = api.run(config, store, workload_folder=str(folder))
     assert outcome.state == "complete" and outcome.counts == {"pass": 1}
+
+
+@pytest.mark.parametrize("how", ["serial", "jobs", "ray"])
+def test_a_run_resolves_its_device_adapter_once_and_hands_it_to_the_executor(
+    tmp_path, monkeypatch, how
+):
+    """``api.run`` resolves the device's adapter once (checking the device, making the
+    executor), whichever executor it makes; each executor gets that same adapter's settings.
+    The executors are stand-ins that record what they were given: workers resolve their own in
+    their process, which this does not count."""
+    import torchport.devices
+    from torchport import api
+    from torchport.config import RunConfig
+    from torchport.kb import open_store
+    from torchport.runner.executors import local, parallel, ray_executor
+
+    resolved = []
+    real = torchport.devices.get_adapter
+
+    def counting(name):
+        resolved.append(real(name))
+        return resolved[-1]
+
+    monkeypatch.setattr(torchport.devices, "get_adapter", counting)
+    given = {}
+
+    def answer(task):
+        return Result(case=task.case, mode=task.mode, status="pass").to_dict()
+
+    def stand_in(**kwargs):
+        given.update(kwargs)
+        return FakeExecutor(answer)
+
+    def connect(config, *, adapter=None, workload_folder=None):
+        given.update(adapter=adapter)
+        return FakeExecutor(answer)
+
+    monkeypatch.setattr(local, "LocalExecutor", stand_in)
+    monkeypatch.setattr(parallel, "ParallelExecutor", stand_in)
+    monkeypatch.setattr(ray_executor.RayExecutor, "connect", connect)
+    config = RunConfig(
+        suite="smoke",
+        cases=("mlp",),
+        modes=("eager",),
+        device="cpu",
+        probes=(),
+        jobs=1 if how == "serial" else 2,
+        executor="ray" if how == "ray" else "local",
+    )
+    for n in range(2):  # per run, not once per process
+        resolved.clear()
+        store = open_store(str(tmp_path / f"{how}-{n}.db"), write=True)
+        outcome = api.run(config, store)
+        assert outcome.state == "complete" and outcome.counts == {"pass": 1}
+        assert len(resolved) == 1, f"{len(resolved)} resolutions in one {how} run"
+        if how == "ray":
+            assert given["adapter"] is resolved[0]
+        else:
+            assert given["cache_dirs"] == resolved[0].cache_dirs
+            assert given["env"] == given["env"] | resolved[0].debug_env

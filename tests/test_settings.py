@@ -104,8 +104,8 @@ def test_a_password_is_never_printed_whatever_its_bytes(monkeypatch):
     import psycopg  # noqa: F401  (the test extra installs it: a missing driver fails)
 
     from torchport import api
-    from torchport.records import StoreError, open_store
-    from torchport.records.sql_common import redact, redact_url
+    from torchport.kb import StoreError, open_store
+    from torchport.kb.sql_common import redact, redact_url
 
     leaks = []
     for byte in range(1, 256):

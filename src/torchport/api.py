@@ -2,7 +2,7 @@
 
     from torchport import api
     from torchport.config import RunConfig
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store("kb.db", write=True)
     outcome = api.run(RunConfig(suite="smoke", device="cpu", probes=()), store)
@@ -22,11 +22,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from torchport.config import ConfigError, RunConfig
 from torchport.records.result import MalformedResult, Result, crashed, error_note
-from torchport.runner.executor import Deadline, Executor, ExecutorBroken, Finished
+from torchport.runner.executors.protocol import Deadline, Executor, ExecutorBroken, Finished
 from torchport.runner.plan import Task, expand, worker_env
+
+if TYPE_CHECKING:
+    from torchport.devices.base import DeviceAdapter
 
 # What a plain run measures besides the ladder: placement where the device is not the host
 # (the point of evaluating a backend) and a short perf pass. Compile economics (cold and warm
@@ -107,11 +111,13 @@ def check_reference_cache() -> None:
         )
 
 
-def check_device(name: str) -> None:
-    """Raise ConfigError unless ``name`` (e.g. cuda:1) is usable here."""
+def check_device(name: str, adapter: DeviceAdapter | None = None) -> DeviceAdapter:
+    """Raise ConfigError unless ``name`` (e.g. cuda:1) is usable here; else its adapter
+    (``adapter``, when the caller has resolved it already, is checked instead of a new one)."""
     from torchport.devices import get_adapter
 
-    adapter = get_adapter(name)
+    if adapter is None:
+        adapter = get_adapter(name)
     ok, reason = adapter.availability()
     if ok:
         ok, reason = adapter.index_available()
@@ -120,6 +126,7 @@ def check_device(name: str) -> None:
             f"device '{name}' is not usable here: {reason} "
             "('torchport doctor' lists the usable devices)"
         )
+    return adapter
 
 
 # The most ranks a world of host processes gets (a device whose work runs on the host CPUs):
@@ -170,17 +177,18 @@ def new_run_id() -> str:
 def command_line() -> str:
     """This command's line, each URL in it without its password (a password may hold any
     byte, a space included, so each argument is redacted whole before they are joined)."""
-    from torchport.records.sql_common import redact_url
+    from torchport.kb.sql_common import redact_url
 
     args = [redact_url(a) if "://" in a else a for a in sys.argv[1:]]
     return " ".join([os.path.basename(sys.argv[0]), *args])
 
 
-def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
-    from torchport.devices import get_adapter
-    from torchport.runner.local import LocalExecutor
+def local_executor(
+    config: RunConfig, adapter: DeviceAdapter, *, workload_folder: str | None = None
+) -> Executor:
+    """One worker at a time on this host, with ``adapter``'s environment and caches."""
+    from torchport.runner.executors.local import LocalExecutor
 
-    adapter = get_adapter(config.device)
     folder = (workload_folder or os.getcwd()) if config.workload else None
     return LocalExecutor(
         device=config.device,
@@ -191,13 +199,13 @@ def local_executor(config: RunConfig, *, workload_folder: str | None = None) -> 
     )
 
 
-def parallel_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
-    """``config.jobs`` workers on this host, each with its share (``runner.shares``)."""
-    from torchport.devices import get_adapter
-    from torchport.runner.parallel import ParallelExecutor
-    from torchport.runner.shares import worker_device, worker_shares
+def parallel_executor(
+    config: RunConfig, adapter: DeviceAdapter, *, workload_folder: str | None = None
+) -> Executor:
+    """``config.jobs`` workers on this host, each with its share (``runner.executors.shares``)."""
+    from torchport.runner.executors.parallel import ParallelExecutor
+    from torchport.runner.executors.shares import worker_device, worker_shares
 
-    adapter = get_adapter(config.device)
     folder = (workload_folder or os.getcwd()) if config.workload else None
     env = worker_env(config, adapter, folder)
     shares = worker_shares(adapter, config.jobs, env)
@@ -211,16 +219,26 @@ def parallel_executor(config: RunConfig, *, workload_folder: str | None = None) 
     )
 
 
-def make_executor(config: RunConfig, *, workload_folder: str | None = None) -> Executor:
-    """The executor ``config`` asks for: Ray, ``jobs`` local workers, or the serial one.
+def make_executor(
+    config: RunConfig,
+    *,
+    adapter: DeviceAdapter | None = None,
+    workload_folder: str | None = None,
+) -> Executor:
+    """The executor ``config`` asks for: Ray, ``jobs`` local workers, or the serial one, each
+    given ``adapter`` (the run's device adapter, resolved here when the caller has none).
     Raises ConfigError when it cannot be had (no such devices, no Ray, no node with them)."""
-    if config.executor == "ray":
-        from torchport.runner.ray_executor import RayExecutor
+    from torchport.devices import get_adapter
 
-        return RayExecutor.connect(config, workload_folder=workload_folder)
+    if adapter is None:
+        adapter = get_adapter(config.device)
+    if config.executor == "ray":
+        from torchport.runner.executors.ray_executor import RayExecutor
+
+        return RayExecutor.connect(config, adapter=adapter, workload_folder=workload_folder)
     if config.jobs > 1:
-        return parallel_executor(config, workload_folder=workload_folder)
-    return local_executor(config, workload_folder=workload_folder)
+        return parallel_executor(config, adapter, workload_folder=workload_folder)
+    return local_executor(config, adapter, workload_folder=workload_folder)
 
 
 def check_resumable(run: dict) -> None:
@@ -289,15 +307,15 @@ def run(
 ) -> RunOutcome:
     """Run ``config`` (or finish run ``resume``) and record every result in ``store``.
 
-    This is the one place a run's plan is expanded and a run resumed. Before anything is
-    recorded, a new run's plan is expanded (an unknown suite or an empty selection raises
-    ConfigError) and its workload imported once; without an ``executor``, the device of a
-    local run (a resumed one's too) is checked and the executor ``config`` asks for is made
-    (a cluster without the device is refused here). ``store`` is a store, or a function
-    that opens one: it is called only once a new run's config is checked, so bad input makes
-    no knowledge base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the
-    signal in the outcome); results already committed stay. ``workload_folder``: where a
-    ``--workload`` module is imported from (default the current folder), as the executor's.
+    This is the one place a run's plan is expanded and a run resumed. Before anything is recorded, a
+    new run's plan is expanded (an unknown suite or an empty selection raises ConfigError) and its
+    workload imported once; without an ``executor``, the device's adapter is resolved once, a local
+    run's device (a resumed one's too) checked with it and the executor ``config`` asks for made
+    with it (a cluster without the device is refused here). ``store`` is a store, or a function that
+    opens one: it is called only once a new run's config is checked, so bad input makes no knowledge
+    base. SIGINT and SIGTERM end the run cleanly (state ``interrupted``, the signal in the outcome);
+    results already committed stay. ``workload_folder``: where a ``--workload`` module is imported
+    from (default the current folder), as the executor's.
     """
     if resume:
         store = store() if callable(store) else store
@@ -309,19 +327,26 @@ def run(
         raise ConfigError("api.run needs a config, or resume=RUN_ID")
     else:
         run_id = new_run_id()
-    if executor is None and config.executor == "local":  # a Ray cluster's, on its nodes
-        check_device(config.device)
-        check_reference_cache()
+    adapter = None
+    if executor is None:
+        # The device's adapter, resolved once for the run: checked here (a Ray cluster's device
+        # is on its nodes: checked there) and handed to the executor.
+        from torchport.devices import get_adapter
+
+        adapter = get_adapter(config.device)
+        if config.executor == "local":
+            check_device(config.device, adapter)
+            check_reference_cache()
     tasks = expand(config)
     if not resume:
         check_workload(config, workload_folder)
         store = store() if callable(store) else store
-    executor = executor or make_executor(config, workload_folder=workload_folder)
+    executor = executor or make_executor(config, adapter=adapter, workload_folder=workload_folder)
     try:
-        done = store.done_items(run_id) if resume else set()
+        done = store.results(run_id=run_id, keys=True) if resume else set()
         todo = [t for t in tasks if t.key not in done]
         if resume:
-            store.reopen_run(run_id)
+            store.update_run(run_id, state="running")
         else:
             store.create_run(
                 run_id=run_id,
@@ -337,19 +362,15 @@ def run(
         raise
     on_plan(todo)
     outcome = RunOutcome(run_id=run_id, state="complete")
-    environments: set[str] = set()
 
     def record(finished: Finished) -> None:
         result = checked(finished)
         if finished.environment is not None:
-            env_id = store.put_environment(finished.environment)
-            if not environments:
-                store.set_environment(run_id, env_id)
-            environments.add(env_id)
+            env_id = store.update_run(run_id, environment=finished.environment)
             # Each result names the environment it ran in: a worker that started on another
             # torch or driver is visible, never overwritten.
             result.findings.setdefault("environment_id", env_id)
-        store.add_result(run_id, result)  # validated once, in checked()
+        store.add_results(run_id, [result])  # validated once, in checked()
         outcome.counts[result.status] = outcome.counts.get(result.status, 0) + 1
         on_result(result)
 
@@ -378,7 +399,7 @@ def run(
         signal.signal(signal.SIGTERM, before_term)
         signal.signal(signal.SIGINT, before_int)
         executor.close()
-        store.finish_run(run_id, outcome.state)
+        store.update_run(run_id, state=outcome.state)
     return outcome
 
 

@@ -1,7 +1,7 @@
 """A child that dies with its parent: Linux ``prctl(PR_SET_PDEATHSIG)`` (through ctypes).
 
-Called in a child right after the fork (a forked reader, ``records/forked.py``) or between
-fork and exec (``preexec_fn`` of uv's processes, ``runner/envs.py``): when the parent is killed,
+Called in a child right after the fork (a forked reader, ``kb/forked.py``) or between
+fork and exec (``preexec_fn`` of uv's processes, ``matrix/envs.py``): when the parent is killed,
 even by SIGKILL, which runs no handler of its own, the kernel sends the child ``signum``, so
 no reader stays blocked writing into a pipe nobody reads and no ``uv pip install`` goes on
 writing into a folder the next call may delete. Elsewhere (not Linux) it does nothing and

@@ -9,7 +9,7 @@ from tests.cases.test_hf import FAMILIES  # noqa: E402
 from torchport.cases.hf import HFCase  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 def climb(model_type: str, mode: str) -> dict:

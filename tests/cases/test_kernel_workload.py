@@ -6,7 +6,7 @@ import torch
 
 from torchport.cases import kernels
 from torchport.cases.workload import WorkloadCase, WorkloadError
-from torchport.runner import kernel_checks
+from torchport.runner.kernels import checks as kernel_checks
 
 MODULE = """
 from torchport.cases.kernels import replacement, rms_norm_replacement
@@ -45,7 +45,8 @@ def test_a_marked_function_must_return_a_replacement(folder):
 
 
 def test_builtin_ops_opcheck_and_gradcheck_verdicts():
-    from torchport.runner import kernel_truth, kernel_variants
+    from torchport.runner.kernels import truth as kernel_truth
+    from torchport.runner.kernels import variants as kernel_variants
 
     ops = kernels.builtin_ops()
     f32 = kernels.rms_norm_samples(torch.float32, "cpu")

@@ -24,7 +24,7 @@ from torchport.cases.smoke import _mlp
 from torchport.cases.base import FunctionCase
 from torchport.config import RunConfig
 from torchport.devices import accdev, get_adapter
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 from torchport.timing import StepTimer, step_timer
 
 adapter = get_adapter("accdev")

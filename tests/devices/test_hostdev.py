@@ -24,7 +24,7 @@ from torchport.cases.base import FunctionCase, Workload
 from torchport.cases.smoke import _mlp
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 
 adapter = get_adapter("hostdev")
 adapter.prepare()
@@ -57,7 +57,7 @@ out = {name: Ladder(c, "eager", config, adapter, lambda e: None, {}).run()
        for name, c in cases.items()}
 
 from torchport.cases.ops import OpCase
-from torchport.runner.op_ladder import OpLadder
+from torchport.runner.ops.ladder import OpLadder
 ops_config = RunConfig(suite="ops", device="hostdev", modes=("eager",))
 for op in ("cumsum", "sort", "topk", "index_select", "mm"):
     c = OpCase(op, "float32", autograd=True)

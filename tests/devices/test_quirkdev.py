@@ -24,7 +24,7 @@ warnings.simplefilter("ignore")
 from torchport.cases.base import FunctionCase, Workload
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 
 adapter = get_adapter("quirkdev")     # by its own name: no adapter of torchport's claims it
 adapter.prepare()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from torchport.runner.envs import MARKER
-from torchport.runner.matrix import default_envs_dir, load_matrix
+from torchport.matrix.envs import MARKER
+from torchport.matrix.run import default_envs_dir, load_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(str(REPO / "benchmarks" / "real_backends.toml"))
@@ -53,10 +53,10 @@ def _run(backend: str, tmp_path: Path, *args: str, cwd: Path | None = None, env=
         env={**os.environ, "TORCHPORT_REFERENCE_CACHE": str(tmp_path / "refs"), **(env or {})},
     )
     assert db.exists(), proc.stderr[-3000:]
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     store = open_store(str(db), write=False)
-    return list(store.results(run_id=store.latest_run_id()))
+    return list(store.results(run_id=store.runs(latest=True)[0]["id"]))
 
 
 def test_torch_xla_compiled_training_with_donated_buffers_and_host_ops(tmp_path):

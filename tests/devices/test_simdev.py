@@ -222,7 +222,7 @@ def test_storages_have_addresses_and_resize_so_fsdp2_trains():
         def fsdp2():
             from torchport.cases.dist import DistSpec
             from torchport.devices.simdev_dist import register
-            from torchport.runner.dist_train import train_parity
+            from torchport.runner.dist.train import train_parity
             register()
             store = dist.HashStore()
             dist.init_process_group("simccl", store=store, rank=0, world_size=1)

@@ -60,7 +60,7 @@ def test_a_double_forked_setsid_daemon_dies_with_the_child(tmp_path):
 
 
 def test_a_worker_stopped_while_starting_meets_its_start_up_deadline(tmp_path):
-    from torchport.runner.local import WorkerProcess, WorkerStartError, start_deadline_s
+    from torchport.runner.executors.local import WorkerProcess, WorkerStartError, start_deadline_s
 
     logs = LogFolder()
     worker = WorkerProcess("cpu", dict(os.environ), logs)

@@ -16,7 +16,7 @@ from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.execution import reference  # noqa: E402
 from torchport.execution.steps import place, shared_parameters  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 @pytest.fixture

@@ -265,7 +265,7 @@ def test_a_step_with_a_custom_op_fails_on_a_wrong_backward_naming_it(
     from torchport.cases.base import FunctionCase, Workload
     from torchport.config import RunConfig
     from torchport.devices.cpu import CPUAdapter
-    from torchport.runner.ladder import Ladder
+    from torchport.runner.ladders.model import Ladder
 
     def build(*, seed, size):
         torch.manual_seed(seed)

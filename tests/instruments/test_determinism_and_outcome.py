@@ -15,7 +15,7 @@ from torchport.devices.cpu import CPUAdapter  # noqa: E402
 from torchport.instruments import compile_outcome, determinism, parity  # noqa: E402
 from torchport.instruments import dispatch_recorder as rec  # noqa: E402
 from torchport.probes.placement import PassResult, op_table, scalar_reads  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

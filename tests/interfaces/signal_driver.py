@@ -12,12 +12,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from torchport.records import forked, sql_kb  # noqa: E402
+from torchport.kb import (
+    forked,
+    sql_kb,  # noqa: E402
+)
+from torchport.kb.reads import export  # noqa: E402
 
 MARKS = os.environ["SIGNAL_MARKS"]
 HOLD_S = float(os.environ.get("SIGNAL_HOLD_S", "60"))
 
-sql_kb.LINE_PART_MIN = 3  # export: parts of 3 results or more
+export.LINE_PART_MIN = 3  # export: parts of 3 results or more
 sql_kb.KnowledgeBase.pairs_per_part = 3  # compare, gate, baseline save
 forked.available = lambda: True  # as on 2 cores or more, one thread
 forked.cores = lambda: 2

@@ -17,7 +17,7 @@ from tests.conftest import torchport
 from torchport.interfaces import evaluation as ev
 from torchport.interfaces.cli import UsageProblem
 from torchport.interfaces.cli.evaluate_cmd import parse_budget
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.coverage import case_passed
 from torchport.views.evaluation import Plan, PlannedPart, load_group
 from torchport.views.scorecard import scorecard
@@ -238,9 +238,9 @@ def test_bad_input_is_one_line_and_records_nothing(tmp_path, args, says):
 
 def test_resuming_a_finished_evaluation_runs_nothing(evaluated):
     db = evaluated["store"].url
-    before = len(evaluated["store"].list_runs())
+    before = len(evaluated["store"].runs())
     proc = torchport("evaluate", "--resume", "ev-b", "--db", db, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "== smoke (device, simdev): already recorded" in proc.stdout
     assert "evaluation ev-b: complete" in proc.stdout
-    assert len(evaluated["store"].list_runs()) == before
+    assert len(evaluated["store"].runs()) == before

@@ -23,8 +23,8 @@ from starlette.testclient import TestClient
 
 from tests import kb
 from tests.interfaces.inproc import invoke
-from torchport.records import open_store
-from torchport.records.exchange import export_runs
+from torchport.kb import open_store
+from torchport.kb.exchange import export_runs
 
 IMPORT_EXAMPLES = 80
 CLI_EXAMPLES = 120
@@ -52,7 +52,7 @@ def base(tmp_path_factory):
     kb.build(path, run_id="r2", labels={"release": "b"})
     with open_store(path, write=True) as store:
         store.add_note("r1", "accepted", case="smoke/mlp", mode="eager", author="ana")
-        store.put_artifacts("r1", [{"path": "/gone/t.json", "sha256": "ab" * 32, "bytes": 10}])
+        store._put_artifacts("r1", [{"path": "/gone/t.json", "sha256": "ab" * 32, "bytes": 10}])
     out = io.StringIO()
     with open_store(path, write=False) as store:
         export_runs(store, ["r1"], out)

@@ -19,8 +19,8 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
-from torchport.records import StoreError, open_store
-from torchport.records.sqlite_schema import SCHEMA_VERSION
+from torchport.kb import StoreError, open_store
+from torchport.kb.sqlite_schema import SCHEMA_VERSION
 
 READ_COMMANDS = (["runs"], ["show"], ["results"], ["search", "llama"], ["cases", "smoke"])
 # ``torchport run`` checks its input before it opens the store with ``open_store(db,
@@ -319,13 +319,13 @@ def test_a_newer_schema_is_refused_by_reads_and_runs(good_db, tmp_path):
 # -- two processes creating one database ---------------------------------------------------------
 _STARTER = """
 import sys, time
-from torchport.records import open_store
+from torchport.kb import open_store
 path, run_id, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
 time.sleep(max(0.0, start_at - time.time()))
 store = open_store(path, write=True)
 store.create_run(run_id=run_id, command="c", suite="smoke", device="cpu", config={},
                  plan=[], labels={})
-store.add_result(run_id, {"case": "a", "mode": "eager", "status": "pass"})
+store.add_results(run_id, [{"case": "a", "mode": "eager", "status": "pass"}])
 """
 
 
@@ -345,7 +345,7 @@ def test_concurrent_starts_on_a_new_database_migrate_it_once(tmp_path):
         assert [c.returncode for c in children] == [0, 0, 0, 0], errors
         with open_store(str(path), write=False) as store:
             assert store.schema_version() == SCHEMA_VERSION
-            assert sorted(r["id"] for r in store.list_runs()) == ["run0", "run1", "run2", "run3"]
+            assert sorted(r["id"] for r in store.runs()) == ["run0", "run1", "run2", "run3"]
 
 
 def test_a_note_checks_only_the_tables_it_writes(good_db, tmp_path):

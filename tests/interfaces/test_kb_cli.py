@@ -7,7 +7,7 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
-from torchport.records import open_store
+from torchport.kb import open_store
 
 
 def _second_run_results():
@@ -189,7 +189,7 @@ def large_run(tmp_path_factory):
                 for i in range(1200)
             ),
         )
-        store.finish_run("big", "complete")
+        store.update_run("big", state="complete")
     return path
 
 

@@ -12,8 +12,8 @@ import pytest
 from tests import kb, pg
 from tests.conftest import torchport
 from tests.interfaces.test_kb_cli import _second_run_results
-from torchport.records import open_store
-from torchport.records.sql_common import STALE_AFTER_S
+from torchport.kb import open_store
+from torchport.kb.sql_common import STALE_AFTER_S
 
 PASSWORD = "team-s3cret"
 
@@ -112,7 +112,7 @@ def test_a_laptops_file_imported_then_compared_gated_and_exported(team_url, tmp_
     back = tmp_path / "back.db"
     assert "2 runs added" in _ok(torchport("import", exported, "--db", back))
     with open_store(str(back), write=False) as store:
-        assert len(store.notes(run_id="r2")) == 1 and store.count_results() == 16
+        assert len(store.notes(run_id="r2")) == 1 and store.results(count=True) == 16
 
 
 def test_connection_problems_are_one_line_exit_2_without_the_password(team_url, pg_server):

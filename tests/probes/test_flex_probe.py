@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from torchport.cases.flex import SHAPES, FlexCase  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 def run_flex(variant, shape=SHAPES[0], probes=("flex",)):

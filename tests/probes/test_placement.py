@@ -344,7 +344,7 @@ from torchport.devices import get_adapter
 from torchport.devices.privateuse1 import PrivateUse1Adapter
 from torchport.config import RunConfig
 from torchport.execution.steps import make_step, place
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 from torchport.instruments.dispatch_recorder import DispatchRecorder, packet_key
 
 adapter = get_adapter("simdev")

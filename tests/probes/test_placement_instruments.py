@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E40
 
 from torchport.devices.base import DeviceAdapter  # noqa: E402
 from torchport.probes import placement  # noqa: E402
-from torchport.runner.ladder import run_order  # noqa: E402
+from torchport.runner.ladders.model import run_order  # noqa: E402
 
 
 class CountingAdapter(DeviceAdapter):

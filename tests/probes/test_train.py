@@ -10,7 +10,7 @@ from torchport.cases.registry import find_case
 from torchport.config import RunConfig
 from torchport.probes import train
 from torchport.probes.train import TrainProbe, divergence
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 from torchport.views import train as train_view
 
 

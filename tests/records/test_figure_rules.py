@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import pg
-from torchport.records import queries
+from torchport.kb import queries
+from torchport.records.dialect import SQLITE
 from torchport.records.figures import (
     FIGURE_RULES,
     KEY_FIGURES,
@@ -26,15 +27,14 @@ from torchport.records.figures import (
 from torchport.views.compare import LINES
 
 VALUES = (None, 0, 0.0, -2.0, -1.0, 1e-9, 0.5, 1.0, 1.1, 1.15, 1.3, 2, 10.0, 20.0, math.nan)
-COLUMNS, JSON = queries.FIGURE_COLUMNS_FROM, queries.FIGURE_COLUMNS_FROM - 1  # schema versions
 
 
-def _sql_decides(conn, rule, version: int, x, y, line: float) -> bool:
-    cond = queries.figure_past(rule, version=version)
-    if rule.column and version >= queries.FIGURE_COLUMNS_FROM:  # the figure's own column
+def _sql_decides(conn, rule, x, y, line: float) -> bool:
+    cond = queries.figure_past(rule)
+    if rule.column:  # the figure's own column
         sides = f"(SELECT :x AS {rule.figure}) AS a, (SELECT :y AS {rule.figure}) AS b"
         params = {"x": x, "y": y}
-    else:  # an older schema, or a figure without a column: read out of the metrics JSON
+    else:  # a figure without a column: read out of the metrics JSON
         sides = "(SELECT :x AS metrics) AS a, (SELECT :y AS metrics) AS b"
         params = {
             side: json.dumps({} if v is None or v != v else {rule.figure: v})
@@ -45,16 +45,15 @@ def _sql_decides(conn, rule, version: int, x, y, line: float) -> bool:
 
 
 @pytest.mark.parametrize("rule", FIGURE_RULES, ids=lambda r: r.figure)
-@pytest.mark.parametrize("version", [COLUMNS, JSON], ids=["columns", "json"])
-def test_the_sql_and_the_python_of_a_rule_agree(rule, version):
-    from torchport.records.sqlite_schema import register_functions
+def test_the_sql_and_the_python_of_a_rule_agree(rule):
+    from torchport.kb.sqlite_schema import register_functions
 
     conn = sqlite3.connect(":memory:")
     register_functions(conn)  # as every store connection: torchport_metric
     decided = 0
     for x, y, line in itertools.product(VALUES, VALUES, (rule.default, 1.0, 2.0)):
         python = rule.past(x, y, line)
-        assert _sql_decides(conn, rule, version, x, y, line) == python, (x, y, line)
+        assert _sql_decides(conn, rule, x, y, line) == python, (x, y, line)
         decided += python
     assert decided  # the grid holds pairs past the line, not only pairs short of it
 
@@ -65,7 +64,7 @@ def test_every_rule_is_a_figure_an_outcome_carries_with_a_line_the_views_use():
     assert {r.figure for r in FIGURE_RULES} <= set(OUTCOME_FIGURES)
     assert OUTCOME_FIGURES[: len(KEY_FIGURES)] == KEY_FIGURES
     assert all(LINES[r.option] == r.default for r in FIGURE_RULES)
-    decisions = queries.compare_decisions(version=COLUMNS)
+    decisions = queries.compare_decisions()
     assert [r.figure for r in FIGURE_RULES] == [n for n in decisions if n in OUTCOME_FIGURES]
 
 
@@ -80,7 +79,7 @@ def test_the_sql_and_the_python_of_a_status_rule_agree():
         held = 0
         for (sa, ta), (sb, tb) in itertools.product(sides, sides):
             sql = (
-                f"SELECT CASE WHEN {rule.sql()} THEN 1 ELSE 0 END FROM"
+                f"SELECT CASE WHEN {rule.sql(SQLITE)} THEN 1 ELSE 0 END FROM"
                 " (SELECT :sa AS status, :ta AS stage) AS a,"
                 " (SELECT :sb AS status, :tb AS stage) AS b"
             )
@@ -98,25 +97,22 @@ NEIGHBOURS = ({}, {"loss": math.nan}, {"a_kernel_step_speedup": 5.0, "z": -math.
 
 
 def _metrics_text(value, neighbours: dict) -> str:
-    from torchport.records.sql_common import to_json
+    from torchport.kb.sql_common import to_json
 
     return to_json({**neighbours, **({} if value is None else {SPEEDUP.figure: value})}, "m")
 
 
-@pytest.mark.parametrize("version", [COLUMNS, JSON], ids=["columns", "json"])
-def test_a_figure_read_from_the_metrics_decides_as_its_python_does(version):
+def test_a_figure_read_from_the_metrics_decides_as_its_python_does():
     """A FigureRule whose figure has no column reads it out of the stored metrics
-    (``torchport_metric``, a function of the SQLite connection) on every schema: its SQL
+    (``torchport_metric``, a function of the SQLite connection): its SQL
     decides what ``past`` decides on the metrics the result recorded, beside NaN and
     Infinity, whose documents SQLite's json_extract refuses."""
-    from torchport.records.sqlite_schema import register_functions
+    from torchport.kb.sqlite_schema import register_functions
 
-    assert not SPEEDUP.column and "torchport_metric(a.metrics" in queries.figure_past(
-        SPEEDUP, version=version
-    )
+    assert not SPEEDUP.column and "torchport_metric(a.metrics" in queries.figure_past(SPEEDUP)
     conn = sqlite3.connect(":memory:")
     register_functions(conn)
-    cond = queries.figure_past(SPEEDUP, version=version)
+    cond = queries.figure_past(SPEEDUP)
     sql = (
         f"SELECT CASE WHEN {cond} THEN 1 ELSE 0 END"
         " FROM (SELECT :x AS metrics) AS a, (SELECT :y AS metrics) AS b"
@@ -150,17 +146,17 @@ _METRIC_KEYS = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(_METRIC_KEYS, _METRIC_VALUES, max_size=5))
 def test_postgresql_reads_a_metric_as_sqlite_does(pg_server, metrics):
-    """PostgreSQL reads a figure out of the stored text (records/pg_queries.py
-    ``metric_sql``: its json type refuses Python's NaN) exactly as SQLite's
+    """PostgreSQL reads a figure out of the stored text (records/dialect.py
+    ``Dialect.metric``: its json type refuses Python's NaN) exactly as SQLite's
     ``torchport_metric`` does, on hostile documents: keys and strings holding the figure's
     name, quotes and separators; NaN, Infinity, booleans, large integers."""
-    from torchport.records.pg_queries import metric_sql
-    from torchport.records.sql_common import to_json
+    from torchport.kb.sql_common import to_json
+    from torchport.records.dialect import POSTGRES
 
     text = to_json(metrics, "metrics")
     with pg.admin(pg_server) as conn:
         got = conn.execute(
-            f"SELECT {metric_sql('a', SPEEDUP.figure)} FROM (SELECT %s::text AS metrics) AS a",
+            f"SELECT {POSTGRES.metric('a', SPEEDUP.figure)} FROM (SELECT %s::text AS metrics) AS a",
             (text,),
         ).fetchone()[0]
     want = metric_value(text, SPEEDUP.figure)
@@ -189,10 +185,11 @@ def test_the_placement_candidate_decides_in_sql_as_in_python(grade_a, found_a, g
     """The placement candidate (records/figures.py PLACEMENT_RULE) is declared once: its SQL
     over the stored host_ops column decides what its Python predicate decides, whether the
     view holds a result (its findings) or an outcome row (the column, parsed)."""
-    from torchport.records.sql_common import host_ops_text
-    from torchport.views.compare import PLACEMENT, decide, host_ops_key
+    from tests.compare_oracle import decide, host_ops_key
+    from torchport.kb.sql_common import host_ops_text
+    from torchport.views.compare import PLACEMENT
 
-    cond = queries.compare_decisions(version=queries.HOST_OPS_COLUMN_FROM)[PLACEMENT]
+    cond = queries.compare_decisions()[PLACEMENT]
     assert PLACEMENT == PLACEMENT_RULE.name
     text_a, text_b = host_ops_text(found_a), host_ops_text(found_b)
     sql = (

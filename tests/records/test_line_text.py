@@ -8,9 +8,9 @@ import sqlite3
 from hypothesis import given
 from hypothesis import strategies as st
 
+from torchport.kb.exchange import result_line
+from torchport.kb.sql_common import to_json
 from torchport.records import line_text
-from torchport.records.exchange import result_line
-from torchport.records.sql_common import to_json
 
 TEXT = st.text()  # any unicode, quotes, backslashes and control characters included
 SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT

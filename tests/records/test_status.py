@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from torchport.records import queries, status
+from torchport.kb import queries
+from torchport.records import status
 from torchport.records.result import classify
 
 CSS = Path(status.__file__).parents[1] / "interfaces" / "web" / "static" / "app.css"

@@ -20,9 +20,9 @@ from torchport.cases.dist import DistCase, DistSpec, dist_suite, planted_dist_ca
 from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
 from torchport.devices.simdev_dist import FAULT_ENV, SimcclProcessGroup
-from torchport.runner.dist_guard import NoCollectiveBackend
-from torchport.runner.dist_ladder import DistLadder, merge_rows
-from torchport.runner.dist_launch import World, alive, descendants
+from torchport.runner.dist.guard import NoCollectiveBackend
+from torchport.runner.dist.ladder import DistLadder, merge_rows
+from torchport.runner.dist.launch import World, alive, descendants
 
 
 def _two_ranks(fn, monkeypatch=None, fault: str | None = None):
@@ -157,7 +157,7 @@ def test_a_rank_that_died_is_a_crash_before_the_ranks_ended_after_it():
 
 
 def test_rows_finished_before_a_rank_died_are_kept(tmp_path):
-    from torchport.runner.dist_launch import _read_lines
+    from torchport.runner.dist.launch import _read_lines
 
     row = {"collective": "barrier", "op": "", "dtype": "", "size": 0, "layout": ""}
     path = tmp_path / "rank0.rows.jsonl"
@@ -191,7 +191,7 @@ def test_the_backend_is_found_by_its_capability_when_the_device_map_lacks_it(mon
     holds "x", "l" and "a", and only the capability table names the device."""
     import types
 
-    from torchport.runner.dist_rank import backend_for, check_collective_world
+    from torchport.runner.dist.rank import backend_for, check_collective_world
 
     monkeypatch.setitem(dist.Backend.backend_capability, "tpx_ccl", ["tpx"])
     adapter = types.SimpleNamespace(torch_type="tpx", collective_world=lambda: 1)
@@ -227,7 +227,7 @@ def test_training_parity_in_a_world_of_one(monkeypatch, tmp_path):
     """DDP's steps against the float64 process: equal; a reference trained differently (another
     learning rate) is caught."""
     from torchport.execution.dist_reference import train_history
-    from torchport.runner import dist_train
+    from torchport.runner.dist import train as dist_train
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     store = dist.FileStore(str(tmp_path / "store"), 1)
@@ -253,7 +253,7 @@ def test_a_slow_collective_is_timed_within_its_budget(monkeypatch, tmp_path):
     timed calls took the budget (a world of one: every rank decides alike)."""
     import time
 
-    from torchport.runner.dist_collectives import time_collective
+    from torchport.runner.dist.collectives import time_collective
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     store = dist.FileStore(str(tmp_path / "store"), 1)
@@ -281,7 +281,7 @@ def test_a_timed_round_holds_only_the_calls_and_averages_the_ranks(monkeypatch, 
     """Between its two clock reads a round makes the calls and one device synchronisation,
     nothing per call (as nccl-tests' timed block); the figure is the mean over the ranks
     (nccl-tests' default ``-a 1``), not the slowest rank's."""
-    from torchport.runner import dist_collectives as dc
+    from torchport.runner.dist import collectives as dc
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     store = dist.FileStore(str(tmp_path / "store"), 1)

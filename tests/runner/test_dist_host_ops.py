@@ -18,7 +18,7 @@ CHILD = """
 import json, warnings
 warnings.simplefilter("ignore")
 from torchport.devices import get_adapter
-from torchport.runner.dist_train import host_ops_note, observe_host_ops
+from torchport.runner.dist.train import host_ops_note, observe_host_ops
 adapter = get_adapter("simdev")
 adapter.prepare()
 got = observe_host_ops("mlp", 0, "simdev:0", adapter)
@@ -72,7 +72,7 @@ class _BrokenAdapter:
 
 
 def test_a_failing_observation_is_reported_as_such_without_raising():
-    from torchport.runner.dist_train import host_ops_note, observe_host_ops
+    from torchport.runner.dist.train import host_ops_note, observe_host_ops
 
     got = observe_host_ops("mlp", 0, "cpu", _BrokenAdapter())
     assert got == {"observation_failed": "InstrumentFailed: RuntimeError: tracking is broken"}
@@ -82,7 +82,7 @@ def test_a_failing_observation_is_reported_as_such_without_raising():
 
 
 def test_an_observation_past_its_budget_is_abandoned():
-    from torchport.runner.dist_train import observe_host_ops
+    from torchport.runner.dist.train import observe_host_ops
 
     start = time.monotonic()
     got = observe_host_ops("mlp", 0, "cpu", _BrokenAdapter(hang_s=30), budget_s=0.5)
@@ -91,7 +91,7 @@ def test_an_observation_past_its_budget_is_abandoned():
 
 
 def test_more_than_four_host_ops_are_counted_not_listed():
-    from torchport.runner.dist_train import host_ops_note
+    from torchport.runner.dist.train import host_ops_note
 
     rows = [{"op": f"aten.op{i}", "count": 1, "evidence_class": "b"} for i in range(6)]
     note = host_ops_note({"host_ops": rows})
@@ -100,7 +100,7 @@ def test_more_than_four_host_ops_are_counted_not_listed():
 
 
 def test_a_failure_inside_carries_the_observation():
-    from torchport.runner.dist_train import _cited
+    from torchport.runner.dist.train import _cited
 
     observe = lambda: {"host_ops": []}  # noqa: E731
     with pytest.raises(RuntimeError) as caught, _cited([], observe):

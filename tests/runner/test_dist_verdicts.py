@@ -20,10 +20,10 @@ from torchport.devices import get_adapter
 from torchport.devices.simdev_dist import FAULT_ENV
 from torchport.devices.simdev_dist import register as register_simccl
 from torchport.execution.child import owned_folder, remove_orphaned, remove_owned
-from torchport.runner.dist_collectives import Conformance
-from torchport.runner.dist_guard import NoCollectiveBackend, collective_backend, data_moves
-from torchport.runner.dist_ladder import DistLadder
-from torchport.runner.dist_launch import World
+from torchport.runner.dist.collectives import Conformance
+from torchport.runner.dist.guard import NoCollectiveBackend, collective_backend, data_moves
+from torchport.runner.dist.ladder import DistLadder
+from torchport.runner.dist.launch import World
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def test_a_held_rendezvous_port_is_a_timeout_and_never_a_pass():
 
 
 def test_the_launcher_is_quoted_by_its_error_not_its_backtrace():
-    from torchport.runner.dist_world import log_quote
+    from torchport.runner.dist.world import log_quote
 
     log = (
         "W1207 torch/distributed/run.py] Setting OMP_NUM_THREADS\n"
@@ -439,7 +439,7 @@ class _KeepsBufferOnHost(torch.nn.Module):
 
 
 def test_a_buffer_left_on_the_host_is_named():
-    from torchport.runner.dist_train import left_on_host, placement_note
+    from torchport.runner.dist.train import left_on_host, placement_note
 
     model = _KeepsBufferOnHost().to("meta")
     left = left_on_host(model, "meta")
@@ -451,7 +451,7 @@ def test_a_buffer_left_on_the_host_is_named():
 
 
 def test_a_strategy_failure_carries_the_placement_evidence(monkeypatch, tmp_path):
-    from torchport.runner import dist_train
+    from torchport.runner.dist import train as dist_train
 
     left = [{"name": "lm.rotary.inv_freq", "kind": "buffer", "device": "cpu", "bytes": 32}]
     monkeypatch.setattr(dist_train, "left_on_host", lambda model, device: left)

@@ -21,8 +21,8 @@ from tests.conftest import TORCHPORT
 from torchport.cases.dist import DistCase, DistSpec, planted_dist_cases
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.dist_ladder import DistLadder
-from torchport.runner.dist_launch import alive, descendants, free_port
+from torchport.runner.dist.ladder import DistLadder
+from torchport.runner.dist.launch import alive, descendants, free_port
 
 
 @pytest.fixture

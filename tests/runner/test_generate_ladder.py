@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from torchport.cases.hf import HFCase  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.generate_ladder import GenerateLadder  # noqa: E402
+from torchport.runner.ladders.generate import GenerateLadder  # noqa: E402
 
 
 def generate(model_type: str, mode: str) -> tuple[dict, list[str]]:

@@ -91,7 +91,7 @@ def _worker_of(proc: subprocess.Popen, limit_s: float = 60) -> psutil.Process:
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         for child in psutil.Process(proc.pid).children(recursive=True):
-            if "torchport.runner.worker" in " ".join(child.cmdline()):
+            if "torchport.runner.executors.worker" in " ".join(child.cmdline()):
                 return child
         time.sleep(0.2)
     raise AssertionError("no worker started")

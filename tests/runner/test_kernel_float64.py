@@ -23,7 +23,7 @@ CHILD = """
 import json
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.kernel_ladder import KernelLadder
+from torchport.runner.kernels.ladder import KernelLadder
 from tests.runner.test_kernel_ladder import tiny_case
 
 adapter = get_adapter("simdev")

@@ -15,7 +15,7 @@ from torchport.cases.kernels import KernelCase, Replacement, rms_norm_replacemen
 from torchport.config import RunConfig
 from torchport.devices.cpu import CPUAdapter
 from torchport.records.result import Result
-from torchport.runner.kernel_ladder import KernelLadder
+from torchport.runner.kernels.ladder import KernelLadder
 
 
 class TinyRMSNorm(torch.nn.Module):
@@ -157,7 +157,7 @@ def test_a_replacement_with_no_target_in_the_model_is_a_build_failure():
 
 
 def test_samples_cover_layouts_and_dtypes():
-    from torchport.runner import kernel_variants
+    from torchport.runner.kernels import variants as kernel_variants
 
     x = torch.randn(2, 3, 16)
     found = kernel_variants.from_module_input(x)
@@ -173,7 +173,7 @@ def test_samples_cover_layouts_and_dtypes():
 
 
 def test_keyword_inputs_get_every_layout_and_keep_their_values():
-    from torchport.runner import kernel_variants
+    from torchport.runner.kernels import variants as kernel_variants
 
     h, cos = torch.randn(2, 5, 8), torch.randn(2, 5, 4)
     found = kernel_variants.variants((), {"hidden_states": h, "cos": cos, "flag": 3}, sizes=False)
@@ -344,7 +344,7 @@ def test_the_gpu_checks_triton_kernel_does_not_run_where_triton_cannot_and_says_
 
 
 def test_a_speed_verdict_needs_a_gap_beyond_noise_and_a_minimum_size():
-    from torchport.runner.speed_verdict import gap_unclear
+    from torchport.runner.kernels.speed_verdict import gap_unclear
 
     quiet = {"original": _side(100, 98, 102, ()), "replacement": _side(99, 97, 101, ())}
     timing = {"step": quiet, "step_paired": {"p10": 0.97, "p90": 1.04}}

@@ -1,5 +1,5 @@
-"""Replacements judged against the float64 truth (runner/kernel_truth.py), on variants of the
-inputs the model gives (runner/kernel_variants.py), positional and keyword: no model, no
+"""Replacements judged against the float64 truth (runner/kernels/truth.py), on variants of the
+inputs the model gives (runner/kernels/variants.py), positional and keyword: no model, no
 ladder, a second or two each. The same through the CLI from a user's folder is in
 tests/runner/test_kernel_user.py."""
 
@@ -12,8 +12,9 @@ import hypothesis.strategies as st
 import pytest
 import torch
 
-from torchport.runner import kernel_truth, kernel_variants
-from torchport.runner.kernel_ladder import KernelLadder
+from torchport.runner.kernels import truth as kernel_truth
+from torchport.runner.kernels import variants as kernel_variants
+from torchport.runner.kernels.ladder import KernelLadder
 
 
 class Norm(torch.nn.Module):

@@ -8,7 +8,7 @@ from torchport.cases.base import FunctionCase, Workload  # noqa: E402
 from torchport.cases.smoke import smoke_suite  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 def run_ladder(case, mode, **config):

@@ -1,4 +1,4 @@
-"""runner/ladders.py: one table chooses the ladder; each is built on the one stage runner."""
+"""runner/ladders/table.py: one table chooses the ladder; each is built on the one stage runner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 import pytest
 
 from torchport.config import RunConfig
-from torchport.runner import ladders
+from torchport.runner.ladders import table as ladders
 from torchport.runner.stages import Stage, StageRunner
 
 
@@ -44,8 +44,8 @@ def test_a_task_carries_only_what_differs_from_the_runs_config():
     deadline follows a changed timeout."""
     import json
 
-    from torchport.runner.executor import Deadline
-    from torchport.runner.local import WATCHDOG_MARGIN_S, WorkerProcess
+    from torchport.runner.executors.local import WATCHDOG_MARGIN_S, WorkerProcess
+    from torchport.runner.executors.protocol import Deadline
     from torchport.runner.plan import Task
 
     sent: list[dict] = []

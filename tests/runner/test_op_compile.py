@@ -1,4 +1,4 @@
-"""--depth 5 (runner/op_ladder.py ``_compiled``): each case's op also through torch.compile
+"""--depth 5 (runner/ops/ladder.py ``_compiled``): each case's op also through torch.compile
 with the device's default backend, judged against the CPU; a compile that raises is the
 case's compile_fail, never a tool crash."""
 
@@ -11,7 +11,7 @@ from torchport.cases.ops import ops_suite
 from torchport.cases.ops_reasons import DEPTHS
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.op_ladder import COMPILE_SAMPLES, OpLadder
+from torchport.runner.ops.ladder import COMPILE_SAMPLES, OpLadder
 
 
 def run_cpu(case_id: str, backend: str | None, depth: int = 5) -> dict:

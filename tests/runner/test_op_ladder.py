@@ -15,7 +15,7 @@ from torchport.cases.ops import AUDIT_CASE, SKIP_REASONS, AuditCase, OpCase, Sch
 from torchport.cases.registry import select
 from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.op_ladder import OpLadder
+from torchport.runner.ops.ladder import OpLadder
 
 CASES = (
     "ops/add/float32",
@@ -145,7 +145,7 @@ def test_opinfo_decorations_give_skips_and_tolerances():
 def test_verdict_names_an_error_that_came_after_more_mismatches_than_are_kept():
     """Errors counted while the failures kept are all mismatches: the verdict never crashes
     (it used to raise StopIteration) and names the error."""
-    from torchport.runner import op_ladder
+    from torchport.runner.ops import ladder as op_ladder
 
     adapter = get_adapter("cpu")
     config = RunConfig(suite="ops", device="cpu", modes=("eager",))

@@ -1,4 +1,4 @@
-"""Schema-made samples (cases/ops_schema.py) and the schema ladder (runner/op_schema.py): any
+"""Schema-made samples (cases/ops_schema.py) and the schema ladder (runner/ops/schema.py): any
 registered overload gets a sample or a reason, never a crash; the CPU probe survives a CPU
 kernel's crash; on the CPU against itself every judged overload passes; the coverage audit
 credits what a case judged on the device (variants' out=/in-place calls and backward passes
@@ -23,9 +23,9 @@ from torchport.cases.ops import SchemaCase, ops_suite
 from torchport.cases.ops_reasons import REASON_KIND, SKIP_REASONS
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner import op_schema
-from torchport.runner.op_ladder import OpLadder
-from torchport.runner.op_schema import SchemaLadder
+from torchport.runner.ops import schema as op_schema
+from torchport.runner.ops.ladder import OpLadder
+from torchport.runner.ops.schema import SchemaLadder
 from torchport.views import op_coverage
 
 
@@ -169,7 +169,7 @@ from torchport.cases import ops_schema
 from torchport.cases.ops import SchemaCase
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.op_schema import SchemaLadder
+from torchport.runner.ops.schema import SchemaLadder
 
 adapter = get_adapter("simdev")
 adapter.prepare()

@@ -1,5 +1,5 @@
-"""The variants OpInfo leaves out (--depth 3/4, runner/op_variants.py) and the ops suite's
-placement (runner/op_ladder.py): on the CPU against itself in process; on simdev in a child
+"""The variants OpInfo leaves out (--depth 3/4, runner/ops/variants.py) and the ops suite's
+placement (runner/ops/ladder.py): on the CPU against itself in process; on simdev in a child
 (PrivateUse1 is named once per process) with its planted bugs (devices/simdev_bugs.py), each
 found and named; placement graded from a replay, checked against simdev's own fallback
 counter."""
@@ -21,8 +21,8 @@ from torchport.cases.ops import ops_suite
 from torchport.cases.ops_reasons import VARIANT_KINDS
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner import op_variants
-from torchport.runner.op_ladder import OpLadder
+from torchport.runner.ops import variants as op_variants
+from torchport.runner.ops.ladder import OpLadder
 
 
 def run_cpu(case_id: str, depth: int = 4) -> dict:
@@ -91,9 +91,9 @@ import torch
 from torchport.cases.ops import ops_suite
 from torchport.config import RunConfig
 from torchport.devices import get_adapter, simdev_backend as sb
-from torchport.runner.op_ladder import OpLadder
+from torchport.runner.ops.ladder import OpLadder
 from torchport.cases import opinfo
-from torchport.runner import op_samples as ops
+from torchport.runner.ops import samples as ops
 
 adapter = get_adapter("simdev")
 adapter.prepare()
@@ -233,8 +233,8 @@ def test_complex_samples_are_not_replayed():
     """A profiled replay over complex tensors killed simdev's worker: the guess stands, said."""
     from torch.testing._internal.opinfo.core import SampleInput
 
-    from torchport.runner import op_ladder
-    from torchport.runner.op_samples import Side
+    from torchport.runner.ops import ladder as op_ladder
+    from torchport.runner.ops.samples import Side
 
     real = SampleInput(torch.ones(2))
     assert not op_ladder._complex(real, Side(live={"out": torch.ones(2)}))
@@ -247,7 +247,7 @@ def test_complex_samples_are_not_replayed():
 )
 def test_mixing_devices_must_raise_only_where_the_meta_device_refuses_it(case_id, expected):
     from torchport.cases import opinfo
-    from torchport.runner import op_samples as ops
+    from torchport.runner.ops import samples as ops
 
     case = {c.id: c for c in ops_suite()}[case_id]
     op = case.opinfo()

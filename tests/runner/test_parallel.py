@@ -141,7 +141,7 @@ def _workers_of(proc: subprocess.Popen) -> list[psutil.Process]:
     found = []
     for child in psutil.Process(proc.pid).children(recursive=True):
         try:
-            if "torchport.runner.worker" in child.cmdline():
+            if "torchport.runner.executors.worker" in child.cmdline():
                 found.append(child)
         except psutil.Error:  # ended (or a zombie) between listing and reading
             pass

@@ -11,7 +11,7 @@ from torch import nn  # noqa: E402
 from torchport.cases.base import FunctionCase, Workload  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 from torchport.views.matrix import step_notes  # noqa: E402
 
 

@@ -24,7 +24,7 @@ import ray  # the [ray] extra is part of the test install: missing, these tests 
 
 from tests.conftest import TORCHPORT, torchport
 from tests.kb import recorded_results
-from torchport.records import open_store
+from torchport.kb import open_store
 
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
@@ -144,7 +144,7 @@ def test_faults_through_ray_are_results_traces_come_back_each_node_has_its_envir
         share = result["findings"]["worker_share"]
         assert share["ray_node_id"] and share["threads"] == 1
         assert share["env"]["OMP_NUM_THREADS"] == "1"
-        environment = store.environment(result["findings"]["environment_id"])
+        environment = store._environment(result["findings"]["environment_id"])
         assert environment["host"] and environment["torch"]
 
 
@@ -172,7 +172,7 @@ def _node_workers(head_pid: int) -> list[psutil.Process]:
     found = []
     for proc in psutil.Process(head_pid).children(recursive=True):
         try:
-            if "torchport.runner.worker" in proc.cmdline():
+            if "torchport.runner.executors.worker" in proc.cmdline():
                 found.append(proc)
         except psutil.Error:  # ended between listing and reading
             pass
@@ -207,8 +207,8 @@ def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive and not _node_workers(head_pid)
     store = open_store(str(db), write=False)
-    run = store.get_run(store.latest_run_id())
-    before = store.done_items(run["id"])
+    run = store.get_run(store.runs(latest=True)[0]["id"])
+    before = store.results(run_id=run["id"], keys=True)
     assert run["state"] == "interrupted" and ("planted/hang", "eager") not in before
     resumed = torchport(
         "run", "--resume", run["id"], "--db", db, "--json", cwd=tmp_path, env=NO_AUTH
@@ -233,7 +233,7 @@ def connected(ray_address, monkeypatch):
 
 def _executor(**overrides):
     from torchport.config import RunConfig
-    from torchport.runner.ray_executor import RayExecutor
+    from torchport.runner.executors.ray_executor import RayExecutor
 
     config = RunConfig(
         **{
@@ -271,7 +271,7 @@ def _worker_of(actor_pid, limit_s=60):
     while time.monotonic() < deadline:
         for child in psutil.Process(actor_pid).children(recursive=True):
             try:
-                if "torchport.runner.worker" in child.cmdline():
+                if "torchport.runner.executors.worker" in child.cmdline():
                     return child
             except psutil.Error:  # ended between listing and reading
                 pass
@@ -339,9 +339,9 @@ def test_a_lost_actor_is_retried_then_recorded_with_each_loss(connected):
 
 def test_an_actor_ray_cannot_place_ends_the_run_with_the_reason(connected):
     from torchport.config import RunConfig
-    from torchport.runner.executor import ExecutorBroken
+    from torchport.runner.executors.protocol import ExecutorBroken
+    from torchport.runner.executors.ray_executor import RayExecutor
     from torchport.runner.plan import expand
-    from torchport.runner.ray_executor import RayExecutor
 
     config = RunConfig(
         suite="planted",

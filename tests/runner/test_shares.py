@@ -4,7 +4,7 @@ import pytest
 
 from torchport.config import ConfigError, RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.shares import worker_device, worker_shares
+from torchport.runner.executors.shares import worker_device, worker_shares
 
 
 class FakeGPUs:
@@ -74,7 +74,7 @@ def test_config_validates_the_executor_fields(kwargs, message):
 
 
 def test_ray_asks_for_its_own_resource_or_a_custom_one():
-    from torchport.runner.ray_executor import resource_request
+    from torchport.runner.executors.ray_executor import resource_request
 
     cluster = {"CPU": 16.0, "GPU": 4.0, "device:simdev": 2.0}
     options, threads = resource_request(FakeGPUs(4).adapter, jobs=4, cluster=cluster, node_cpus=8)

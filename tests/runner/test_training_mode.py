@@ -11,7 +11,7 @@ from tests.probes.test_placement import run_child  # noqa: E402
 from torchport.cases.registry import find_case  # noqa: E402
 from torchport.config import RunConfig  # noqa: E402
 from torchport.devices.cpu import CPUAdapter  # noqa: E402
-from torchport.runner.ladder import Ladder  # noqa: E402
+from torchport.runner.ladders.model import Ladder  # noqa: E402
 
 
 def ladder(suite, case, mode):
@@ -72,7 +72,7 @@ warnings.simplefilter("ignore")
 from torchport.cases.registry import find_case
 from torchport.config import RunConfig
 from torchport.devices import get_adapter
-from torchport.runner.ladder import Ladder
+from torchport.runner.ladders.model import Ladder
 adapter = get_adapter("simdev")
 adapter.prepare()
 config = RunConfig(device="simdev", probes=("placement",))

@@ -1,6 +1,6 @@
 """Workers do not outlive their resources: a worker reports what it holds after each task
 (memory maps, resident set) and the executor replaces it before the next task once it is past
-a watermark, saying so in the result (runner/local.py)."""
+a watermark, saying so in the result (runner/executors/local.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import torchport
-from torchport.runner import local
-from torchport.runner.worker import resources
+from torchport.runner.executors import local
+from torchport.runner.executors.worker import resources
 
 LIMITS = {"maps": 1000, "rss_bytes": 10**9}
 

@@ -146,11 +146,11 @@ def test_a_bad_baseline_file_names_the_fix(tmp_path, text, needle):
 
 
 def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, monkeypatch):
-    """``baseline save`` and ``gate`` read the store's plain rows (``iter_statuses``, from the
+    """``baseline save`` and ``gate`` read the store's plain rows (``store.statuses``, from the
     outcomes index): the same expected file and the same report as from the whole results,
     on SQLite and PostgreSQL; the same report again when a forked child checks the later
-    part of the cases (records/forked.py)."""
-    from torchport.records import forked, open_store
+    part of the cases (kb/forked.py)."""
+    from torchport.kb import forked, open_store
     from torchport.views.baseline import baseline_of_rows, baseline_texts, gate_rows, gate_run
 
     base = [*BASE, _r("a", median=4.0, mode="compile"), _r("z", "pass", "run", median=0.0)]
@@ -171,27 +171,27 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
     with open_store(kb_url, write=False) as store:
         run = store.get_run("base", plan=False)
         for perf, tolerance in ((True, None), (False, None), (True, 0.05)):
-            want = make_baseline(run, store.iter_results(run_id="base"), perf=perf)
+            want = make_baseline(run, store.results(run_id="base", stream=True), perf=perf)
             want["perf_tolerance"] = tolerance
             got = baseline_of_rows(
-                run, store.iter_statuses("base"), perf=perf, perf_tolerance=tolerance
+                run, store._statuses_rows("base"), perf=perf, perf_tolerance=tolerance
             )
             assert got == want and list(got["entries"]) == list(want["entries"])
             nxt = store.get_run("next")
-            report = gate_rows(got, nxt, store.iter_statuses("next"))
-            assert report == gate(got, nxt, store.iter_results(run_id="next", order="case"))
+            report = gate_rows(got, nxt, store._statuses_rows("next"))
+            assert report == gate(got, nxt, store.results(run_id="next", order="case", stream=True))
         monkeypatch.setattr(forked, "available", lambda: True)
         monkeypatch.setattr(forked, "cores", lambda: 2)
         store.pairs_per_part = 3  # two parts of the run's cases
-        assert len(store.case_parts("next", 2)) == 2
+        assert len(store._case_parts("next", 2)) == 2
         started = []
         child = forked.Child
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         assert gate_run(store, got, nxt) == report and started == [1]
         # the file baseline save writes, made in two parts as well: the same entries, in order
-        whole = baseline_of_rows(run, store.iter_statuses("base"))
+        whole = baseline_of_rows(run, store._statuses_rows("base"))
         head, texts, timed = baseline_texts(store, run)
-        assert started == [1, 1] and len(store.case_parts("base", 2)) == 2
+        assert started == [1, 1] and len(store._case_parts("base", 2)) == 2
         assert {**head, "entries": {k: json.loads(t) for k, t in texts}} == whole
         assert [k for k, _ in texts] == list(whole["entries"])
         assert timed == sum("perf_median_ms" in e for e in whole["entries"].values())

@@ -4,7 +4,7 @@ the host, loss curves, one op across runs; and the store's counts per run behind
 import pytest
 
 from tests import kb
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.base import Fraction, Outcome, Span
 from torchport.views.case_history import (
     exact_glob,
@@ -32,7 +32,7 @@ def test_exact_glob_matches_only_the_case(tmp_path):
     with open_store(path, write=False) as store:
         found = store.results(case_glob=exact_glob("hf/odd[1]*?"))
         assert [r["case"] for r in found] == ["hf/odd[1]*?"]
-        assert store.count_results(case_glob=exact_glob("smoke/mlp")) == 2
+        assert store.results(case_glob=exact_glob("smoke/mlp"), count=True) == 2
 
 
 def test_history_rows_carry_run_device_labels_and_figures():
@@ -145,13 +145,13 @@ def test_op_views_and_counts_per_run(tmp_path):
     path = kb.build(tmp_path / "kb.db")
     kb.build(path, run_id="r2", labels={"release": "b"})
     with open_store(path, write=False) as store:
-        by_run = store.count_results_by_run(fallback_op="aten.cumsum")
+        by_run = store.results(fallback_op="aten.cumsum", by_run=True)
         assert by_run == {"r1": 1, "r2": 1}
-        assert store.count_results_by_run(status="skip") == {"r1": 2, "r2": 2}
-        assert store.count_results_by_run(case_glob="hf/[!l]*") == {"r1": 4, "r2": 4}
+        assert store.results(status="skip", by_run=True) == {"r1": 2, "r2": 2}
+        assert store.results(case_glob="hf/[!l]*", by_run=True) == {"r1": 4, "r2": 4}
         # fnmatch's [^g] is the set {^, g}: counted in Python past the SQL superset
-        assert store.count_results_by_run(case_glob="hf/[^g]*") == {"r1": 2, "r2": 2}
-        runs = store.list_runs()
+        assert store.results(case_glob="hf/[^g]*", by_run=True) == {"r1": 2, "r2": 2}
+        runs = store.runs()
         view = op_runs_view("aten.cumsum", [(r, by_run.get(r["id"], 0)) for r in runs])
         assert {r["run"]: r["results"] for r in view.records()} == {
             "r1": Fraction(1, 8),

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests import kb
-from torchport.views.compare import compare
+from tests.compare_oracle import compare
 from torchport.views.compare_tables import comparison_views
 from torchport.views.noise import judge
 
@@ -221,7 +221,7 @@ def _no_connection_left_over(store) -> bool:
 
 def pg_store_module():
     try:
-        from torchport.records import pg_store
+        from torchport.kb import pg_store
     except ImportError:  # no PostgreSQL driver: a SQLite store keeps no spare
         return None
     return pg_store
@@ -230,13 +230,13 @@ def pg_store_module():
 def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, monkeypatch):
     """compare_runs lets the database return a superset of the pairs that may have changed;
     on random runs its answer equals walking both runs pair by pair in Python, also when a
-    forked child shows the later part of the pairs (records/forked.py). With a limit, the
+    forked child shows the later part of the pairs (kb/forked.py). With a limit, the
     database decides every list itself and reads out only each list's first pairs: the
     tables shown are the same as from the whole comparison, on SQLite and PostgreSQL."""
     import random
 
-    from torchport.records import forked, open_store
-    from torchport.views.compare import LINES, LIST_READS, compare_runs
+    from torchport.kb import forked, open_store
+    from torchport.views.compare import LIST_READS, compare_runs
     from torchport.views.compare_tables import list_length, list_view
 
     rng = random.Random(3)
@@ -275,22 +275,25 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         joined = compare_runs(store, "A", "B").to_dict()
         a, b = store.get_run("A"), store.get_run("B")
         walked = compare(
-            a, store.iter_outcomes("A"), b, store.iter_outcomes("B"), env_a={}, env_b={}
+            a,
+            store.statuses("A", outcomes=True),
+            b,
+            store.statuses("B", outcomes=True),
+            env_a={},
+            env_b={},
         ).to_dict()
     assert joined["perf"] and joined["newly_failing"] and joined["placement"]
     assert {"within noise", "not judged"} <= set(joined["perf_verdicts"]) and joined["only_a"]
     assert joined == walked
     child = forked.Child
     with open_store(path, write=False) as store:  # most pairs never left the database
-        first = store.compare_pairs("A", "B", **LINES)
-        shown = sum(1 for _ in first["pairs"])
-        first["tally"]()
+        shown = sum(len(part) for part in store.compare("A", "B")["parts"])
         whole = compare_runs(store, "A", "B")
         # counted (and read ahead) apart, then closed or kept spare (PostgreSQL): none left over
         assert _no_connection_left_over(store)
         paged = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         store.compare_parts, store.pairs_per_part = 3, 50  # as two runs of 100 000 results
-        assert len(store._case_ranges("A", store.count_results(run_id="A"))) == 3
+        assert len(store._case_ranges("A", store.results(run_id="A", count=True))) == 3
         in_parts = {n: compare_runs(store, "A", "B", limit=n) for n in (1, 3, 10_000)}
         assert _no_connection_left_over(store)  # each part's connection closed or spare
         # every pair: the later part shown by a forked child, its lists after this one's
@@ -299,7 +302,7 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         started = []
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         in_children = compare_runs(store, "A", "B").to_dict()
-        assert started == [1] and len(store.case_parts("A", 2)) == 2
+        assert started == [1] and len(store._case_parts("A", 2)) == 2
         one_list = {  # a list's own page: rows 3-4, only that list read out
             name: compare_runs(store, "A", "B", limit=4, rows=name) for name in LIST_READS
         }
@@ -351,7 +354,7 @@ def test_host_op_changes_rank_by_evidence_class_from_the_store(kb_url):
     """The host-op class is stored beside the ops (host_ops column): compare ranks a
     dispatcher fallback (class a) before a warned one (class b) that more cases gained, on
     SQLite and PostgreSQL; the table names the class."""
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.views.compare import compare_runs
     from torchport.views.compare_tables import host_ops_view
 
@@ -404,7 +407,8 @@ def _declare(monkeypatch, rule) -> None:
         "PARITY_FIGURES": figures.PARITY_FIGURES + (rule.figure,),
     }
     old = {name: getattr(figures, name) for name in made}
-    for module in [m for n, m in sys.modules.items() if n.startswith("torchport.")]:
+    oracle = ("torchport.", "tests.compare_oracle")
+    for module in [m for n, m in sys.modules.items() if n.startswith(oracle)]:
         for attr, value in list(vars(module).items()):
             for name, was in old.items():
                 # (OUTCOME_FIGURES is KEY_FIGURES itself while every figure has a column)
@@ -423,7 +427,7 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
     pages."""
     import math
 
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.records.figures import PARITY_LINE, FigureRule
     from torchport.views.compare import compare_runs
 
@@ -453,7 +457,9 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
         joined = compare_runs(store, "A", "B").to_dict()
         paged = compare_runs(store, "A", "B", limit=1)
         a, b = store.get_run("A"), store.get_run("B")
-        walked = compare(a, store.iter_outcomes("A"), b, store.iter_outcomes("B")).to_dict()
+        walked = compare(
+            a, store.statuses("A", outcomes=True), b, store.statuses("B", outcomes=True)
+        ).to_dict()
         whole = compare(a, store.results(run_id="A"), b, store.results(run_id="B")).to_dict()
     listed = [(p["case"], p["metric"]) for p in joined["parity"]]
     assert listed == [(c, rule.figure) for c in ("c1", "c4", "c5")]

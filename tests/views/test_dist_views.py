@@ -123,7 +123,7 @@ def test_compare_lists_dist_status_bandwidth_and_training_changes():
 
 
 def test_compare_runs_reads_the_dist_results_from_the_store(kb_url):
-    from torchport.records import open_store
+    from torchport.kb import open_store
     from torchport.views.compare import compare_runs
     from torchport.views.compare_tables import comparison_views
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import kb
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.compare import compare_runs
 from torchport.views.compare_placement import ALL_ON_HOST
 from torchport.views.headline import (
@@ -92,7 +92,7 @@ def test_headline_of_a_clean_run_is_all_good():
 def test_listing_leaves_medians_of_a_large_run_to_its_page(two_runs, monkeypatch):
     monkeypatch.setattr("torchport.views.headline.FIGURES_UP_TO", 4)
     with open_store(two_runs, write=False) as store:
-        heads = run_headlines(store, store.list_runs())
+        heads = run_headlines(store, store.runs())
     assert set(heads) == {"cpu-run", "dev-run"}
     assert not heads["dev-run"].figures_read
     assert "speedup: on the run's page" in heads["dev-run"].text()
@@ -159,7 +159,7 @@ def test_compare_of_two_graded_runs_names_ops_added_and_gone(tmp_path):
 
 def test_search_finds_host_ops_by_short_name_and_runs_by_label(two_runs):
     with open_store(two_runs, write=False) as store:
-        runs = {r["id"]: r for r in store.list_runs()}
+        runs = {r["id"]: r for r in store.runs()}
         views = host_op_hits(store, "cumsum", runs, 10)
         assert views["host_op_runs"].rows[0][0] == "dev-run"
         assert views["host_op_results"].rows[0][:3] == ["smoke/mlp", "compile", "dev-run"]
@@ -173,7 +173,7 @@ def test_search_finds_host_ops_by_short_name_and_runs_by_label(two_runs):
 def test_medians_are_ranked_in_the_database(kb_url):
     """Even counts average the two middle values; a case timed in one mode or failed in one
     is left out of the speedup; nothing timed gives None with a count of 0. On each engine
-    (PostgreSQL's by percentile_disc, pg_queries._pg_median)."""
+    (PostgreSQL's by percentile_disc, records/dialect.py Dialect.median)."""
 
     def result(case: str, mode: str, step: float, status: str = "pass", cold=None) -> dict:
         metrics = {"perf_median_ms": step}
@@ -196,19 +196,19 @@ def test_medians_are_ranked_in_the_database(kb_url):
     kb.build(path, run_id="empty", results_=[])
     kb.build(path, run_id="odd", results_=rows[:6])  # cold 10, 20, 30; speedups 1, 2, 4
     with open_store(path, write=False) as store:
-        assert store.headline_figures("odd") == {
+        assert store.headline("odd", figures=True) == {
             "compile_wait_s": 20.0,
             "compiled": 3,
             "speedup": 2.0,
             "timed_pairs": 3,
         }
-        assert store.headline_figures("r1") == {
+        assert store.headline("r1", figures=True) == {
             "compile_wait_s": 25.0,  # 10, 20, 30, 40
             "compiled": 4,
             "speedup": 2.0,  # 1, 2, 4
             "timed_pairs": 3,
         }
-        assert store.headline_figures("empty") == {
+        assert store.headline("empty", figures=True) == {
             "compile_wait_s": None,
             "compiled": 0,
             "speedup": None,

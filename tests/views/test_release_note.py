@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests import kb
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.release_note import compile_wait, release_note
 
 CASES = ("smoke/mlp", "smoke/convnet", "hf/llama", "hf/gpt2")

@@ -1,7 +1,7 @@
 """Suite ``dist``: does the device's distributed interface work, across N ranks.
 
 A dist case is not a model the single-process ladder steps: it runs as a world of N ranks in one
-supervised task (``runner/dist_ladder.py``), and the case says what each rank does:
+supervised task (``runner/dist/ladder.py``), and the case says what each rank does:
 
 collectives  every collective × reduce op × dtype × size against the CPU float64 value
 bandwidth    algorithm and bus bandwidth of the collectives per size (nccl-tests' bus factors)
@@ -43,7 +43,7 @@ class DistSpec:
     steps: int = 3
     fault: str | None = None  # a simccl planted fault (devices/simdev_dist.py)
     backend: str | None = None  # forces the collective backend (planted faults: simccl)
-    # each checked collective's own deadline (None: runner/dist_guard.py's default, from the
+    # each checked collective's own deadline (None: runner/dist/guard.py's default, from the
     # world's deadline); a planted hang keeps it short
     collective_deadline_s: float | None = None
 

@@ -1,7 +1,7 @@
 """The models, global batch and loss that the dist suite's ``train`` cases train.
 
 Pure definitions shared by the two sides of a training-parity check: the ranks
-(``runner/dist_train.py``, which shards them under a strategy) and the float64 reference of one
+(``runner/dist/train.py``, which shards them under a strategy) and the float64 reference of one
 process on the global batch (``execution/dist_reference.py``, run in a clean child). Both build
 a model with ``torch.manual_seed(seed); MODELS[name]()``, so both start from the same weights.
 """

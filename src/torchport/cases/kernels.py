@@ -4,7 +4,7 @@ A ``Replacement`` names what it replaces (a module class, found by name in the m
 make the replacement from one instance of it (same parameter names, so every gradient can be
 compared by name). When it is a custom op, ``op`` and ``op_samples`` let the ladder check its
 registration (``torch.library.opcheck``) and its gradients (``torch.autograd.gradcheck``).
-``runner/kernel_ladder.py`` runs the checks, the OpInfo-like sample comparison, the whole-model
+``runner/kernels/ladder.py`` runs the checks, the OpInfo-like sample comparison, the whole-model
 A/B (the reference runs the ORIGINAL module, never the replacement) and the timings.
 
 To add one: a function returning a ``Replacement``; in a workload folder, mark it with

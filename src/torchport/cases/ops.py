@@ -6,7 +6,7 @@ op does not support is a skip with that reason, as upstream test matrices count 
 integer and bool dtypes the op supports on the CPU. Complex dtypes are not in the matrix.
 
 A case runs all of its op's sample inputs in one task (forward, and backward where OpInfo says
-the op supports autograd at that dtype): the op ladder (``runner/op_ladder.py``) does the work;
+the op supports autograd at that dtype): the op ladder (``runner/ops/ladder.py``) does the work;
 the case only says which op and dtype. It runs in eager mode only.
 
 Needs the ``ops`` extra (``expecttest``, which OpInfo's module imports); op_db is imported when
@@ -66,7 +66,7 @@ class OpCase(Case):
 
 class AuditCase(Case):
     """The coverage audit's denominator: the dispatcher's registry for the device's key, read
-    in the worker (``runner/op_audit.py``); no op runs."""
+    in the worker (``runner/ops/audit.py``); no op runs."""
 
     id = AUDIT_CASE
     version = 1
@@ -77,7 +77,7 @@ class AuditCase(Case):
 
 class SchemaCase(Case):
     """Every callable overload of one ATen packet, with inputs made from its schema
-    (``cases/ops_schema.py``), on the device against the CPU; run by ``runner/op_schema.py``.
+    (``cases/ops_schema.py``), on the device against the CPU; run by ``runner/ops/schema.py``.
     The overloads no OpInfo reaches (out=, in-place, ``_foreach_*``, backward ops) are the
     reason it exists; it runs the others too (docs/suites/ops.md)."""
 

@@ -84,7 +84,7 @@ COVERAGE_STATES = {
 }
 
 # --depth 3 (and 4: error_input): the call forms OpInfo's samples leave out, each judged
-# against the CPU (runner/op_variants.py).
+# against the CPU (runner/ops/variants.py).
 VARIANT_KINDS = {
     "inplace": "the in-place form (x.op_(...)): the input holds the result and is returned",
     "out": "the out= form: the result in the given tensor, which is returned",

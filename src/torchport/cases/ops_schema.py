@@ -1,6 +1,6 @@
 """Samples made from an ATen overload's schema, for the overloads no OpInfo reaches.
 
-The ``ops`` suite's ``schema/<packet>`` cases (``runner/op_schema.py``) call each registered
+The ``ops`` suite's ``schema/<packet>`` cases (``runner/ops/schema.py``) call each registered
 overload of one ATen packet (``aten::add`` -> ``add.Tensor``, ``add.out``, ``add_.Tensor``...)
 with inputs made from its schema by a fixed list of argument rules (``ARG_RULES``), on the
 device and on the CPU, and judge the device against the CPU (docs/suites/ops.md). A sample

@@ -1,5 +1,5 @@
 """Planted device bugs for simdev, the kinds a conformance suite must find (the ops suite's
-variants, ``runner/op_variants.py``; its placement, ``runner/op_ladder.py``). Off unless
+variants, ``runner/ops/variants.py``; its placement, ``runner/ops/ladder.py``). Off unless
 ``TORCHPORT_SIMDEV_BUGS`` names them (comma list of ``BUG_KINDS``, or ``all``), read at
 ``simdev_backend.install``: simdev's normal behaviour is unchanged.
 

@@ -383,7 +383,7 @@ def evaluate(
 
             def on_plan(tasks, part_labels=part_labels, written=written):
                 if not written:  # the group's first run holds the plan
-                    first = store.find_runs(labels=part_labels, complete=False)[0]
+                    first = [r["id"] for r in store.runs(labels=part_labels, complete=False)][0]
                     store.add_note(first, plan.note_text(), author=PLAN_AUTHOR)
 
             if run is not None:

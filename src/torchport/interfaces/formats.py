@@ -11,6 +11,7 @@ import math
 import unicodedata
 from typing import Any
 
+from torchport.records.status import NOT_FAILURES
 from torchport.views.base import (
     Annotated,
     Breaks,
@@ -104,7 +105,7 @@ def number(value: float, kind: str) -> str:
 
 
 def outcome_metric(o: Outcome) -> str:
-    if o.status not in ("pass", "skip") and o.error:  # a failure says why before how fast
+    if o.status not in NOT_FAILURES and o.error:  # a failure says why before how fast
         return safe(brief_error(o.error))
     if o.step_ms is not None:
         return f"{number(o.step_ms, 'ms')} ms/step"
@@ -117,7 +118,7 @@ def outcome_cell(o: Outcome) -> str:
     status = safe(o.status)
     if o.grade and o.grade != "on_device":
         status += f" [{safe(o.grade)}]"
-    if o.stage and o.status not in ("pass", "skip"):
+    if o.stage and o.status not in NOT_FAILURES:
         status += f" @{safe(o.stage)}"
     metric = outcome_metric(o)
     return f"{status} ({metric})" if metric else status

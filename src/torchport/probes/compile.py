@@ -35,6 +35,7 @@ from torchport.instruments.compile_metrics import (
 )
 from torchport.instruments.compile_run import Child, ChildOutcome
 from torchport.probes.base import Probe, ProbeReport, Subject
+from torchport.records.status import COMPILE_STOPS
 from torchport.timing import clock
 
 # Seconds kept back from the case deadline so the worker can still report after a child.
@@ -226,7 +227,7 @@ def build_report(found: dict[str, dict], backend: str, config) -> ProbeReport:
         report.error = {**error, "probe": "compile"}
         # A compile that ran past the limit, or failed, in a fresh process is the case's
         # outcome too; other child failures stay probe errors.
-        if f["status"] in ("compile_timeout", "compile_fail"):
+        if f["status"] in COMPILE_STOPS:
             report.status, report.stage = f["status"], "compile"
     return report
 

@@ -1,16 +1,9 @@
-"""The knowledge base. Never imports torch: evidence can be browsed on any laptop.
-
-``open_store(url, write=...)`` is the one entry point; callers see the ``Store`` protocol only,
-so another engine (PostgreSQL) can be added behind a URL scheme without changing them.
+"""The values and rules of the evidence: a result and its validation (``result``), the closed
+set of statuses, stages and grades (``status``), the figures and the rules a comparison decides
+by (``figures``), error signatures, case globs, the words a report repeats and an export line's
+text. Storage and reads are the knowledge base's (``torchport.kb``), a layer above. Never
+imports torch.
 """
 
-from torchport.records.base import (  # noqa: F401
-    DuplicateResult,
-    RunInProgress,
-    Store,
-    StoreError,
-    default_db_path,
-)
 from torchport.records.result import MalformedResult  # noqa: F401
 from torchport.records.status import STATUSES as RESULT_STATUSES  # noqa: F401
-from torchport.records.store import open_store  # noqa: F401

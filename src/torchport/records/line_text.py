@@ -1,10 +1,10 @@
-"""An export file's result line (records/exchange.py ``result_line``, as JSON text) put
+"""An export file's result line (kb/exchange.py ``result_line``, as JSON text) put
 together from a result row's stored texts, with no parse and encode per result: the JSON
 columns are spliced in as stored (Python's json.dumps wrote them), the other columns quoted,
 the op table rendered from its rows. It parses to what ``result_line`` makes of the row.
 
 A row is spliced only when the database found its JSON columns to be JSON (``plain``,
-queries.RESULT_LINES) and each column holds the kind a result reads (an object, the
+queries.result_lines) and each column holds the kind a result reads (an object, the
 artifacts a list); any other row (NaN, which Python writes and the databases refuse; a text
 changed outside torchport) is left to the caller, which reads it as ``SQLStore._result_dict``
 does.
@@ -16,7 +16,7 @@ import json
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
-# The columns after ``plain`` in a row of queries.RESULT_LINES, in order.
+# The columns after ``plain`` in a row of queries.result_lines, in order.
 COLUMNS = (
     "id",
     "case_id",
@@ -39,7 +39,7 @@ COLUMNS = (
 
 
 def scalar(value: Any) -> str:
-    """A column's value as JSON (as records/exchange.py's ``_canonical`` writes it)."""
+    """A column's value as JSON (as kb/exchange.py's ``_canonical`` writes it)."""
     if type(value) is str:
         return _quote(value)
     if value is None:

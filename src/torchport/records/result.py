@@ -180,7 +180,7 @@ class Result:
 @dataclass(frozen=True)
 class Recorded:
     """A result as it was recorded elsewhere (an imported line), validated once where it
-    entered (records/exchange_lines.py ``check``, over the whole file before anything is
+    entered (kb/exchange_lines.py ``check``, over the whole file before anything is
     written); the store writes it as it is, with the finish time and op-table rows it was
     recorded with."""
 

@@ -59,13 +59,14 @@ STATUS = {
     )
 }
 STATUSES = tuple(STATUS)
-PASS, SKIP = "pass", "skip"
-# Failures, worst first (records/sql_kb.py ranks failure groups by it).
+PASS, SKIP, COMPILE_TIMEOUT = "pass", "skip", "compile_timeout"
+# Failures, worst first (kb/sql_kb.py ranks failure groups by it).
 FAILURE_SEVERITY = tuple(
     s.name
     for s in sorted(STATUS.values(), key=lambda s: -1 if s.severity is None else s.severity)
     if s.severity is not None
 )
+# What is not a failure ("pass", "skip"): every view, query and format reads it here.
 NOT_FAILURES = tuple(s.name for s in STATUS.values() if s.severity is None)
 
 # The ladder's stages, in order (docs/design.md: build -> place -> run -> compile -> compiled_run ->
@@ -87,9 +88,16 @@ STAGE_STATUS = {
 # stage it stopped at (a stage's depth is that of the status its failure gets).
 LADDER_DEPTH = {s.name: s.depth for s in STATUS.values() if s.depth is not None}
 STAGE_DEPTH = {stage: LADDER_DEPTH[status] for stage, status in STAGE_STATUS.items()}
+# The statuses of a result stopped at the compile stage (a compile that failed, or ran past
+# its limit).
+COMPILE_STOPS = tuple(name for name, got in LADDER_DEPTH.items() if got == STAGE_DEPTH["compile"])
 
 # The placement grade, orthogonal to status (docs/design.md: "the placement grade").
 GRADES = ("on_device", "fallback", "host", "host_kernel")
+# The grades whose host-op table a run's headline counts (views/headline.py), and that
+# run_tallies keeps (the trigger of migrations/0008 and migrations_pg/0008 spells them in its
+# SQL; tests/records/test_status_literals.py holds it equal to this).
+HEADLINE_GRADES = ("fallback", "host")
 
 
 def depth(status: str, stage: str | None) -> int | None:

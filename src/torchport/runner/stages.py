@@ -18,7 +18,7 @@ outcome and time is announced and called (``captured=False``: the kernel ladder'
 dist world).
 
 To add a ladder: subclass ``StageRunner``, declare ``STAGES``, and name it in
-``runner/ladders.py: LADDERS`` (one line).
+``runner/ladders/table.py: LADDERS`` (one line).
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from json.encoder import encode_basestring_ascii as _string
 
-from torchport.records import forked
 from torchport.records.status import depth
 from torchport.views.compare import metrics
 from torchport.views.noise import FASTER, SLOWER, judge, step_verdict
@@ -34,7 +33,7 @@ class BaselineError(ValueError):
 
 
 def status_row(result: dict) -> tuple:
-    """A result (or outcome row) as the store's ``iter_statuses`` gives it: (case, mode,
+    """A result (or outcome row) as the store's ``store.statuses`` gives it: (case, mode,
     status, stage, then PERF_KEYS' values)."""
     m = metrics(result)
     return (
@@ -58,7 +57,7 @@ def make_baseline(
 def baseline_of_rows(
     run: dict, rows: Iterable[tuple], *, perf: bool = True, perf_tolerance: float | None = None
 ) -> dict:
-    """``make_baseline`` from the store's plain rows (``store.iter_statuses``): a run of
+    """``make_baseline`` from the store's plain rows (``store.statuses``): a run of
     100 000 results makes no dict a result but its entry."""
     return {**_head(run, perf_tolerance), "entries": dict(sorted(_entries(rows, perf).items()))}
 
@@ -98,27 +97,17 @@ def baseline_texts(
 ) -> tuple[dict, list[tuple[str, str]], int]:
     """What ``baseline save`` writes of a stored run: the file's head (``baseline_of_rows``
     but its entries), each entry's key and text (``entry_text``) in key order, and how many
-    entries hold a step time. A large run is made in parts of its cases
-    (``store.case_parts``), one a core, the later ones by forked children
-    (records/forked.py); the same entries, in the same order."""
-    (texts, timed), parts = forked.spread(
-        store.case_parts(run["id"], forked.workers()),
-        lambda cases: _texts(store.iter_statuses(run["id"], cases=cases), perf),
-        functools.partial(_texts_part, store, run["id"], perf),
-    )
-    for their_texts, their_timed in parts:
-        texts += their_texts
-        timed += their_timed
+    entries hold a step time. A large run is made in parts of its cases, one a core, the later
+    ones by forked children (``store.statuses``); the same entries, in the same order."""
+    texts: list[tuple[str, str]] = []
+    timed = 0
+    for part_texts, part_timed in store.statuses(
+        run["id"], shape=functools.partial(_texts, perf=perf)
+    ):
+        texts += part_texts
+        timed += part_timed
     texts.sort()  # each part's in key order; keys ("case|mode") sort apart from cases
     return _head(run, perf_tolerance), texts, timed
-
-
-def _texts_part(
-    store, run_id: str, perf: bool, cases: tuple[str | None, str | None]
-) -> tuple[list[tuple[str, str]], int]:
-    """In a forked child: one part's entries as texts, read on connections of its own."""
-    with store.reopened() as own:
-        return _texts(own.iter_statuses(run_id, cases=cases), perf)
 
 
 def _texts(rows: Iterable[tuple], perf: bool) -> tuple[list[tuple[str, str]], int]:
@@ -270,7 +259,7 @@ def gate_rows(
     rows: Iterable[tuple],
     plan: Callable[[], list | None] | None = None,
 ) -> GateReport:
-    """``gate`` from the store's plain rows (``store.iter_statuses``)."""
+    """``gate`` from the store's plain rows (``store.statuses``)."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
     seen = _check_rows(report, baseline, rows)
     _check_missing(report, baseline, run, seen, plan)
@@ -281,16 +270,14 @@ def gate_run(
     store, baseline: dict, run: dict, plan: Callable[[], list | None] | None = None
 ) -> GateReport:
     """``gate_rows`` over the store's rows of ``run``. A large run is held to the baseline in
-    parts of its cases (``store.case_parts``), one a core: this process checks the first
-    while forked children (records/forked.py, which inherit the baseline as read) check the
-    others; their findings follow its own, in case order, as one process lists them."""
+    parts of its cases, one a core (``store.statuses``): this process checks the first while
+    forked children (which inherit the baseline as read) check the others; their findings
+    follow in case order, as one process lists them."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
-    seen, parts = forked.spread(
-        store.case_parts(run["id"], forked.workers()),
-        lambda cases: _check_rows(report, baseline, store.iter_statuses(run["id"], cases=cases)),
-        functools.partial(_gate_part, store, baseline, run["id"]),
-    )
-    for part, their_seen in parts:
+    seen: set[str] = set()
+    for part, their_seen in store.statuses(
+        run["id"], shape=functools.partial(_gate_part, baseline)
+    ):
         for name in ("regressions", "improvements", "new"):
             getattr(report, name).extend(getattr(part, name))
         report.checked += part.checked
@@ -300,14 +287,11 @@ def gate_run(
     return report
 
 
-def _gate_part(
-    store, baseline: dict, run_id: str, cases: tuple[str | None, str | None]
-) -> tuple[GateReport, list[str]]:
-    """In a forked child: one part's rows checked, read on connections of its own; its
-    findings and the baseline keys it saw."""
+def _gate_part(baseline: dict, rows: Iterable[tuple]) -> tuple[GateReport, list[str]]:
+    """One part's rows checked (in a forked child for a later part): its findings and the
+    baseline keys it saw."""
     report = GateReport(baseline_run="", run="")
-    with store.reopened() as own:
-        seen = _check_rows(report, baseline, own.iter_statuses(run_id, cases=cases))
+    seen = _check_rows(report, baseline, rows)
     return report, list(seen)
 
 

@@ -2,13 +2,14 @@
 plots (step time, cold and warm compile), the parity figures per tensor and the latest failure.
 
 The results come from ``store.results(case_glob=exact_glob(case))`` (an indexed lookup), the
-runs from ``store.list_runs()``; nothing here reads a connection.
+runs from ``store.runs()``; nothing here reads a connection.
 """
 
 from __future__ import annotations
 
 import glob
 
+from torchport.records.status import NOT_FAILURES
 from torchport.views.base import Span, View, columns, outcome
 
 HISTORY_COLUMNS = columns(
@@ -122,6 +123,6 @@ def parity_view(result: dict) -> View | None:
 def latest_failure(results: list[dict]) -> dict | None:
     """The newest result that failed with an error (its traceback is shown whole)."""
     for r in reversed(results):
-        if r["status"] not in ("pass", "skip") and r.get("error"):
+        if r["status"] not in NOT_FAILURES and r.get("error"):
             return r
     return None

@@ -3,57 +3,53 @@
 What changed between two runs of a suite, across devices (cuda vs neuron) or across releases
 (one device, two environments): the environment difference first, then status transitions (a
 matrix and lists), placement changes per host op, parity drift, step-time changes beyond the
-measured noise (views/noise.py), compile-time changes past PyTorch HUD's 1.15x line, and peak
-memory. Interrupted runs compare on what they recorded; the denominators say so.
+measured noise (views/noise.py), compile-time changes past PyTorch HUD's line, and peak
+memory (each line declared in records/figures.py). Interrupted runs compare on what they
+recorded; the denominators say so.
 
-One path: each pair's decisions (which lists it shows in: the status lists, the placement
-candidate, each FigureRule of records/figures.py past its line, the step-time verdict) are
-made from the declared rules, and ``_show`` only formats a pair into the lists its decisions
-name. ``compare_runs`` has the store decide, in SQL made from those rules (records/queries.py
-``decisions``): every pair that may have changed, or each list's first pairs and every list's
-count (a page); two runs of 100 000 results never sit in memory, and most pairs never leave
-the database. ``compare`` walks two result streams in (case, mode) order side by side and
-decides each pair with the Python predicates made from the same rules (``decide``).
+One path: ``compare_runs`` makes one store read (``store.compare``, kb/reads/compare.py),
+with or without a limit, and formats what it returns. Each pair's decisions (which lists it
+shows in: the status lists, the placement candidate, each FigureRule of records/figures.py past
+its line, the step-time verdict) are made by the database from the declared rules, and
+``_show`` only formats a pair into the lists its decisions name. Two runs of 100 000 results
+never sit in memory, and most pairs never leave the database. The Python oracle that walks two
+result streams and decides each pair from the same rules is tests/compare_oracle.py.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from torchport.records import forked
+from torchport.kb.sql_common import HOST_OP_CLASSES, host_op_classes
 from torchport.records.figures import (
+    COMPARE_LINES,
     COMPILE_FIGURES,
     FIGURE_RULES,
     PARITY_FIGURES,
     PLACEMENT_RULE,
-    STATUS_RULES,
+    STEP_TIME,
 )
-from torchport.records.sql_common import HOST_OP_CLASSES, host_op_classes, host_ops_text
-from torchport.views.compare_dist import dist_changes, dist_summary
-from torchport.views.compare_placement import new_counts, placement_summary, summarize, tally
+from torchport.views.compare_dist import dist_changes
+from torchport.views.compare_placement import summarize
 from torchport.views.noise import (
     FASTER,
-    MIN_CHANGE,
-    MIN_SAMPLES,
     NOT_JUDGED,
     SLOWER,
     WITHIN,
     change,
-    step_verdict,
 )
-from torchport.views.op_coverage import coverage, coverage_summary, diff, slim
+from torchport.views.op_coverage import coverage, diff, slim
 
 # Each figure's rule and line is declared once, in records/figures.py FIGURE_RULES.
-_DEFAULTS = {rule.option: rule.default for rule in FIGURE_RULES}
-COMPILE_RATIO = _DEFAULTS["compile_ratio"]  # PyTorch HUD flags compile time above 1.15x
-PARITY_FACTOR = _DEFAULTS["parity_factor"]  # the error against the reference grew tenfold
-MEMORY_RATIO = _DEFAULTS["memory_ratio"]  # peak memory up or down by more than 10%
+_DEFAULTS = COMPARE_LINES
+COMPILE_RATIO = _DEFAULTS["compile_ratio"]  # records/figures.py COMPILE_LINE
+PARITY_FACTOR = _DEFAULTS["parity_factor"]  # PARITY_LINE
+MEMORY_RATIO = _DEFAULTS["memory_ratio"]  # MEMORY_LINE
 PARITY_METRICS, COMPILE_METRICS = PARITY_FIGURES, COMPILE_FIGURES
-LINES = {**_DEFAULTS, "min_samples": MIN_SAMPLES, "min_change": MIN_CHANGE}
+LINES = COMPARE_LINES
 # What a pair past a figure's line adds to its list, by list (name, A's value, B's value).
 FIGURE_ENTRIES = {
     "parity": lambda name, x, y: {"metric": name, "before": x, "after": y, "factor": y / x},
@@ -171,28 +167,8 @@ def environment_diff(env_a: dict, env_b: dict) -> list[dict]:
     ]
 
 
-def paired(
-    results_a: Iterable[dict], results_b: Iterable[dict]
-) -> Iterator[tuple[tuple[str, str], dict | None, dict | None]]:
-    """Walk two result streams sorted by (case, mode) side by side (a merge join)."""
-    it_a, it_b = iter(results_a), iter(results_b)
-    a, b = next(it_a, None), next(it_b, None)
-    while a is not None or b is not None:
-        ka = (a["case"], a["mode"]) if a is not None else None
-        kb = (b["case"], b["mode"]) if b is not None else None
-        if kb is None or (ka is not None and ka < kb):
-            yield ka, a, None  # type: ignore[misc]
-            a = next(it_a, None)
-        elif ka is None or kb < ka:
-            yield kb, None, b
-            b = next(it_b, None)
-        else:
-            yield ka, a, b
-            a, b = next(it_a, None), next(it_b, None)
-
-
 def metrics(result: dict) -> dict:
-    """A result's metrics, or an outcome row's key figures (``store.iter_outcomes``: every
+    """A result's metrics, or an outcome row's key figures (``store.statuses(outcomes=True)``: every
     figure compare, baseline and gate read)."""
     value = result["figures"] if "figures" in result else result.get("metrics")
     return value if isinstance(value, dict) else {}
@@ -218,16 +194,6 @@ def _host_ops(result: dict) -> tuple[dict[str, Any], dict[str, str]]:
     if not isinstance(classes, dict):
         classes = host_op_classes(findings.get("host_ops"), ops)
     return ops, classes
-
-
-def host_ops_key(result: dict) -> str | None:
-    """The host-op table as the store holds it (the ``host_ops`` column's text,
-    records/sql_common.py ``host_ops_text``): what the placement rule compares, from an
-    outcome row's cell or from a result's findings."""
-    if "host_ops" not in result:
-        return host_ops_text(result.get("findings") or {})
-    ops = result["host_ops"]
-    return json.dumps(ops, sort_keys=True, separators=(",", ":"), default=str) if ops else None
 
 
 def _status_entry(case: str, mode: str, a: dict, b: dict) -> dict:
@@ -283,35 +249,6 @@ def _host_op_entry(out: Comparison, op: str, op_class: str | None) -> dict[str, 
     return entry
 
 
-def both_timed(a: dict, b: dict) -> bool:
-    """A step time is comparable only when both runs ran the whole ladder and timed it."""
-    return (
-        a["status"] == b["status"] == "pass"
-        and bool(metrics(a).get("perf_median_ms"))
-        and bool(metrics(b).get("perf_median_ms"))
-    )
-
-
-def decide(a: dict, b: dict) -> frozenset[str]:
-    """What holds of one pair, decided in Python from the declared rules: the names the
-    store's SQL decides (records/queries.py decided_names; a timed pair within the noise
-    says WITHIN). tests/views/test_compare.py holds the two equal on random runs."""
-    statuses = (a["status"], a.get("stage"), b["status"], b.get("stage"))
-    holds = {rule.name for rule in STATUS_RULES if rule.holds(*statuses)}
-    if a.get("grade") is not None and b.get("grade") is not None:  # (the keys read only then)
-        if PLACEMENT_RULE.holds(a["grade"], host_ops_key(a), b["grade"], host_ops_key(b)):
-            holds.add(PLACEMENT)
-    ma, mb = metrics(a), metrics(b)
-    holds.update(
-        rule.figure
-        for rule in FIGURE_RULES
-        if rule.past(ma.get(rule.figure), mb.get(rule.figure), LINES[rule.option])
-    )
-    if both_timed(a, b):
-        holds.add(step_verdict(ma, mb) or WITHIN)
-    return frozenset(holds)
-
-
 @functools.lru_cache(maxsize=1024)
 def _shows(decided: frozenset[str]) -> tuple[tuple[str, ...], bool, tuple, tuple[str, ...]]:
     """What a pair with these decisions shows in (a few distinct sets among the pairs of two
@@ -353,67 +290,6 @@ def _show(out: Comparison, a: dict, b: dict, decided: frozenset[str]) -> None:
         )
 
 
-def _tally(out: Comparison, decided: frozenset[str]) -> None:
-    """Count a pair's step-time verdict (WITHIN only where the decider names it)."""
-    for verdict in (*VERDICTS_COUNTED, WITHIN):
-        if verdict in decided:
-            out.perf_verdicts[verdict] = out.perf_verdicts.get(verdict, 0) + 1
-
-
-def compare(
-    run_a: dict,
-    results_a: Iterable[dict],
-    run_b: dict,
-    results_b: Iterable[dict],
-    *,
-    env_a: dict | None = None,
-    env_b: dict | None = None,
-    notes: list[dict] | None = None,
-) -> Comparison:
-    """``results_*`` sorted by (case, mode): results or outcome rows (``store.iter_outcomes``)."""
-    out = Comparison(
-        run_a=run_brief(run_a),
-        run_b=run_brief(run_b),
-        environment=environment_diff(env_a or {}, env_b or {}),
-        notes=list(notes or []),
-    )
-    plan_a = {tuple(item) for item in run_a.get("plan") or []}
-    plan_b = {tuple(item) for item in run_b.get("plan") or []}
-    placed_a, placed_b = new_counts(), new_counts()
-    dist_a: list[dict] = []
-    dist_b: list[dict] = []
-    ops_a: list[dict] = []
-    ops_b: list[dict] = []
-    for key, a, b in paired(results_a, results_b):
-        case, mode = key
-        ops_a += [s] if a is not None and (s := slim(a)) is not None else []
-        ops_b += [s] if b is not None and (s := slim(b)) is not None else []
-        dist_a += [a] if a is not None and case.startswith("dist/") else []
-        dist_b += [b] if b is not None and case.startswith("dist/") else []
-        for side, r in ((placed_a, a), (placed_b, b)):
-            if r is not None:
-                tally(side, r.get("grade"), *_host_ops(r))
-        if b is None:
-            out.only_a.append([case, mode])
-            out.unrecorded_b += key in plan_b
-            continue
-        if a is None:
-            out.only_b.append([case, mode])
-            out.unrecorded_a += key in plan_a
-            continue
-        out.common += 1
-        _count(out, a["status"], b["status"])
-        decided = decide(a, b)
-        _show(out, a, b, decided)
-        _tally(out, decided)
-    out.remarks = _remarks(out, run_a, run_b)
-    out.placement_summary = summarize(run_a, run_b, placed_a, placed_b)
-    out.remarks += out.placement_summary["remarks"]
-    out.dist = dist_changes(dist_a, dist_b)
-    out.coverage = diff(coverage(run_a, ops_a), coverage(run_b, ops_b))
-    return out
-
-
 def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
     remarks = [
         f"compared {out.common} (case, mode) pairs recorded in both runs; "
@@ -435,8 +311,7 @@ def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
         remarks.append(
             f"step time: {judged} pairs judged against the measured noise, "
             + ", ".join(f"{n} {v}" for v, n in sorted(out.perf_verdicts.items()))
-            + "; rule: each median outside the other run's p10-p90 and at least "
-            f"{MIN_CHANGE:.0%} apart"
+            + f"; rule: {STEP_TIME.words}"
         )
     return remarks
 
@@ -455,40 +330,54 @@ def compare_runs(
     rows: str | None = None,
     after: dict | None = None,
 ) -> Comparison:
-    """Compare two stored runs. The store joins them and returns the transition counts and a
-    superset of the pairs that may have changed; each of those is decided here as
-    ``compare`` decides it, and every timed pair not returned was within the noise.
-    ``limit``: each list holds only its first rows (``totals`` says how long it is); the
-    database then counts and picks them, and only those pairs are read out (a page);
-    ``rows``: with a limit, only that list (of LIST_READS) is read out, the others are left
-    empty (their totals still counted); ``after``: the list from the pair after this one
-    (compare_tables.after_row), a later page."""
-    a, b = store.get_run(run_a, plan=False), store.get_run(run_b, plan=False)
-    env_a = store.environment(a["environment_ids"][0]) if a["environment_ids"] else {}
-    env_b = store.environment(b["environment_ids"][0]) if b["environment_ids"] else {}
+    """Compare two stored runs: what the store's one read (``store.compare``,
+    kb/reads/compare.py) returns, formatted; every pair it returns was decided by the
+    database, from the declared rules. ``limit``: each list holds only its first rows
+    (``totals`` says how long it is); ``rows``: with a limit, only that list (of LIST_READS)
+    is read out, the others are left empty (their totals still counted); ``after``: the list
+    from the pair after this one (compare_tables.after_row), a later page."""
+    only = LIST_READS[rows] if rows and limit is not None else None
+    got = store.compare(run_a, run_b, limit=limit, only=only, after=after, shape=_shown)
+    a, b = got["runs"]
     out = Comparison(
         run_a=run_brief(a),
         run_b=run_brief(b),
-        environment=environment_diff(env_a, env_b),
-        notes=run_notes(store, a["id"], b["id"]),
+        environment=environment_diff(*got["environments"]),
+        notes=got["notes"],
     )
-    joined = (
-        _every_pair(store, out, a["id"], b["id"])
-        if limit is None
-        else _first_pairs(store, out, a["id"], b["id"], limit, rows, after)
-    )
-    out.only_a, out.only_b = joined["only_a"], joined["only_b"]
-    if out.only_a:  # read a plan (100 000 entries in a large sweep) only when it is asked
-        plan_b = {tuple(item) for item in store.get_run(b["id"])["plan"] or []}
-        out.unrecorded_b = sum(tuple(key) in plan_b for key in out.only_a)
-    if out.only_b:
-        plan_a = {tuple(item) for item in store.get_run(a["id"])["plan"] or []}
-        out.unrecorded_a = sum(tuple(key) in plan_a for key in out.only_b)
+    timed = _transitions(out, got["counts"])
+    order: list[str] = []
+    for part in got["parts"]:
+        _add_part(out, part)
+        order += [v for v in part["verdicts"] if v not in order]
+    decided = got["decided"]
+    if limit is not None:  # a page shows only some pairs: the lists' order
+        order = list(VERDICTS_COUNTED)
+    counted = {v: decided[v] for v in order}
+    counted[WITHIN] = timed - sum(decided[v] for v in VERDICTS_COUNTED)  # the rest timed
+    out.perf_verdicts = {v: n for v, n in counted.items() if n}
+    if limit is not None:
+        del out.parity[limit:], out.compile[limit:]  # two figures' first pairs each: the first
+        figures = {name: sum(decided[m] for m in LIST_READS[name]) for name in FIGURE_ENTRIES}
+        out.totals = {
+            **{name: decided[name] for name in STATUS_LISTS},
+            "parity": figures["parity"],
+            "perf": decided[SLOWER] + decided[FASTER],
+            "compile": figures["compile"],
+            "memory": figures["memory"],
+        }
+    out.only_a, out.only_b = got["only_a"], got["only_b"]
+    out.unrecorded_a, out.unrecorded_b = got["unrecorded_a"], got["unrecorded_b"]
     out.remarks = _remarks(out, a, b)
-    out.placement_summary = placement_summary(store, a, b)
+    out.placement_summary = summarize(a, b, *got["headline"])
     out.remarks += out.placement_summary["remarks"]
-    out.dist = dist_summary(store, a, b)
-    out.coverage = coverage_summary(store, a, b)
+    out.dist = dist_changes(*got["dist"])
+    out.coverage = diff(
+        *(
+            None if results is None else coverage(run, [s for r in results if (s := slim(r))])
+            for run, results in zip((a, b), got["audited"], strict=True)
+        )
+    )
     return out
 
 
@@ -502,100 +391,32 @@ def _transitions(out: Comparison, counts: dict) -> int:
     return timed
 
 
-def _every_pair(store, out: Comparison, run_a: str, run_b: str) -> dict:
-    """Every pair shown and tallied. Two large runs are cut in parts of A's cases
-    (``store.case_parts``), one a core: this process shows the first part while forked
-    children (records/forked.py) show the others, whose lists follow its own in case order
-    (deciding and formatting 37 000 pairs is Python's work, which a thread cannot share)."""
-
-    def here(cases: tuple[str | None, str | None]) -> dict:
-        joined = store.compare_pairs(run_a, run_b, **LINES, cases=cases)
-        _show_all(out, joined["pairs"])  # while the store counts the transitions
-        return joined
-
-    joined, parts = forked.spread(
-        store.case_parts(run_a, forked.workers()),
-        here,
-        functools.partial(_shown, store, run_a, run_b),
-    )
-    for part in parts:
-        _add_part(out, part)
-    joined = joined["tally"]()
-    timed = _transitions(out, joined["counts"])
-    judged = sum(out.perf_verdicts.values())
-    if timed > judged:  # outside the superset: the medians sat inside each other's spread
-        out.perf_verdicts[WITHIN] = out.perf_verdicts.get(WITHIN, 0) + timed - judged
-    return joined
-
-
-# What showing and tallying pairs fills in (``_show``, ``_tally``): a part's share.
+# What showing pairs fills in (``_show``): a part's share.
 _PART_FIELDS = (*STATUS_LISTS, "placement", *FIGURE_ENTRIES, "perf")
 
 
-def _shown(store, run_a: str, run_b: str, cases: tuple[str | None, str | None]) -> dict:
-    """In a forked child: one part's pairs shown and tallied, read on connections of its
-    own; what they filled in (``_add_part``)."""
+def _shown(pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> dict:
+    """One part's pairs (outcome A, outcome B, decisions) shown in the lists their decisions
+    name: what they filled in (``_add_part``). Called by the store's read, in a forked child
+    for a later part (kb/forked.py)."""
     out = Comparison(run_a={}, run_b={})
-    with store.reopened() as own:
-        joined = own.compare_pairs(run_a, run_b, **LINES, cases=cases, counted=False)
-        _show_all(out, joined["pairs"])
-    part = {name: getattr(out, name) for name in _PART_FIELDS}
-    return {**part, "host_ops": out.host_ops, "perf_verdicts": out.perf_verdicts}
-
-
-def _show_all(out: Comparison, pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> None:
-    """Each (outcome A, outcome B, decisions) of a store's ``compare_pairs`` shown and
-    tallied."""
+    kinds: set[frozenset[str]] = set()
+    verdicts: list[str] = []  # the order they first show in, as the JSON lists them
     for a, b, decided in pairs:
         _show(out, a, b, decided)
-        _tally(out, decided)
+        if decided not in kinds:
+            kinds.add(decided)
+            verdicts += [v for v in VERDICTS_COUNTED if v in decided and v not in verdicts]
+    part = {name: getattr(out, name) for name in _PART_FIELDS}
+    return {**part, "host_ops": out.host_ops, "verdicts": verdicts}
 
 
 def _add_part(out: Comparison, part: dict) -> None:
-    """A later part's lists after this one's (case order), its verdicts counted in, its host
-    ops' pairs after this one's (an op's class: the first of both, as ``_placement``)."""
+    """A later part's lists after this one's (case order), its host ops' pairs after this
+    one's (an op's class: the first of both, as ``_placement``)."""
     for name in _PART_FIELDS:
         getattr(out, name).extend(part[name])
-    for verdict, n in part["perf_verdicts"].items():
-        out.perf_verdicts[verdict] = out.perf_verdicts.get(verdict, 0) + n
     for op, theirs in part["host_ops"].items():
         entry = _host_op_entry(out, op, theirs.get("class"))
         entry["added"] += theirs["added"]
         entry["removed"] += theirs["removed"]
-
-
-def _first_pairs(
-    store, out: Comparison, run_a: str, run_b: str, limit: int, rows: str | None, after
-) -> dict:
-    """The database decides every pair, counts every list and picks the first ``limit``
-    pairs of each (of list ``rows`` alone); each pair picked is shown in the lists it was
-    picked for, in (case, mode) order."""
-    only = LIST_READS[rows] if rows else None
-    got = store.compare_lists(run_a, run_b, **LINES, limit=limit, only=only, after=after)
-    timed = _transitions(out, got["counts"])
-    decided = got["decided"]
-    picked: dict[tuple[str, str], tuple[dict, dict, set[str]]] = {}
-    # A pair in a status list and another list: the status list's read carries the error line
-    for name, read in sorted(got["lists"].items(), key=lambda item: item[0] not in STATUS_LISTS):
-        for a, b, holds in read:
-            shown_for = {SLOWER, FASTER} if name == "perf" else {name}
-            entry = picked.setdefault((a["case"], a["mode"]), (a, b, set()))
-            entry[2].update(holds & shown_for)
-    for key in sorted(picked):
-        a, b, shown_for = picked[key]
-        _show(out, a, b, frozenset(shown_for))
-    del out.parity[limit:], out.compile[limit:]  # two figures' first pairs each: the first
-    counted = {v: decided[v] for v in VERDICTS_COUNTED}
-    counted[WITHIN] = timed - sum(counted.values())
-    out.perf_verdicts = {v: n for v, n in counted.items() if n}
-    figures = {name: sum(decided[m] for m in LIST_READS[name]) for name in FIGURE_ENTRIES}
-    out.totals = {
-        "newly_passing": decided["newly_passing"],
-        "newly_failing": decided["newly_failing"],
-        "failure_changed": decided["failure_changed"],
-        "parity": figures["parity"],
-        "perf": decided[SLOWER] + decided[FASTER],
-        "compile": figures["compile"],
-        "memory": figures["memory"],
-    }
-    return got

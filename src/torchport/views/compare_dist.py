@@ -100,14 +100,6 @@ def dist_changes(results_a: Iterable[dict], results_b: Iterable[dict]) -> dict:
     return {"collectives": collectives, "bandwidth": bandwidth, "training": training}
 
 
-def dist_summary(store, run_a: dict, run_b: dict) -> dict:
-    """``dist_changes`` of two stored runs (their ``dist/*`` results)."""
-    return dist_changes(
-        store.results(run_id=run_a["id"], case_glob=CASE_GLOB),
-        store.results(run_id=run_b["id"], case_glob=CASE_GLOB),
-    )
-
-
 def _side(t: dict | None, field: str):
     return None if t is None else t.get(field)
 

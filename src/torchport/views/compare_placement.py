@@ -5,12 +5,12 @@ what changed between them.
 Where one side has no placement data (a CPU baseline: the placement probe is off on the CPU,
 since everything there runs on the host), the other side's inventory is compared against
 "all on the host" and the comparison says so, instead of showing no change. Read from the
-store's grouped headline counts (``store.headline_counts``): no result is loaded.
+store's grouped headline counts (``store.headline``): no result is loaded.
 """
 
 from __future__ import annotations
 
-from torchport.records.queries import HEADLINE_GRADES
+from torchport.records.status import HEADLINE_GRADES
 from torchport.views.base import View, columns
 
 ALL_ON_HOST = "all on the host"
@@ -26,7 +26,7 @@ def _inventory(counts: dict) -> dict[str, dict]:
 
 
 def new_counts() -> dict:
-    """What ``store.headline_counts`` gives for a run, to tally results into (``tally``)."""
+    """What ``store.headline`` gives for a run, to tally results into (``tally``)."""
     return {"grades": {}, "host_results": 0, "host_ops": {}, "host_op_results": {}}
 
 
@@ -52,8 +52,8 @@ def placement_summary(store, run_a: dict, run_b: dict) -> dict:
     return summarize(
         run_a,
         run_b,
-        store.headline_counts(run_a["id"]).get(run_a["id"], {}),
-        store.headline_counts(run_b["id"]).get(run_b["id"], {}),
+        store.headline(run_a["id"]).get(run_a["id"], {}),
+        store.headline(run_b["id"]).get(run_b["id"], {}),
     )
 
 

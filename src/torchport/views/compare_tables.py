@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from torchport.records import RESULT_STATUSES
+from torchport.records.figures import line_words
+from torchport.records.status import NOT_FAILURES
 from torchport.views.base import Column, View, columns
 from torchport.views.compare import (
     COMPILE_METRICS,
@@ -19,7 +21,7 @@ LIST_ROWS = 30  # rows per list in the text form; --json carries every one
 
 
 def _status(status: str, stage: str | None) -> str:
-    return f"{status} @{stage}" if stage and status not in ("pass", "skip") else status
+    return f"{status} @{stage}" if stage and status not in NOT_FAILURES else status
 
 
 def _capped(
@@ -134,7 +136,7 @@ def parity_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: 
         for p in cmp.parity
     ]
     return _capped(
-        "Parity drift (error up more than 10x)",
+        f"Parity drift ({line_words('parity')})",
         columns("case", "mode", "metric", ("A", "sci"), ("B", "sci"), ("factor", "ratio")),
         rows,
         limit,
@@ -172,7 +174,7 @@ def compile_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from:
         for c in cmp.compile
     ]
     return _capped(
-        "Compile time beyond 1.15x (PyTorch HUD's line)",
+        f"Compile time {line_words('compile')}",
         columns("case", "mode", "metric", ("A", "s"), ("B", "s"), ("B/A", "ratio"), "verdict"),
         rows,
         limit,
@@ -187,7 +189,7 @@ def memory_view(cmp: Comparison, limit: int | None, offset: int = 0, held_from: 
         [m["case"], m["mode"], m["before_bytes"], m["after_bytes"], m["ratio"]] for m in cmp.memory
     ]
     return _capped(
-        "Peak memory beyond 10%",
+        f"Peak memory {line_words('memory')}",
         columns("case", "mode", ("A", "bytes"), ("B", "bytes"), ("B/A", "ratio")),
         rows,
         limit,

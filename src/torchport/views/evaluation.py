@@ -136,7 +136,7 @@ class Durations:
         time from the result before it finished (its worker's start is the part's
         overhead, so a run's first result counts its own stages' durations)."""
         observed = []
-        for run in store.list_runs():
+        for run in store.runs():
             if sum((run.get("counts") or {}).values()) > most_results:
                 continue
             device = run["device"].split(":")[0]
@@ -279,7 +279,7 @@ def plan_note(notes: list[dict]) -> dict | None:
 
 def evaluation_runs(store, evaluation: str) -> list[dict]:
     """The group's runs, oldest first (any state)."""
-    ids = store.find_runs(labels={LABEL: evaluation}, complete=False)
+    ids = [r["id"] for r in store.runs(labels={LABEL: evaluation}, complete=False)]
     return [store.get_run(i, plan=False) for i in reversed(ids)]
 
 
@@ -310,7 +310,7 @@ def previous_evaluation(store, group: Group) -> str | None:
     """The newest other evaluation of the same device that started before this one."""
     started = min((r["started_at"] for r in group.runs.values()), default="")
     best: tuple[str, str] | None = None
-    for run in store.list_runs():
+    for run in store.runs():
         labels = run.get("labels") or {}
         other = labels.get(LABEL)
         if (
@@ -330,7 +330,7 @@ def evaluations(store) -> list[dict]:
     """Every evaluation in the knowledge base, newest first: id, device, reference device,
     when its first run started and how many runs it has."""
     found: dict[str, dict] = {}
-    for run in store.list_runs():  # newest first
+    for run in store.runs():  # newest first
         labels = run.get("labels") or {}
         name = labels.get(LABEL)
         if not name:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
+from torchport.records.status import COMPILE_TIMEOUT, PASS
 from torchport.views.base import Annotated, Span, View, columns
 
 COLUMNS = columns(
@@ -37,7 +38,7 @@ def tally(results: list[dict]) -> dict:
     """Counts of one mode's results: passed, past the compile limit, failed (by status), skipped
     (by reason)."""
     ran = [r for r in results if r["status"] != "skip"]
-    failed = Counter(r["status"] for r in ran if r["status"] not in ("pass", "compile_timeout"))
+    failed = Counter(r["status"] for r in ran if r["status"] not in (PASS, COMPILE_TIMEOUT))
     reasons = Counter(
         ((r.get("error") or {}).get("message") or "no reason recorded")
         for r in results

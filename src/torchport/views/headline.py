@@ -3,8 +3,8 @@
 Results passed, accuracy failures, host fallbacks (results graded ``fallback`` or ``host`` and
 the distinct ops they ran on the host, by evidence class), the wait before the first compiled
 step and the median compiled speedup. The counts come from the store's status index and its
-index of graded results (``store.headline_counts``); the two medians are ranked in the
-database (``store.headline_figures``), for runs up to FIGURES_UP_TO results in a listing.
+index of graded results (``store.headline``); the two medians are ranked in the
+database (``store.headline(figures=True)``), for runs up to FIGURES_UP_TO results in a listing.
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ class Headline:
 
 
 def headline(counts: dict, planned: int, figures: dict | None) -> Headline:
-    """``counts``: one run's ``store.headline_counts`` entry (empty for a run with no
-    results); ``figures``: its ``store.headline_figures``, None when not read."""
+    """``counts``: one run's ``store.headline`` entry (empty for a run with no
+    results); ``figures``: its ``store.headline(figures=True)``, None when not read."""
     statuses = counts.get("statuses") or {}
     recorded = sum(statuses.values())
     passed = statuses.get("pass", 0)
@@ -158,21 +158,21 @@ def headline(counts: dict, planned: int, figures: dict | None) -> Headline:
 
 def run_headline(store, run: dict) -> Headline:
     """One run's headline, medians included (a run's own page, ``show``, the report)."""
-    counts = store.headline_counts(run["id"]).get(run["id"], {})
+    counts = store.headline(run["id"]).get(run["id"], {})
     planned = run.get("planned", len(run.get("plan") or []))
-    return headline(counts, planned, store.headline_figures(run["id"]))
+    return headline(counts, planned, store.headline(run["id"], figures=True))
 
 
 def run_headlines(store, runs: list[dict]) -> dict[str, Headline]:
     """Every listed run's headline from one grouped read; medians for runs up to
     FIGURES_UP_TO results."""
-    counts = store.headline_counts()
+    counts = store.headline()
     out = {}
     for run in runs:
         c = counts.get(run["id"], {})
         recorded = sum((c.get("statuses") or {}).values())
         planned = run["planned"] if "planned" in run else len(run.get("plan") or [])
-        figures = store.headline_figures(run["id"]) if recorded <= FIGURES_UP_TO else None
+        figures = store.headline(run["id"], figures=True) if recorded <= FIGURES_UP_TO else None
         out[run["id"]] = headline(c, planned, figures)
     return out
 

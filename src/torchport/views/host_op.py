@@ -1,7 +1,7 @@
 """One operator across the knowledge base: which runs (devices, releases) ran it on the host in
 how many results, and a page of those results with the op's calls per step.
 
-Counts come from ``store.count_results(run_id=..., fallback_op=...)`` and the page from
+Counts come from ``store.results(run_id=..., fallback_op=..., count=True)`` and the page from
 ``store.results(fallback_op=..., limit=...)`` (the op table's index); nothing is loaded whole.
 """
 
@@ -19,7 +19,7 @@ def full_op_name(op: str) -> str:
 
 
 def op_runs_view(op: str, counts: list[tuple[dict, int]]) -> View:
-    """``counts``: (run as listed by ``store.list_runs``, results with ``op`` on the host)."""
+    """``counts``: (run as listed by ``store.runs``, results with ``op`` on the host)."""
     rows = [
         [
             run["id"],

@@ -63,7 +63,7 @@ def fast_p(results: list[dict], p: float = 1.0) -> list[list]:
         correct = [r for r in tried if r.get("status") == "pass"]
         speed = [(r.get("metrics") or {}).get("kernel_step_speedup") for r in correct]
         # faster: above p, and the ladder's verdict says so (a gap beyond the noise of its own
-        # timing and past the minimum size: runner/kernel_ladder.py)
+        # timing and past the minimum size: runner/kernels/ladder.py)
         faster = [
             s
             for r, s in zip(correct, speed, strict=True)

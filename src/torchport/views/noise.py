@@ -1,11 +1,7 @@
-"""Is a change in step time real? Judged against the spread each run measured.
-
-Two runs never interleave their samples (they ran at different times, maybe on different
-machines), so a difference in medians is called real only when it stands out of the noise both
-runs recorded: **each median lies outside the other run's p10-p90 range**, and the medians are
-at least ``MIN_CHANGE`` apart (within-run spread understates between-process noise, and a 1%
-difference decides nothing). A baseline file may fix a tolerance instead; then the ratio is
-held to it. A run with too few samples or no spread recorded is not judged, and says so.
+"""Is a change in step time real? Judged against the spread each run measured, by the rule
+declared once in records/figures.py (``StepTimeRule``, ``STEP_TIME``): its Python decision
+here, its SQL in the store's comparison, its words in both. A baseline file may fix a
+tolerance instead; then the ratio is held to it.
 """
 
 from __future__ import annotations
@@ -13,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchport.records.figures import FASTER, NOT_JUDGED, SLOWER, WITHIN
+from torchport.records.figures import (
+    FASTER,
+    MIN_CHANGE,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    SLOWER,
+    STEP_TIME,
+    WITHIN,
+)
 
 __all__ = [
     "FASTER",
@@ -27,9 +31,6 @@ __all__ = [
     "judge",
     "step_verdict",
 ]
-
-MIN_SAMPLES = 5
-MIN_CHANGE = 0.02
 
 
 @dataclass(frozen=True)
@@ -52,38 +53,9 @@ def _spread(m: dict) -> tuple[float, float] | None:
     return (low, high) if low is not None and high is not None else None
 
 
-# Why a verdict was reached: the branch of the rule that decided (``_decide``).
-_BY_TOLERANCE, _FEW_SAMPLES, _NO_SPREAD, _INSIDE, _UNDER_FLOOR, _OUTSIDE = range(6)
-
-
-def _decide(before: dict, after: dict, tolerance: float | None) -> tuple[str, int] | None:
-    """The rule, once: (verdict, which branch decided), or None when a side has no step time.
-    Lean (no text, no closure): a gate decides every timed result of a run with it."""
-    a, b = before.get("perf_median_ms"), after.get("perf_median_ms")
-    if not a or not b:
-        return None
-    ratio = b / a
-    if tolerance is not None:
-        slower, faster = ratio > 1 + tolerance, ratio < 1 / (1 + tolerance)
-        return (SLOWER if slower else FASTER if faster else WITHIN), _BY_TOLERANCE
-    n_a, n_b = before.get("perf_samples"), after.get("perf_samples")
-    if (n_a is not None and n_a < MIN_SAMPLES) or (n_b is not None and n_b < MIN_SAMPLES):
-        return NOT_JUDGED, _FEW_SAMPLES
-    sa, sb = _spread(before), _spread(after)
-    if sa is None or sb is None:
-        return NOT_JUDGED, _NO_SPREAD
-    outside_up = b > sa[1] and a < sb[0]
-    outside_down = b < sa[0] and a > sb[1]
-    if not (outside_up or outside_down):
-        return WITHIN, _INSIDE
-    if abs(ratio - 1) < MIN_CHANGE:
-        return WITHIN, _UNDER_FLOOR
-    return (SLOWER if outside_up else FASTER), _OUTSIDE
-
-
 def step_verdict(before: dict, after: dict, *, tolerance: float | None = None) -> str | None:
     """``judge``'s verdict alone (None: no step time on a side), without its wording."""
-    decided = _decide(before, after, tolerance)
+    decided = STEP_TIME.decide(before, after, tolerance)
     return decided[0] if decided is not None else None
 
 
@@ -97,7 +69,7 @@ def judge(
     """``before``/``after``: metrics with ``perf_median_ms`` (and p10/p90/samples); None when
     either has no step time. ``tolerance``: a fraction from a baseline file, used instead of
     the measured noise. ``names``: what the deciding test calls the two sides."""
-    decided = _decide(before, after, tolerance)
+    decided = STEP_TIME.decide(before, after, tolerance)
     if decided is None:
         return None
     verdict, why = decided
@@ -107,17 +79,16 @@ def judge(
         return _ranges(_spread(before), _spread(after), names)  # type: ignore[arg-type]
 
     def test() -> str:  # written only when read
-        if why == _BY_TOLERANCE:
+        if why == "tolerance":
             return f"against the baseline file's tolerance ±{tolerance:.0%}"
-        if why == _FEW_SAMPLES:
-            n_a, n_b = before.get("perf_samples"), after.get("perf_samples")
-            return f"too few samples (n = {n_a}, {n_b}; needs {MIN_SAMPLES}+)"
-        if why == _NO_SPREAD:
+        if why == "few_samples":
+            return STEP_TIME.few_words(before.get("perf_samples"), after.get("perf_samples"))
+        if why == "no_spread":
             return "no p10-p90 spread recorded"
-        if why == _INSIDE:
+        if why == "inside":
             return f"a median lies inside the other run's p10-p90 ({ranges()})"
-        if why == _UNDER_FLOOR:
-            return f"outside both spreads ({ranges()}) but under the {MIN_CHANGE:.0%} floor"
+        if why == "under_floor":
+            return STEP_TIME.floor_words(ranges())
         return OUTSIDE.format(ranges=ranges())
 
     return PerfJudgement(a, b, b / a, verdict, test)
@@ -134,7 +105,7 @@ def _ranges(sa: tuple[float, float], sb: tuple[float, float], names: tuple[str, 
 
 def change(before: dict, after: dict, verdict: str) -> PerfJudgement:
     """A step-time change already judged ``verdict`` (slower or faster, by ``judge`` or by
-    the store's SQL twin of it, records/queries.py step_time_verdict), worded as ``judge``
+    the store's SQL twin of it, records/figures.py StepTimeRule.sql), worded as ``judge``
     words it; nothing is decided again here."""
     a, b = before["perf_median_ms"], after["perf_median_ms"]
     sa, sb = _spread(before), _spread(after)

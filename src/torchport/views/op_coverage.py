@@ -257,15 +257,3 @@ def slim(result: dict) -> dict | None:
         return None
     keep = {k: findings[k] for k in ("ops", "ladder", "coverage_audit") if k in findings}
     return {"case": result["case"], "findings": keep}
-
-
-def coverage_summary(store, run_a: dict, run_b: dict) -> dict:
-    """``diff`` of two stored runs; a run without an audit is read no further."""
-    sides: list[Coverage | None] = []
-    for run in (run_a, run_b):
-        if not store.results(run_id=run["id"], case_glob="audit/*"):
-            sides.append(None)
-            continue
-        kept = [s for r in store.iter_results(run_id=run["id"]) if (s := slim(r)) is not None]
-        sides.append(coverage(run, kept))
-    return diff(*sides)

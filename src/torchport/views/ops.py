@@ -205,8 +205,7 @@ def _notes(
     expected = {
         split_case(r["case"])[0]
         for r in results
-        if r["status"] not in ("pass", "skip")
-        and (r.get("findings") or {}).get("opinfo_expected_failure")
+        if is_failure(r["status"]) and (r.get("findings") or {}).get("opinfo_expected_failure")
     }
     if expected:
         notes.append(

@@ -292,7 +292,7 @@ def run_counts(store, run_id: str) -> tuple[dict[str, int], dict[str, int]]:
     """(results by status, results by placement grade) of a stored run, most first."""
     statuses: Counter[str] = Counter()
     grades: Counter[str] = Counter()
-    for r in store.iter_outcomes(run_id):
+    for r in store.statuses(run_id, outcomes=True):
         statuses[r["status"]] += 1
         if r.get("grade"):
             grades[r["grade"]] += 1

@@ -52,18 +52,18 @@ def groups_view(title: str, groups: list[dict], total_groups: int) -> View:
 
 
 def summary_views(store, run: dict, *, groups: int = GROUPS_SHOWN) -> dict[str, View]:
-    counts = store.status_counts(run["id"])
-    total_groups = store.count_failure_groups(run["id"])
+    counts = store.headline(run["id"]).get(run["id"], {}).get("statuses", {})
+    total_groups = store.failures(run["id"], count=True)
     views = {
         "summary": status_view(run, counts),
         "common_failures": groups_view(
-            "Most common failures", store.failure_groups(run["id"], limit=groups), total_groups
+            "Most common failures", store.failures(run["id"], limit=groups), total_groups
         ),
     }
     if total_groups:
         views["worst_failures"] = groups_view(
             "Worst failures (worker deaths and early stops first)",
-            store.failure_groups(run["id"], worst_first=True, limit=groups),
+            store.failures(run["id"], worst_first=True, limit=groups),
             total_groups,
         )
     return views

@@ -25,7 +25,7 @@ def host_op_hits(store, text: str, runs: dict[str, dict], limit: int) -> dict[st
     if not OP_TEXT.match(text):
         return {}
     name = full_op_name(text)
-    by_run = store.count_results_by_run(fallback_op=name)
+    by_run = store.results(fallback_op=name, by_run=True)
     total = sum(by_run.values())
     if not total:
         return {}
@@ -71,7 +71,7 @@ def label_hits(text: str, runs: list[dict]) -> View | None:
 
 def more_hits(store, text: str, limit: int) -> dict[str, View]:
     """Host-op hits, then label hits, as views keyed by name (empty when none)."""
-    runs = store.list_runs()
+    runs = store.runs()
     views = host_op_hits(store, text, {r["id"]: r for r in runs}, limit)
     if (labelled := label_hits(text, runs)) is not None:
         views["labelled_runs"] = labelled

@@ -8,7 +8,7 @@ once for both sides (``compare --device cuda a b``) are added to each selector.
 
 from __future__ import annotations
 
-from torchport.records import StoreError
+from torchport.kb import StoreError
 
 RUN_FIELDS = ("device", "suite")
 
@@ -31,22 +31,30 @@ def describe(conditions: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in conditions.items()) or "any"
 
 
+def is_run_id(spec: str | None) -> bool:
+    """Whether ``spec`` names a run by its id (not ``latest``, not a selector)."""
+    return bool(spec) and "=" not in (spec or "") and spec != "latest"
+
+
 def resolve_run(store, spec: str | None, filters: dict[str, str] | None = None) -> str:
     """The run id ``spec`` names. ``spec`` None or ``latest``: the newest run (or, with
     ``filters``, the newest complete run matching them)."""
     filters = dict(filters or {})
-    if spec and "=" not in spec and spec != "latest":
+    if is_run_id(spec):
         return store.get_run(spec, plan=False)["id"]  # StoreError names the latest run
     conditions = {**filters, **(parse_selector(spec) if spec and spec != "latest" else {})}
     if not conditions:
-        return store.latest_run_id()
+        return store.runs(latest=True)[0]["id"]
     labels = {k: v for k, v in conditions.items() if k not in RUN_FIELDS}
-    found = store.find_runs(
-        device=conditions.get("device"),
-        suite=conditions.get("suite"),
-        labels=labels or None,
-        complete=True,
-    )
+    found = [
+        r["id"]
+        for r in store.runs(
+            device=conditions.get("device"),
+            suite=conditions.get("suite"),
+            labels=labels or None,
+            complete=True,
+        )
+    ]
     if not found:
         raise StoreError(
             f"no complete run matches {describe(conditions)}; 'torchport runs' "

@@ -16,7 +16,7 @@ import pytest
 
 from tests import kb
 from tests.conftest import TORCHPORT
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.evaluation import PLAN_AUTHOR, Plan, PlannedPart
 
 LABELS = {"evaluation": "ev-x", "evaluation_part": "smoke"}

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from tests import kb
 from torchport.interfaces.web.app import create_app
-from torchport.records import open_store
+from torchport.kb import open_store
 
 LOCAL = "http://localhost"
 HOSTILE = "<b>new</b>"

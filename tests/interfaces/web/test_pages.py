@@ -14,7 +14,7 @@ from tests import kb
 from tests.interfaces.web.twin import shown
 from torchport.interfaces.web import pages
 from torchport.interfaces.web.app import create_app
-from torchport.records import open_store
+from torchport.kb import open_store
 from torchport.views.compare import compare_runs
 
 HOSTILE = "<script>alert(1)</script>"
@@ -449,9 +449,9 @@ def test_compare_is_kept_until_a_run_changes_and_notes_are_fresh(tmp_path, monke
         noted = client.get("/compare.json?a=r1&b=r2").json()
         assert len(joins) == 1 and noted["views"]["notes"]["rows"][0][-1] == "looked at it"
         with open_store(path, write=True) as writer:  # a resumed run records its last result
-            writer.reopen_run("r2")
-            writer.add_result("r2", kb.results()[-1])
-            writer.finish_run("r2", "complete")
+            writer.update_run("r2", state="running")
+            writer.add_results("r2", [kb.results()[-1]])
+            writer.update_run("r2", state="complete")
         after = client.get("/compare.json?a=r1&b=r2").json()
         assert len(joins) == 2 and after["common"] == first["common"] + 1
         client.get("/compare.json?a=r2&b=r1")
@@ -492,7 +492,7 @@ def test_an_imported_run_serves_no_trace(tmp_path):
     """Issue 35 (1): an imported run's trace path is never looked up, not even by name."""
     import io
 
-    from torchport.records.exchange import export_runs, import_file
+    from torchport.kb.exchange import export_runs, import_file
 
     folder = tmp_path / "artifacts"
     folder.mkdir()

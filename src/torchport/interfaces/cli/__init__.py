@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "note",
     "export",
     "import",
+    "migrate",
     "doctor",
     "serve",
     "report",
@@ -113,7 +114,7 @@ def cli():
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command is, so that what it holds is let go on the way out
     as for Ctrl-C: a temporary output removed (interfaces/output.py), a forked reader ended
-    (records/forked.py), a child process killed; the exit code is then 143 (128 + 15)."""
+    (kb/forked.py), a child process killed; the exit code is then 143 (128 + 15)."""
 
 
 def _terminated(signum, frame):

@@ -17,12 +17,12 @@ def _last_status(db: str | None, cases: list[str]) -> dict[str, str]:
     be one; the default may be absent."""
     import os
 
-    from torchport.records import default_db_path
+    from torchport.kb import default_db_path
 
     if db is None and not os.path.exists(default_db_path()):
         return {}
     with store_problems():
-        return open_db(db).last_status_by_case(cases=cases)
+        return open_db(db).history(cases=cases)
 
 
 def _sized(case) -> dict:

@@ -50,8 +50,8 @@ def problems():
     from torchport.cases.workload import WorkloadError
     from torchport.config import ConfigError
     from torchport.devices import UnknownDevice
+    from torchport.kb import StoreError
     from torchport.probes.registry import UnknownProbe
-    from torchport.records import StoreError
     from torchport.views import ViewError
 
     try:
@@ -73,7 +73,7 @@ def problems():
 def store_problems():
     """``problems()`` for the read commands: only the store's and the views' errors, so they
     import neither torch nor the runner."""
-    from torchport.records import StoreError
+    from torchport.kb import StoreError
     from torchport.views import ViewError
 
     try:
@@ -85,7 +85,7 @@ def store_problems():
 def open_db(db: str | None, *, write: bool = False, check_tables: tuple[str, ...] | None = None):
     """The knowledge base for a command: read-only unless ``write`` (``check_tables``: the
     only tables the command writes, checked alone)."""
-    from torchport.records import open_store
+    from torchport.kb import open_store
 
     with store_problems():
         return open_store(db, write=write, check_tables=check_tables)

@@ -23,7 +23,7 @@ def command(run_specs, output, db):
     RUN is a run id, 'latest' or a selector (device=cpu,release=a)."""
     from torchport.interfaces.cli import UsageProblem
     from torchport.interfaces.output import OutputError, check_target, output_file
-    from torchport.records.exchange import export_runs
+    from torchport.kb.exchange import export_runs
 
     try:
         check_target(output)  # before the store is read: a device or a FIFO is bad input

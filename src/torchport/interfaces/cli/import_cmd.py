@@ -25,7 +25,7 @@ def command(path, db, as_json):
     import signal
 
     from torchport.interfaces.cli import UsageProblem
-    from torchport.records.exchange import import_file, prepared
+    from torchport.kb.exchange import import_file, prepared
 
     if "://" not in path and not os.path.isfile(path):
         raise UsageProblem(

@@ -130,9 +130,9 @@ def command(
     """
     from dataclasses import replace
 
-    from torchport.records.base import default_db_path
-    from torchport.runner.envs import Indexes
-    from torchport.runner.matrix import (
+    from torchport.kb.base import default_db_path
+    from torchport.matrix import (
+        Indexes,
         Matrix,
         MatrixError,
         load_matrix,
@@ -256,7 +256,7 @@ def command(
     data["checks"] = [c.to_dict() for c in checks]
     _write(os.path.join(out_dir, "release-note.json"), json.dumps(data, indent=1, default=str))
     from torchport.interfaces.release_note_md import release_note_markdown
-    from torchport.records.sql_common import redact_url
+    from torchport.kb.sql_common import redact_url
 
     note_md = release_note_markdown(data, redact_url(db))  # the note is shared: no password
     _write(os.path.join(out_dir, "release-note.md"), note_md)
@@ -309,7 +309,7 @@ def _write(path: str, text: str) -> None:
 
 def _note(store, matrix, sides, locks):
     """The release note: each run the baseline made, compared with the same run elsewhere."""
-    from torchport.runner.matrix import DEFAULT_RUN, run_groups
+    from torchport.matrix import DEFAULT_RUN, run_groups
     from torchport.views.release_note import ReleaseNote, release_note
 
     note = ReleaseNote(matrix=matrix.name, problems=[s.problem for s in sides if s.problem])
@@ -331,20 +331,24 @@ def _gate(store, matrix, sides, out_dir: str) -> list[dict]:
     """The baseline's expected file of each of its runs (for 'torchport gate' in CI:
     ``baseline.json``, or ``baseline-<run>.json`` for a named run), and each other run of
     that name held to it."""
-    from torchport.runner.matrix import DEFAULT_RUN, run_groups
+    from torchport.matrix import DEFAULT_RUN, run_groups
     from torchport.views.baseline import gate, make_baseline
 
     reports = []
     for name, (base, *others) in run_groups(matrix, sides):
         if base.run_id is None:
             continue
-        baseline = make_baseline(store.get_run(base.run_id), store.iter_outcomes(base.run_id))
+        baseline = make_baseline(
+            store.get_run(base.run_id), store.statuses(base.run_id, outcomes=True)
+        )
         file = "baseline.json" if name == DEFAULT_RUN else f"baseline-{name}.json"
         _write(os.path.join(out_dir, file), json.dumps(baseline, indent=1))
         for side in others:
             if side.run_id is None:
                 continue
-            report = gate(baseline, store.get_run(side.run_id), store.iter_outcomes(side.run_id))
+            report = gate(
+                baseline, store.get_run(side.run_id), store.statuses(side.run_id, outcomes=True)
+            )
             reports.append(
                 {"env": side.name, "run_name": name, "run": side.run_id, **report.to_dict()}
             )

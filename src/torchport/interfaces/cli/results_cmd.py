@@ -62,12 +62,12 @@ def command(run_id, status, case_glob, fallback_op, limit, offset, db, as_json):
             store.get_run(run_id, plan=False)
         if as_json:
             if not limit and not offset:  # every result, streamed
-                echo_json_stream(public_result(r) for r in store.iter_results(**filters))
+                echo_json_stream(public_result(r) for r in store.results(**filters, stream=True))
             else:
                 page = store.results(**filters, limit=limit or None, offset=offset)
                 echo_json_stream(public_result(r) for r in page)
             return
-        total = store.count_results(**filters)
+        total = store.results(**filters, count=True)
         limit = DEFAULT_LIMIT if limit is None else limit
         page = store.results(**filters, limit=limit or None, offset=offset)
     from torchport.interfaces.render import make_console, print_view

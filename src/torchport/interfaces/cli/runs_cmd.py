@@ -21,7 +21,7 @@ def command(db, as_json):
 
     with store_problems():
         store = open_db(db)
-        runs = store.list_runs()
+        runs = store.runs()
         headlines = run_headlines(store, runs)
     if as_json:
         echo_json([run | {"headline": headlines[run["id"]].to_dict()} for run in runs])

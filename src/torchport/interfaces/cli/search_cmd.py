@@ -41,9 +41,9 @@ def command(text, limit, offset, db, as_json):
     query = " ".join(text)
     store = open_db(db)
     with store_problems():
-        total = store.count_search(query)
+        total = store.search(query, count=True)
         results = store.search(query, limit=limit, offset=offset)
-        notes = store.search_notes(query, limit=limit) if offset == 0 else []
+        notes = store.search(query, limit=limit, notes=True) if offset == 0 else []
         from torchport.views.search_more import more_hits
 
         more = more_hits(store, query, limit) if offset == 0 else {}

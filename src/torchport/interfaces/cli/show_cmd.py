@@ -51,10 +51,12 @@ def command(run_id, show_all, db, as_json, csv_view, detail):
 
     store = open_db(db)
     with store_problems():
-        run = store.get_run(run_id or store.latest_run_id(), plan=False)
+        run = store.get_run(
+            run_id or store.runs(latest=True)[0]["id"], plan=False, environments=True
+        )
+        environments = run.pop("environments")
         head = run_headline(store, run)
-        environments = [store.environment(e) for e in run["environment_ids"]]
-        total = store.count_results(run_id=run["id"])
+        total = store.results(run_id=run["id"], count=True)
         notes = store.notes(run_id=run["id"])
         above = settings.value("TORCHPORT_SHOW_SUMMARY_ABOVE")
         summary = total > above and not show_all and not csv_view

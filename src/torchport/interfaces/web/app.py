@@ -28,7 +28,7 @@ from torchport.interfaces.bounds import BadPaging, parse_offset
 from torchport.interfaces.web import pages
 from torchport.interfaces.web.guard import LOCAL_HOSTS, Guard
 from torchport.interfaces.web.html import STATIC, render_page
-from torchport.records import StoreError
+from torchport.kb import StoreError
 from torchport.views.case_history import exact_glob
 
 JSON_FLAG = "torchport.json"

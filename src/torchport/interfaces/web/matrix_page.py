@@ -10,7 +10,7 @@ from torchport.views.base import Column, View
 from torchport.views.compare_tables import LISTS, comparison_views, list_length
 from torchport.views.release_note import release_note
 
-DEFAULT_RUN = "run"  # runner/matrix.py: the one run [run] describes
+DEFAULT_RUN = "run"  # matrix/run.py: the one run [run] describes
 
 
 def matrix_groups(
@@ -18,7 +18,7 @@ def matrix_groups(
 ) -> list[tuple[str | None, list[tuple[str, str | None, str | None]]]]:
     """(run name or None, [(environment, its newest run of that name, no lock)]) for the
     matrix ``name``: each run the baseline made, the baseline first."""
-    runs = [r for r in store.list_runs() if (r.get("labels") or {}).get("matrix") == name]
+    runs = [r for r in store.runs() if (r.get("labels") or {}).get("matrix") == name]
     if not runs:
         raise NotFound(f"no runs of a matrix '{name}' (labels matrix={name})")
     newest: dict[tuple[str, str], dict] = {}

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 from torchport.interfaces.render import ENVIRONMENT_KEYS
 from torchport.interfaces.web import charts as ch
-from torchport.records import StoreError
+from torchport.kb import StoreError
 from torchport.views import build_views
 from torchport.views.base import View
 from torchport.views.case_history import exact_glob, history_view, latest_failure, parity_view
@@ -39,7 +39,7 @@ from torchport.views.listing import results_view, runs_view
 from torchport.views.placement import host_op_ranking
 from torchport.views.run_summary import GROUPS_SHOWN, groups_view, summary_views
 from torchport.views.search_more import more_hits
-from torchport.views.selection import resolve_run
+from torchport.views.selection import is_run_id, resolve_run
 from torchport.views.train import loss_curves
 
 PAGE_ROWS = 100  # results per page of a large run, an op or a search
@@ -171,7 +171,7 @@ def tables(views: dict[str, View], links: Links, run_id: str | None = None) -> l
 # -- runs ------------------------------------------------------------------------------------
 def runs_page(store, links: Links, filters: dict[str, str]) -> Page:
     """Every run, newest first, filtered by device, suite, state and a ``key=value`` label."""
-    every = store.list_runs()
+    every = store.runs()
     label = filters.get("label") or ""
     key, _, value = label.partition("=")
     chosen = [
@@ -205,7 +205,7 @@ def runs_page(store, links: Links, filters: dict[str, str]) -> Page:
 
 # -- one run ----------------------------------------------------------------------------------
 def run_header(store, run: dict) -> dict:
-    environments = [store.environment(e) for e in run["environment_ids"]]
+    environments = store.get_run(run["id"], plan=False, environments=True)["environments"]
     brief = {k: v for k, v in run.items() if k != "plan"}
     brief["planned"] = len(run.get("plan") or [])
     return {
@@ -221,7 +221,7 @@ def run_page(store, run_id: str, links: Links, *, offset: int = 0) -> Page:
     """Header, then the run's views and plots; a run past FULL_VIEWS_UP_TO results shows its
     status counts, failures by signature and one page of results at a time."""
     run = _get_run(store, run_id)
-    total = store.count_results(run_id=run["id"])
+    total = store.results(run_id=run["id"], count=True)
     data = run_header(store, run) | {"results_total": total, "summary": total > FULL_VIEWS_UP_TO}
     data["headline"] = run_headline(store, run).to_dict()
     notes = store.notes(run_id=run["id"])
@@ -237,7 +237,7 @@ def run_page(store, run_id: str, links: Links, *, offset: int = 0) -> Page:
     if notes:
         views["notes"] = notes_view(notes)
     if links.root is not None:  # the newest runs of the suite, newest first
-        others = store.find_runs(suite=run["suite"], complete=False)
+        others = [r["id"] for r in store.runs(suite=run["suite"], complete=False)]
         data["compare_with"] = [
             {"id": other, "href": links.compare(other, run["id"])}
             for other in others[:COMPARE_WITH]
@@ -254,10 +254,10 @@ def run_views(store, run: dict, results: list[dict]) -> tuple[dict[str, View], l
     for name, view in built.items():
         views[name] = view
         if name == "matrix":
-            groups = store.failure_groups(run["id"], limit=GROUPS_SHOWN)
+            groups = store.failures(run["id"], limit=GROUPS_SHOWN)
             if groups:
                 views["failures"] = groups_view(
-                    "Failures by error signature", groups, store.count_failure_groups(run["id"])
+                    "Failures by error signature", groups, store.failures(run["id"], count=True)
                 )
         if name == "placement" and (ranking := host_op_ranking(run, results)):
             views["host_ops"] = ranking
@@ -280,13 +280,13 @@ def case_page(store, case: str, links: Links) -> Page:
     """A case's history across runs (newest HISTORY_ROWS results), plots of its step and
     compile times, parity per tensor of its latest result per mode, the latest traceback."""
     pattern = exact_glob(case)
-    total = store.count_results(case_glob=pattern)
+    total = store.results(case_glob=pattern, count=True)
     if not total:
         raise NotFound(f"no results for case '{case}' in {store.url}; search for it instead")
     results = store.results(
         case_glob=pattern, limit=HISTORY_ROWS, offset=max(0, total - HISTORY_ROWS)
     )
-    runs = {r["id"]: r for r in store.list_runs()}
+    runs = {r["id"]: r for r in store.runs()}
     history = history_view(case, results, runs)
     if total > len(results):
         history.notes.append(f"the newest {len(results)} of {total} results")
@@ -314,10 +314,11 @@ def case_page(store, case: str, links: Links) -> Page:
             for a, b in zip(order, order[1:], strict=False)
         ],
     }
-    envs = {runs[r]["environment_id"] for r in order if (runs.get(r) or {}).get("environment_id")}
-    torch = {e: store.environment(e).get("torch") for e in envs}
     torch_by_run = {
-        r: str(torch[e]) for r in order if (e := (runs.get(r) or {}).get("environment_id")) in torch
+        r: str(environments[0].get("torch"))
+        for r in order
+        if r in runs
+        and (environments := store.get_run(r, plan=False, environments=True)["environments"])
     }
     charts = ch.history_charts(history, torch_by_run)
     return Page("case", f"Case {case}", tables(views, links), charts, data)
@@ -338,7 +339,7 @@ class CompareMemo:
     @staticmethod
     def _version(store, run_id: str) -> tuple:
         run = store.get_run(run_id, plan=False)
-        return run["state"], run["finished_at"], store.count_results(run_id=run_id)
+        return run["state"], run["finished_at"], store.results(run_id=run_id, count=True)
 
     def get(self, store, run_a: str, run_b: str, **reads) -> Comparison:
         """``compare_runs(store, run_a, run_b, **reads)``, kept."""
@@ -380,7 +381,8 @@ def compare_page(
     page reached by its offset alone reads the list up to its end. ``every``: every row of
     every list (the one-file report; 30 MB of HTML for two runs of 100 000, which the
     server leaves to ``torchport compare --json``)."""
-    run_a, run_b = resolve_run(store, a), resolve_run(store, b)
+    # A run named by its id is read by the comparison itself (a missing one: the same line)
+    run_a, run_b = (spec if is_run_id(spec) else resolve_run(store, spec) for spec in (a, b))
     if rows is not None and rows not in LISTS:
         raise NotFound(f"no list '{rows}' in a comparison; one of: {', '.join(LISTS)}")
     after = after if rows not in (None, "host_ops") else None
@@ -427,8 +429,8 @@ def compare_page(
 def op_page(store, op: str, links: Links, *, offset: int = 0) -> Page:
     """Which runs (devices, releases) and cases ran ``op`` on the host."""
     name = full_op_name(op)
-    listed = store.list_runs()
-    by_run = store.count_results_by_run(fallback_op=name)
+    listed = store.runs()
+    by_run = store.results(fallback_op=name, by_run=True)
     counts = [(r, by_run.get(r["id"], 0)) for r in listed]
     total = sum(by_run.values())
     page = store.results(fallback_op=name, limit=PAGE_ROWS, offset=offset)
@@ -448,11 +450,11 @@ def search_page(store, text: str, links: Links, *, offset: int = 0) -> Page:
     if not text:
         return Page("search", "Search", data={"q": "", "paging": None})
     found = store.search(text, limit=PAGE_ROWS, offset=offset)
-    total = store.count_search(text)
+    total = store.search(text, count=True)
     views = more_hits(store, text, PAGE_ROWS) if offset == 0 else {}
     views["results"] = results_view(found)
     views["results"].title = f"{total} results for {text!r}"
-    notes = store.search_notes(text, limit=PAGE_ROWS)
+    notes = store.search(text, limit=PAGE_ROWS, notes=True)
     if notes:
         views["notes"] = notes_view(notes, "Notes that match")
     data = {"q": text, "paging": paging(offset, len(found), total, lambda o: links.search(text, o))}
