@@ -2,6 +2,8 @@
 failure or its death is one StoreError, and a child nobody waits for is ended."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -73,3 +75,37 @@ def test_spread_gives_the_parts_values_in_order_and_ends_the_children_when_here_
     with pytest.raises(ValueError, match="first part failed"):
         forked.spread([1, 2], here, apart)
     assert time.monotonic() - begun < 30  # the child was ended, not waited for
+
+
+# A SIGTERM that lands while a reader is forked: its handler ran inside an at-fork callback
+# (here one that keeps the interpreter busy after the signal, as logging's lock release did in
+# a loaded `make test`), where the Terminated it raises is printed and dropped, and the command
+# went on for as long as its work took (`test_signals.py`'s `baseline save` hung past 60 s).
+_SIGNAL_DURING_FORK = """
+import os, signal, sys
+from torchport.interfaces import cli
+from torchport.kb import forked
+
+def busy_after_fork():
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(100_000):  # the interpreter checks for signals here: inside the callback
+        pass
+
+signal.signal(signal.SIGTERM, cli._terminated)
+os.register_at_fork(after_in_parent=busy_after_fork)
+try:
+    with forked.Child(lambda: 1) as child:
+        child.value()
+except cli.Terminated:
+    sys.exit(143)
+print("the command went on after SIGTERM")
+sys.exit(0)
+"""
+
+
+def test_a_sigterm_during_the_fork_ends_the_command_with_its_children():
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_DURING_FORK], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 143, (proc.stdout, proc.stderr)
+    assert "Exception ignored" not in proc.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -39,6 +40,9 @@ def cores() -> int:
 # a pipe another child keeps open.
 _READ_ENDS: set = set()
 
+# The signals a command turns into exceptions (interfaces/cli: Terminated, KeyboardInterrupt).
+_HELD = {signal.SIGTERM, signal.SIGINT}
+
 
 class Child:
     """``work()`` running in a forked child: ``value()`` waits for what it returned (an error
@@ -59,6 +63,7 @@ class Child:
         parent, prctl = os.getpid(), _prctl()
 
         def child() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             die_with_parent(parent, prctl=prctl)
             for end in list(_READ_ENDS):
                 end.close()
@@ -70,8 +75,20 @@ class Child:
 
         _READ_ENDS.add(self._receive)  # its own child closes it too: it only writes
         self._process = context.Process(target=child, name="torchport-part", daemon=True)
-        self._process.start()
-        send.close()
+        # A SIGTERM or Ctrl-C that lands during the fork would run its handler inside an
+        # at-fork callback (logging's, multiprocessing's), where the exception it raises is
+        # printed and dropped: the command would go on, its children with it. Held until the
+        # fork is done, it is raised here, where `with` blocks see it (docs/reliability.md).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        try:
+            self._process.start()
+        finally:
+            send.close()
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        except BaseException:
+            self.__exit__()
+            raise
 
     def value(self) -> Any:
         try:
