@@ -109,3 +109,37 @@ def test_a_sigterm_during_the_fork_ends_the_command_with_its_children():
     )
     assert proc.returncode == 143, (proc.stdout, proc.stderr)
     assert "Exception ignored" not in proc.stderr
+
+
+# The same signal landing in a finalizer: Python drops what a ``__del__`` raises. The command's
+# hook sends the signal again, to be raised where it counts.
+_SIGNAL_IN_A_FINALIZER = """
+import os, signal, sys, time
+from torchport.interfaces import cli
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the interpreter checks for signals here: inside __del__
+            pass
+
+signal.signal(signal.SIGTERM, cli._terminated)
+sys.unraisablehook = cli._swallowed
+try:
+    Finalized()
+    until = time.monotonic() + 10  # the command's own work, which the signal must end
+    while time.monotonic() < until:
+        pass
+except cli.Terminated:
+    sys.exit(143)
+print("the command went on after SIGTERM")
+sys.exit(0)
+"""
+
+
+def test_a_sigterm_dropped_in_a_finalizer_still_ends_the_command():
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_A_FINALIZER], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 143, (proc.stdout, proc.stderr)
+    assert "Exception ignored" not in proc.stderr

@@ -121,6 +121,22 @@ def _terminated(signum, frame):
     raise Terminated()
 
 
+def _swallowed(unraisable: Any, _default=sys.unraisablehook) -> None:
+    """Where Python drops an exception (an at-fork callback, a ``__del__``, a weakref
+    callback) a SIGTERM's Terminated would be printed and lost, and the command go on: the
+    signal is sent again a moment later, from a thread, so that its handler runs once the
+    main thread has left that place (sent from here, it would run inside this hook, which
+    drops it too) (docs/reliability.md, Round 3)."""
+    if isinstance(unraisable.exc_value, Terminated):
+        import threading
+
+        again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM))
+        again.daemon = True
+        again.start()
+        return
+    _default(unraisable)
+
+
 def main(argv=None):
     # Building shrunk configs makes transformers warn once per architecture, which would bury
     # the progress and tables; TRANSFORMERS_VERBOSITY set by the user still wins.
@@ -128,6 +144,7 @@ def main(argv=None):
     # A command that handles SIGTERM itself (run, import, a matrix's child run) sets its own
     # handler for its span and puts this one back.
     signal.signal(signal.SIGTERM, _terminated)
+    sys.unraisablehook = _swallowed
     try:
         cli.main(args=argv, prog_name="torchport", standalone_mode=True)
     except Terminated:
