@@ -1,6 +1,6 @@
 """--executor ray: the same faults through a real local Ray cluster, started once per module.
 
-The head is started the way FIELD-NOTES.md says: ``ray start --head --block`` in a session of its
+The head is started the way Ray documents it: ``ray start --head --block`` in a session of its
 own, authentication off on both sides, ended by SIGTERM to that one process (never ``ray stop``,
 which would end every Ray process on the host).
 """

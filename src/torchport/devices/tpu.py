@@ -1,6 +1,6 @@
 """TorchTPU (``torch_tpu``, Google's native PyTorch backend for TPUs; PrivateUse1 ``tpu``).
 
-Read from the installed package, torch_tpu 0.2.0 (see shared/FIELD-NOTES.md):
+Read from the installed package, torch_tpu 0.2.0 (what this machine ran: docs/backends.md):
 - It autoloads through the ``torch.backends`` entry-point group, but renames PrivateUse1 to
   ``tpu`` and registers ``torch.tpu`` only when TPU chips are found on the PCI bus. Without
   chips ``torch.device("tpu")`` is an unknown device string: ``availability`` says which.

@@ -1,6 +1,6 @@
 """torch_xla (TPU, and a CPU through PJRT): lazy tensors, fallbacks counted by its metrics.
 
-Checked on torch_xla 2.9.0 with ``PJRT_DEVICE=CPU`` (see shared/FIELD-NOTES.md):
+Checked on torch_xla 2.9.0 with ``PJRT_DEVICE=CPU`` (what this machine ran: docs/backends.md):
 - Lazy: a step runs at ``torch_xla.sync()``; wait with ``xm.wait_device_ops()``. Copying
   outputs to the host one tensor at a time compiles once per tensor: the ladder waits once
   (``wait_for``) before it copies.

@@ -24,7 +24,7 @@ from tests import kb
 from tests.conftest import TORCHPORT, torchport
 
 # As root Chromium needs --no-sandbox; the networking switches keep it from calling home on
-# this closed network (shared/FIELD-NOTES.md).
+# this closed network (docs/install.md).
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--headless",

@@ -30,7 +30,8 @@ from torchport.probes import placement
 from torchport.records.result import error_value, is_oom
 from torchport.records.status import STAGE_STATUS
 from torchport.records.status import grade as grade_rule
-from torchport.runner.stages import Stage, StageRunner, Stop
+from torchport.runner.ops.base import OpStageRunner
+from torchport.runner.stages import Stage, Stop
 from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
@@ -110,20 +111,14 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
-class OpLadder(StageRunner):
+class OpLadder(OpStageRunner):
     """OpInfo ops on the one stage runner (runner/stages.py)."""
 
     def __init__(
         self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
     ):
         super().__init__(case, mode, config, adapter, emit, reference_cache)
-        self.target = adapter.device().split(":")[0]
-        self.sample_skips: collections.Counter = collections.Counter()
-        self.failures: list[dict] = []
-        self.rows: dict[tuple, dict] = {}
         self.tags: set[str] = set()
-        self.errors = {"abs": 0.0, "rel": 0.0}
-        self.counts: collections.Counter[str] = collections.Counter()
         from torchport.cases.ops_reasons import DEFAULT_DEPTH
 
         self.depth = config.depth or DEFAULT_DEPTH

@@ -18,7 +18,6 @@ argument, leaves it not run with that reason (findings["sample_skips"], docs/sui
 
 from __future__ import annotations
 
-import collections
 import faulthandler
 import json
 import os
@@ -29,7 +28,8 @@ from typing import Any, NoReturn
 
 from torchport.config import RunConfig
 from torchport.records.status import STAGE_STATUS
-from torchport.runner.stages import Stage, StageRunner, Stop
+from torchport.runner.ops.base import OpStageRunner
+from torchport.runner.stages import Stage, Stop
 from torchport.timing import clock
 
 MAX_FAILURES_KEPT = 10
@@ -232,7 +232,7 @@ def meta(values: dict) -> dict:
     }
 
 
-class SchemaLadder(StageRunner):
+class SchemaLadder(OpStageRunner):
     """A packet's overloads on the one stage runner (runner/stages.py)."""
 
     STAGES = (
@@ -245,13 +245,7 @@ class SchemaLadder(StageRunner):
         self, case, mode: str, config: RunConfig, adapter, emit: Callable, reference_cache: dict
     ):
         super().__init__(case, mode, config, adapter, emit, reference_cache)
-        self.target = adapter.device().split(":")[0]
-        self.sample_skips: collections.Counter = collections.Counter()
-        self.failures: list[dict] = []
-        self.rows: dict[tuple, dict] = {}
         self.states: dict[str, str] = {}
-        self.counts: collections.Counter[str] = collections.Counter()
-        self.errors = {"abs": 0.0, "rel": 0.0}
         self.started = clock()
 
     def begin(self) -> None:
