@@ -2,6 +2,7 @@
 the probe on a tiny model (peaks given, and measured)."""
 
 import dataclasses
+import statistics
 
 import pytest
 import torch
@@ -214,7 +215,7 @@ def test_four_identical_blocks_agree_within_a_run_and_run_to_run_twice(monkeypat
         info = report.findings["hotspots"]
         check = info["self_check"]
         judged = [g for g in check["groups"] if g["judged"]]
-        # up, act and down of blocks 1-4 (norm is under 1 % at one thread: listed, not judged)
+        # up, act and down of blocks 1-4 (norm sits near the 1 % floor: judged in some runs)
         assert {g["modules"][0].rsplit(".", 1)[1] for g in judged} >= {
             "up",
             "act",
@@ -222,7 +223,9 @@ def test_four_identical_blocks_agree_within_a_run_and_run_to_run_twice(monkeypat
         }
         assert all(len(g["modules"]) == 4 for g in judged)
         assert info["stable"], check["reason"]
-        assert max(g["ratio"] for g in judged) <= hotspots.IDENTICAL_FACTOR
+        # the blocks' big parts (2-10 % of the pass) within 1.5x outright, beyond the noise rule
+        big = [g for g in judged if statistics.median(g["shares"]) >= 0.02]
+        assert big and max(g["ratio"] for g in big) <= hotspots.IDENTICAL_FACTOR, big
         assert info["cost"]["instrumented_x"] > 0 and info["cost"]["steps"] == hotspots.STEPS
         assert any(n.startswith("cost of measuring") for n in info["notes"])
         runs.append(module_shares(info))
@@ -299,3 +302,32 @@ def test_peaks_measured_by_the_clock_the_ops_are_read_with(monkeypatch):
     monkeypatch.setattr(roofline, "COPY_BYTES", 2**20)
     found = roofline.measured_peaks(CPUAdapter(), torch.float32, thread_clock)
     assert found["tflops"] > 0 and found["tflops_from"].endswith("the thread's CPU time")
+
+
+def _row(share: float, p10: float, p90: float) -> dict:
+    return {"share": share, "share_p10": p10, "share_p90": p90}
+
+
+def test_the_self_check_fails_a_bias_beyond_the_spread_not_a_noisy_reading():
+    """Four identical modules: one reading 1.6x its twin with overlapping p10-p90 intervals
+    (the host's noise in a few steps) agrees; the same ratio with intervals apart (a bias in
+    every resample) fails and is named; a group whose largest share is under the floor is not
+    judged."""
+    names = [f"m.{i}.lin" for i in range(4)]
+    noisy = dict(zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.05, 0.11)]))
+    check = hotspots.self_check([names], noisy)
+    (group,) = check["groups"]
+    assert check["stable"] and group["judged"] and not group["apart"] and group["agree"]
+    assert "only within their p10-p90" in hotspots._check_note(check)
+
+    biased = dict(zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.075, 0.085)]))
+    check = hotspots.self_check([names], biased)
+    assert not check["stable"] and check["groups"][0]["apart"]
+    assert "m.3.lin measured 8.0%" in check["reason"] and "beyond both rows'" in check["reason"]
+
+    small = dict(zip(names, [_row(0.004, 0.003, 0.005)] * 3 + [_row(0.009, 0.0085, 0.0095)]))
+    check = hotspots.self_check([names], small)
+    assert check["stable"] and not check["groups"][0]["judged"]
+    # without intervals (one step) a ratio beyond the factor is a disagreement, as before
+    bare = {n: {"share": r["share"]} for n, r in biased.items()}
+    assert not hotspots.self_check([names], bare)["stable"]

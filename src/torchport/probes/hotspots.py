@@ -144,9 +144,15 @@ def _bound(counted: bool, flops: int, nbytes: int | None, intensity, ridge: floa
 
 def self_check(groups: list[list[str]], rows: dict[str, dict]) -> dict:
     """Identical modules' shares against each other: {"groups": [...], "stable", "reason"}.
-    A group agrees when its largest share is within IDENTICAL_FACTOR of its smallest; groups
-    whose largest share is under CHECKED_SHARE are listed but not judged (timer resolution and
-    dispatch jitter dominate there)."""
+    A group disagrees when its largest share is more than IDENTICAL_FACTOR times its smallest
+    AND the two rows' p10-p90 intervals (bootstrap over the steps, ``summarise``) do not
+    overlap: the check is for a bias between modules that do the same work (an attribution or
+    position error), which shows in every resample; a reading the host's noise moved in a few
+    steps overlaps its twin and is the row's own ``unstable`` mark's business (its spread).
+    Groups whose largest share is under CHECKED_SHARE are listed but not judged (timer
+    resolution and dispatch jitter dominate there). Measured at two CPU burners on 2 cores:
+    LayerNorm rows at 1.0-1.4 % of the pass read up to 1.59x apart in one run of many
+    (docs/probes/hotspots.md)."""
     checked, failed = [], []
     for names in groups:
         present = [n for n in names if n in rows]
@@ -155,26 +161,38 @@ def self_check(groups: list[list[str]], rows: dict[str, dict]) -> dict:
         shares = [rows[n]["share"] for n in present]
         low, high = min(shares), max(shares)
         ratio = high / low if low > 0 else float("inf")
+        largest, smallest = present[shares.index(high)], present[shares.index(low)]
         judged = high >= CHECKED_SHARE
+        apart = _apart(rows[largest], rows[smallest])
         entry = {
             "modules": present,
             "shares": shares,
             "ratio": ratio,
             "judged": judged,
-            "agree": ratio <= IDENTICAL_FACTOR if judged else None,
-            "largest": present[shares.index(high)],
-            "smallest": present[shares.index(low)],
+            "apart": apart,
+            "agree": (ratio <= IDENTICAL_FACTOR or not apart) if judged else None,
+            "largest": largest,
+            "smallest": smallest,
         }
         checked.append(entry)
-        if judged and ratio > IDENTICAL_FACTOR:
+        if judged and not entry["agree"]:
             failed.append(entry)
     reason = "; ".join(
         f"{len(e['modules'])} identical modules ({_short(e['modules'])}): {e['largest']} "
         f"measured {max(e['shares']):.1%} against {e['smallest']}'s {min(e['shares']):.1%} "
-        f"({e['ratio']:.2f}x, more than {IDENTICAL_FACTOR}x)"
+        f"({e['ratio']:.2f}x, more than {IDENTICAL_FACTOR}x, beyond both rows' p10-p90)"
         for e in failed
     )
     return {"groups": checked, "stable": not failed, "reason": reason}
+
+
+def _apart(high: dict, low: dict) -> bool:
+    """Whether ``high``'s share sits above ``low``'s beyond their resampling spread: its p10
+    over the other's p90 (rows without the interval, e.g. a single step, count as apart)."""
+    hi_p10, lo_p90 = high.get("share_p10"), low.get("share_p90")
+    if hi_p10 is None or lo_p90 is None:
+        return True
+    return hi_p10 > lo_p90
 
 
 def _short(names: list[str]) -> str:
@@ -376,7 +394,9 @@ def _check_note(check: dict) -> str:
         )
     worst = max(g["ratio"] for g in judged)
     count = sum(len(g["modules"]) for g in judged)
+    noisy = sum(g["ratio"] > IDENTICAL_FACTOR for g in judged)
+    within = f" ({noisy} of them only within their p10-p90)" if noisy else ""
     return (
         f"self-check: {len(judged)} groups of structurally identical modules ({count} "
-        f"modules) agree within {worst:.2f}x (limit {IDENTICAL_FACTOR}x)"
+        f"modules) agree within {worst:.2f}x (limit {IDENTICAL_FACTOR}x){within}"
     )
