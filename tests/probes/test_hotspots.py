@@ -314,18 +314,22 @@ def test_the_self_check_fails_a_bias_beyond_the_spread_not_a_noisy_reading():
     every resample) fails and is named; a group whose largest share is under the floor is not
     judged."""
     names = [f"m.{i}.lin" for i in range(4)]
-    noisy = dict(zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.05, 0.11)]))
+    noisy = dict(zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.05, 0.11)], strict=True))
     check = hotspots.self_check([names], noisy)
     (group,) = check["groups"]
     assert check["stable"] and group["judged"] and not group["apart"] and group["agree"]
     assert "only within their p10-p90" in hotspots._check_note(check)
 
-    biased = dict(zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.075, 0.085)]))
+    biased = dict(
+        zip(names, [_row(0.05, 0.045, 0.055)] * 3 + [_row(0.08, 0.075, 0.085)], strict=True)
+    )
     check = hotspots.self_check([names], biased)
     assert not check["stable"] and check["groups"][0]["apart"]
     assert "m.3.lin measured 8.0%" in check["reason"] and "beyond both rows'" in check["reason"]
 
-    small = dict(zip(names, [_row(0.004, 0.003, 0.005)] * 3 + [_row(0.009, 0.0085, 0.0095)]))
+    small = dict(
+        zip(names, [_row(0.004, 0.003, 0.005)] * 3 + [_row(0.009, 0.0085, 0.0095)], strict=True)
+    )
     check = hotspots.self_check([names], small)
     assert check["stable"] and not check["groups"][0]["judged"]
     # without intervals (one step) a ratio beyond the factor is a disagreement, as before
