@@ -392,7 +392,9 @@ def lines(report: Report, results: list[dict]) -> Iterator[dict]:
     elapsed = meta.get("elapsed_sec")
     started = finished
     if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) and 0 <= elapsed < 1e8:
-        start = datetime.fromisoformat(finished) - timedelta(seconds=elapsed)
+        end = datetime.fromisoformat(meta["timestamp"])  # to the microsecond, as recorded
+        end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
+        start = end.astimezone(timezone.utc) - timedelta(seconds=elapsed)
         started = start.isoformat(timespec="seconds")
     yield {
         "kind": "header",
