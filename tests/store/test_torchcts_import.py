@@ -160,3 +160,22 @@ def test_compared_with_a_torchport_ops_run_of_the_same_ops(imported):
     ]
     assert comparison.placement_summary["basis"] == "none"
     assert "no placement data" in comparison.placement_summary["remarks"][0]
+
+
+def test_hostile_text_is_kept_escaped_on_both_engines(kb_url, tmp_path):
+    """A NUL and a lone surrogate (neither fits a knowledge base) arrive escaped; ESC and a
+    bidi override are kept as recorded (escaped where shown: interfaces/formats.py)."""
+    doc = plain()
+    node, record = next(iter(doc["results"].items()))
+    hostile = "a\x00b\ud800c\x1b[31m\u202e"
+    doc["results"] = {node + hostile: dict(record, status="ERROR", error_message=hostile, op=hostile)}
+    doc["skips"] = {}
+    path = tmp_path / "hostile.json"
+    path.write_bytes(json.dumps(doc).encode("utf-8", "surrogatepass"))
+    escaped = "a\\x00b\\ud800c\x1b[31m\u202e"
+    with open_store(kb_url, write=True) as store:
+        (run_id,) = import_from(store, str(path)).added
+        (result,) = store.results(run_id=run_id)
+    assert result["case"] == f"ops/{escaped}/{record['dtype'].removeprefix('torch.')}"
+    assert result["error"]["message"].endswith(f"]{escaped}: {escaped}")
+    assert result["findings"]["tests"][0]["test"].endswith(escaped)
