@@ -82,7 +82,9 @@ def test_runs_and_show_list_it_as_a_torchcts_run(base):
     assert "Operator compatibility on simdev (9 ops)" in shown
     assert "24 results: 16 passed, 6 failed (accuracy 5, error 1), 2 skipped " in shown
     assert "(capability_not_declared 2)" in shown
-    failed = _ok(torchport("results", "--run", RUN_ID, "--status", "accuracy_fail", "--db", db, cwd=folder))
+    failed = _ok(
+        torchport("results", "--run", RUN_ID, "--status", "accuracy_fail", "--db", db, cwd=folder)
+    )
     assert "ops/exp/float32" in failed and "ops/add/float32" not in failed
 
 
@@ -93,8 +95,13 @@ def test_compare_with_a_torchport_ops_run(base):
     assert "different suites (ops vs torchcts)" in out
     assert "Newly passing (1)" in out and "ops/logsumexp/bfloat16" in out
     assert "has no placement data" in out and "on the host in both" not in out
-    data = json.loads(_ok(torchport("compare", OPS_RUN_ID, RUN_ID, "--json", "--db", db, cwd=folder)))
-    assert data["transitions"] == {"pass": {"pass": 15}, "accuracy_fail": {"accuracy_fail": 5, "pass": 1}}
+    data = json.loads(
+        _ok(torchport("compare", OPS_RUN_ID, RUN_ID, "--json", "--db", db, cwd=folder))
+    )
+    assert data["transitions"] == {
+        "pass": {"pass": 15},
+        "accuracy_fail": {"accuracy_fail": 5, "pass": 1},
+    }
 
 
 def test_the_dashboard_shows_the_run_and_its_comparison(base):
@@ -117,7 +124,11 @@ BAD = {
     "unknown status": (
         json.dumps(
             {
-                "metadata": {"device_name": "x", "pytorch_version": "2", "timestamp": "2026-01-01T00:00:00Z"},
+                "metadata": {
+                    "device_name": "x",
+                    "pytorch_version": "2",
+                    "timestamp": "2026-01-01T00:00:00Z",
+                },
                 "results": {"t::a": {"status": "MAYBE"}},
             }
         ).encode(),
@@ -147,7 +158,10 @@ def test_a_huge_report_is_refused_before_it_is_read(base, tmp_path):
     _refused(torchport("import", path, "--db", db, cwd=tmp_path), "past the 256 MiB")
     assert _sha(db) == before
     export = tmp_path / "new.db"
-    _refused(torchport("import", OPS_RUN, "--format", "torchcts", "--db", export, cwd=tmp_path), "is not JSON")
+    _refused(
+        torchport("import", OPS_RUN, "--format", "torchcts", "--db", export, cwd=tmp_path),
+        "is not JSON",
+    )
     assert not export.exists()
 
 
@@ -159,7 +173,7 @@ SMALL = dict(
     skips=dict(list(SEED["skips"].items())[:2]),
 )
 HOSTILE_TEXT = st.text(
-    alphabet=st.sampled_from(list("ab/:[]-.\x00\x1b\u202e\n\r\t\"\\") + ["\ud800", "é", "∑"]),
+    alphabet=st.sampled_from(list('ab/:[]-.\x00\x1b\u202e\n\r\t"\\') + ["\ud800", "é", "∑"]),
     max_size=20,
 )
 JSON_VALUES = st.recursive(
@@ -221,7 +235,9 @@ FUZZ = settings(
 @given(place=st.sampled_from(PLACES), value=JSON_VALUES)
 def test_fuzz_any_field_replaced_by_any_value(tmp_path, place, value):
     doc = _replaced(SMALL, place, value)
-    _import_and_hold(tmp_path, json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass"), "field")
+    _import_and_hold(
+        tmp_path, json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass"), "field"
+    )
 
 
 @FUZZ
@@ -237,7 +253,9 @@ def test_fuzz_a_report_cut_anywhere_is_refused(tmp_path, cut):
 @FUZZ
 @given(node=HOSTILE_TEXT.filter(bool), message=HOSTILE_TEXT, op=HOSTILE_TEXT)
 def test_fuzz_hostile_ids_and_messages_are_kept_or_refused(tmp_path, node, message, op):
-    record = dict(next(iter(SMALL["results"].values())), status="ERROR", error_message=message, op=op)
+    record = dict(
+        next(iter(SMALL["results"].values())), status="ERROR", error_message=message, op=op
+    )
     doc = dict(SMALL, results={node: record}, skips={})
     _import_and_hold(tmp_path, json.dumps(doc).encode("utf-8", "surrogatepass"), "hostile")
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 import pytest
 
 from torchport.records.status import STATUSES
-from torchport.records.torchcts import FILTERED, CtsTest, case_of, result_of, results, short_id, verdict
+from torchport.records.torchcts import (
+    FILTERED,
+    CtsTest,
+    case_of,
+    result_of,
+    results,
+    short_id,
+    verdict,
+)
 
 NODE = ".venv/lib/python3.11/site-packages/torchcts/opinfo/test_opinfo_forward.py"
 
@@ -68,7 +76,9 @@ def test_any_other_test_is_a_case_of_its_own():
         dtype="torch.float32",
     )
     assert case_of(handwritten) == ("torchcts/operators/test_conv.py::test_conv2d[0]", "eager")
-    compiled = CtsTest(id="torchcts/compiler/test_compile_ops.py::t[x]", status="PASS", suite="compiler")
+    compiled = CtsTest(
+        id="torchcts/compiler/test_compile_ops.py::t[x]", status="PASS", suite="compiler"
+    )
     assert case_of(compiled) == ("torchcts/compiler/test_compile_ops.py::t[x]", "compile")
     mine = CtsTest(id="tests/test_mine.py::test_it", status="PASS", suite="custom")
     assert case_of(mine) == ("torchcts/tests/test_mine.py::test_it", "eager")
@@ -76,7 +86,9 @@ def test_any_other_test_is_a_case_of_its_own():
 
 
 def test_a_case_is_its_worst_test_with_every_test_kept():
-    forward = _test("FAIL", error_type="AssertionError", error_message="Tensor-likes are not close!")
+    forward = _test(
+        "FAIL", error_type="AssertionError", error_message="Tensor-likes are not close!"
+    )
     backward = _test(
         "ERROR",
         id=f"{NODE.replace('forward', 'backward')}::test_op_backward[exp-torch.float32]",

@@ -15,7 +15,7 @@ import pytest
 
 from torchport.kb import open_store
 from torchport.kb import torchcts as reader
-from torchport.kb.exchange import ExchangeError, import_from, source_format
+from torchport.kb.exchange import import_from, source_format
 from torchport.views.compare import compare_runs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torchcts"
@@ -91,7 +91,9 @@ def test_its_tests_become_one_run_with_statuses_mapped(imported):
     assert add["findings"]["tests"][1]["skip_reason"] == "capability_not_declared"
     never = results["ops/H/bfloat16"]
     assert never["status"] == "skip" and never["findings"]["skip"] == "capability_not_declared"
-    assert never["error"]["message"].endswith("capability_not_declared: requires capabilities: training")
+    assert never["error"]["message"].endswith(
+        "capability_not_declared: requires capabilities: training"
+    )
 
 
 def test_the_same_report_imports_once(imported, tmp_path):
@@ -125,16 +127,20 @@ def test_the_plain_form_and_a_latest_reference_read_as_the_compact_one(tmp_path)
 @pytest.mark.parametrize("target", ["../outside.json", "/etc/passwd", "a/../../b.json"])
 def test_a_reference_is_followed_inside_its_own_folder_only(tmp_path, target):
     latest = tmp_path / "latest.json"
-    latest.write_text(json.dumps({"artifact": target, "format": "torchcts_result_reference", "format_version": 1}))
-    with pytest.raises(ExchangeError, match="names a report outside its own folder"):
+    latest.write_text(
+        json.dumps({"artifact": target, "format": "torchcts_result_reference", "format_version": 1})
+    )
+    with pytest.raises(reader.TorchctsError, match="names a report outside its own folder"):
         reader.read(str(latest))
 
 
 def test_a_reference_loop_is_refused(tmp_path):
     (tmp_path / "a.json").write_text(
-        json.dumps({"artifact": "a.json", "format": "torchcts_result_reference", "format_version": 1})
+        json.dumps(
+            {"artifact": "a.json", "format": "torchcts_result_reference", "format_version": 1}
+        )
     )
-    with pytest.raises(ExchangeError, match="more than 8 references in a row"):
+    with pytest.raises(reader.TorchctsError, match="more than 8 references in a row"):
         reader.read(str(tmp_path / "a.json"))
 
 
@@ -168,7 +174,9 @@ def test_hostile_text_is_kept_escaped_on_both_engines(kb_url, tmp_path):
     doc = plain()
     node, record = next(iter(doc["results"].items()))
     hostile = "a\x00b\ud800c\x1b[31m\u202e"
-    doc["results"] = {node + hostile: dict(record, status="ERROR", error_message=hostile, op=hostile)}
+    doc["results"] = {
+        node + hostile: dict(record, status="ERROR", error_message=hostile, op=hostile)
+    }
     doc["skips"] = {}
     path = tmp_path / "hostile.json"
     path.write_bytes(json.dumps(doc).encode("utf-8", "surrogatepass"))

@@ -35,10 +35,9 @@ from typing import IO, Any
 
 from torchport.kb import forked
 from torchport.kb.base import StoreError
-from torchport.kb.exchange_lines import BadLine, check, parse
+from torchport.kb.exchange_lines import FORMAT, BadLine, check, parse
 from torchport.records.result import Recorded
 
-FORMAT = "torchport-export/1"
 RUN_KEYS = (
     "id",
     "started_at",

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from torchport.kb.exchange import FORMAT, ExchangeError
-from torchport.kb.exchange_lines import BadLine, parse
+from torchport.kb.base import StoreError
+from torchport.kb.exchange_lines import FORMAT, BadLine, parse
 from torchport.records import torchcts
 from torchport.records.torchcts import FILTERED, STATUSES, CtsTest
 
@@ -51,8 +51,9 @@ HEAD_BYTES = 4096
 INT_RANGE = (-(2**63), 2**63 - 1)
 
 
-class TorchctsError(ExchangeError):
-    """A file that is not a TorchCTS report torchport can import, with what to do."""
+class TorchctsError(StoreError):
+    """A file that is not a TorchCTS report torchport can import, with what to do (the
+    import command shows it as it shows exchange.ExchangeError: one line, exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,9 @@ def _follow(path: str, reference: dict, hops: int) -> str:
     if not isinstance(target, str) or not target or "\x00" in target:
         raise _fail(path, "is a TorchCTS reference without its artifact's path")
     if posixpath.isabs(target) or ".." in target.split("/") or "\\" in target:
-        raise _fail(path, "names a report outside its own folder", f"pass the report itself ({FIX})")
+        raise _fail(
+            path, "names a report outside its own folder", f"pass the report itself ({FIX})"
+        )
     if hops >= REFERENCE_HOPS:
         raise _fail(path, f"is one of more than {REFERENCE_HOPS} references in a row")
     return os.path.join(os.path.dirname(path), *target.split("/"))
@@ -143,7 +146,7 @@ def _expand(path: str, encoded: dict) -> Any:
         raise _fail(path, "is a compact TorchCTS report whose key_table is not a list of text")
     if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
         raise _fail(path, "is a compact TorchCTS report whose string_table is not a list of text")
-    tokens = {_token(i): key for i, key in enumerate(keys)}
+    tokens: dict[str, str] = {_token(i): key for i, key in enumerate(keys)}
 
     def expand(value: Any) -> Any:  # depth is bounded by parse (exchange_lines.MAX_DEPTH)
         if isinstance(value, list):
@@ -157,9 +160,10 @@ def _expand(path: str, encoded: dict) -> Any:
             if not 0 <= index < len(strings):
                 raise _fail(path, f"holds a string reference past its table ({index})")
             return strings[index]
-        out = {}
+        out: dict[str, Any] = {}
         for key, item in value.items():
-            name = key[1:] if key.startswith("~") else tokens.get(key, key)
+            key = str(key)  # a JSON object's keys are text
+            name = key[1:] if key.startswith("~") else tokens[key] if key in tokens else key
             if name in out:
                 raise _fail(path, f"holds the key {name[:40]!r} twice in one object")
             out[name] = expand(item)
@@ -253,7 +257,9 @@ def _test(node_id: str, record: Any, *, ran: bool, skip: Any) -> CtsTest:
     if ran:
         status = record.get("status")
         if status not in STATUSES:
-            raise _Bad(f"has the status {str(status)[:20]!r} (TorchCTS writes {', '.join(STATUSES)})")
+            raise _Bad(
+                f"has the status {str(status)[:20]!r} (TorchCTS writes {', '.join(STATUSES)})"
+            )
     else:
         status = FILTERED
     texts = {key: _text(record, key) for key in TEXT_FIELDS}
@@ -330,7 +336,9 @@ def read(path: str) -> Report:
         if not isinstance(metadata.get(key), str) or not metadata[key].strip():
             raise _fail(path, f"has no '{key}' in its metadata (a cut or edited report?)")
     if _iso(metadata["timestamp"]) is None:
-        raise _fail(path, f"has a metadata 'timestamp' that is no time: {metadata['timestamp'][:40]!r}")
+        raise _fail(
+            path, f"has a metadata 'timestamp' that is no time: {metadata['timestamp'][:40]!r}"
+        )
     if metadata.get("collect_only") is True:
         raise _fail(path, "is a collection-only run: no test ran", "import the report of a run")
     results, skips = _table(path, doc, "results"), _table(path, doc, "skips")

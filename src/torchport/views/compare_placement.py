@@ -5,8 +5,8 @@ what changed between them.
 Where one side has no placement data and is a CPU baseline (the placement probe is off on
 the CPU, since everything there runs on the host), the other side's inventory is compared
 against "all on the host" and the comparison says so, instead of showing no change; an
-ungraded run on any other device (an imported TorchCTS run) has no placement to compare. Read from the
-store's grouped headline counts (``store.headline``): no result is loaded.
+ungraded run on any other device (an imported TorchCTS run) has no placement to compare.
+Read from the store's grouped headline counts (``store.headline``): no result is loaded.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from torchport.interfaces.cli.common import (
     open_db,
     store_problems,
 )
-
 from torchport.kb.exchange import SOURCE_FORMATS
 
 
