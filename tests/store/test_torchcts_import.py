@@ -89,6 +89,11 @@ def test_its_tests_become_one_run_with_statuses_mapped(imported):
     assert add["status"] == "pass" and add["grade"] is None
     assert [t["torchcts_status"] for t in add["findings"]["tests"]] == ["PASS", "FILTERED"]
     assert add["findings"]["tests"][1]["skip_reason"] == "capability_not_declared"
+    usable = results["ops/logsumexp/bfloat16"]  # TorchCTS's PASS, its warning kept
+    (forward, _) = usable["findings"]["tests"]
+    assert usable["status"] == "pass" and forward["golden_pass"] is False
+    assert forward["quality_warning"].startswith("Quality warning: passed usable tolerance")
+    assert report.origin["usable_only"] == 1
     never = results["ops/H/bfloat16"]
     assert never["status"] == "skip" and never["findings"]["skip"] == "capability_not_declared"
     assert never["error"]["message"].endswith(

@@ -69,6 +69,10 @@ class CtsTest:
     signal: str | None = None
     returncode: int | None = None
     diagnosis: str | None = None  # its likely cause
+    # A PASS within TorchCTS's "usable" tolerance but outside its tighter "golden" one:
+    # golden_pass False, with its quality warning (still TorchCTS's PASS, kept as it said).
+    golden_pass: bool | None = None
+    quality_warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def _entry(test: CtsTest, got: Verdict) -> dict:
         "signal": test.signal,
         "returncode": test.returncode,
         "timed_out": test.timed_out or None,
+        "golden_pass": test.golden_pass,
+        "quality_warning": test.quality_warning[:TEXT_CHARS] if test.quality_warning else None,
     }
     return {k: v for k, v in entry.items() if v is not None}
 

@@ -19,9 +19,12 @@ def origin_line(origin: dict) -> str:
     tests = origin["tests"]
     ran = {k: n for k, n in tests.items() if k != "FILTERED" and n}
     results = origin["results"]
+    usable = origin.get("usable_only", 0)
+    within = f"; {usable} PASS within its usable tolerance only" if usable else ""
     return (
         f"TorchCTS report '{origin['report']}' ({origin['device']}, torch {origin['torch']}): "
-        f"{sum(ran.values())} tests ran ({', '.join(f'{n} {k}' for k, n in ran.items())}), "
+        f"{sum(ran.values())} tests ran ({', '.join(f'{n} {k}' for k, n in ran.items())}"
+        f"{within}), "
         f"{tests.get('FILTERED', 0)} filtered (never ran) -> {sum(results.values())} results "
         f"({', '.join(f'{n} {k}' for k, n in sorted(results.items(), key=lambda kv: -kv[1]))})"
     )
