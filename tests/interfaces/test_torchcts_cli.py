@@ -56,8 +56,8 @@ def base(tmp_path_factory):
     out = _ok(torchport("import", "report.json", "--db", db, cwd=folder))
     assert out.splitlines() == [
         "TorchCTS report 'report.json' (simdev, torch 2.13.0+cpu): 22 tests ran (16 PASS, "
-        "5 FAIL, 1 ERROR; 1 PASS within its usable tolerance only), 15 filtered (never ran) -> 24 results (16 pass, 5 accuracy_fail, "
-        "2 skip, 1 eager_fail)",
+        "5 FAIL, 1 ERROR; 1 PASS within its usable tolerance only), 15 filtered (never ran) "
+        "-> 24 results (16 pass, 5 accuracy_fail, 2 skip, 1 eager_fail)",
         f"added run {RUN_ID} (24 results)",
         "1 runs added, 0 already present, 0 notes added",
     ]
@@ -135,6 +135,18 @@ BAD = {
         "has the status 'MAYBE'",
     ),
 }
+
+
+_DEEP: dict = {"device_name": "x", "pytorch_version": "2", "timestamp": "2026-01-01T00:00:00Z"}
+_NEST: object = 1
+for _ in range(40):
+    _NEST = {"a": _NEST}
+BAD["deep metadata"] = (
+    json.dumps(
+        {"metadata": dict(_DEEP, deep=_NEST), "results": {"t::a": {"status": "PASS"}}}
+    ).encode(),
+    "has metadata nested deeper than 16 levels",
+)
 
 
 @pytest.mark.parametrize("bad", list(BAD))

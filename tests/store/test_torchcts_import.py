@@ -192,3 +192,23 @@ def test_hostile_text_is_kept_escaped_on_both_engines(kb_url, tmp_path):
     assert result["case"] == f"ops/{escaped}/{record['dtype'].removeprefix('torch.')}"
     assert result["error"]["message"].endswith(f"]{escaped}: {escaped}")
     assert result["findings"]["tests"][0]["test"].endswith(escaped)
+
+
+def test_a_run_the_report_made_that_the_import_refuses_names_the_report(tmp_path, monkeypatch):
+    """The export file made from a report is checked as any other; should it be refused (a
+    mapping bug), the error names the report, not the temporary file, and nothing is written."""
+    made = reader.lines
+
+    def broken(report, results):
+        for obj in made(report, results):
+            yield dict(obj, status="sideways") if obj["kind"] == "result" else obj
+
+    monkeypatch.setattr(reader, "lines", broken)
+    db = tmp_path / "kb.db"
+    with open_store(str(db), write=True) as store:
+        with pytest.raises(reader.TorchctsError, match="made a record torchport refuses") as caught:
+            import_from(store, str(REPORT))
+        assert store.runs() == []
+    assert str(caught.value).startswith(f"'{REPORT}' (a TorchCTS report) made a record")
+    assert "(line 4: unknown status 'sideways')" in str(caught.value)
+    assert "runs.jsonl" not in str(caught.value)

@@ -485,7 +485,16 @@ def prepared(source: str, fmt: str = "auto") -> Iterator[tuple[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
             path = os.path.join(folder, "runs.jsonl")
             origin = torchcts.write_export(source, path)
-            yield path, dataclasses.replace(check_file(path), origin=origin)
+            try:
+                checked = check_file(path)
+            except ExchangeError as exc:  # what kb/torchcts.py made is refused: say whose
+                problem = str(exc).replace(f"'{path}' ", "").split("; ")[0]
+                raise torchcts.TorchctsError(
+                    f"'{source}' (a TorchCTS report) made a record torchport refuses "
+                    f"({problem}); nothing was imported: this is torchport's fault, report it "
+                    "with the file"
+                ) from None
+            yield path, dataclasses.replace(checked, origin=origin)
         return
     if not is_knowledge_base(source):
         yield source, check_file(source)

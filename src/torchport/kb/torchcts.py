@@ -48,6 +48,9 @@ _HEAD = re.compile(
     rb'\s*\{\s*"(format|artifact|harness_probe_failures|metadata|results|skips)"\s*:'
 )
 HEAD_BYTES = 4096
+# TorchCTS's metadata nests 3 deep; it is kept in the run's config, which an export line holds
+# under its own few levels, all within exchange_lines.MAX_DEPTH.
+METADATA_DEPTH = 16
 INT_RANGE = (-(2**63), 2**63 - 1)
 
 
@@ -325,6 +328,14 @@ def _iso(stamp: str | None) -> str | None:
     return when.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests (parse bounded it: exchange_lines.MAX_DEPTH)."""
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    return 1 + max((_depth(v) for v in children), default=0)
+
+
 def _table(path: str, doc: dict, key: str) -> dict:
     table = doc.get(key, {})
     if not isinstance(table, dict):
@@ -347,6 +358,8 @@ def read(path: str) -> Report:
         raise _fail(
             path, f"has a metadata 'timestamp' that is no time: {metadata['timestamp'][:40]!r}"
         )
+    if _depth(metadata) > METADATA_DEPTH:
+        raise _fail(path, f"has metadata nested deeper than {METADATA_DEPTH} levels")
     if metadata.get("collect_only") is True:
         raise _fail(path, "is a collection-only run: no test ran", "import the report of a run")
     results, skips = _table(path, doc, "results"), _table(path, doc, "skips")
