@@ -212,3 +212,29 @@ def test_a_run_the_report_made_that_the_import_refuses_names_the_report(tmp_path
     assert str(caught.value).startswith(f"'{REPORT}' (a TorchCTS report) made a record")
     assert "(line 4: unknown status 'sideways')" in str(caught.value)
     assert "runs.jsonl" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "stamp,elapsed,started",
+    [
+        ("0001-01-01T00:30:00+00:00", 1e7, "0001-01-01T00:30:00+00:00"),  # a start before year 1
+        ("9999-12-31T23:00:00+00:00", 0.5, "9999-12-31T22:59:59+00:00"),
+    ],
+)
+def test_a_run_at_the_edges_of_time_keeps_its_finish(tmp_path, stamp, elapsed, started):
+    doc = dict(plain(), metadata=dict(plain()["metadata"], timestamp=stamp, elapsed_sec=elapsed))
+    path = tmp_path / "edge.json"
+    path.write_text(json.dumps(doc))
+    with open_store(str(tmp_path / "kb.db"), write=True) as store:
+        (run_id,) = import_from(store, str(path)).added
+        run = store.get_run(run_id)
+    assert (run["started_at"], run["finished_at"]) == (started, stamp)
+
+
+@pytest.mark.parametrize("stamp", ["yesterday", "0001-01-01T00:00:00+01:00", ""])
+def test_a_report_whose_time_is_no_time_is_refused(tmp_path, stamp):
+    doc = dict(plain(), metadata=dict(plain()["metadata"], timestamp=stamp))
+    path = tmp_path / "when.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(reader.TorchctsError, match="timestamp"):
+        reader.read(str(path))

@@ -18,6 +18,7 @@ verdicts onto the status ladder is records/torchcts.py. No torch.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -307,7 +308,7 @@ def _test(node_id: str, record: Any, *, ran: bool, skip: Any) -> CtsTest:
         finished_at=_iso(texts["last_tested"]),
         timed_out=bool(timed_out),
         signal=_text(process, "signal"),
-        returncode=clean(returncode),
+        returncode=returncode,  # parse refused a number past 64 bits
         diagnosis=_text(diagnosis or {}, "likely_cause"),
         golden_pass=golden,
         quality_warning=clean(warning) if isinstance(warning, str) and warning else None,
@@ -321,11 +322,11 @@ def _iso(stamp: str | None) -> str | None:
         return None
     try:
         when = datetime.fromisoformat(stamp)
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.astimezone(timezone.utc).isoformat(timespec="seconds")
+    except (ValueError, OverflowError):  # not a time, or one past year 1 or 9999 in UTC
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
 def _depth(value: Any) -> int:
@@ -423,8 +424,9 @@ def lines(report: Report, results: list[dict]) -> Iterator[dict]:
     if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) and 0 <= elapsed < 1e8:
         end = datetime.fromisoformat(meta["timestamp"])  # to the microsecond, as recorded
         end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
-        start = end.astimezone(timezone.utc) - timedelta(seconds=elapsed)
-        started = start.isoformat(timespec="seconds")
+        with contextlib.suppress(OverflowError):  # a start before year 1: its finish stands
+            start = end.astimezone(timezone.utc) - timedelta(seconds=elapsed)
+            started = start.isoformat(timespec="seconds")
     yield {
         "kind": "header",
         "format": FORMAT,
