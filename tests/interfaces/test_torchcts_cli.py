@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,19 @@ def test_fuzz_compact_tables_and_payloads(tmp_path, keys, strings, payload):
         "payload": payload,
     }
     _import_and_hold(tmp_path, json.dumps(doc).encode("utf-8", "surrogatepass"), "compact")
+
+
+@FUZZ
+@given(
+    when=st.datetimes(),
+    offset_min=st.integers(min_value=-1439, max_value=1439),
+    elapsed=st.none() | st.floats(min_value=-1e9, max_value=1e12),
+    tested=st.datetimes(),
+)
+def test_fuzz_any_time_and_duration(tmp_path, when, offset_min, elapsed, tested):
+    zone = timezone(timedelta(minutes=offset_min))
+    first, *rest = SMALL["results"].items()
+    results = dict([(first[0], dict(first[1], last_tested=tested.isoformat())), *rest])
+    meta = dict(SMALL["metadata"], timestamp=when.replace(tzinfo=zone).isoformat())
+    doc = dict(SMALL, metadata=dict(meta, elapsed_sec=elapsed), results=results)
+    _import_and_hold(tmp_path, json.dumps(doc).encode(), "time")

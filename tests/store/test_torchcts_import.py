@@ -238,3 +238,18 @@ def test_a_report_whose_time_is_no_time_is_refused(tmp_path, stamp):
     path.write_text(json.dumps(doc))
     with pytest.raises(reader.TorchctsError, match="timestamp"):
         reader.read(str(path))
+
+
+def test_a_forward_and_a_backward_test_are_one_op_case(tmp_path):
+    """The real CPU report: forward and backward of an op at a dtype make one result."""
+    with open_store(str(tmp_path / "kb.db"), write=True) as store:
+        (run_id,) = import_from(store, str(DATA / "cpu_report.json")).added
+        results = {r["case"]: r for r in store.results(run_id=run_id)}
+        run = store.get_run(run_id)
+    assert run["device"] == "cpu" and len(results) == 7
+    assert {r["status"] for r in results.values()} == {"pass"}
+    tests = [t["test"] for t in results["ops/cumsum/float32"]["findings"]["tests"]]
+    assert sorted(tests) == [
+        "opinfo/test_opinfo_backward.py::test_op_backward[cumsum-torch.float32]",
+        "opinfo/test_opinfo_forward.py::test_op_forward[clean-cumsum-torch.float32]",
+    ]
