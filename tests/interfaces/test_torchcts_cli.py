@@ -307,3 +307,25 @@ def test_fuzz_any_time_and_duration(tmp_path, when, offset_min, elapsed, tested)
     meta = dict(SMALL["metadata"], timestamp=when.replace(tzinfo=zone).isoformat())
     doc = dict(SMALL, metadata=dict(meta, elapsed_sec=elapsed), results=results)
     _import_and_hold(tmp_path, json.dumps(doc).encode(), "time")
+
+
+def test_figures_that_are_not_finite_never_reach_a_page_as_nan(tmp_path):
+    """JSON has no NaN: the dashboard's JSON twin refuses one, so none may be stored."""
+    (node, record), *_ = SMALL["results"].items()
+    doc = dict(
+        SMALL,
+        metadata=dict(SMALL["metadata"], elapsed_sec=float("nan"), odd=[float("inf")]),
+        results={node: dict(record, status="PASS", maxerr=float("nan"), cosim=float("-inf"))},
+        skips={},
+    )
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(doc, allow_nan=True))
+    db = tmp_path / "kb.db"
+    assert invoke("import", path, "--db", db).code == 0
+    with open_store(str(db), write=False) as store:
+        (run,) = store.runs()
+        (result,) = store.results(run_id=run["id"])
+        assert run["config"]["torchcts"]["metadata"]["odd"] == ["inf"]
+        assert "maxerr" not in result["findings"]["tests"][0]
+        twin = TestClient(create_app(store), base_url=LOCAL).get(f"/runs/{run['id']}.json")
+    assert twin.status_code == 200, twin.text[:500]

@@ -9,11 +9,12 @@ its lossless compact form (``torchcts_compact_results``: the same object with it
 and strings put in two tables). All three are read here, from the format as TorchCTS's source
 defines it; a reference is followed within its own folder only.
 
-Bad input (not JSON, cut off, the wrong shape, past MAX_BYTES, a field of the wrong type) is
-one ExchangeError naming the problem and the fix, raised before anything is written. Text is
-kept as recorded except what a knowledge base cannot hold: a NUL, a lone surrogate (escaped,
-``\\x00``), a number past 64 bits or not finite (kept as its text). The mapping of TorchCTS's
-verdicts onto the status ladder is records/torchcts.py. No torch.
+Bad input (not JSON, cut off, the wrong shape, past MAX_BYTES, a field of the wrong type, a
+number past 64 bits) is one TorchctsError naming the problem and the fix, raised before
+anything is written. Text is kept as recorded except what a knowledge base cannot hold: a NUL
+or a lone surrogate is escaped (``\\x00``); a NaN or infinite figure of a test is dropped, one
+in the metadata kept as its text. The mapping of TorchCTS's verdicts onto the status ladder is
+records/torchcts.py. No torch.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def _document(path: str) -> tuple[str, dict, bytes]:
 
 def clean(value: Any) -> Any:
     """``value`` as a knowledge base can hold it: NUL and lone surrogates escaped, a number
-    past 64 bits or not finite kept as its text."""
+    past 64 bits (parse refuses one; not so a caller's) or not finite kept as its text."""
     if isinstance(value, str):
         if "\x00" in value:
             value = value.replace("\x00", "\\x00")
