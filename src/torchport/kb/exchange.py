@@ -8,7 +8,8 @@ from the store or hashed from the file where it still exists.
 
 A whole knowledge base imports the same way (``import_from``: an SQLite file or a database
 URL, e.g. a laptop's file into the team's PostgreSQL server): every run in it is exported to a
-temporary file, which is imported as above.
+temporary file, which is imported as above; so is a TorchCTS JSON report, written there as
+one run by kb/torchcts.py.
 
 Import is idempotent by run id: a run already present with the same content is skipped; one
 present with different content is a conflicting duplicate and the whole import is refused
@@ -19,6 +20,7 @@ Everything a file adds commits together. Works through the Store protocol only; 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -33,10 +35,9 @@ from typing import IO, Any
 
 from torchport.kb import forked
 from torchport.kb.base import StoreError
-from torchport.kb.exchange_lines import BadLine, check, parse
+from torchport.kb.exchange_lines import FORMAT, BadLine, check, parse
 from torchport.records.result import Recorded
 
-FORMAT = "torchport-export/1"
 RUN_KEYS = (
     "id",
     "started_at",
@@ -245,14 +246,18 @@ class ImportReport:
     present: list[str] = field(default_factory=list)  # identical, skipped
     notes_added: int = 0
     environments: int = 0
+    origin: dict | None = None  # what a TorchCTS report held (kb/torchcts.py write_export)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "added": self.added,
             "already_present": self.present,
             "notes_added": self.notes_added,
             "environments": self.environments,
         }
+        if self.origin is not None:
+            out["origin"] = self.origin
+        return out
 
 
 def _lines(path: str, sha: Any, *, results_checked: bool = False) -> Iterator[tuple[int, dict]]:
@@ -299,6 +304,7 @@ class Checked:
     digests: dict[str, RunDigest]
     runs: dict[str, dict]
     sha256: str
+    origin: dict | None = None  # the TorchCTS report the file was made from
 
 
 def _check(path: str) -> Checked:
@@ -388,7 +394,7 @@ def import_file(store, path: str, checked: Checked | None = None) -> ImportRepor
             "different content; nothing was imported (import into another "
             "--db, or remove the run there first)"
         )
-    report = ImportReport(present=present)
+    report = ImportReport(present=present, origin=checked.origin)
     sha = hashlib.sha256()
     with store._all_or_none():
         groups = itertools.groupby(
@@ -450,12 +456,46 @@ def is_knowledge_base(source: str) -> bool:
         return False
 
 
+SOURCE_FORMATS = ("auto", "torchport", "torchcts")
+
+
+def source_format(source: str, fmt: str = "auto") -> str:
+    """What ``source`` is: ``torchport`` (an export file or a knowledge base) or ``torchcts``
+    (a TorchCTS JSON report, kb/torchcts.py); ``auto`` tells them apart by how they begin."""
+    if fmt != "auto":
+        return fmt
+    from torchport.kb import torchcts
+
+    if not is_knowledge_base(source) and torchcts.looks_like(source):
+        return "torchcts"
+    return "torchport"
+
+
 @contextlib.contextmanager
-def prepared(source: str) -> Iterator[tuple[str, Any]]:
+def prepared(source: str, fmt: str = "auto") -> Iterator[tuple[str, Any]]:
     """``source`` as a checked export file: (its path, what check_file found). A knowledge
     base is exported to a private temporary folder first (oldest run first; a run still
-    going there is refused, as its export would be), removed on leaving, also when a
-    signal the caller turns into an exception (SIGINT, SIGTERM) stops the import."""
+    going there is refused, as its export would be), and a TorchCTS report written there as
+    one run (kb/torchcts.py), removed on leaving, also when a signal the caller turns into
+    an exception (SIGINT, SIGTERM) stops the import."""
+    fmt = source_format(source, fmt)
+    if fmt == "torchcts":
+        from torchport.kb import torchcts
+
+        with tempfile.TemporaryDirectory(prefix="torchport-import-") as folder:
+            path = os.path.join(folder, "runs.jsonl")
+            origin = torchcts.write_export(source, path)
+            try:
+                checked = check_file(path)
+            except ExchangeError as exc:  # what kb/torchcts.py made is refused: say whose
+                problem = str(exc).replace(f"'{path}' ", "").split("; ")[0]
+                raise torchcts.TorchctsError(
+                    f"'{source}' (a TorchCTS report) made a record torchport refuses "
+                    f"({problem}); nothing was imported: this is torchport's fault, report it "
+                    "with the file"
+                ) from None
+            yield path, dataclasses.replace(checked, origin=origin)
+        return
     if not is_knowledge_base(source):
         yield source, check_file(source)
         return
@@ -472,7 +512,8 @@ def prepared(source: str) -> Iterator[tuple[str, Any]]:
         yield path, check_file(path)
 
 
-def import_from(store, source: str) -> ImportReport:
-    """Import ``source``: an export file, or every run of another knowledge base."""
-    with prepared(source) as (path, checked):
+def import_from(store, source: str, fmt: str = "auto") -> ImportReport:
+    """Import ``source``: an export file, every run of another knowledge base, or a TorchCTS
+    report."""
+    with prepared(source, fmt) as (path, checked):
         return import_file(store, path, checked)

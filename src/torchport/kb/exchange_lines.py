@@ -15,6 +15,7 @@ from typing import Any
 from torchport.kb.sql_common import redact
 from torchport.records.result import MalformedResult, Result
 
+FORMAT = "torchport-export/1"  # an export file's header names it
 MAX_DEPTH = 64  # far past any record torchport writes (findings nest about 6 deep)
 INT_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit integer column, in SQLite and PostgreSQL
 RUN_STATES = ("running", "complete", "interrupted")

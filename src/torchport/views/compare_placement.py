@@ -2,10 +2,11 @@
 some result ran on the host, with its evidence class and how many results), the grades, and
 what changed between them.
 
-Where one side has no placement data (a CPU baseline: the placement probe is off on the CPU,
-since everything there runs on the host), the other side's inventory is compared against
-"all on the host" and the comparison says so, instead of showing no change. Read from the
-store's grouped headline counts (``store.headline``): no result is loaded.
+Where one side has no placement data and is a CPU baseline (the placement probe is off on
+the CPU, since everything there runs on the host), the other side's inventory is compared
+against "all on the host" and the comparison says so, instead of showing no change; an
+ungraded run on any other device (an imported TorchCTS run) has no placement to compare.
+Read from the store's grouped headline counts (``store.headline``): no result is loaded.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from torchport.records.status import HEADLINE_GRADES
 from torchport.views.base import View, columns
 
 ALL_ON_HOST = "all on the host"
+NO_PLACEMENT = "no placement data"
+HOST_DEVICE = "cpu"  # the one device whose ungraded run is taken as ALL_ON_HOST
 
 
 def _inventory(counts: dict) -> dict[str, dict]:
@@ -104,6 +107,17 @@ def summarize(run_a: dict, run_b: dict, counts_a: dict, counts_b: dict) -> dict:
         return out
     bare, graded = ("a", b) if not a["graded"] else ("b", a)
     bare_side = sides[bare]
+    if bare_side["device"] != HOST_DEVICE:
+        # Not a CPU baseline (a run whose placement probe did not run, or a TorchCTS report,
+        # which grades no placement): what ran where on it is unknown, not "on the host".
+        out["basis"] = "none"
+        out["added"], out["gone"], out["grades_changed"] = [], [], {}
+        out["remarks"].append(
+            f"placement: run {bare.upper()} ({bare_side['run']}, device {bare_side['device']}) "
+            "has no placement data (its placement probe did not run, or another tool recorded "
+            "it): no placement change can be shown"
+        )
+        return out
     out["basis"] = f"{bare}: {ALL_ON_HOST}"
     on_host = list(graded["host_ops"])
     # Against "all on the host": the graded side's host ops are on the host on both sides;
@@ -124,6 +138,8 @@ def summarize(run_a: dict, run_b: dict, counts_a: dict, counts_b: dict) -> dict:
 def placement_summary_view(summary: dict) -> View:
     """One row per host op of either side: its class, results on the host in A and in B."""
     a, b = summary["a"], summary["b"]
+    unknown = summary.get("basis") == "none"  # an ungraded side that is no CPU baseline
+    bare = NO_PLACEMENT if unknown else ALL_ON_HOST
     rows = []
     for op in dict.fromkeys([*a["host_ops"], *b["host_ops"]]):
         in_a, in_b = a["host_ops"].get(op), b["host_ops"].get(op)
@@ -132,9 +148,11 @@ def placement_summary_view(summary: dict) -> View:
             [
                 op,
                 cls or "?",
-                in_a["results"] if in_a else (ALL_ON_HOST if not a["graded"] else 0),
-                in_b["results"] if in_b else (ALL_ON_HOST if not b["graded"] else 0),
-                "added"
+                in_a["results"] if in_a else (bare if not a["graded"] else 0),
+                in_b["results"] if in_b else (bare if not b["graded"] else 0),
+                "not known"
+                if unknown
+                else "added"
                 if op in summary["added"]
                 else "gone"
                 if op in summary["gone"]

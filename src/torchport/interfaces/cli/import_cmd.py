@@ -1,5 +1,5 @@
-"""torchport import FILE: merge exported runs, or a whole other knowledge base (an SQLite file
-or a database URL), into this knowledge base."""
+"""torchport import FILE: merge exported runs, a whole other knowledge base (an SQLite file
+or a database URL), or a TorchCTS JSON report (as one run), into this knowledge base."""
 
 import click
 
@@ -10,17 +10,46 @@ from torchport.interfaces.cli.common import (
     open_db,
     store_problems,
 )
+from torchport.kb.exchange import SOURCE_FORMATS
+
+
+def origin_line(origin: dict) -> str:
+    """What a TorchCTS report held and what it became: its tests by TorchCTS's status, the
+    results by torchport's."""
+    tests = origin["tests"]
+    ran = {k: n for k, n in tests.items() if k != "FILTERED" and n}
+    results = origin["results"]
+    usable = origin.get("usable_only", 0)
+    within = f"; {usable} PASS within its usable tolerance only" if usable else ""
+    return (
+        f"TorchCTS report '{origin['report']}' ({origin['device']}, torch {origin['torch']}): "
+        f"{sum(ran.values())} tests ran ({', '.join(f'{n} {k}' for k, n in ran.items())}"
+        f"{within}), "
+        f"{tests.get('FILTERED', 0)} filtered (never ran) -> {sum(results.values())} results "
+        f"({', '.join(f'{n} {k}' for k, n in sorted(results.items(), key=lambda kv: -kv[1]))})"
+    )
 
 
 @click.command("import")
 @click.argument("path", metavar="SOURCE")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SOURCE_FORMATS),
+    default="auto",
+    show_default=True,
+    help="torchport: an export file or a knowledge base; torchcts: a TorchCTS JSON report "
+    "(results/<hardware_key>_latest.json or the run under its _history folder); auto tells "
+    "them apart by how the file begins.",
+)
 @db_option
 @json_option
-def command(path, db, as_json):
+def command(path, fmt, db, as_json):
     """Import runs from an export file, or every run of another knowledge base (an SQLite
-    file such as a laptop's torchport.db, or a postgresql:// URL): a run already here with the
-    same content is skipped, one with different content refuses the whole import; notes are
-    merged."""
+    file such as a laptop's torchport.db, or a postgresql:// URL), or a TorchCTS JSON report
+    as one run (suite torchcts; its tests' statuses mapped onto torchport's, their reasons
+    and messages kept: docs/suites/ops.md): a run already here with the same content is
+    skipped, one with different content refuses the whole import; notes are merged."""
     import os
     import signal
 
@@ -30,8 +59,10 @@ def command(path, db, as_json):
     if "://" not in path and not os.path.isfile(path):
         raise UsageProblem(
             f"no export file or knowledge base '{path}'; make one with 'torchport export "
-            "RUN -o FILE', or pass a torchport .db file or a database URL"
+            "RUN -o FILE', or pass a torchport .db file, a database URL or a TorchCTS report"
         )
+    if fmt == "torchcts" and "://" in path:
+        raise UsageProblem(f"'{path}' is a database URL, not a TorchCTS report file")
 
     def terminated(signum, frame):
         raise SystemExit(128 + signum)  # unwinds: the transaction rolls back, temp files go
@@ -40,7 +71,7 @@ def command(path, db, as_json):
     try:
         # The source is read and checked whole before the knowledge base is opened for
         # writing, so a bad file creates no database file and changes none.
-        with store_problems(), prepared(path) as (source, checked):
+        with store_problems(), prepared(path, fmt) as (source, checked):
             store = open_db(db, write=True)
             report = import_file(store, source, checked)
     finally:
@@ -50,6 +81,8 @@ def command(path, db, as_json):
         return
     from torchport.interfaces.formats import safe
 
+    if report.origin is not None:
+        click.echo(safe(origin_line(report.origin)))
     for run_id, n in report.added.items():
         click.echo(f"added run {safe(run_id)} ({n} results)")
     for run_id in report.present:
