@@ -3,8 +3,9 @@ the torchport modules ("rooms") on the call stack of every SQL statement the req
 and the store calls the code outside the store makes.
 
 Builds a small knowledge base (two runs of ``--cases`` cases x 2 modes, tests/synthetic_kb.py),
-asks the ASGI app in-process for ``/compare?a=A&b=B`` (Starlette's TestClient), and follows the
-calls with a profile hook on every thread.
+asks the ASGI app in-process for ``/compare?a=A&b=B`` (Starlette's TestClient) twice (the
+second look is the one the page's memo keeps), and follows the calls of each with a profile
+hook on every thread.
 
     python benchmarks/compare_path.py
 """
@@ -40,6 +41,23 @@ def main(argv=None) -> None:
     with open_store(db, write=False) as store:
         listed = store.list_runs() if hasattr(store, "list_runs") else store.runs()  # (A/B)
         run_ids = [run["id"] for run in reversed(listed)][-2:]
+    with open_store(db, write=False) as store:
+        client = TestClient(create_app(store), base_url="http://localhost")
+        client.get("/")  # the app started; its first request's imports are not the compare's
+        url = f"/compare?a={run_ids[0]}&b={run_ids[1]}"
+        first = follow(client, url)
+        again = follow(client, url)  # the memo's second look: the runs are as they were
+    print(f"GET {url}")
+    for words, (rooms, store_calls) in (("", first), (" (a second look)", again)):
+        print(f"rooms from the dashboard to SQL{words}: {len(rooms)}: {', '.join(sorted(rooms))}")
+        print(
+            f"store calls from outside the store{words}: {len(store_calls)}: "
+            + ", ".join(store_calls)
+        )
+
+
+def follow(client: TestClient, url: str) -> tuple[set[str], list[str]]:
+    """GET ``url``; the rooms on the stack of its SQL statements and its store calls."""
     rooms: set[str] = set()
     store_calls: list[str] = []
 
@@ -70,20 +88,15 @@ def main(argv=None) -> None:
         elif event == "c_call" and getattr(arg, "__name__", "") in SQL_CALLS:
             rooms.update(stack(frame))
 
-    with open_store(db, write=False) as store:
-        client = TestClient(create_app(store), base_url="http://localhost")
-        client.get("/")  # the app started; its first request's imports are not the compare's
-        threading.setprofile(hook)
-        sys.setprofile(hook)
-        try:
-            response = client.get(f"/compare?a={run_ids[0]}&b={run_ids[1]}")
-        finally:
-            sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        response = client.get(url)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
     assert response.status_code == 200, (response.status_code, response.text[:500])
-    print(f"GET /compare?a={run_ids[0]}&b={run_ids[1]}")
-    print(f"rooms from the dashboard to SQL: {len(rooms)}: {', '.join(sorted(rooms))}")
-    print(f"store calls from outside the store: {len(store_calls)}: {', '.join(store_calls)}")
+    return rooms, store_calls
 
 
 if __name__ == "__main__":

@@ -48,3 +48,56 @@ def test_keys_defaults_and_nan_as_json_dumps_writes_them():
     data = {1: Thing(), None: math.inf, False: [Thing()], 2.5: "x"}
     expected = json.dumps(data, default=lambda v: v.to_dict())
     assert json.loads(dumps(data, default=lambda v: v.to_dict())) == json.loads(expected)
+
+
+KEYS = st.text() | st.integers() | st.floats() | st.booleans() | st.none()
+ANY = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and the infinities too: json.dumps writes NaN, Infinity
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(KEYS, inner, max_size=5)
+        | st.builds(lambda v: Thing(v), inner)
+    ),
+    max_leaves=40,
+)
+
+
+class Thing:
+    """A value JSON cannot write but ``default`` can."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _default(value):
+    if isinstance(value, Thing):
+        return {"thing": value.value}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+@given(ANY, st.integers(0, 4))
+def test_indented_is_the_text_json_dumps_writes(value, indent):
+    """``indented`` (every ``--json`` the CLI writes whole) is json.dumps(indent=...)'s text,
+    byte for byte, whatever the value: flat containers by the C encoder, the rest walked."""
+    from torchport.interfaces.json_text import indented
+
+    expected = json.dumps(value, indent=indent, default=_default)
+    assert indented(value, indent=indent, default=_default) == expected
+
+
+@given(st.sampled_from([{(1, 2): 1}, {"a": {(1,): [1]}}, [object()], {"a": [1, {"b": object()}]}]))
+def test_indented_refuses_what_json_dumps_refuses(value):
+    import pytest
+
+    from torchport.interfaces.json_text import indented
+
+    with pytest.raises(TypeError) as ours:
+        indented(value)
+    with pytest.raises(TypeError) as theirs:
+        json.dumps(value, indent=2)
+    assert str(ours.value) == str(theirs.value)

@@ -70,6 +70,10 @@ def test_gate_lists_regressions_and_improvements():
     ]
     assert report.unchanged == 2 and report.checked == 8 and report.new[0]["case"] == "new"
     assert "baseline p10-p90" in report.regressions[0]["test"]
+    # its JSON form: the fields in order after ``ok``, as ``dataclasses.asdict`` gave them
+    import dataclasses
+
+    assert list(report.to_dict().items()) == [("ok", False), *dataclasses.asdict(report).items()]
 
 
 def test_a_narrower_run_is_checked_on_what_it_planned_and_a_clean_run_passes():

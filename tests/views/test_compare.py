@@ -465,3 +465,95 @@ def test_a_figure_read_from_the_metrics_is_compared_by_the_store(kb_url, monkeyp
     assert listed == [(c, rule.figure) for c in ("c1", "c4", "c5")]
     assert joined == walked and whole["parity"] == joined["parity"]
     assert paged.totals["parity"] == 3 and len(paged.parity) == 1
+
+
+def test_the_compare_read_reads_both_runs_as_the_store_s_own_reads_do(kb_url, monkeypatch):
+    """The comparison reads its two runs itself (kb/reads/compare.py ``_two_runs``): the
+    runs, first environments, notes and headlines it returns are those the store's reads of
+    one run give, also where A is B; its ``version`` changes when a run gains a result, and
+    ``unless`` that version returns the runs and fresh notes alone. A missing run and a
+    driver error each leave as one line."""
+    from torchport.kb import StoreError, open_store
+
+    results = kb.results()
+    with open_store(kb_url, write=True) as store:
+        kb.add_run(store, "A", results)
+        kb.add_run(store, "B", results[:-1], plan=[[r["case"], r["mode"]] for r in results])
+        store.update_run("A", environment={"torch": "2.9", "device": "cpu"})
+        store.update_run("A", environment={"torch": "2.10"})  # a second one: not the first
+        store.update_run("B", environment={"torch": "2.11", "device": "cuda"})
+        for run_id, text in (("B", "b1"), ("A", "a1"), ("B", "b2"), ("A", "a2")):
+            store.add_note(run_id, text, author="ana")
+    with open_store(kb_url, write=False) as store:
+        for run_a, run_b in (("A", "B"), ("B", "A"), ("A", "A")):
+            got = store.compare(run_a, run_b, limit=3)
+            own = [store.get_run(r, plan=False, environments=True) for r in (run_a, run_b)]
+            assert got["runs"] == tuple(
+                {k: v for k, v in run.items() if k != "environments"} for run in own
+            )
+            assert got["environments"] == tuple(run["environments"][0] for run in own)
+            assert got["notes"] == store.notes(run_id=run_a) + (
+                store.notes(run_id=run_b) if run_b != run_a else []
+            )
+            assert got["headline"] == tuple(store.headline(r)[r] for r in (run_a, run_b))
+            assert got["unchanged"] is False
+        assert [n["text"] for n in store.compare("A", "B", limit=3)["notes"]] == [
+            "a1",
+            "a2",
+            "b1",
+            "b2",
+        ]
+        version = store.compare("A", "B", limit=3)["version"]
+        n = len(results)
+        assert version == (("complete", version[0][1], n), ("complete", version[1][1], n - 1))
+        kept = store.compare("A", "B", limit=3, unless=version)
+        assert kept["unchanged"] and set(kept) == {"runs", "notes", "version", "unchanged"}
+        assert not store.compare("B", "A", limit=3, unless=version)["unchanged"]  # B's first
+        with pytest.raises(StoreError, match=r"^no run 'nope' in .*\(latest is B;"):
+            store.compare("A", "nope")
+        real = store.q
+
+        class Broken:  # the notes' statement names a table the file does not have
+            def __getattr__(self, name):
+                value = getattr(real, name)
+                return (
+                    value.replace("FROM notes", "FROM no_such_table")
+                    if name == "NOTES_OF_RUNS"
+                    else value
+                )
+
+        monkeypatch.setattr(store, "q", Broken())
+        with pytest.raises(StoreError) as raised:
+            store.compare("A", "B", limit=3)
+        assert "no_such_table" in str(raised.value) and "\n" not in str(raised.value)
+    with open_store(kb_url, write=True) as store:  # B resumed: a new version
+        store.update_run("B", state="running")
+        store.add_results("B", results[-1:])
+        store.update_run("B", state="complete")
+    with open_store(kb_url, write=False) as store:
+        again = store.compare("A", "B", limit=3, unless=version)
+        assert not again["unchanged"] and again["version"][1][2] == len(results)
+
+
+def test_the_compare_read_issues_the_same_statements_whatever_the_runs_sizes(tmp_path):
+    """A fixed few statements for a page of a comparison, whatever the runs hold: none per
+    run, per result or per note (SQLite's trace of every statement the read runs)."""
+    from torchport.kb import open_store
+
+    def statements(size: int) -> list[str]:
+        path = str(tmp_path / f"kb{size}.db")
+        with open_store(path, write=True) as store:
+            for run_id, fail in (("A", "pass"), ("B", "crash")):
+                rows = [_r(f"c{i:04d}", status=fail if i % 3 else "pass") for i in range(size)]
+                kb.add_run(store, run_id, rows)
+                store.update_run(run_id, environment={"torch": run_id})
+                for k in range(size // 10):
+                    store.add_note(run_id, f"note {k}")
+        traced: list[str] = []
+        with open_store(path, write=False) as store:
+            store._conn().set_trace_callback(traced.append)
+            store.compare("A", "B", limit=5)
+        return traced
+
+    small, large = statements(20), statements(400)
+    assert len(small) == len(large) <= 13, (len(small), len(large), large)  # 22 at fdb7d77

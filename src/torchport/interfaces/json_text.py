@@ -15,6 +15,7 @@ from json import encoder as _encoder
 from typing import Any
 
 _SCALARS = (str, int, float, bool, type(None))
+_PLAIN = frozenset(_SCALARS)  # those types exactly (a subclass goes the long way)
 
 
 class Raw(str):
@@ -99,6 +100,98 @@ def iter_json(
         yield "\n" + " " * (indent * depth) + ("}" if is_dict else "]")
 
     return walk(data, 0)
+
+
+def indented(data: Any, *, indent: int = 2, default: Callable[[Any], Any] | None = None) -> str:
+    """``json.dumps(data, indent=indent, default=default)``, the same text, made faster: every
+    dict or list whose values are all scalars (a gate's 26 000 findings of two runs of
+    100 000 results) is written by one C encoder call, whose item separator carries the
+    line break and the indentation of its depth; the levels above are walked here.
+    ``json.dumps`` with an indent encodes everything in pure Python: a gate's 7.6 MB took
+    0.19 s of CPU with it, 0.11 s with this, 0.09 s without an indent (one C call)."""
+    make = getattr(_encoder, "c_make_encoder", None)
+    if make is None:  # a Python built without the C accelerator
+        return json.dumps(data, indent=indent, default=default)
+    one = _one_line(default, True)
+    plain = json.JSONEncoder(default=default or _no_default)
+    flat: dict[int, tuple[Callable[..., Any], str, str]] = {}
+    pieces: list[str] = []
+
+    def flat_at(depth: int) -> tuple[Callable[..., Any], str, str]:
+        """The C encoder of a flat container at ``depth``, its items' padding and its end's."""
+        if depth not in flat:
+            pad = "\n" + " " * (indent * (depth + 1))
+            fast = make(
+                None,
+                plain.default,
+                _encoder.encode_basestring_ascii,
+                None,
+                ": ",
+                "," + pad,
+                False,
+                False,
+                True,
+            )
+            flat[depth] = fast, pad, "\n" + " " * (indent * depth)
+        return flat[depth]
+
+    def walk(value: Any, depth: int) -> None:
+        if isinstance(value, _SCALARS):
+            pieces.append(one(value))
+            return
+        if isinstance(value, list | tuple):
+            items: Any = value
+        elif isinstance(value, dict):
+            items = value.values()
+        elif default is None:
+            pieces.append(one(value))  # the encoder's own TypeError
+            return
+        else:
+            walk(default(value), depth)
+            return
+        if not value:
+            pieces.append("{}" if isinstance(value, dict) else "[]")
+            return
+        if all(isinstance(item, _SCALARS) for item in items):
+            fast, pad, end = flat_at(depth)
+            text = "".join(fast(value, 0))  # "{" items "}", items apart by "," and the pad
+            pieces.append(text[0] + pad + text[1:-1] + end + text[-1])
+            return
+        pad = "\n" + " " * (indent * (depth + 1))
+        if isinstance(value, dict):
+            pieces.append("{")
+            for k, (key, item) in enumerate(value.items()):
+                pieces.append((pad if k == 0 else "," + pad) + one(_dict_key(key, one)) + ": ")
+                walk(item, depth + 1)
+            pieces.append("\n" + " " * (indent * depth) + "}")
+            return
+        pieces.append("[")
+        fast, item_pad, item_end = flat_at(depth + 1)
+        for k, item in enumerate(value):
+            pieces.append(pad if k == 0 else "," + pad)
+            # a flat dict of plain values (a gate's finding) here, without a call of walk
+            if type(item) is dict and item and all(type(v) in _PLAIN for v in item.values()):
+                text = "".join(fast(item, 0))
+                pieces.append("{" + item_pad + text[1:-1] + item_end + "}")
+            else:
+                walk(item, depth + 1)
+        pieces.append("\n" + " " * (indent * depth) + "]")
+
+    walk(data, 0)
+    return "".join(pieces)
+
+
+def _dict_key(key: Any, one: Callable[[Any], str]) -> str:
+    """A dict key as ``json.dumps`` makes it text (its TypeError for any other key)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return one(key)  # repr, or NaN and Infinity
+    if key is True or key is False or key is None:
+        return one(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _key(key: Any) -> str:

@@ -186,11 +186,13 @@ class Store(Protocol):
         after: dict | None = None,
         shape: Any = None,
         lines: dict | None = None,
+        unless: tuple | None = None,
     ) -> dict:
         """Two runs compared in one read (kb/reads/compare.py): the runs, environments,
         notes, transition and decision counts, the pairs that show a change (each list's first
         ``limit`` with a limit) shaped by ``shape`` in parts, the unpaired keys, each run's
-        placement counts, dist results and audited results."""
+        placement counts, dist results and audited results, and the ``version`` of both runs
+        it was read from; ``unless`` that version, the runs and their notes alone."""
 
     def history(self, device: str | None = None, cases: list[str] | None = None) -> dict[str, str]:
         """Newest status per case, eager mode first; ``cases``: only these."""

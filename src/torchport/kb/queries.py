@@ -728,19 +728,43 @@ ONLY_IN = (
     " ORDER BY a.case_id, a.mode"
 )
 
+# What a comparison shows of its two runs besides the pairs, read by kb/reads/compare.py with
+# the pairs (parameters: run A, run B; A may be B): the runs as a listing shows them, each
+# one's environments in the order recorded (the first one's data read apart, by id), its
+# tallied status counts (whose sum is its size, RUN_COUNT) and graded host-op groups (the
+# headline), the notes on either, and a run's plan where a pair is missing on one side.
+COMPARED_RUNS = _RUN_HEADER + " WHERE id IN (?, ?)"
+
+
+def compared_environments(d: Dialect = SQLITE) -> str:
+    return (
+        "SELECT run_id, environment_id FROM run_environments WHERE run_id IN (?, ?)"
+        f" ORDER BY recorded_at, {d.rowid}"
+    )
+
+
+ENVIRONMENTS_BY_ID = "SELECT id, data FROM environments WHERE id IN (?, ?)"
+COMPARED_STATUS_COUNTS = (
+    f"SELECT run_id, status, {_TALLY_N} FROM run_tallies WHERE run_id IN (?, ?)"
+    " GROUP BY run_id, status"
+)
+NOTES_OF_RUNS = "SELECT * FROM notes WHERE run_id IN (?, ?) ORDER BY id"
+RUN_PLAN = "SELECT plan FROM runs WHERE id = ?"
+
 
 # -- a run's headline (views/headline.py) ------------------------------------------------------
 # Results by (status, grade) and, for those graded fallback or host, by their host-op table, in
 # one pass over the outcomes index: a run's fallbacks and distinct host ops without findings.
 
 
-def headline_groups(*, one_run: bool) -> str:
-    """Graded results by (run, grade, host-op table), from run_tallies. Parameter
-    (``one_run``): run_id. Rows: run_id, grade, ops, n; the host-op table counts for grades
-    in HEADLINE_GRADES only."""
+def headline_groups(*, one_run: bool, two_runs: bool = False) -> str:
+    """Graded results by (run, grade, host-op table), from run_tallies. Parameters
+    (``one_run``): run_id; (``two_runs``, a comparison's): both run ids. Rows: run_id, grade,
+    ops, n; the host-op table counts for grades in HEADLINE_GRADES only."""
+    runs = " AND run_id = ?" if one_run else " AND run_id IN (?, ?)" if two_runs else ""
     return (
         f"SELECT run_id, grade, NULLIF(host_ops, '') AS ops, {_TALLY_N} FROM run_tallies"
-        f" WHERE grade != ''{' AND run_id = ?' if one_run else ''}"
+        f" WHERE grade != ''{runs}"
         " GROUP BY run_id, grade, host_ops"
     )
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from torchport.kb.base import StoreError
 from torchport.records.result import MalformedResult
 
 JSON_COLUMNS = {
@@ -148,6 +149,12 @@ def guarded(method):
             raise self._store_error(exc, method.__name__, args) from None
 
     return wrapper
+
+
+def missing_run(url: str, run_id: str, latest: str | None) -> StoreError:
+    """The one line for a run id ``url`` does not hold (``latest``: its newest run's id)."""
+    hint = f" (latest is {latest}; 'torchport runs' lists all)" if latest else ""
+    return StoreError(f"no run '{run_id}' in {url}{hint}")
 
 
 def to_json(value: Any, name: str) -> str:

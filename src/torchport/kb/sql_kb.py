@@ -236,14 +236,30 @@ class KnowledgeBase(
         limit=None,
         offset=0,
     ) -> Iterator[dict]:
+        sql, args, exact = self._results_sql(
+            run_id, status, case_glob, fallback_op, order, with_ops, limit, offset
+        )
+        # A page is bounded: read on the store's connection; anything else is streamed.
+        bounded = exact and limit is not None
+        rows = self._conn().execute(sql, args) if bounded else self._stream(sql, args)
+        yield from self._result_dicts(rows, case_glob, exact, limit, offset, with_ops)
+
+    def _results_sql(
+        self, run_id, status, case_glob, fallback_op, order, with_ops, limit, offset
+    ) -> tuple[str, list, bool]:
+        """The statement of a read of results and its parameters, and whether the SQL alone
+        is exact (else ``_result_dicts`` filters the rows by ``case_glob`` and pages them)."""
         flags, args, exact = self._filters(run_id, status, case_glob, fallback_op)
         paged = exact and (limit is not None or offset)
         sql = self.q.select_results(**flags, order=order, with_ops=with_ops, paged=bool(paged))
         if paged:
             args += [self.q.NO_LIMIT if limit is None else limit, offset]
-        # A page is bounded: read on the store's connection; anything else is streamed.
-        bounded = paged and limit is not None
-        rows = self._conn().execute(sql, args) if bounded else self._stream(sql, args)
+        return sql, args, exact
+
+    def _result_dicts(
+        self, rows, case_glob, exact: bool, limit, offset, with_ops: bool
+    ) -> Iterator[dict]:
+        """The result dicts of the rows of ``_results_sql``'s statement."""
         skip, left = (0, None) if exact else (offset, limit)
         for row in rows:
             if not exact and not fnmatch.fnmatchcase(row["case_id"], case_glob):

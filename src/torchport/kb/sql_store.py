@@ -23,6 +23,7 @@ from torchport.kb.sql_common import (
     JSON_COLUMNS,
     guarded,
     host_ops_text,
+    missing_run,
     now_iso,
     op_rows,
     redact,
@@ -87,13 +88,13 @@ class SQLStore(KnowledgeBase):
 
     def _borrow(self):
         """A connection apart from the threads' own, for one read on another thread (a part of
-        a comparison, a read-ahead): a spare one where the engine keeps them (``_lend_back``),
-        else a new one."""
-        return self._connect()
+        a comparison, a read-ahead): a new one, or a spare one where the engine keeps them
+        (``_lend_back``)."""
+        raise NotImplementedError
 
     def _lend_back(self, conn) -> None:
-        """The end of a ``_borrow``: the connection closed (an engine may keep it spare)."""
-        self._forget(conn)
+        """The end of a ``_borrow``: the connection closed, or kept spare."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Stop the heartbeat and close every connection the store opened (each thread's)."""
@@ -271,8 +272,7 @@ class SQLStore(KnowledgeBase):
     # -- reads ---------------------------------------------------------------------------------
     def _no_run(self, run_id: str) -> StoreError:
         latest = self._conn().execute(self.q.latest_run()).fetchone()
-        hint = f" (latest is {latest['id']}; 'torchport runs' lists all)" if latest else ""
-        return StoreError(f"no run '{run_id}' in {self.url}{hint}")
+        return missing_run(self.url, run_id, latest["id"] if latest else None)
 
     @guarded
     def get_run(self, run_id: str, *, plan: bool = True, environments: bool = False) -> dict:
@@ -354,7 +354,9 @@ class SQLStore(KnowledgeBase):
             ) from None
         return value if isinstance(value, kind) else kind()
 
-    def _run_dict(self, row) -> dict:
+    def _run_dict(self, row, environment_ids: list[str] | None = None) -> dict:
+        """A run's row as a dict; ``environment_ids``: the run's rows of run_environments in
+        the order recorded, where the caller read them (else read here)."""
         run = dict(row)
         run.pop("seq", None)  # PostgreSQL's stand-in for SQLite's rowid
         run["config"] = self._json(run["config"], dict, f"run {run['id']} config")
@@ -364,8 +366,10 @@ class SQLStore(KnowledgeBase):
         run["labels"] = self._json(run["labels"], dict, f"run {run['id']} labels")
         # Recorded before URL query passwords were redacted, or imported: never shown as is.
         run["command"] = redact(run["command"] or "")
-        env_rows = self._conn().execute(self.q.run_environments(), (run["id"],)).fetchall()
-        run["environment_ids"] = [r["environment_id"] for r in env_rows] or (
+        if environment_ids is None:
+            rows = self._conn().execute(self.q.run_environments(), (run["id"],)).fetchall()
+            environment_ids = [r["environment_id"] for r in rows]
+        run["environment_ids"] = environment_ids or (
             [run["environment_id"]] if run["environment_id"] else []
         )
         heartbeat = run.setdefault("heartbeat_at", None)

@@ -90,6 +90,14 @@ class SQLiteStore(SQLStore):
             self._conns.append(conn)
         return conn
 
+    def _borrow(self) -> sqlite3.Connection:
+        """A new connection for one read on another thread (SQLite connects in microseconds:
+        none is kept spare)."""
+        return self._connect()
+
+    def _lend_back(self, conn: sqlite3.Connection) -> None:
+        self._forget(conn)
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:

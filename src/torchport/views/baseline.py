@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring_ascii as _string
 
 from torchport.records.status import depth
@@ -199,7 +199,10 @@ class GateReport:
         return not self.regressions
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, **asdict(self)}
+        """The JSON form. Its lists are the report's own, not copied (``asdict`` deep-copies
+        every finding: 0.3 s of a gate of two runs of 100 000 results); each finding is a
+        flat dict the report never changes once made."""
+        return {"ok": self.ok, **{f.name: getattr(self, f.name) for f in fields(self)}}
 
 
 def _status_change(case: str, mode: str, was: str, was_stage, got: dict) -> dict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from torchport.kb.sql_common import HOST_OP_CLASSES, host_op_classes
@@ -316,11 +316,6 @@ def _remarks(out: Comparison, run_a: dict, run_b: dict) -> list[str]:
     return remarks
 
 
-def run_notes(store, run_a: str, run_b: str) -> list[dict]:
-    """The notes a comparison shows: those on either run."""
-    return store.notes(run_id=run_a) + (store.notes(run_id=run_b) if run_b != run_a else [])
-
-
 def compare_runs(
     store,
     run_a: str,
@@ -336,8 +331,38 @@ def compare_runs(
     (``totals`` says how long it is); ``rows``: with a limit, only that list (of LIST_READS)
     is read out, the others are left empty (their totals still counted); ``after``: the list
     from the pair after this one (compare_tables.after_row), a later page."""
+    return compare_again(store, run_a, run_b, None, limit=limit, rows=rows, after=after)[1]
+
+
+Kept = tuple[tuple, Comparison]  # a comparison and the version of both runs it was read from
+
+
+def compare_again(
+    store,
+    run_a: str,
+    run_b: str,
+    kept: Kept | None,
+    *,
+    limit: int | None = None,
+    rows: str | None = None,
+    after: dict | None = None,
+) -> Kept:
+    """``compare_runs``, and the runs' version it was read from; ``kept``: a comparison made
+    before (the same reads), given again with the notes read now where both runs are as
+    they were then (the store's read says so: ``unless``), so two runs of 100 000 results
+    are not joined again."""
     only = LIST_READS[rows] if rows and limit is not None else None
-    got = store.compare(run_a, run_b, limit=limit, only=only, after=after, shape=_shown)
+    got = store.compare(
+        run_a,
+        run_b,
+        limit=limit,
+        only=only,
+        after=after,
+        shape=_shown,
+        unless=kept[0] if kept is not None else None,
+    )
+    if got["unchanged"] and kept is not None:
+        return kept[0], replace(kept[1], notes=got["notes"])
     a, b = got["runs"]
     out = Comparison(
         run_a=run_brief(a),
@@ -378,7 +403,7 @@ def compare_runs(
             for run, results in zip((a, b), got["audited"], strict=True)
         )
     )
-    return out
+    return got["version"], out
 
 
 def _transitions(out: Comparison, counts: dict) -> int:

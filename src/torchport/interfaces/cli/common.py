@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 
 import click
 
@@ -103,11 +102,11 @@ def _jsonable(value):
 def echo_json(data, *, flat_from: int | None = None) -> None:
     """``data`` as indented JSON; ``flat_from``: values at this depth and deeper on one line
     each (interfaces/json_text.py: encoded in C, for documents of 100 000 entries)."""
-    if flat_from is None:
-        click.echo(json.dumps(data, indent=2, default=_jsonable))
-        return
-    from torchport.interfaces.json_text import dumps
+    from torchport.interfaces.json_text import dumps, indented
 
+    if flat_from is None:  # json.dumps(data, indent=2)'s text
+        click.echo(indented(data, indent=2, default=_jsonable))
+        return
     # color=True: written as it is (JSON text holds no terminal escape, its encoder writes
     # \u001b; click would otherwise search 10 MB for escapes to strip when piped)
     click.echo(dumps(data, indent=2, flat_from=flat_from, default=_jsonable), color=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -21,7 +21,7 @@ from torchport.kb import StoreError
 from torchport.views import build_views
 from torchport.views.base import View
 from torchport.views.case_history import exact_glob, history_view, latest_failure, parity_view
-from torchport.views.compare import Comparison, compare_runs, run_notes
+from torchport.views.compare import Comparison, Kept, compare_again, compare_runs
 from torchport.views.compare_tables import (
     LIST_ROWS,
     LISTS,
@@ -328,38 +328,33 @@ def case_page(store, case: str, links: Links) -> Page:
 class CompareMemo:
     """The server's last few comparisons, so a second look at one does not join two runs of
     100 000 results again (1.3 s on this machine, benchmarks/web_pages.py). A comparison is
-    keyed by each run's state, end time and result count: results are only ever added, so a
-    resumed or still running run gets a new key. Notes are read fresh on every request."""
+    kept with the version of both runs it was read from (each one's state, end time and
+    result count: results are only ever added, so a resumed or still running run has a new
+    one); the store's one read of the next look reads the runs and their notes, and joins
+    them again only where a version changed (views/compare.py ``compare_again``). Notes are
+    read fresh on every request."""
 
     def __init__(self, size: int = 4):
         self.size = size
-        self._kept: OrderedDict[tuple, Comparison] = OrderedDict()
+        self._kept: OrderedDict[tuple, Kept] = OrderedDict()
         self._lock = threading.Lock()
-
-    @staticmethod
-    def _version(store, run_id: str) -> tuple:
-        run = store.get_run(run_id, plan=False)
-        return run["state"], run["finished_at"], store.results(run_id=run_id, count=True)
 
     def get(self, store, run_a: str, run_b: str, **reads) -> Comparison:
         """``compare_runs(store, run_a, run_b, **reads)``, kept."""
-        versions = self._version(store, run_a), self._version(store, run_b)
         frozen = tuple(
             (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
             for k, v in sorted(reads.items())
         )
-        key = (run_a, run_b, frozen, *versions)
+        key = (run_a, run_b, frozen)
         with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None:
-                self._kept.move_to_end(key)
-        if kept is None:
-            kept = compare_runs(store, run_a, run_b, **reads)
-            with self._lock:
-                self._kept[key] = kept
-                while len(self._kept) > self.size:
-                    self._kept.popitem(last=False)
-        return replace(kept, notes=run_notes(store, run_a, run_b))
+            held = self._kept.get(key)
+        kept = compare_again(store, run_a, run_b, held, **reads)
+        with self._lock:
+            self._kept[key] = kept
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return kept[1]
 
 
 def compare_page(

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from torchport.kb import forked, queries
-from torchport.kb.sql_common import guarded, read_ahead
+from torchport.kb.reads.headline import headlines
+from torchport.kb.sql_common import missing_run, note_dict, read_ahead
 from torchport.records.figures import COMPARE_LINES, OUTCOME_FIGURES, PLACEMENT_RULE
 
 Pair = tuple[dict, dict, frozenset[str]]
@@ -51,23 +52,22 @@ class CompareRead:
     pairs_per_part = 25_000
     # Provided by the store (kb/sql_kb.py, sql_store.py and the engine).
     q: Any
+    url: str
+    driver_error: Any
     reads_ahead: bool
     _conn: Any
     _borrow: Any
     _lend_back: Any
     _chunks: Any
     _stream: Any
-    _guard_iter: Any
-    get_run: Any
-    notes: Any
-    _environment: Any
-    _results_page: Any
-    _results_stream: Any
-    _count_results: Any
-    _headline_counts: Any
+    _explain: Any
+    _store_error: Any
+    _json: Any
+    _run_dict: Any
+    _results_sql: Any
+    _result_dicts: Any
     _reopened: Any
 
-    @guarded
     def compare(
         self,
         run_a: str,
@@ -78,6 +78,7 @@ class CompareRead:
         after: dict | None = None,
         shape: Callable[[Iterable[Pair]], Any] = _as_list,
         lines: dict | None = None,
+        unless: tuple | None = None,
     ) -> dict:
         """Two stored runs compared, in one read:
 
@@ -88,8 +89,10 @@ class CompareRead:
         order, each pair (outcome A, outcome B, the decisions it is shown for), ``only_a`` /
         ``only_b`` ([case, mode] recorded in one run), ``unrecorded_a`` / ``unrecorded_b``
         (of the other side's only pairs, how many this run planned), ``headline`` (each run's
-        ``headline_counts``), ``dist`` (each run's ``dist/*`` results) and ``audited`` (each
-        run's results, where it holds an operator audit, else None).
+        ``headline_counts``), ``dist`` (each run's ``dist/*`` results), ``audited`` (each
+        run's results, where it holds an operator audit, else None) and ``version``: what
+        the comparison was read from (each run's state, end and size: results are only
+        ever added, so a resumed or running run has a new one).
 
         ``limit``: each list's first ``limit`` pairs only, and every placement candidate
         (a pair in several lists is shown for each it was picked for); ``only``: just these
@@ -97,53 +100,105 @@ class CompareRead:
         the pair after this one (``case``, ``mode``, ``metric``: a figure's place in its
         list, ``gap``: the step-time list's order). Without a limit every pair that shows a
         change, with every decision that holds of it. ``lines``: the rules' lines
-        (records/figures.py COMPARE_LINES, the default)."""
-        a, b = self.get_run(run_a, plan=False), self.get_run(run_b, plan=False)
-        run_a, run_b = a["id"], b["id"]
-        params = {"run_a": run_a, "run_b": run_b, **_line_params(lines or COMPARE_LINES)}
-        sizes = {run: self._count_results(run_id=run) for run in (run_a, run_b)}
-        if limit is None:
-            counts, decided, parts = self._every_pair(params, sizes[run_a], shape)
-        else:
-            counts, decided, pairs = self._first_pairs(params, sizes[run_a], limit, only, after)
-            parts = [shape(pairs)]
-        only_in = self._only_in(run_a, run_b, counts, sizes)
-        got = {
-            "runs": (a, b),
-            "environments": tuple(self._first_environment(r) for r in (a, b)),
-            "notes": self.notes(run_id=run_a)
-            + (self.notes(run_id=run_b) if run_b != run_a else []),
-            "counts": counts,
-            "decided": decided,
-            "parts": parts,
-            **only_in,
-            # read a plan (100 000 entries in a large sweep) only where a pair is missing
-            "unrecorded_a": self._planned(run_a, only_in["only_b"]),
-            "unrecorded_b": self._planned(run_b, only_in["only_a"]),
-            "headline": tuple(self._headline_counts(r).get(r, {}) for r in (run_a, run_b)),
-            "dist": tuple(
-                self._results_page(run_id=r, case_glob=DIST_GLOB) for r in (run_a, run_b)
-            ),
-            "audited": tuple(self._audited(r) for r in (run_a, run_b)),
+        (records/figures.py COMPARE_LINES, the default). ``unless``: a ``version`` read
+        before; where both runs still have it, only ``runs``, ``notes`` and ``version`` are
+        read, and ``unchanged`` is True (a comparison kept by the dashboard's memo).
+
+        Every statement is issued here or by the engine; a driver error leaves as one
+        StoreError line, as ``sql_common.guarded`` makes it for the store's other reads."""
+        try:
+            conn = self._conn()
+            got = self._two_runs(conn, run_a, run_b)
+            if got["version"] == unless:
+                return {key: got[key] for key in ("runs", "notes", "version")} | {"unchanged": True}
+            a, b = got["runs"]
+            run_a, run_b = a["id"], b["id"]
+            params = {"run_a": run_a, "run_b": run_b, **_line_params(lines or COMPARE_LINES)}
+            sizes = got.pop("sizes")
+            if limit is None:
+                counts, decided, parts = self._every_pair(params, sizes[run_a], shape)
+            else:
+                counts, decided, pairs = self._first_pairs(params, sizes[run_a], limit, only, after)
+                parts = [shape(pairs)]
+            only_in = self._only_in(run_a, run_b, counts, sizes)
+            return got | {
+                "counts": counts,
+                "decided": decided,
+                "parts": parts,
+                **only_in,
+                # read a plan (100 000 entries in a large sweep) only where a pair is missing
+                "unrecorded_a": self._planned(conn, run_a, only_in["only_b"]),
+                "unrecorded_b": self._planned(conn, run_b, only_in["only_a"]),
+                "dist": tuple(self._results_of(conn, r, DIST_GLOB) for r in (run_a, run_b)),
+                "audited": tuple(self._audited(conn, r) for r in (run_a, run_b)),
+                "unchanged": False,
+            }
+        except self.driver_error as exc:
+            raise self._store_error(exc, "compare", (run_a, run_b)) from None
+
+    def _two_runs(self, conn, run_a: str, run_b: str) -> dict:
+        """Both runs as a listing shows them, their first environments, sizes, headlines and
+        notes, and the comparison's ``version``: a fixed few statements (queries.COMPARED_RUNS
+        and what follows it), whatever the runs' sizes."""
+        ids = (run_a, run_b)
+        rows = {row["id"]: row for row in conn.execute(self.q.COMPARED_RUNS, ids)}
+        for run_id in ids:
+            if run_id not in rows:
+                latest = conn.execute(self.q.latest_run()).fetchone()
+                raise missing_run(self.url, run_id, latest["id"] if latest else None)
+        env_ids: dict[str, list[str]] = {run_id: [] for run_id in ids}
+        for row in conn.execute(self.q.compared_environments(), ids):
+            env_ids[row["run_id"]].append(row["environment_id"])
+        a, b = (self._run_dict(rows[r], env_ids[r]) for r in ids)
+        firsts = [run["environment_ids"][0] if run["environment_ids"] else None for run in (a, b)]
+        data = {
+            row["id"]: row["data"]
+            for row in (conn.execute(self.q.ENVIRONMENTS_BY_ID, firsts) if any(firsts) else ())
         }
-        return got
+        statuses = conn.execute(self.q.COMPARED_STATUS_COUNTS, ids).fetchall()
+        groups = conn.execute(self.q.headline_groups(one_run=False, two_runs=True), ids)
+        headline = headlines(statuses, groups.fetchall())
+        sizes = {r: sum(headline.get(r, {}).get("statuses", {}).values()) for r in ids}
+        notes = [note_dict(row) for row in conn.execute(self.q.NOTES_OF_RUNS, ids)]
+        return {
+            "runs": (a, b),
+            "environments": tuple(
+                self._json(data[env], dict, f"environment {env}") if env in data else {}
+                for env in firsts
+            ),
+            # those on A, then those on B (oldest first each; once where A is B)
+            "notes": [n for n in notes if n["run_id"] == run_a]
+            + ([n for n in notes if n["run_id"] == run_b] if run_b != run_a else []),
+            "headline": tuple(headline.get(r, {}) for r in ids),
+            "sizes": sizes,
+            "version": tuple(
+                (run["state"], run["finished_at"], sizes[run["id"]]) for run in (a, b)
+            ),
+        }
 
-    def _first_environment(self, run: dict) -> dict:
-        return self._environment(run["environment_ids"][0]) if run["environment_ids"] else {}
-
-    def _planned(self, run_id: str, missing: list[list[str]]) -> int:
+    def _planned(self, conn, run_id: str, missing: list[list[str]]) -> int:
         """How many of ``missing`` (the other run's pairs this one lacks) it planned."""
         if not missing:
             return 0
-        plan = {tuple(item) for item in self.get_run(run_id)["plan"] or []}
+        row = conn.execute(self.q.RUN_PLAN, (run_id,)).fetchone()
+        plan = {tuple(item) for item in self._json(row["plan"], list, f"run {run_id} plan")}
         return sum(tuple(key) in plan for key in missing)
 
-    def _audited(self, run_id: str) -> list[dict] | None:
+    def _results_of(
+        self, conn, run_id: str, glob: str | None, limit: int | None = None
+    ) -> list[dict]:
+        """A run's results (``glob``: those whose case matches), in recorded order, the first
+        ``limit``: the store's read of a page of results (kb/sql_kb.py ``_results_sql``)."""
+        sql, args, exact = self._results_sql(run_id, None, glob, None, "id", False, limit, 0)
+        rows = conn.execute(sql, args) if exact and limit is not None else self._stream(sql, args)
+        return list(self._result_dicts(rows, glob, exact, limit, 0, False))
+
+    def _audited(self, conn, run_id: str) -> list[dict] | None:
         """A run's results where it holds an operator audit (views/op_coverage.py reads
         them), else None, read no further than one page of its audit cases."""
-        if not self._results_page(run_id=run_id, case_glob=AUDIT_GLOB, limit=1):
+        if not self._results_of(conn, run_id, AUDIT_GLOB, limit=1):
             return None
-        return list(self._results_stream(run_id=run_id))
+        return self._results_of(conn, run_id, None)
 
     # -- every pair: the superset, in parts ------------------------------------------------------
     def _every_pair(
@@ -185,12 +240,18 @@ class CompareRead:
             if self.reads_ahead
             else self._stream(sql, params, plain=True)
         )
+        return self._decided_pairs(rows)
+
+    def _decided_pairs(self, rows: Iterable[tuple]) -> Iterator[Pair]:
+        """Each row of queries.pairs_that_may_differ as a pair; a driver error while they are
+        read leaves as one StoreError line (``compare``'s guard has returned by then)."""
         width = 7 + len(OUTCOME_FIGURES)
         names = queries.decided_names()
-        return self._guard_iter(
-            (outcome(row[:width]), outcome(row[width : 2 * width]), _holds(names, row[-1]))
-            for row in rows
-        )
+        try:
+            for row in rows:
+                yield outcome(row[:width]), outcome(row[width : 2 * width]), _holds(names, row[-1])
+        except self.driver_error as exc:
+            raise self._explain(exc) from None
 
     def _pair_counts_apart(self, params: dict) -> dict[tuple[str, str], list[int]]:
         """The pairs per (status A, status B), and how many of them are timed on both sides

@@ -2,7 +2,8 @@
 ranked in the database.
 
 A mixin of the SQL store (kb/sql_kb.py ``KnowledgeBase``); the store's surface
-(kb/surface.py) asks it.
+(kb/surface.py) asks it. A comparison reads both runs' rows itself and folds them with the
+same ``headlines`` (kb/reads/compare.py).
 """
 
 from __future__ import annotations
@@ -31,39 +32,15 @@ class HeadlineRead:
         evidence class or None} and ``host_op_results`` {op: results}: statuses from the
         status index, grades and host ops from the graded results' index."""
         conn = self._conn()
-        out: dict[str, dict] = {}
-
-        def entry(run: str) -> dict:
-            return out.setdefault(
-                run,
-                {
-                    "statuses": {},
-                    "grades": {},
-                    "host_results": 0,
-                    "host_ops": {},
-                    "host_op_results": {},
-                },
-            )
-
         counts = (
             conn.execute(self.q.STATUS_COUNTS)
             if run_id is None
             else conn.execute(self.q.RUN_STATUS_COUNTS_BY_RUN, (run_id,))
         )
-        for row in counts:
-            entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
+        statuses = counts.fetchall()
         sql = self.q.headline_groups(one_run=run_id is not None)
-        for row in conn.execute(sql, (run_id,) if run_id is not None else ()):
-            h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
-            h["grades"][grade] = h["grades"].get(grade, 0) + n
-            if grade not in HEADLINE_GRADES:
-                continue
-            h["host_results"] += n
-            for op, cls in _host_op_classes(row["ops"]).items():
-                h["host_op_results"][op] = h["host_op_results"].get(op, 0) + n
-                if h["host_ops"].get(op) is None or (cls and cls < h["host_ops"][op]):
-                    h["host_ops"][op] = cls
-        return out
+        groups = conn.execute(sql, (run_id,) if run_id is not None else ()).fetchall()
+        return headlines(statuses, groups)
 
     @guarded
     def _headline_figures(self, run_id: str) -> dict:
@@ -81,6 +58,39 @@ class HeadlineRead:
         }
 
     # -- choosing runs -----------------------------------------------------------------------------
+
+
+def headlines(statuses, groups) -> dict[str, dict]:
+    """Each run's headline (``HeadlineRead._headline_counts``) from its rows: ``statuses``
+    (run_id, status, n: queries.STATUS_COUNTS and its kin), ``groups`` (run_id, grade, ops,
+    n: queries.headline_groups). A run with no rows has no entry."""
+    out: dict[str, dict] = {}
+
+    def entry(run: str) -> dict:
+        return out.setdefault(
+            run,
+            {
+                "statuses": {},
+                "grades": {},
+                "host_results": 0,
+                "host_ops": {},
+                "host_op_results": {},
+            },
+        )
+
+    for row in statuses:
+        entry(row["run_id"])["statuses"][row["status"]] = int(row["n"])
+    for row in groups:
+        h, n, grade = entry(row["run_id"]), int(row["n"]), row["grade"]
+        h["grades"][grade] = h["grades"].get(grade, 0) + n
+        if grade not in HEADLINE_GRADES:
+            continue
+        h["host_results"] += n
+        for op, cls in _host_op_classes(row["ops"]).items():
+            h["host_op_results"][op] = h["host_op_results"].get(op, 0) + n
+            if h["host_ops"].get(op) is None or (cls and cls < h["host_ops"][op]):
+                h["host_ops"][op] = cls
+    return out
 
 
 def _host_op_classes(text: str | None) -> dict[str, str | None]:
