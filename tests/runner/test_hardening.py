@@ -47,7 +47,7 @@ def test_nan_on_both_sides_is_not_a_pass(planted):
 
 def test_no_process_outlives_its_worker(planted):
     assert planted[0]["orphan"]["status"] == "crash"
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # bounds a failure: the watchdog polls; a loaded host is slow
     while _marked_processes(ORPHAN_MARKER) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _marked_processes(ORPHAN_MARKER)
@@ -104,7 +104,7 @@ def test_worker_dies_with_its_supervisor(tmp_path):
     worker = _worker_of(proc)
     proc.send_signal(signal.SIGKILL)  # the supervisor alone: the worker is in its own group
     proc.wait()
-    worker.wait(timeout=10)  # raises psutil.TimeoutExpired if the worker lives on
+    worker.wait(timeout=60)  # raises psutil.TimeoutExpired if the worker lives on
 
 
 def test_sigterm_exits_143_and_marks_interrupted(tmp_path):

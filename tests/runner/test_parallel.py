@@ -191,7 +191,7 @@ def test_sigint_with_two_workers_leaves_no_process_and_resume_completes(db, tmp_
     os.kill(proc.pid, signal.SIGINT)
     proc.wait(timeout=60)
     assert proc.returncode == 130
-    gone, alive = psutil.wait_procs(workers, timeout=5)
+    gone, alive = psutil.wait_procs(workers, timeout=60)
     assert not alive
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT state FROM runs").fetchone()[0] == "interrupted"

@@ -204,7 +204,7 @@ def test_sigint_through_ray_leaves_no_worker_and_resume_completes(ray_head, tmp_
     os.kill(proc.pid, signal.SIGINT)
     proc.wait(timeout=90)
     assert proc.returncode == 130, proc.stderr.read().decode()[-3000:]
-    gone, alive = psutil.wait_procs(workers, timeout=15)
+    gone, alive = psutil.wait_procs(workers, timeout=60)
     assert not alive and not _node_workers(head_pid)
     store = open_store(str(db), write=False)
     run = store.get_run(store.runs(latest=True)[0]["id"])

@@ -127,7 +127,7 @@ signal.signal(signal.SIGTERM, cli._terminated)
 sys.unraisablehook = cli._swallowed
 try:
     Finalized()
-    until = time.monotonic() + 10  # the command's own work, which the signal must end
+    until = time.monotonic() + 60  # the command's own work, which the signal must end
     while time.monotonic() < until:
         pass
 except cli.Terminated:
