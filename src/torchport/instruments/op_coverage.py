@@ -106,9 +106,59 @@ def exclusion(name: str, served: str, key: str) -> str | None:
     reason = family_exclusion(name)
     if reason is not None:
         return reason
-    if served in ("fallback", "missing") and not _has(name, "CPU"):
-        return "no_cpu_kernel"  # nothing on the CPU to serve it or to compare it against
+    if served in ("fallback", "missing", "kernel") and not _has(name, "CPU"):
+        # nothing on the CPU to serve it or to compare it against, whatever the device does
+        # with it (simdev registers its bmm kernel for CUDA's bmm.dtype too): the reason is
+        # the reference's, not the device's
+        if served != "kernel" or not any(_has(name, k) for k in COMPOSITE_EXPLICIT_KEYS):
+            return "no_cpu_kernel"
     return None
+
+
+def _signature(schema) -> tuple:
+    return tuple((a.name, str(a.type)) for a in schema.arguments)
+
+
+def functional_sibling(name: str) -> str | None:
+    """The functional overload an out= overload writes the result of: the same packet, the
+    same arguments without the keyword-only written ones, nothing written (``native_norm.out``
+    -> ``aten::native_norm``); None where there is none (or the schemas cannot be read)."""
+    import torch
+
+    packet, _, overload = name.partition(".")
+    try:
+        schemas = {s.overload_name: s for s in torch._C._jit_get_schemas_for_operator(packet)}
+    except (AttributeError, RuntimeError):
+        return None
+    own = schemas.get(overload)
+    if own is None:
+        return None
+    written = [a for a in own.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if not written or not all(a.kwarg_only for a in written):
+        return None
+    wanted = tuple(
+        (a.name, str(a.type))
+        for a in own.arguments
+        if not (a.alias_info is not None and a.alias_info.is_write)
+    )
+    for other, schema in schemas.items():
+        if other != overload and _signature(schema) == wanted:
+            return packet + (f".{other}" if other else "")
+    return None
+
+
+def wrapper_exclusion(name: str, served: str, reasons: dict[str, str | None]) -> str | None:
+    """``no_cpu_kernel`` for an out= overload PyTorch serves by a composite that only calls
+    its functional sibling, where that functional is itself excluded for having no CPU kernel
+    (``batch_norm_stats.out`` -> ``batch_norm_stats``, CUDA's): the CPU runs the composite
+    into the same NotImplementedError, so there is nothing to compare it against either
+    (docs/suites/ops.md, "Coverage with a denominator")."""
+    if served != "composite_explicit" or _has(name, "CPU"):
+        return None
+    sibling = functional_sibling(name)
+    if sibling is None or reasons.get(sibling) != "no_cpu_kernel":
+        return None
+    return "no_cpu_kernel"
 
 
 def audit(device_type: str) -> dict:
@@ -138,6 +188,12 @@ def audit(device_type: str) -> dict:
             continue
         reason = None if served == "composite_implicit" else exclusion(name, served, key)
         overloads[name] = [served, reason]
+    reasons = {n: v[1] for n, v in overloads.items()}
+    for name, (served, reason) in overloads.items():
+        if reason is None:
+            wrapped = wrapper_exclusion(name, served, reasons)
+            if wrapped is not None:
+                overloads[name] = [served, wrapped]
     return {
         "version": AUDIT_VERSION,
         "device_type": device_type,
