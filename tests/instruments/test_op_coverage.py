@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from torchport.cases import ops_schema
 from torchport.cases.ops_reasons import EXCLUDE_REASONS
 from torchport.instruments import op_coverage
 from torchport.views import op_coverage as view
@@ -237,19 +238,19 @@ def test_recorded_names_map_to_registered_ones(recorded, registered):
 def test_an_out_wrapper_of_a_functional_without_a_cpu_kernel_is_excluded_with_it(cpu_audit):
     ov = cpu_audit["overloads"]
     # CUDA's batch_norm_stats: no CPU kernel; its out= is PyTorch's composite calling it
-    assert op_coverage.functional_sibling("aten::batch_norm_stats.out") == "aten::batch_norm_stats"
+    assert ops_schema.functional_sibling("aten::batch_norm_stats.out") == "aten::batch_norm_stats"
     assert ov["aten::batch_norm_stats"][1] == "no_cpu_kernel"
     assert ov["aten::batch_norm_stats.out"] == ["composite_explicit", "no_cpu_kernel"]
-    assert op_coverage.functional_sibling("aten::native_norm.ScalarOpt_dim_dtype_out") == (
+    assert ops_schema.functional_sibling("aten::native_norm.ScalarOpt_dim_dtype_out") == (
         "aten::native_norm.ScalarOpt_dim_dtype"
     )
     # a composite out= whose functional the CPU runs stays in the count
-    assert op_coverage.functional_sibling("aten::add.out") == "aten::add.Tensor"
+    assert ops_schema.functional_sibling("aten::add.out") == "aten::add.Tensor"
     assert ov["aten::add.out"][1] is None
     # in-place and functional overloads have no functional sibling to follow
-    assert op_coverage.functional_sibling("aten::add_.Tensor") is None
-    assert op_coverage.functional_sibling("aten::add.Tensor") is None
-    assert op_coverage.functional_sibling("aten::no_such_op.out") is None
+    assert ops_schema.functional_sibling("aten::add_.Tensor") is None
+    assert ops_schema.functional_sibling("aten::add.Tensor") is None
+    assert ops_schema.functional_sibling("aten::no_such_op.out") is None
 
 
 def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypatch):

@@ -115,38 +115,6 @@ def exclusion(name: str, served: str, key: str) -> str | None:
     return None
 
 
-def _signature(schema) -> tuple:
-    return tuple((a.name, str(a.type)) for a in schema.arguments)
-
-
-def functional_sibling(name: str) -> str | None:
-    """The functional overload an out= overload writes the result of: the same packet, the
-    same arguments without the keyword-only written ones, nothing written (``native_norm.out``
-    -> ``aten::native_norm``); None where there is none (or the schemas cannot be read)."""
-    import torch
-
-    packet, _, overload = name.partition(".")
-    try:
-        schemas = {s.overload_name: s for s in torch._C._jit_get_schemas_for_operator(packet)}
-    except (AttributeError, RuntimeError):
-        return None
-    own = schemas.get(overload)
-    if own is None:
-        return None
-    written = [a for a in own.arguments if a.alias_info is not None and a.alias_info.is_write]
-    if not written or not all(a.kwarg_only for a in written):
-        return None
-    wanted = tuple(
-        (a.name, str(a.type))
-        for a in own.arguments
-        if not (a.alias_info is not None and a.alias_info.is_write)
-    )
-    for other, schema in schemas.items():
-        if other != overload and _signature(schema) == wanted:
-            return packet + (f".{other}" if other else "")
-    return None
-
-
 def wrapper_exclusion(name: str, served: str, reasons: dict[str, str | None]) -> str | None:
     """``no_cpu_kernel`` for an out= overload PyTorch serves by a composite that only calls
     its functional sibling, where that functional is itself excluded for having no CPU kernel
@@ -155,6 +123,8 @@ def wrapper_exclusion(name: str, served: str, reasons: dict[str, str | None]) ->
     (docs/suites/ops.md, "Coverage with a denominator")."""
     if served != "composite_explicit" or _has(name, "CPU"):
         return None
+    from torchport.cases.ops_schema import functional_sibling
+
     sibling = functional_sibling(name)
     if sibling is None or reasons.get(sibling) != "no_cpu_kernel":
         return None

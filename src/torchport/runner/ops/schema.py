@@ -72,12 +72,12 @@ def find_plan(name: str, dtype_name: str, seed: int) -> tuple[int | None, str]:
     try:
         schema = ops_schema.schema_of(name)
         op = overload(name)
-        for i, (shape, dtype, fill) in enumerate(ops_schema.plans(dtype_name)):
-            sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
+        for i, (shape, dtype, fill, family) in enumerate(ops_schema.plans_for(name, dtype_name)):
+            sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill, family)
             try:
                 op(*sample.args, **sample.kwargs)
                 for _ in range(PROBE_AGAIN):  # a kernel reading past its input crashes by chance
-                    again = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
+                    again = ops_schema.make(schema, shape, dtype, "cpu", seed, fill, family)
                     op(*again.args, **again.kwargs)
             except Exception:
                 continue
@@ -329,11 +329,11 @@ class SchemaLadder(OpStageRunner):
         from torchport.runner.ops import samples as ops
 
         schema = ops_schema.schema_of(name)
-        shape, dtype, fill = ops_schema.plans(self.case.dtype)[index]
+        shape, dtype, fill, family = ops_schema.plans_for(name, self.case.dtype)[index]
         op, seed, device = overload(name), self.config.seed, self.adapter.device()
 
         def made(where: str, dtype: str = dtype):
-            return ops_schema.make(schema, shape, dtype, where, seed, fill)
+            return ops_schema.make(schema, shape, dtype, where, seed, fill, family)
 
         def call(made) -> tuple[dict | None, BaseException | None]:
             try:
