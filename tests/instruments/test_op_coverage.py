@@ -272,6 +272,8 @@ def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypa
         ("aten::_dyn_quant_matmul_4bit", "quantized"),
         ("aten::_convert_weight_to_int4pack_for_cpu", "quantized"),
         ("aten::_fused_moving_avg_obs_fq_helper", "quantized"),
+        ("aten::_grid_sampler_2d_cpu_fallback", "backend_internal"),
+        ("aten::grid_sampler_2d", None),
         ("aten::index_copy", None),
         ("aten::values_like", None),
     ],

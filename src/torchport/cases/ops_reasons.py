@@ -129,6 +129,9 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
         re.compile(
             r"cudnn|miopen|mkldnn|onednn|_mps|^mps_|xnnpack|vulkan|nnpack|_cufft|_cslt"
             r"|_cutlass|_triton|flash_attention|efficient_attention|_cudnn|_mixed_dtypes"
+            # the CPU's own helpers: _grid_sampler_2d_cpu_fallback reads its tensors as host
+            # memory (on a device tensor it crashes the process)
+            r"|_cpu_fallback"
             r"|_fused_sdp_choice|_cuda|cuda_|_use_cudnn|_cummax_helper|_cummin_helper"
         ),
     ),
