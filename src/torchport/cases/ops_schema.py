@@ -36,7 +36,7 @@ ARG_RULES = {
     "Tensor named per channel (CHANNEL_NAMES), in the plans that fill": "1-D, the plan's dim 1",
     "Tensor?[]": "a list of one int64 index tensor in [0, 2)",
     "int / SymInt": "by name (NAME_INTS: dim 0, size-like 2, start 0...), otherwise 1; "
-    "'dtype' the plan's dtype, 'layout' strided, 'memory_format' contiguous",
+    "'dtype' (and 'input_dtype') the plan's dtype, 'layout' strided, 'memory_format' contiguous",
     "int[] / SymInt[]": "by name (_Maker.int_list): size-like the plan's shape (a fixed length "
     "N: [2] * N), input_size the plan's shape, stride its contiguous strides beside a size "
     "(as_strided), else 1 each, dims/perm its axes, dim [0], padding [0] * N, repeats "
@@ -48,7 +48,7 @@ ARG_RULES = {
     "Scalar[]": "[2, 3] (the length of a Tensor[] of 2)",
     "bool": "False ('output_mask' and other bool[]: True)",
     "Device": "the side's device (the device, or the CPU)",
-    "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean'; scatter's reduce "
+    "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean', assert_msg; scatter's reduce "
     "'add', PACKET_STRS)",
     "Storage": "the untyped storage of a tensor of the plan, on the side's device",
     "optional, no rule for its element (Generator?, str?)": "None",
@@ -130,7 +130,8 @@ NAME_INTS = {
     "max": 3,
     "ignore_index": -100,
 }
-NAME_STRS = {"rounding_mode": "trunc", "reduce": "mean"}  # the only strings given
+# the only strings given (an assertion's message: _assert_async.msg, _assert_scalar)
+NAME_STRS = {"rounding_mode": "trunc", "reduce": "mean", "assert_msg": "schema sample"}
 PACKET_STRS = {("scatter", "reduce"): "add", ("scatter_", "reduce"): "add"}  # add | multiply
 PROB_NAMES = frozenset({"p"})  # bernoulli's probabilities: in [0, 1)
 ZERO_DIM_NAMES = frozenset({"value"})  # index_fill's, masked_fill's value tensor: 0-dim
@@ -143,9 +144,9 @@ UNINITIALISED = re.compile(r"^_?(new_)?empty|^resize|^_resize|^set_$|^_efficient
 # Packets never called: process state, autograd engine, tracing and RNG state
 # (docs/suites/ops.md: "schema samples").
 NEVER_CALLED = re.compile(
-    r"^_?print$|^_assert|^sym_|^_make_dep_token|^_functional_assert|^record_stream$"
+    r"^_?print$|^sym_|^_make_dep_token|^record_stream$"
     r"|^_backward$|^set_data$|^retains_grad$|^requires_grad_$|^_version$|^output_nr$"
-    r"|^_propagate_xla_data|^_debug_|^_set_|^_lazy|^_functionalize"
+    r"|^_propagate_xla_data|^_debug_|^_set_|^_functionalize"
     r"|^_async_error$|^_set_|^retain_grad$|^_fw_primal|^_make_dual|^_unpack_dual"
 )
 
@@ -358,8 +359,7 @@ class _Maker:
             if ekind == "TensorType":
                 if name in EMPTY_LIST_NAMES:
                     return []
-                out = written and kw  # split_with_sizes_copy's out list: resized by the op
-                return [self.tensor(name, out=out), self.tensor(name, out=out)]
+                return [self.tensor(name), self.tensor(name)]
             if ekind == "OptionalType" and element.getElementType().kind() == "TensorType":
                 return [self.tensor("index")]
             if ekind in ("IntType", "SymIntType"):
@@ -372,7 +372,7 @@ class _Maker:
                 return [2, 3]
             raise NoSample("no_rule", f"argument '{name}' of type {jit_type}")
         if kind in ("IntType", "SymIntType"):
-            if name in ("dtype", "scalar_type"):
+            if name in ("dtype", "scalar_type", "input_dtype"):
                 return self.dtype
             if name == "layout":
                 return torch.strided

@@ -492,6 +492,26 @@ FAMILY_PLANS: tuple[tuple[re.Pattern, tuple[FamilyPlan, ...]], ...] = (
         ),
     ),
     (
+        re.compile(r"^_test_optional_filled_intlist$"),
+        (
+            FamilyPlan(
+                "test_filled_intlist", (2,), {"values": T((2,), dtype="int32"), "addends": [1, 2]}
+            ),
+        ),
+    ),
+    (
+        re.compile(r"^_test_optional_intlist$"),
+        (
+            FamilyPlan(
+                "test_intlist", (3,), {"values": T((3,), dtype="int32"), "addends": [1, 2, 3]}
+            ),
+        ),
+    ),
+    (
+        re.compile(r"^_test_optional_floatlist$"),
+        (FamilyPlan("test_floatlist", (3,), {"values": (3,), "addends": [0.5, 1.0, 1.5]}),),
+    ),
+    (
         re.compile(r"^view_as_complex"),
         (FamilyPlan("complex_pairs", (3, 2), {}),),
     ),
