@@ -97,6 +97,7 @@ FAMILY_REACHED = [
     "aten::_histogramdd_from_bin_tensors.out",
     "aten::_pack_padded_sequence",
     "aten::segment_reduce.out",
+    "aten::_test_optional_intlist",
 ]
 RULE_REACHED = [
     "aten::randint.low_out",  # low/high: a range that is not empty
@@ -112,6 +113,8 @@ RULE_REACHED = [
     "aten::_fft_c2c.out",  # complex64 plans
     "aten::empty_permuted",  # physical_layout
     "aten::lu_unpack.out",  # LU_pivots: int32 1..n
+    "aten::_assert_async.msg",  # assert_msg
+    "aten::_softmax_backward_data.out",  # input_dtype: the plan's
 ]
 
 
