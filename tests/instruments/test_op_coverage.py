@@ -257,9 +257,7 @@ def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypa
     # simdev registers its bmm kernel for every bmm overload, CUDA's bmm.dtype included: the
     # reason is the reference's (the CPU has no kernel and no composite), not the device's
     real = op_coverage._has
-    monkeypatch.setattr(
-        op_coverage, "_has", lambda n, k: k == "PrivateUse1" or real(n, k)
-    )
+    monkeypatch.setattr(op_coverage, "_has", lambda n, k: k == "PrivateUse1" or real(n, k))
     assert op_coverage.exclusion("aten::bmm.dtype", "kernel", "PrivateUse1") == "no_cpu_kernel"
     assert op_coverage.exclusion("aten::bmm", "kernel", "PrivateUse1") is None
 

@@ -48,8 +48,8 @@ ARG_RULES = {
     "Scalar[]": "[2, 3] (the length of a Tensor[] of 2)",
     "bool": "False ('output_mask' and other bool[]: True)",
     "Device": "the side's device (the device, or the CPU)",
-    "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean', assert_msg; scatter's reduce "
-    "'add', PACKET_STRS)",
+    "str": "by name only (NAME_STRS: rounding_mode 'trunc', reduce 'mean', assert_msg; "
+    "scatter's reduce 'add', PACKET_STRS)",
     "Storage": "the untyped storage of a tensor of the plan, on the side's device",
     "optional, no rule for its element (Generator?, str?)": "None",
     "optional, with a default": "the default (None), except a Device: the side's device; "
@@ -445,7 +445,7 @@ def functional_sibling(name: str) -> str | None:
     return None
 
 
-def _out_dtypes(schema, sample: "Sample", outs: list[str]) -> list | None:
+def _out_dtypes(schema, sample: Sample, outs: list[str]) -> list | None:
     """The dtypes the functional sibling returns for ``sample``'s inputs, asked of the meta
     device (no values computed), one per out= tensor in ``outs``; None where it cannot say."""
     import torch

@@ -219,7 +219,7 @@ FAMILY_PLANS: tuple[tuple[re.Pattern, tuple[FamilyPlan, ...]], ...] = (
                     "reduction": 1,
                     "ignore_index": -100,
                     "grad_output": (),
-                    "total_weight": T((), "values", values=2.0, dtype="plan"),
+                    "total_weight": T((), "values", values=(2.0,), dtype="plan"),
                 },
             ),
             FamilyPlan(
@@ -232,7 +232,7 @@ FAMILY_PLANS: tuple[tuple[re.Pattern, tuple[FamilyPlan, ...]], ...] = (
                     "reduction": 1,
                     "ignore_index": -100,
                     "grad_output": (),
-                    "total_weight": T((), "values", values=4.0, dtype="plan"),
+                    "total_weight": T((), "values", values=(4.0,), dtype="plan"),
                 },
             ),
         ),
