@@ -260,6 +260,9 @@ def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypa
     monkeypatch.setattr(op_coverage, "_has", lambda n, k: k == "PrivateUse1" or real(n, k))
     assert op_coverage.exclusion("aten::bmm.dtype", "kernel", "PrivateUse1") == "no_cpu_kernel"
     assert op_coverage.exclusion("aten::bmm", "kernel", "PrivateUse1") is None
+    # a device kernel where the CPU would decompose the op (composite implicit): comparable
+    name = "aten::_has_compatible_shallow_copy_type"
+    assert op_coverage.exclusion(name, "kernel", "PrivateUse1") is None
 
 
 @pytest.mark.parametrize(

@@ -110,7 +110,8 @@ def exclusion(name: str, served: str, key: str) -> str | None:
         # nothing on the CPU to serve it or to compare it against, whatever the device does
         # with it (simdev registers its bmm kernel for CUDA's bmm.dtype too): the reason is
         # the reference's, not the device's
-        if served != "kernel" or not any(_has(name, k) for k in COMPOSITE_EXPLICIT_KEYS):
+        composites = (*COMPOSITE_EXPLICIT_KEYS, "CompositeImplicitAutograd")
+        if served != "kernel" or not any(_has(name, k) for k in composites):
             return "no_cpu_kernel"
     return None
 
