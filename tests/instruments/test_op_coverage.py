@@ -263,6 +263,9 @@ def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypa
     # a device kernel where the CPU would decompose the op (composite implicit): comparable
     name = "aten::_has_compatible_shallow_copy_type"
     assert op_coverage.exclusion(name, "kernel", "PrivateUse1") is None
+    # the transfers every backend implements stay in the count, though the CPU has none
+    assert op_coverage.exclusion("aten::_copy_from", "kernel", "PrivateUse1") is None
+    assert op_coverage.exclusion("aten::_copy_from", "missing", "CPU") == "no_cpu_kernel"
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,13 @@ def classify(name: str, key: str, has_fallback: bool) -> str:
     return "fallback" if has_fallback else "missing"
 
 
+# What every device backend implements for PyTorch itself and the CPU never has: the
+# transfers. Served by the device's own kernel they stay in the count (never excluded as
+# no_cpu_kernel, docs/suites/ops.md), though no case can credit them (they are recorded as
+# transfers, `simdev->cpu`, not as the device's ops).
+BACKEND_HOOKS = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize"})
+
+
 def exclusion(name: str, served: str, key: str) -> str | None:
     """Why a backend-relevant overload is not tested against the CPU, or None."""
     reason = family_exclusion(name)
@@ -111,7 +118,9 @@ def exclusion(name: str, served: str, key: str) -> str | None:
         # with it (simdev registers its bmm kernel for CUDA's bmm.dtype too): the reason is
         # the reference's, not the device's
         composites = (*COMPOSITE_EXPLICIT_KEYS, "CompositeImplicitAutograd")
-        if served != "kernel" or not any(_has(name, k) for k in composites):
+        if served != "kernel" or not (
+            name in BACKEND_HOOKS or any(_has(name, k) for k in composites)
+        ):
             return "no_cpu_kernel"
     return None
 
