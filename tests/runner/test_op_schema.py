@@ -212,6 +212,22 @@ def test_a_cpu_kernel_crash_in_the_probe_is_the_cpus_not_the_runs(monkeypatch):
     assert got["aten::add.Tensor"] == (0, "") and got["aten::mul.Tensor"] == (0, "")
 
 
+def test_the_probe_child_does_not_hang_in_a_thread_pool_its_parent_started(monkeypatch):
+    # an OpenMP pool started in the parent does not survive the fork: a kernel entering it in
+    # the child (_slow_conv2d_forward) waited until the deadline and read as a CPU crash
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.rand(256, 256)
+        (x @ x).sum()
+        torch.nn.functional.conv2d(torch.rand(4, 8, 32, 32), torch.rand(8, 8, 3, 3))
+        monkeypatch.setattr(op_schema, "PROBE_TIMEOUT_S", 20.0)
+        got = op_schema.probe(["aten::_slow_conv2d_forward"], "float32", 0)
+    finally:
+        torch.set_num_threads(threads)
+    assert got["aten::_slow_conv2d_forward"][0] is not None, got
+
+
 def run_cpu(packet: str) -> dict:
     case = SchemaCase(packet, ops_schema.packets()[packet])
     config = RunConfig(suite="ops", device="cpu", modes=("eager",))
