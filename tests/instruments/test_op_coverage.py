@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from torchport.cases import ops_schema
 from torchport.cases.ops_reasons import EXCLUDE_REASONS
 from torchport.instruments import op_coverage
 from torchport.views import op_coverage as view
@@ -232,3 +233,56 @@ def test_every_relevant_overload_has_exactly_one_state(overloads, ran, where):
 )
 def test_recorded_names_map_to_registered_ones(recorded, registered):
     assert view.registry_name(recorded) == registered
+
+
+def test_an_out_wrapper_of_a_functional_without_a_cpu_kernel_is_excluded_with_it(cpu_audit):
+    ov = cpu_audit["overloads"]
+    # CUDA's batch_norm_stats: no CPU kernel; its out= is PyTorch's composite calling it
+    assert ops_schema.functional_sibling("aten::batch_norm_stats.out") == "aten::batch_norm_stats"
+    assert ov["aten::batch_norm_stats"][1] == "no_cpu_kernel"
+    assert ov["aten::batch_norm_stats.out"] == ["composite_explicit", "no_cpu_kernel"]
+    assert ops_schema.functional_sibling("aten::native_norm.ScalarOpt_dim_dtype_out") == (
+        "aten::native_norm.ScalarOpt_dim_dtype"
+    )
+    # a composite out= whose functional the CPU runs stays in the count
+    assert ops_schema.functional_sibling("aten::add.out") == "aten::add.Tensor"
+    assert ov["aten::add.out"][1] is None
+    # in-place and functional overloads have no functional sibling to follow
+    assert ops_schema.functional_sibling("aten::add_.Tensor") is None
+    assert ops_schema.functional_sibling("aten::add.Tensor") is None
+    assert ops_schema.functional_sibling("aten::no_such_op.out") is None
+
+
+def test_a_device_kernel_with_nothing_on_the_cpu_to_compare_is_excluded(monkeypatch):
+    # simdev registers its bmm kernel for every bmm overload, CUDA's bmm.dtype included: the
+    # reason is the reference's (the CPU has no kernel and no composite), not the device's
+    real = op_coverage._has
+    monkeypatch.setattr(op_coverage, "_has", lambda n, k: k == "PrivateUse1" or real(n, k))
+    assert op_coverage.exclusion("aten::bmm.dtype", "kernel", "PrivateUse1") == "no_cpu_kernel"
+    assert op_coverage.exclusion("aten::bmm", "kernel", "PrivateUse1") is None
+    # a device kernel where the CPU would decompose the op (composite implicit): comparable
+    name = "aten::_has_compatible_shallow_copy_type"
+    assert op_coverage.exclusion(name, "kernel", "PrivateUse1") is None
+    # the transfers every backend implements stay in the count, though the CPU has none
+    assert op_coverage.exclusion("aten::_copy_from", "kernel", "PrivateUse1") is None
+    assert op_coverage.exclusion("aten::_copy_from", "missing", "CPU") == "no_cpu_kernel"
+
+
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        ("aten::indices_copy.out", "sparse"),
+        ("aten::_values_copy", "sparse"),
+        ("aten::_dyn_quant_matmul_4bit", "quantized"),
+        ("aten::_convert_weight_to_int4pack_for_cpu", "quantized"),
+        ("aten::_fused_moving_avg_obs_fq_helper", "quantized"),
+        ("aten::_grid_sampler_2d_cpu_fallback", "backend_internal"),
+        ("aten::grid_sampler_2d", None),
+        ("aten::index_copy", None),
+        ("aten::values_like", None),
+    ],
+)
+def test_family_patterns_name_sparse_copies_and_quantization_helpers(name, reason):
+    from torchport.cases.ops_reasons import family_exclusion
+
+    assert family_exclusion(name) == reason

@@ -109,6 +109,9 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
             r"sparse|_coo|_csr|_csc|_bsr|_bsc|^_?coalesce|is_coalesced|_nnz|^_?indices$"
             r"|^_?values$|crow_indices|col_indices|row_indices|^_dimI$|^_dimV$|sparse_dim"
             r"|dense_dim|^smm$|^hspmm$|^sspaddmm$|^_spdiags$|_to_dense$|^to_dense"
+            # copies of the sparse accessors (indices_copy: "expected sparse coordinate
+            # tensor layout but got Strided")
+            r"|^_?(indices|values)_copy$"
         ),
     ),
     (
@@ -116,6 +119,8 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
         re.compile(
             r"quantize|^q_|qscheme|int_repr|fake_quant|_choose_qparams|^_make_per_"
             r"|fbgemm|_weight_int\d|_saturate_weight|_quantized|^quantized"
+            # dynamic 4-bit quantization, int4 weight packing, fake-quant observers
+            r"|_dyn_quant|int4pack|_obs_fq_"
         ),
     ),
     ("nested", re.compile(r"nested|jagged|_padded_dense")),
@@ -124,6 +129,9 @@ FAMILY_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
         re.compile(
             r"cudnn|miopen|mkldnn|onednn|_mps|^mps_|xnnpack|vulkan|nnpack|_cufft|_cslt"
             r"|_cutlass|_triton|flash_attention|efficient_attention|_cudnn|_mixed_dtypes"
+            # the CPU's own helpers: _grid_sampler_2d_cpu_fallback reads its tensors as host
+            # memory (on a device tensor it crashes the process)
+            r"|_cpu_fallback"
             r"|_fused_sdp_choice|_cuda|cuda_|_use_cudnn|_cummax_helper|_cummin_helper"
         ),
     ),

@@ -101,14 +101,44 @@ def classify(name: str, key: str, has_fallback: bool) -> str:
     return "fallback" if has_fallback else "missing"
 
 
+# What every device backend implements for PyTorch itself and the CPU never has: the
+# transfers. Served by the device's own kernel they stay in the count (never excluded as
+# no_cpu_kernel, docs/suites/ops.md), though no case can credit them (they are recorded as
+# transfers, `simdev->cpu`, not as the device's ops).
+BACKEND_HOOKS = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize"})
+
+
 def exclusion(name: str, served: str, key: str) -> str | None:
     """Why a backend-relevant overload is not tested against the CPU, or None."""
     reason = family_exclusion(name)
     if reason is not None:
         return reason
-    if served in ("fallback", "missing") and not _has(name, "CPU"):
-        return "no_cpu_kernel"  # nothing on the CPU to serve it or to compare it against
+    if served in ("fallback", "missing", "kernel") and not _has(name, "CPU"):
+        # nothing on the CPU to serve it or to compare it against, whatever the device does
+        # with it (simdev registers its bmm kernel for CUDA's bmm.dtype too): the reason is
+        # the reference's, not the device's
+        composites = (*COMPOSITE_EXPLICIT_KEYS, "CompositeImplicitAutograd")
+        if served != "kernel" or not (
+            name in BACKEND_HOOKS or any(_has(name, k) for k in composites)
+        ):
+            return "no_cpu_kernel"
     return None
+
+
+def wrapper_exclusion(name: str, served: str, reasons: dict[str, str | None]) -> str | None:
+    """``no_cpu_kernel`` for an out= overload PyTorch serves by a composite that only calls
+    its functional sibling, where that functional is itself excluded for having no CPU kernel
+    (``batch_norm_stats.out`` -> ``batch_norm_stats``, CUDA's): the CPU runs the composite
+    into the same NotImplementedError, so there is nothing to compare it against either
+    (docs/suites/ops.md, "Coverage with a denominator")."""
+    if served != "composite_explicit" or _has(name, "CPU"):
+        return None
+    from torchport.cases.ops_schema import functional_sibling
+
+    sibling = functional_sibling(name)
+    if sibling is None or reasons.get(sibling) != "no_cpu_kernel":
+        return None
+    return "no_cpu_kernel"
 
 
 def audit(device_type: str) -> dict:
@@ -138,6 +168,12 @@ def audit(device_type: str) -> dict:
             continue
         reason = None if served == "composite_implicit" else exclusion(name, served, key)
         overloads[name] = [served, reason]
+    reasons = {n: v[1] for n, v in overloads.items()}
+    for name, (served, reason) in overloads.items():
+        if reason is None:
+            wrapped = wrapper_exclusion(name, served, reasons)
+            if wrapped is not None:
+                overloads[name] = [served, wrapped]
     return {
         "version": AUDIT_VERSION,
         "device_type": device_type,

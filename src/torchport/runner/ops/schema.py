@@ -72,12 +72,12 @@ def find_plan(name: str, dtype_name: str, seed: int) -> tuple[int | None, str]:
     try:
         schema = ops_schema.schema_of(name)
         op = overload(name)
-        for i, (shape, dtype, fill) in enumerate(ops_schema.plans(dtype_name)):
-            sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
+        for i, (shape, dtype, fill, family) in enumerate(ops_schema.plans_for(name, dtype_name)):
+            sample = ops_schema.make(schema, shape, dtype, "cpu", seed, fill, family)
             try:
                 op(*sample.args, **sample.kwargs)
                 for _ in range(PROBE_AGAIN):  # a kernel reading past its input crashes by chance
-                    again = ops_schema.make(schema, shape, dtype, "cpu", seed, fill)
+                    again = ops_schema.make(schema, shape, dtype, "cpu", seed, fill, family)
                     op(*again.args, **again.kwargs)
             except Exception:
                 continue
@@ -85,6 +85,12 @@ def find_plan(name: str, dtype_name: str, seed: int) -> tuple[int | None, str]:
     except ops_schema.NoSample as exc:
         return None, exc.reason
     return None, "cpu_raises"
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def probe(names: list[str], dtype_name: str, seed: int) -> dict[str, tuple[int | None, str]]:
@@ -101,6 +107,10 @@ def probe(names: list[str], dtype_name: str, seed: int) -> dict[str, tuple[int |
         if pid == 0:  # the child: one JSON line per overload started and per plan found
             os.close(read)
             faulthandler.disable()  # its crash is expected, recorded by the parent
+            # one intra-op thread: an OpenMP pool the parent started does not survive the
+            # fork, and a kernel that enters it (_slow_conv2d_forward) waits forever, read as
+            # a CPU crash at the deadline (docs/suites/ops.md, "Schema samples")
+            _one_thread()
             try:
                 with os.fdopen(write, "w", buffering=1) as out:
                     for name in left:
@@ -113,17 +123,22 @@ def probe(names: list[str], dtype_name: str, seed: int) -> dict[str, tuple[int |
         started, lines, buffer = None, [], b""
         deadline = clock() + PROBE_TIMEOUT_S
         timed_out = False
-        with os.fdopen(read, "rb") as pipe:
-            while True:
-                if not select.select([pipe], [], [], max(deadline - clock(), 0))[0]:
-                    timed_out = True
-                    break
-                chunk = os.read(pipe.fileno(), 65536)
-                if not chunk:
-                    break
-                buffer += chunk
-                *complete, buffer = buffer.split(b"\n")
-                lines += complete
+        try:
+            with os.fdopen(read, "rb") as pipe:
+                while True:
+                    if not select.select([pipe], [], [], max(deadline - clock(), 0))[0]:
+                        timed_out = True
+                        break
+                    chunk = os.read(pipe.fileno(), 65536)
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n")
+                    lines += complete
+        except BaseException:  # the parent leaves (a deadline, SIGTERM): no child outlives it
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
         if timed_out:
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -329,11 +344,11 @@ class SchemaLadder(OpStageRunner):
         from torchport.runner.ops import samples as ops
 
         schema = ops_schema.schema_of(name)
-        shape, dtype, fill = ops_schema.plans(self.case.dtype)[index]
+        shape, dtype, fill, family = ops_schema.plans_for(name, self.case.dtype)[index]
         op, seed, device = overload(name), self.config.seed, self.adapter.device()
 
         def made(where: str, dtype: str = dtype):
-            return ops_schema.make(schema, shape, dtype, where, seed, fill)
+            return ops_schema.make(schema, shape, dtype, where, seed, fill, family)
 
         def call(made) -> tuple[dict | None, BaseException | None]:
             try:

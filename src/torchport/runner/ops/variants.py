@@ -300,6 +300,7 @@ def _meta_refuses_mixing(ops, variant: Variant) -> str | None:
 
 def _check(ladder, op, variant: Variant, ops):
     """(failure kind or None, message, device rows), or a not-run reason."""
+    from torchport.cases.ops_schema import uninitialised
     from torchport.instruments import op_parity
     from torchport.probes import placement
     from torchport.runner.ops import schema as op_schema
@@ -327,8 +328,15 @@ def _check(ladder, op, variant: Variant, ops):
             return "sparse"  # a sparse result: outside the suite, as the samples' are
         again = run(variant, _plain_copy(ops, variant.sample, device="cpu"), "cpu")[0]
         # two CPU runs that differ: the values are not determined by the inputs (resize_as_
-        # on an empty input leaves memory uninitialised): shapes and dtypes are judged
-        metadata_only = again is None or not op_schema.same(flat, _flat(ops, again))
+        # on an empty input leaves memory uninitialised): shapes and dtypes are judged. An op
+        # that leaves memory uninitialised by name (resize_, empty...) is judged so even when
+        # two CPU runs agree by chance: the device's memory need not (resize_'s empty variant
+        # failed so once, 2 non-finite entries on the device and 3 on the CPU)
+        metadata_only = (
+            uninitialised(getattr(op, "name", ""))
+            or again is None
+            or not op_schema.same(flat, _flat(ops, again))
+        )
     dev_sample = _plain_copy(ops, variant.sample, device=device)
     if variant.kind == "mixed_device":  # the first tensor argument stays on the host
         dev_sample.args = (
