@@ -96,6 +96,32 @@ def test_lines_put_together_read_as_each_stored_result(tmp_path, kb_url):
     assert any(stored["ops"] for stored in want) and any(a for _, _, a in got)
 
 
+def test_only_a_span_holding_nan_is_read_again_guarded(kb_url):
+    """The spans are read with the JSON check unguarded (no search for NaN and Infinity);
+    a span PostgreSQL refuses for a NaN is read again guarded, its NaN row then written
+    from the row: each span once, the NaN one twice (SQLite refuses none)."""
+    results = kb.results()
+    results[4]["metrics"]["perf_cv"] = float("nan")
+    kb.build(kb_url, results_=results)
+    with open_store(kb_url, write=False) as store:
+        store.line_span, store.line_threads = 2, 0  # spans of ids: 1-2, 3-4, 5-6, 7-8
+        reads: list[str] = []
+        rows = store._rows
+
+        def counted(conn, sql, args):
+            if "plain" in sql:
+                reads.append("guarded" if "Infinity" in sql else "unguarded")
+            return rows(conn, sql, args)
+
+        store._rows = counted
+        got, want = _lines_and_results(store)
+    engine_refuses = not store.url.endswith(".db")
+    assert reads == ["unguarded"] * 3 + ["guarded"] * engine_refuses + ["unguarded"]
+    assert [line is None for line, _, _ in got] == [i == 4 for i in range(len(results))]
+    for (line, result, _), stored in zip(got, want, strict=True):
+        _same_line(line, result, stored)
+
+
 @pytest.mark.parametrize("threads", [0, 2])
 def test_spans_read_on_threads_or_on_the_callers_come_in_order(source, threads):
     """An export reads its spans of ids on threads of their own (``line_threads``) or, at

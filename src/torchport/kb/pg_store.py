@@ -275,6 +275,9 @@ class PGStore(SQLStore):
     def _is_unique_violation(self, exc: Exception) -> bool:
         return isinstance(exc, errors.UniqueViolation)
 
+    def _is_refused_json(self, exc: Exception) -> bool:
+        return isinstance(exc, errors.InvalidTextRepresentation)  # json_in's 22P02
+
     @staticmethod
     def _glob(pattern: str) -> tuple[str, bool]:
         return fnmatch_to_like(pattern)

@@ -193,13 +193,14 @@ LAST_ID_OF_RUN = "SELECT id FROM results WHERE run_id = ? ORDER BY id DESC LIMIT
 ID_AT_OFFSET = "SELECT id FROM results WHERE run_id = ? ORDER BY id LIMIT 1 OFFSET ?"
 
 
-def result_lines(d: Dialect = SQLITE) -> str:
+def result_lines(*, guarded: bool = True, d: Dialect = SQLITE) -> str:
     """Parameters: run_id, a span's first id and the next span's. Rows: ``plain``
-    (``Dialect.all_json``), then line_text.COLUMNS, in recorded order (the run's rows one
-    after another in the file: read in (case, mode) order they are scattered, and the read
-    costs twice as much)."""
+    (``Dialect.all_json``, ``guarded`` or not), then line_text.COLUMNS, in recorded order
+    (the run's rows one after another in the file: read in (case, mode) order they are
+    scattered, and the read costs twice as much)."""
     return (
-        f"SELECT {d.all_json(LINE_JSON_COLUMNS)} AS plain, {', '.join(line_text.COLUMNS)}"
+        f"SELECT {d.all_json(LINE_JSON_COLUMNS, guarded=guarded)} AS plain,"
+        f" {', '.join(line_text.COLUMNS)}"
         " FROM results WHERE run_id = ? AND id >= ? AND id < ? ORDER BY id"
     )
 

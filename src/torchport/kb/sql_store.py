@@ -57,6 +57,10 @@ class SQLStore(KnowledgeBase):
     def _is_unique_violation(self, exc: Exception) -> bool:
         raise NotImplementedError
 
+    def _is_refused_json(self, exc: Exception) -> bool:
+        """Whether ``exc`` is the engine refusing a text as JSON (Dialect.all_json unguarded)."""
+        raise NotImplementedError
+
     def _insert_id(self, conn, sql: str, args) -> int:
         """Run an INSERT and return the new row's id."""
         raise NotImplementedError

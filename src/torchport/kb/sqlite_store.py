@@ -194,6 +194,9 @@ class SQLiteStore(SQLStore):
     def _is_unique_violation(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
 
+    def _is_refused_json(self, exc: Exception) -> bool:
+        return False  # json_valid reads 0 for any text
+
     @staticmethod
     def _glob(pattern: str) -> tuple[str, bool]:
         return fnmatch_to_glob(pattern)

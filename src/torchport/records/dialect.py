@@ -163,14 +163,19 @@ class Dialect:
             " AS ops_json"
         )
 
-    def all_json(self, columns: tuple[str, ...]) -> str:
+    def all_json(self, columns: tuple[str, ...], *, guarded: bool = True) -> str:
         """Whether every one of ``columns`` reads as JSON. PostgreSQL's json type refuses NaN
-        and Infinity, which Python writes: a row holding either word reads NULL (it is then
-        exported from its row); any other text that is not JSON stops the statement with the
-        server's error."""
+        and Infinity, which Python writes: ``guarded``, a row holding either word reads NULL
+        (it is then exported from its row); unguarded, such a row stops the statement (the
+        caller reads again guarded: the words' search cost 0.11 s of 0.26 s of server time
+        on an export's 100 000 rows, docs/at-a-glance.md). Any other text that is not JSON
+        stops the statement with the server's error either way. SQLite's ``json_valid``
+        refuses nothing."""
         if self is POSTGRES:
+            valid = " AND ".join(f"{c}::json IS NOT NULL" for c in columns)  # the cast parses
+            if not guarded:
+                return valid
             text = " || ".join(columns)
-            valid = " AND ".join(f"json_typeof({c}::json) IS NOT NULL" for c in columns)
             return (
                 f"CASE WHEN strpos({text}, 'NaN') = 0 AND strpos({text}, 'Infinity') = 0"
                 f" THEN {valid} END"

@@ -19,7 +19,7 @@ result streams and decides each pair from the same rules is tests/compare_oracle
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -149,7 +149,8 @@ class Comparison:
         of two 100 000-result runs holds tens of thousands of entries); only the step-time
         changes are made dicts."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["perf"] = [dict(vars(p)) for p in self.perf]  # flat: no deep copy needed
+        # flat: no deep copy needed; an entry made text (compare_runs ``entries``) as it is
+        out["perf"] = [dict(vars(p)) if type(p) is PerfChange else p for p in self.perf]
         return out
 
 
@@ -324,14 +325,21 @@ def compare_runs(
     limit: int | None = None,
     rows: str | None = None,
     after: dict | None = None,
+    entries: Callable[[Any], Any] | None = None,
 ) -> Comparison:
     """Compare two stored runs: what the store's one read (``store.compare``,
     kb/reads/compare.py) returns, formatted; every pair it returns was decided by the
     database, from the declared rules. ``limit``: each list holds only its first rows
     (``totals`` says how long it is); ``rows``: with a limit, only that list (of LIST_READS)
     is read out, the others are left empty (their totals still counted); ``after``: the list
-    from the pair after this one (compare_tables.after_row), a later page."""
-    return compare_again(store, run_a, run_b, None, limit=limit, rows=rows, after=after)[1]
+    from the pair after this one (compare_tables.after_row), a later page. ``entries``:
+    each entry of the ENTRY_LISTS made this (its JSON form, a step-time change as a dict)
+    in the process that shaped its part, a forked child for a later part: ``compare
+    --json`` has each part's entries made text where the part is shaped, two cores at once,
+    not all of them after (docs/at-a-glance.md, issue 46)."""
+    return compare_again(
+        store, run_a, run_b, None, limit=limit, rows=rows, after=after, entries=entries
+    )[1]
 
 
 Kept = tuple[tuple, Comparison]  # a comparison and the version of both runs it was read from
@@ -346,6 +354,7 @@ def compare_again(
     limit: int | None = None,
     rows: str | None = None,
     after: dict | None = None,
+    entries: Callable[[Any], Any] | None = None,
 ) -> Kept:
     """``compare_runs``, and the runs' version it was read from; ``kept``: a comparison made
     before (the same reads), given again with the notes read now where both runs are as
@@ -358,7 +367,7 @@ def compare_again(
         limit=limit,
         only=only,
         after=after,
-        shape=_shown,
+        shape=_shown if entries is None else functools.partial(_shown, entries=entries),
         unless=kept[0] if kept is not None else None,
     )
     if got["unchanged"] and kept is not None:
@@ -418,12 +427,18 @@ def _transitions(out: Comparison, counts: dict) -> int:
 
 # What showing pairs fills in (``_show``): a part's share.
 _PART_FIELDS = (*STATUS_LISTS, "placement", *FIGURE_ENTRIES, "perf")
+# The lists whose entries compare_runs' ``entries`` makes.
+ENTRY_LISTS = _PART_FIELDS
 
 
-def _shown(pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> dict:
+def _shown(
+    pairs: Iterable[tuple[dict, dict, frozenset[str]]],
+    entries: Callable[[Any], Any] | None = None,
+) -> dict:
     """One part's pairs (outcome A, outcome B, decisions) shown in the lists their decisions
-    name: what they filled in (``_add_part``). Called by the store's read, in a forked child
-    for a later part (kb/forked.py)."""
+    name: what they filled in (``_add_part``); ``entries``: each list entry made that (a
+    step-time change given as a dict). Called by the store's read, in a forked child for a
+    later part (kb/forked.py)."""
     out = Comparison(run_a={}, run_b={})
     kinds: set[frozenset[str]] = set()
     verdicts: list[str] = []  # the order they first show in, as the JSON lists them
@@ -433,6 +448,11 @@ def _shown(pairs: Iterable[tuple[dict, dict, frozenset[str]]]) -> dict:
             kinds.add(decided)
             verdicts += [v for v in VERDICTS_COUNTED if v in decided and v not in verdicts]
     part = {name: getattr(out, name) for name in _PART_FIELDS}
+    if entries is not None:
+        part = {
+            name: list(map(entries, map(vars, items) if name == "perf" else items))
+            for name, items in part.items()
+        }
     return {**part, "host_ops": out.host_ops, "verdicts": verdicts}
 
 

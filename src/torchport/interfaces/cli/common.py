@@ -112,6 +112,14 @@ def echo_json(data, *, flat_from: int | None = None) -> None:
     click.echo(dumps(data, indent=2, flat_from=flat_from, default=_jsonable), color=True)
 
 
+def json_line():
+    """Each value as ``echo_json(data, flat_from=...)`` writes a flat one: its line of text,
+    made by a caller apart (wrapped in json_text.Raw, it is written as it is)."""
+    from torchport.interfaces.json_text import one_line
+
+    return one_line(default=_jsonable)
+
+
 def public_result(result: dict) -> dict:
     """The JSON shape of a result (at least run_id, case, mode, status, stage, metrics, error)."""
     return {

@@ -6,6 +6,7 @@ from torchport.interfaces.cli.common import (
     bulk_read,
     db_option,
     echo_json,
+    json_line,
     json_option,
     open_db,
     resolve,
@@ -36,12 +37,19 @@ def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
     store = open_db(db)
     filters = run_filters(device, suite, labels)
     a, b = resolve(store, run_a, filters), resolve(store, run_b, filters)
-    every = show_all or as_json  # the text form shows each list's first rows: only those read
+    if as_json:
+        from torchport.interfaces.json_text import Raw
+        from torchport.views.compare import ENTRY_LISTS
+
+        with store_problems():  # each list entry's line made where its part is shaped
+            data = compare_runs(store, a, b, entries=json_line()).to_dict()
+        for name in ENTRY_LISTS:
+            data[name] = list(map(Raw, data[name]))
+        echo_json(data, flat_from=2)  # a list's entry per line
+        return
+    every = show_all  # the text form shows each list's first rows: only those read
     with store_problems():
         comparison = compare_runs(store, a, b, limit=None if every else LIST_ROWS)
-    if as_json:
-        echo_json(comparison.to_dict(), flat_from=2)  # a list's entry per line
-        return
     from torchport.interfaces.render import make_console, print_views
 
     views = comparison_views(comparison, limit=None if every else LIST_ROWS)

@@ -35,6 +35,8 @@ class ExportRead:
     _count_results: Any
     _forget: Any
     _guard_iter: Any
+    _is_refused_json: Any
+    driver_error: Any
     _json: Any
     _result_dict: Any
     _rows: Any
@@ -107,7 +109,13 @@ class ExportRead:
 
         def read(own: Any, low: int) -> tuple[list, dict[int, list[tuple]]]:
             high = min(low + self.line_span, stop)
-            rows = self._rows(own, self.q.result_lines(), (run_id, low, high))
+            span = (run_id, low, high)
+            try:  # most spans hold no NaN: read unguarded, again guarded where one does
+                rows = self._rows(own, self.q.result_lines(guarded=False), span)
+            except self.driver_error as exc:
+                if not self._is_refused_json(exc):
+                    raise
+                rows = self._rows(own, self.q.result_lines(), span)
             ops: dict[int, list[tuple]] = {}
             for op in self._rows(own, self.q.ops_of_span(), (low, high)):
                 ops.setdefault(op[0], []).append(op[1:])
