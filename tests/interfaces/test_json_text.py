@@ -101,3 +101,22 @@ def test_indented_refuses_what_json_dumps_refuses(value):
     with pytest.raises(TypeError) as theirs:
         json.dumps(value, indent=2)
     assert str(ours.value) == str(theirs.value)
+
+
+@given(st.dictionaries(st.text(), st.lists(ANY, max_size=5), max_size=4), st.integers(0, 4))
+def test_entries_made_apart_make_the_same_document(lists, indent):
+    """A gate's or a comparison's list entries made text apart (``indented_at`` their depth,
+    ``one_line``; in forked children) and given back as ``Raw``: the document is the text
+    json.dumps writes (indented) or the one ``dumps`` writes (flat from the entries)."""
+    from torchport.interfaces.json_text import Raw, indented, indented_at, one_line
+
+    entry = indented_at(2, indent=indent, default=_default)
+    made = {name: [Raw(entry(v)) for v in items] for name, items in lists.items()}
+    assert indented(made, indent=indent, default=_default) == json.dumps(
+        lists, indent=indent, default=_default
+    )
+    line = one_line(default=_default)
+    flat = {name: [Raw(line(v)) for v in items] for name, items in lists.items()}
+    assert dumps(flat, indent=indent, flat_from=2, default=_default) == dumps(
+        lists, indent=indent, flat_from=2, default=_default
+    )

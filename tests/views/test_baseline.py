@@ -154,6 +154,7 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
     outcomes index): the same expected file and the same report as from the whole results,
     on SQLite and PostgreSQL; the same report again when a forked child checks the later
     part of the cases (kb/forked.py)."""
+    from torchport.interfaces.json_text import Raw, indented, indented_at
     from torchport.kb import forked, open_store
     from torchport.views.baseline import baseline_of_rows, baseline_texts, gate_rows, gate_run
 
@@ -192,6 +193,16 @@ def test_the_store_rows_make_the_same_baseline_and_gate_as_the_results(kb_url, m
         child = forked.Child
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         assert gate_run(store, got, nxt) == report and started == [1]
+        # gate --json: each part's findings made text in its process, the same document
+        entry = indented_at(2, indent=2)
+        made = gate_run(store, got, nxt, entries=entry).to_dict()
+        assert started == [1, 1] and any(type(x) is str for x in made["regressions"])
+        made = {
+            k: [Raw(x) if type(x) is str else x for x in v] if isinstance(v, list) else v
+            for k, v in made.items()
+        }
+        assert indented(made) == json.dumps(report.to_dict(), indent=2)
+        started.pop()  # the count below is of the baseline's parts
         # the file baseline save writes, made in two parts as well: the same entries, in order
         whole = baseline_of_rows(run, store._statuses_rows("base"))
         head, texts, timed = baseline_texts(store, run)

@@ -235,8 +235,9 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
     tables shown are the same as from the whole comparison, on SQLite and PostgreSQL."""
     import random
 
+    from torchport.interfaces.json_text import Raw, dumps, one_line
     from torchport.kb import forked, open_store
-    from torchport.views.compare import LIST_READS, compare_runs
+    from torchport.views.compare import ENTRY_LISTS, LIST_READS, compare_runs
     from torchport.views.compare_tables import list_length, list_view
 
     rng = random.Random(3)
@@ -303,11 +304,18 @@ def test_the_store_join_decides_exactly_what_the_stream_walk_decides(kb_url, mon
         monkeypatch.setattr(forked, "Child", lambda work: started.append(1) or child(work))
         in_children = compare_runs(store, "A", "B").to_dict()
         assert started == [1] and len(store._case_parts("A", 2)) == 2
+        # compare --json: each part's entries made text in its own process, the same document
+        line = one_line()
+        as_text = compare_runs(store, "A", "B", entries=line).to_dict()
+        assert started == [1, 1]
+        del started[1:]
         one_list = {  # a list's own page: rows 3-4, only that list read out
             name: compare_runs(store, "A", "B", limit=4, rows=name) for name in LIST_READS
         }
         walked_pages = {name: _walk(store, name) for name in LIST_READS if name != "host_ops"}
     assert in_children == joined
+    made = {k: [Raw(x) for x in v] if k in ENTRY_LISTS else v for k, v in as_text.items()}
+    assert dumps(made, flat_from=2) == dumps(joined, flat_from=2)
     for name, rows in walked_pages.items():  # page after page, each read after the last key
         expected = list_view(whole, name, None)
         assert rows == (expected.rows if expected else []), name

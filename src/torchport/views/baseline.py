@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring_ascii as _string
+from typing import Any
 
 from torchport.records.status import depth
 from torchport.views.compare import metrics
@@ -270,16 +271,22 @@ def gate_rows(
 
 
 def gate_run(
-    store, baseline: dict, run: dict, plan: Callable[[], list | None] | None = None
+    store,
+    baseline: dict,
+    run: dict,
+    plan: Callable[[], list | None] | None = None,
+    entries: Callable[[dict], Any] | None = None,
 ) -> GateReport:
     """``gate_rows`` over the store's rows of ``run``. A large run is held to the baseline in
     parts of its cases, one a core (``store.statuses``): this process checks the first while
     forked children (which inherit the baseline as read) check the others; their findings
-    follow in case order, as one process lists them."""
+    follow in case order, as one process lists them. ``entries``: each finding of the parts
+    made this where its part is checked (``gate --json``: its JSON text, two cores at once;
+    docs/at-a-glance.md, issue 46); a baseline entry the run did not record stays a dict."""
     report = GateReport(baseline_run=str(baseline.get("from_run")), run=run["id"])
     seen: set[str] = set()
     for part, their_seen in store.statuses(
-        run["id"], shape=functools.partial(_gate_part, baseline)
+        run["id"], shape=functools.partial(_gate_part, baseline, entries=entries)
     ):
         for name in ("regressions", "improvements", "new"):
             getattr(report, name).extend(getattr(part, name))
@@ -290,11 +297,16 @@ def gate_run(
     return report
 
 
-def _gate_part(baseline: dict, rows: Iterable[tuple]) -> tuple[GateReport, list[str]]:
-    """One part's rows checked (in a forked child for a later part): its findings and the
-    baseline keys it saw."""
+def _gate_part(
+    baseline: dict, rows: Iterable[tuple], entries: Callable[[dict], Any] | None = None
+) -> tuple[GateReport, list[str]]:
+    """One part's rows checked (in a forked child for a later part): its findings (each
+    made ``entries`` where given) and the baseline keys it saw."""
     report = GateReport(baseline_run="", run="")
     seen = _check_rows(report, baseline, rows)
+    if entries is not None:
+        for name in ("regressions", "improvements", "new"):
+            setattr(report, name, list(map(entries, getattr(report, name))))
     return report, list(seen)
 
 

@@ -112,12 +112,23 @@ def echo_json(data, *, flat_from: int | None = None) -> None:
     click.echo(dumps(data, indent=2, flat_from=flat_from, default=_jsonable), color=True)
 
 
-def json_line():
-    """Each value as ``echo_json(data, flat_from=...)`` writes a flat one: its line of text,
-    made by a caller apart (wrapped in json_text.Raw, it is written as it is)."""
-    from torchport.interfaces.json_text import one_line
+def json_entry(depth: int | None = None):
+    """A list entry's text as ``echo_json`` writes it, made by a caller apart (in forked
+    children) and given back wrapped in json_text.Raw: ``depth`` None, as
+    ``echo_json(data, flat_from=...)`` writes a flat value (one line); else as
+    ``echo_json(data)`` writes a value at that depth (indented)."""
+    from torchport.interfaces.json_text import indented_at, one_line
 
-    return one_line(default=_jsonable)
+    if depth is None:
+        return one_line(default=_jsonable)
+    return indented_at(depth, indent=2, default=_jsonable)
+
+
+def made_raw(items: list) -> list:
+    """A list's entries made text apart (``json_entry``) marked to be written as they are."""
+    from torchport.interfaces.json_text import Raw
+
+    return [Raw(item) if type(item) is str else item for item in items]
 
 
 def public_result(result: dict) -> dict:

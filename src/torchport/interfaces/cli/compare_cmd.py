@@ -6,8 +6,9 @@ from torchport.interfaces.cli.common import (
     bulk_read,
     db_option,
     echo_json,
-    json_line,
+    json_entry,
     json_option,
+    made_raw,
     open_db,
     resolve,
     run_filters,
@@ -38,13 +39,12 @@ def command(run_a, run_b, device, suite, labels, show_all, db, as_json):
     filters = run_filters(device, suite, labels)
     a, b = resolve(store, run_a, filters), resolve(store, run_b, filters)
     if as_json:
-        from torchport.interfaces.json_text import Raw
         from torchport.views.compare import ENTRY_LISTS
 
         with store_problems():  # each list entry's line made where its part is shaped
-            data = compare_runs(store, a, b, entries=json_line()).to_dict()
+            data = compare_runs(store, a, b, entries=json_entry()).to_dict()
         for name in ENTRY_LISTS:
-            data[name] = list(map(Raw, data[name]))
+            data[name] = made_raw(data[name])
         echo_json(data, flat_from=2)  # a list's entry per line
         return
     every = show_all  # the text form shows each list's first rows: only those read

@@ -6,7 +6,9 @@ from torchport.interfaces.cli.common import (
     bulk_read,
     db_option,
     echo_json,
+    json_entry,
     json_option,
+    made_raw,
     open_db,
     resolve,
     run_filters,
@@ -66,9 +68,18 @@ def command(run_spec, baseline_path, device, suite, labels, db, as_json):
     with store_problems():
         run = store.get_run(run_id, plan=False)  # the plan is read only if it is needed
         # statuses and step times only, plain rows, in parts on a machine with cores to spare
-        report = gate_run(store, baseline, run, plan=lambda: store.get_run(run_id)["plan"])
+        report = gate_run(
+            store,
+            baseline,
+            run,
+            plan=lambda: store.get_run(run_id)["plan"],
+            entries=json_entry(2) if as_json else None,  # a finding's text made in its part
+        )
     if as_json:
-        echo_json(report.to_dict())
+        data = report.to_dict()
+        for name in ("regressions", "improvements", "new"):
+            data[name] = made_raw(data[name])
+        echo_json(data)
     else:
         click.echo(
             f"gate: run {run_id} against the baseline of run {report.baseline_run}: "
