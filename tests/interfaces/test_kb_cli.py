@@ -7,6 +7,7 @@ import pytest
 
 from tests import kb
 from tests.conftest import torchport
+from torchport.interfaces.json_text import dumps
 from torchport.kb import open_store
 
 
@@ -70,9 +71,11 @@ def test_compare_prints_the_environment_difference_first(two_runs, tmp_path):
         "each median lies outside",
     ):
         assert shown in out, shown
-    data = json.loads(
-        _ok(torchport("compare", "r1", "r2", "--json", "--db", two_runs, cwd=tmp_path))
-    )
+    text = _ok(torchport("compare", "r1", "r2", "--json", "--db", two_runs, cwd=tmp_path))
+    data = json.loads(text)
+    # each list entry on one line, as json_text.dumps writes the whole (its entries are made
+    # where each part is shaped, interfaces/cli/compare_cmd.py)
+    assert text == dumps(data, indent=2, flat_from=2) + "\n"
     assert data["common"] == 8 and data["transitions"]["pass"] == {"pass": 2, "crash": 1}
     assert data["environment"] == [{"key": "torch", "a": "2.13.0", "b": "2.14.0"}]
     _one_line(
@@ -100,14 +103,12 @@ def test_baseline_and_gate_exit_codes(two_runs, tmp_path):
     assert "hf/gpt2 [eager]: now fails: expected pass, got crash @run" in proc.stdout
     assert "smoke/mlp [eager]: step slower" in proc.stdout
     assert "hf/llama [eager]: now passes" in proc.stdout  # improvements are listed too
-    assert (
-        json.loads(
-            torchport(
-                "gate", "r2", "--baseline", expected, "--json", "--db", two_runs, cwd=tmp_path
-            ).stdout
-        )["ok"]
-        is False
-    )
+    text = torchport(
+        "gate", "r2", "--baseline", expected, "--json", "--db", two_runs, cwd=tmp_path
+    ).stdout
+    report = json.loads(text)
+    assert report["ok"] is False and report["regressions"]
+    assert text == json.dumps(report, indent=2) + "\n"  # findings made apart, the same text
     expected.write_text("{}")
     _one_line(
         torchport("gate", "r2", "--baseline", expected, "--db", two_runs, cwd=tmp_path),
